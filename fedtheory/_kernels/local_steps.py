@@ -1,0 +1,56 @@
+"""Local update loops of the sampled clients of one round, compiled with Numba."""
+import numpy as np
+from numba import njit
+
+from .oracles import client_grad
+
+
+@njit(cache=True)
+def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
+                        clients, idx, noise, lrs, l2, x0, gscale, mu, anchor, corr, out):
+    """Run K corrected local SGD steps for every sampled client of a round.
+
+    For client ``clients[s]`` and step k = 0..K-1, starting from y_0 = x0:
+
+        y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; idx[s, k]) + noise[s, k])
+                                   + mu * (y_k - anchor) + corr[s] )
+
+    ``idx`` has shape (S, K, B) of absolute minibatch rows, or (S, K, 0) for exact
+    client gradients; ``noise`` has shape (S, K, d) or (0, 0, 0) for none; ``corr``
+    has shape (S, d) or (0, 0) for none. The final y_K is written into ``out[s]``.
+    FedAvg, FedProx, SCAFFOLD, FedDyn, FedCM and LFD are all instances.
+
+    Returns an int64 array ``done`` with the number of finite steps per client: a value
+    below K marks the step at which the iterate became non-finite.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    done = np.full(S, K, dtype=np.int64)
+    g = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    has_corr = corr.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = x0[j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                gj = g[j]
+                if has_noise:
+                    gj += noise[s, k, j]
+                step = gscale * gj + mu * (y[j] - anchor[j])
+                if has_corr:
+                    step += corr[s, j]
+                y[j] -= lr * step
+                check += y[j]
+            if not np.isfinite(check):
+                done[s] = k
+                break
+    return done

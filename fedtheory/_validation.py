@@ -1,0 +1,97 @@
+"""Parameter validation with scikit-learn style messages."""
+import numbers
+
+import numpy as np
+
+from .exceptions import InvalidParameterError
+
+
+class Interval:
+    """A real or integer interval constraint, e.g. ``Interval(float, 0, None, "neither")``.
+
+    ``closed`` is one of "both", "left", "right", "neither".
+    """
+
+    def __init__(self, kind, low, high, closed="both"):
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def accepts(self, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return False
+        if self.kind is int and not isinstance(v, numbers.Integral):
+            return False
+        if not np.isfinite(v):
+            return False
+        lo_ok = self.low is None or (v >= self.low if self.closed in ("both", "left") else v > self.low)
+        hi_ok = self.high is None or (v <= self.high if self.closed in ("both", "right") else v < self.high)
+        return bool(lo_ok and hi_ok)
+
+    def __str__(self):
+        left = "[" if self.closed in ("both", "left") and self.low is not None else "("
+        right = "]" if self.closed in ("both", "right") and self.high is not None else ")"
+        lo = "-inf" if self.low is None else f"{self.low}"
+        hi = "inf" if self.high is None else f"{self.high}"
+        name = "an int" if self.kind is int else "a float"
+        return f"{name} in the range {left}{lo}, {hi}{right}"
+
+
+class Options:
+    """A constraint accepting one of a fixed set of values."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def accepts(self, v):
+        try:
+            return v in self.values
+        except TypeError:
+            return False
+
+    def __str__(self):
+        return "a str among {" + ", ".join(repr(v) for v in self.values) + "}"
+
+
+class NoneOk:
+    """Marker accepting ``None``."""
+
+    def accepts(self, v):
+        return v is None
+
+    def __str__(self):
+        return "None"
+
+
+class ArrayLike:
+    """Accepts any non-string value (validated further by the caller)."""
+
+    def __init__(self, what="an array"):
+        self.what = what
+
+    def accepts(self, v):
+        return v is not None and not isinstance(v, str)
+
+    def __str__(self):
+        return self.what
+
+
+def check_param(name, value, constraints, caller):
+    """Raise InvalidParameterError unless ``value`` satisfies one of ``constraints``.
+
+    The message names the parameter, the caller, what is accepted and what was received:
+    "The 'lr' parameter of run must be a float in the range (0, inf). Got -1 instead."
+    """
+    if any(c.accepts(value) for c in constraints):
+        return value
+    if len(constraints) == 1:
+        what = str(constraints[0])
+    else:
+        what = ", ".join(str(c) for c in constraints[:-1]) + " or " + str(constraints[-1])
+    raise InvalidParameterError(
+        f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.")
+
+
+def check_params(values, constraints, caller):
+    """Validate a dict of parameters against a dict of constraint lists."""
+    for name, cons in constraints.items():
+        if name in values:
+            check_param(name, values[name], cons, caller)

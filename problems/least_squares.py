@@ -1,0 +1,61 @@
+"""Least squares and lasso."""
+from fedtheory._kernels.oracles import KIND_LEAST_SQUARES
+from fedtheory.problem import FederatedProblem, _as_client_arrays
+
+
+def least_squares(A, b, l2=0.0, weights=None, noise=0.0):
+    r"""Federated least squares.
+
+    .. math:: f_i(x) = \frac{1}{2 m_i}\|A_i x - b_i\|^2 + \frac{\ell_2}{2}\|x\|^2,
+              \qquad F = \sum_i w_i f_i.
+
+    Parameters
+    ----------
+    A : list of (m_i, d) ndarray or CSR matrices
+        One design matrix per client.
+    b : list of (m_i,) ndarray
+        One target vector per client.
+    l2 : float, default 0
+        Ridge weight inside every client objective.
+    weights : array of shape (n,), optional
+        Client weights (uniform by default).
+    noise : float, default 0
+        Std of additive Gaussian gradient noise per coordinate added by the runner.
+
+    Returns
+    -------
+    FederatedProblem
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> rng = np.random.default_rng(0)
+    >>> p = problems.least_squares([rng.normal(size=(20, 3)) for _ in range(4)],
+    ...                            [rng.normal(size=20) for _ in range(4)])
+    >>> p.n_clients, p.dim
+    (4, 3)
+    """
+    M, t, ptr = _as_client_arrays(A, b, "problems.least_squares", labels=False)
+    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, noise=noise,
+                            name="least_squares")
+
+
+def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
+    r"""Federated lasso: least squares clients plus :math:`h(x) = \ell_1 \|x\|_1`.
+
+    .. math:: F(x) = \sum_i \frac{w_i}{2 m_i}\|A_i x - b_i\|^2 + \frac{\ell_2}{2}\|x\|^2
+              + \ell_1 \|x\|_1 .
+
+    Parameters are those of :func:`least_squares` plus ``l1`` (> 0), the weight of h.
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> rng = np.random.default_rng(0)
+    >>> p = problems.lasso([rng.normal(size=(20, 3))], [rng.normal(size=20)], l1=0.1)
+    >>> p.is_composite
+    True
+    """
+    M, t, ptr = _as_client_arrays(A, b, "problems.lasso", labels=False)
+    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, l1=l1,
+                            noise=noise, name="lasso")
