@@ -95,3 +95,13 @@ def check_params(values, constraints, caller):
     for name, cons in constraints.items():
         if name in values:
             check_param(name, values[name], cons, caller)
+
+
+class Bool:
+    """Accepts ``True`` or ``False``."""
+
+    def accepts(self, v):
+        return isinstance(v, (bool, np.bool_))
+
+    def __str__(self):
+        return "a bool"

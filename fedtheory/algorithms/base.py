@@ -1,0 +1,167 @@
+"""The algorithm contract and the per-round context handed to it by the runner.
+
+An algorithm is a small frozen dataclass of its own hyperparameters plus three methods:
+
+* ``init(problem, x0) -> state`` (a dict of arrays; ``state["x"]`` is the global model);
+* ``local_round(state, ctx) -> messages`` (dict of arrays with one row per sampled client),
+  computed by Numba kernels; ``local_round_reference`` is the NumPy twin that follows the
+  paper's pseudo-code line by line and is used by the ``"python"`` backend and the tests;
+* ``server_update(state, ctx, messages) -> state`` (NumPy; shared by both backends).
+
+The runner owns the loop, the randomness and the bookkeeping (see :mod:`fedtheory.runner`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._kernels.local_steps import corrected_local_sgd
+from .._validation import check_param
+from ..exceptions import InvalidParameterError
+
+_EMPTY2 = np.zeros((0, 0))
+
+
+class RoundContext:
+    """What one round of local work needs: sampled clients, their randomness, step sizes.
+
+    Attributes
+    ----------
+    problem : FederatedProblem
+    round : int
+        Index r of the round (0-based).
+    clients : int64 array (S,)
+        Sampled clients (may repeat when duplicates are replicated).
+    weights : float array (S,)
+        Aggregation weights of the sampled clients (see :func:`fedtheory.run`).
+    idx : int64 array (S, K, B)
+        Absolute minibatch rows per client and local step; B = 0 for exact gradients.
+    noise : float array (S, K, d) or (0, 0, 0)
+        Additive gradient noise (already scaled by ``problem.noise``).
+    lrs : float array (K,)
+        Local step sizes eta_{t} of the K local steps of this round.
+    """
+
+    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs):
+        self.problem = problem
+        self.round = rnd
+        self.clients = clients
+        self.weights = weights
+        self.idx = idx
+        self.noise = noise
+        self.lrs = lrs
+        self.K = lrs.shape[0]
+        self.S = clients.shape[0]
+
+    # -- Numba path -----------------------------------------------------------------
+    def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
+        """Run the corrected local SGD kernel for every sampled client.
+
+        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor) + corr_s),
+        from y_0 = x0. Returns ``(Y, done)`` with Y of shape (S, d) and ``done`` the number
+        of finite local steps per client.
+        """
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        anchor = x0 if anchor is None else anchor
+        corr = _EMPTY2 if corr is None else np.ascontiguousarray(corr)
+        done = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
+                                   p.l2, np.ascontiguousarray(x0), float(gscale), float(mu),
+                                   np.ascontiguousarray(anchor), corr, Y)
+        return Y, done
+
+    # -- NumPy path (reference twins) -----------------------------------------------
+    def grad(self, s, k, y):
+        """Stochastic gradient g(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""
+        rows = self.idx[s, k] if self.idx.shape[2] > 0 else None
+        g = self.problem.client_grad(int(self.clients[s]), y, rows)
+        if self.noise.shape[0] > 0:
+            g = g + self.noise[s, k]
+        return g
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """Base class of every registered algorithm (a frozen dataclass of hyperparameters).
+
+    Class attributes to set in a subclass:
+
+    name : str
+        Registered name.
+    reference : str
+        Paper, algorithm and equation implemented.
+    constraints : dict
+        ``{hyperparameter: [constraint, ...]}`` used for validation.
+    comm : (int, int)
+        d-vectors sent down / up per participating client per round.
+    stateful_clients : bool
+        The algorithm keeps per-client memory (forbids replicated duplicate draws).
+    exact : bool
+        With exact gradients and full participation x* is a fixed point under heterogeneity.
+    default_sampling : str
+        Client sampling used when ``clients_per_round`` is given and ``sampling`` is not.
+    test_params : dict
+        Fast, stable settings for the common test suite (runner arguments included).
+    reductions : list of (dict, str, dict)
+        Declared equivalences ``(own params, other algorithm, other params)``: the two runs
+        must produce the same iterates.
+    """
+
+    name: ClassVar[str] = "algorithm"
+    reference: ClassVar[str] = ""
+    constraints: ClassVar[dict] = {}
+    comm: ClassVar[tuple] = (1, 1)
+    stateful_clients: ClassVar[bool] = False
+    exact: ClassVar[bool] = False
+    default_sampling: ClassVar[str] = "uniform"
+    test_params: ClassVar[dict] = {}
+    reductions: ClassVar[list] = []
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            check_param(f.name, getattr(self, f.name), self.constraints[f.name], type(self).__name__)
+
+    @classmethod
+    def hyperparameters(cls):
+        """Names and defaults of the algorithm's own hyperparameters."""
+        return {f.name: f.default for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def create(cls, **kwargs):
+        """Build an instance, rejecting unknown hyperparameters with the list of known ones."""
+        known = cls.hyperparameters()
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            raise InvalidParameterError(
+                f"Unknown hyperparameter(s) {unknown} for algorithm {cls.name!r}; its own "
+                f"hyperparameters are {sorted(known) or 'none'} (plus the runner's lr, "
+                "local_steps, rounds, clients_per_round, batch_size, ...).")
+        return cls(**kwargs)
+
+    def check_problem(self, problem):
+        """Raise IncompatibleProblemError when the algorithm cannot run on ``problem``."""
+        from ..exceptions import IncompatibleProblemError
+        if problem.is_composite:
+            raise IncompatibleProblemError(
+                f"{self.name!r} handles smooth objectives only, but problem {problem.name!r} has "
+                f"a non-smooth part h(x) = {problem.l1} ||x||_1; use a composite method.")
+
+    def init(self, problem, x0):
+        """Initial state: a dict with at least ``x``."""
+        return {"x": x0.copy()}
+
+    def local_round(self, state, ctx):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def local_round_reference(self, state, ctx):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def server_update(self, state, ctx, messages):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def history_extras(self, state):
+        """Extra per-evaluation columns (e.g. step-size statistics); empty by default."""
+        return {}

@@ -1,0 +1,73 @@
+r"""FedAvg / local SGD (McMahan et al. 2017), as specified in spec/fedspeed.md §3.1.
+
+Every sampled client i starts from the global model, :math:`y_{i,0} = x^t`, and runs K steps
+
+.. math:: y_{i,k+1} = y_{i,k} - \eta_{l,k}\, g_i(y_{i,k}; \xi_{i,k}),
+
+then the server aggregates the model differences :math:`\Delta_i = y_{i,K} - x^t`:
+
+.. math:: x^{t+1} = x^t + \eta_g \sum_{i \in S_t} \omega_i \Delta_i ,
+
+with :math:`\omega_i` the aggregation weights of the sampling scheme (1/S for uniform
+sampling of S clients, w_i under full participation). Communication: 1 vector down, 1 up.
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._validation import Interval
+from ..registry import register
+from .base import Algorithm
+
+
+@register
+@dataclass(frozen=True)
+class FedAvg(Algorithm):
+    """FedAvg: local SGD steps, then the server averages the model differences.
+
+    Parameters
+    ----------
+    server_lr : float, default 1
+        Global step size eta_g > 0.
+
+    References
+    ----------
+    McMahan et al., "Communication-efficient learning of deep networks from decentralized
+    data", AISTATS 2017, Algorithm 1; spec/fedspeed.md §3.1 (the baseline of FedSpeed,
+    Sun et al., ICLR 2023).
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> ft.run(p, "fedavg", rounds=3, local_steps=2, lr=0.1).status
+    'max_rounds'
+    """
+
+    server_lr: float = 1.0
+
+    name: ClassVar[str] = "fedavg"
+    reference: ClassVar[str] = "McMahan et al. 2017, Alg. 1; spec/fedspeed.md §3.1"
+    constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
+    comm: ClassVar[tuple] = (1, 1)
+    test_params: ClassVar[dict] = {"lr": 0.1}
+
+    def local_round(self, state, ctx):
+        Y, done = ctx.local_sgd(state["x"])
+        return {"y": Y, "done": done}
+
+    def local_round_reference(self, state, ctx):
+        x = state["x"]
+        Y = np.empty((ctx.S, x.shape[0]))
+        for s in range(ctx.S):
+            y = x.copy()                                  # y_{i,0} = x^t
+            for k in range(ctx.K):
+                y = y - ctx.lrs[k] * ctx.grad(s, k, y)    # y <- y - eta_l g(y; xi)
+            Y[s] = y
+        return {"y": Y}
+
+    def server_update(self, state, ctx, messages):
+        x = state["x"]
+        delta = ctx.weights @ (messages["y"] - x)          # sum_i omega_i Delta_i
+        return {**state, "x": x + self.server_lr * delta}

@@ -1,0 +1,370 @@
+"""The federated loop: sampling, randomness, evaluation, bookkeeping (API.md ``run``)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ._kernels.oracles import KIND_QUADRATIC
+from ._kernels.sampling import minibatch_rows
+from ._validation import Bool, Interval, NoneOk, Options, check_param
+from .algorithms.base import RoundContext
+from .exceptions import InvalidParameterError
+from .problem import FederatedProblem
+from .registry import get_algorithm
+
+SAMPLING = ("uniform", "with_replacement", "bernoulli")
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`run` (an ``OptimizeResult``-like record).
+
+    Attributes
+    ----------
+    x : ndarray (d,)
+        Final global model.
+    status : str
+        "max_rounds", "converged", "diverged" or "callback_stop".
+    message : str
+        Human-readable reason for the status (names round and client on divergence).
+    rounds : int
+        Rounds completed.
+    grad_evals : int
+        Local stochastic-gradient oracle calls (one per client per local step).
+    sample_grads : int
+        Per-sample gradients computed (B per call, m_i for an exact client gradient).
+    comm_up, comm_down : int
+        d-vectors sent client->server and server->client.
+    history : pandas.DataFrame
+        One row per evaluated round (see :func:`run`).
+    iterates : ndarray (rounds + 1, d) or None
+        Global models x^0..x^R when ``record_iterates=True``.
+    state : dict
+        Final algorithm state (control variates, duals, ...).
+    """
+
+    x: np.ndarray
+    status: str
+    message: str
+    rounds: int
+    grad_evals: int
+    sample_grads: int
+    comm_up: int
+    comm_down: int
+    history: pd.DataFrame
+    iterates: np.ndarray | None
+    state: dict = field(repr=False)
+    algorithm: object = None
+    seed: int = 0
+    backend: str = "numba"
+    time: float = 0.0
+
+
+def _step_sizes(lr, rnd, K):
+    if callable(lr):
+        t = rnd * K + np.arange(K)
+        lrs = np.array([float(lr(int(s))) for s in t])
+        if not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
+            raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range "
+                                        f"(0, inf). Got {lrs.tolist()} for global steps {t.tolist()}.")
+        return lrs
+    return np.full(K, float(lr))
+
+
+class _Sampler:
+    """Draws the participating clients of a round and their aggregation weights."""
+
+    def __init__(self, problem, mode, S, q, replicate, participation):
+        self.p, self.mode, self.S, self.q, self.replicate = problem, mode, S, q, replicate
+        self.participation = participation
+        self.n = problem.n_clients
+
+    def __call__(self, rng):
+        w = self.p.weights
+        if self.mode == "full":
+            return np.arange(self.n, dtype=np.int64), w.copy()
+        if self.mode == "uniform":
+            c = np.sort(rng.choice(self.n, self.S, replace=False)).astype(np.int64)
+            return c, w[c] * (self.n / self.S)
+        if self.mode == "with_replacement":
+            draws = np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
+            if self.replicate:
+                return draws, np.full(self.S, 1.0 / self.S)
+            c, counts = np.unique(draws, return_counts=True)
+            return c.astype(np.int64), counts / self.S
+        # Bernoulli participation, self-normalised weights over the participants
+        c = np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
+        return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
+
+
+def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
+        batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
+        *, eval_every=1, callback=None, progress=False, sampling=None, q=None,
+        participation=None, batch_replacement=False, reference=None, tol=None,
+        **hyperparameters):
+    r"""Run a federated algorithm on a problem.
+
+    With ``batch_size=None`` and ``clients_per_round=None`` the run is deterministic and is
+    the paper's algorithm with exact gradients and full participation, round by round.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        From :mod:`problems`.
+    algorithm : str
+        A registered name (:func:`fedtheory.algorithms`).
+    rounds : int, default 100
+        Communication rounds R >= 0.
+    local_steps : int, default 1
+        Local steps K (tau, E in the papers) >= 1.
+    lr : float or callable, default 0.1
+        Local step size eta_l > 0, or a schedule ``lr(t) -> float`` of the global local-step
+        counter t = r K + k (e.g. Theorem 4.2 of Haddadpour & Mahdavi).
+    clients_per_round : int, optional
+        S clients per round; None means every client every round.
+    batch_size : int, optional
+        Minibatch size B (1 <= B <= smallest client); None uses exact client gradients.
+    seed : int, default 0
+        Seed of the run's single random stream (SeedSequence(seed) spawns one stream for
+        client sampling and one for minibatches and noise).
+    x0 : array (d,), optional
+        Initial global model (zeros by default).
+    record_iterates : bool, default False
+        Keep x^0..x^R in ``result.iterates``.
+    backend : {"numba", "python", "torch"}
+        Numba kernels, or the NumPy twins of the papers' pseudo-code. Both follow the same
+        trajectory from the same index arrays. "torch" is the optional deep-learning backend
+        (not available in this release).
+    device : str, optional
+        Torch device (torch backend only).
+    eval_every : int, default 1
+        Evaluate every this many rounds (round 0 and the last round always).
+    callback : callable, optional
+        ``callback(round, x)`` after each round; returning True stops with "callback_stop".
+    progress : bool, default False
+        Show a tqdm progress bar.
+    sampling : {"uniform", "with_replacement", "bernoulli"}, optional
+        How the S clients are drawn when ``clients_per_round`` is set: uniformly without
+        replacement (weights w_i n/S, i.e. 1/S for uniform w), i.i.d. with replacement by
+        ``q`` (weight 1/S per draw), or each client independently with probability
+        ``participation`` (weights w_i / sum of participants' w). Defaults to the
+        algorithm's own (uniform; with replacement for ``lfd``).
+    q : array (n,), optional
+        Sampling probabilities for ``"with_replacement"``; they are also the objective's
+        weights, so they must equal ``problem.weights`` (the default).
+    participation : float, optional
+        Bernoulli participation probability (default S/n).
+    batch_replacement : bool, default False
+        Draw minibatch rows with replacement.
+    reference : object with ``f`` and ``x``, optional
+        Ground truth (e.g. :func:`validation.ground_truth`); adds ``suboptimality`` and
+        ``dist_sq`` columns.
+    tol : float, optional
+        Stop with "converged" when the squared gradient mapping norm is <= tol.
+    **hyperparameters
+        The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
+
+    Returns
+    -------
+    RunResult
+        ``history`` columns: round, comm_up, comm_down, grad_evals, sample_grads, time,
+        value (F(x)), grad_mapping_sq, and suboptimality / dist_sq with a reference.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=0.5, seed=0)
+    >>> res = ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1)
+    >>> res.status, res.history.shape[0]
+    ('max_rounds', 21)
+    """
+    c = "run"
+    if not isinstance(problem, FederatedProblem):
+        raise InvalidParameterError(f"The 'problem' parameter of run must be a FederatedProblem "
+                                    f"(see the problems package). Got {type(problem).__name__} instead.")
+    alg_cls = get_algorithm(algorithm)
+    check_param("rounds", rounds, [Interval(int, 0, None)], c)
+    check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
+    if not callable(lr):
+        check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
+    n = problem.n_clients
+    check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, n)], c)
+    check_param("seed", seed, [Interval(int, 0, None)], c)
+    check_param("record_iterates", record_iterates, [Bool()], c)
+    check_param("backend", backend, [Options("numba", "python", "torch")], c)
+    check_param("eval_every", eval_every, [Interval(int, 1, None)], c)
+    check_param("sampling", sampling, [NoneOk(), Options(*SAMPLING)], c)
+    check_param("batch_replacement", batch_replacement, [Bool()], c)
+    check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
+    min_m = int(problem.client_sizes.min())
+    if batch_size is not None:
+        if problem.kind == KIND_QUADRATIC:
+            raise InvalidParameterError(
+                "The 'batch_size' parameter of run must be None for a quadratic problem (it has no "
+                "samples; use its 'noise' for stochastic gradients). Got "
+                f"{batch_size!r} instead.")
+        hi = None if batch_replacement else min_m
+        check_param("batch_size", batch_size, [Interval(int, 1, hi)], c)
+    if backend == "torch":
+        raise NotImplementedError("backend='torch' is not available in this release of fedtheory; "
+                                  "use backend='numba' or 'python'.")
+    if "q" in alg_cls.hyperparameters() and q is None:
+        q = hyperparameters.get("q")
+    alg = alg_cls.create(**hyperparameters)
+    alg.check_problem(problem)
+
+    # --- sampling scheme
+    mode = "full"
+    if clients_per_round is not None or sampling == "bernoulli":
+        mode = sampling or alg.default_sampling
+    replicate = bool(getattr(alg, "replicate_duplicates", False))
+    qv = None
+    if mode == "with_replacement" or q is not None:
+        qv = problem.weights if q is None else np.asarray(q, dtype=np.float64)
+        if qv.shape != (n,) or not np.allclose(qv, problem.weights, rtol=1e-12, atol=1e-15):
+            raise InvalidParameterError(
+                "The 'q' parameter of run must equal the problem's client weights (q are both the "
+                "sampling probabilities and the objective weights); build the problem with "
+                f"weights=q. Got q={np.asarray(q).tolist()!r} instead.")
+    if mode == "with_replacement" and alg.stateful_clients and replicate:
+        raise InvalidParameterError(f"{alg.name!r} keeps per-client state, so duplicate draws cannot "
+                                    "be independent replicas; use replicate_duplicates=False.")
+    if mode == "bernoulli":
+        if participation is None:
+            participation = (clients_per_round or n) / n
+        check_param("participation", participation, [Interval(float, 0, 1, "right")], c)
+    S = clients_per_round if clients_per_round is not None else n
+    sampler = _Sampler(problem, mode, S, qv, replicate, participation)
+
+    # --- initial point
+    d = problem.dim
+    if x0 is None:
+        x0 = np.zeros(d)
+    else:
+        x0 = np.asarray(x0, dtype=np.float64)
+        if x0.shape != (d,):
+            raise InvalidParameterError(f"The 'x0' parameter of run must be an array of shape ({d},). "
+                                        f"Got an array of shape {x0.shape} instead.")
+        if not np.all(np.isfinite(x0)):
+            raise InvalidParameterError("The 'x0' parameter of run must be finite. Got NaN/inf entries.")
+
+    ss = np.random.SeedSequence(seed)
+    rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
+    state = alg.init(problem, x0)
+    K, B = local_steps, (batch_size or 0)
+    starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
+    L_eval = _eval_step(problem)
+    rows, iterates = [], ([x0.copy()] if record_iterates else None)
+    counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
+    status, message = "max_rounds", f"completed {rounds} rounds"
+
+    def evaluate(r):
+        x = state["x"]
+        row = {"round": r, **counters, "value": problem.value(x),
+               "grad_mapping_sq": problem.gradient_mapping_sq(x, L_eval)}
+        if reference is not None:
+            row["suboptimality"] = row["value"] - reference.f
+            diff = x - reference.x
+            row["dist_sq"] = float(diff @ diff)
+        row.update(alg.history_extras(state))
+        rows.append(row)
+        return row
+
+    evaluate(0)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=rounds, desc=alg.name)
+    r = 0
+    with np.errstate(all="ignore"):
+        for r in range(1, rounds + 1):
+            clients, weights = sampler(rng_clients)
+            Sr = clients.shape[0]
+            if B:
+                u = rng_data.random((Sr, K, B))
+                idx = minibatch_rows(u, starts_all[clients], sizes_all[clients], batch_replacement,
+                                     np.empty((Sr, K, B), dtype=np.int64))
+            else:
+                idx = np.zeros((Sr, K, 0), dtype=np.int64)
+            if problem.noise > 0:
+                noise = problem.noise * rng_data.standard_normal((Sr, K, d))
+            else:
+                noise = np.zeros((0, 0, 0))
+            ctx = RoundContext(problem, r - 1, clients, weights, idx, noise, _step_sizes(lr, r - 1, K))
+            t0 = time.perf_counter()
+            if Sr:
+                if backend == "numba":
+                    msgs = alg.local_round(state, ctx)
+                else:
+                    msgs = alg.local_round_reference(state, ctx)
+                bad = _first_nonfinite(msgs, ctx)
+                if bad is not None:
+                    status, message = "diverged", f"round {r}: {bad}"
+                    counters["time"] += time.perf_counter() - t0
+                    break
+                state = alg.server_update(state, ctx, msgs)
+            counters["time"] += time.perf_counter() - t0
+            n_unique = np.unique(clients).size
+            counters["grad_evals"] += Sr * K
+            counters["sample_grads"] += Sr * K * B if B else int(sizes_all[clients].sum()) * K
+            counters["comm_up"] += n_unique * alg.comm[1]
+            counters["comm_down"] += n_unique * alg.comm[0]
+            if record_iterates:
+                iterates.append(state["x"].copy())
+            if not np.all(np.isfinite(state["x"])):
+                status, message = "diverged", f"round {r}: the global model became non-finite after aggregation"
+                break
+            stop = callback is not None and bool(callback(r, state["x"]))
+            if r % eval_every == 0 or r == rounds or stop:
+                row = evaluate(r)
+                if not np.isfinite(row["value"]):
+                    status, message = "diverged", f"round {r}: F(x) is not finite ({row['value']})"
+                    break
+                if tol is not None and row["grad_mapping_sq"] <= tol:
+                    status, message = "converged", f"round {r}: squared gradient mapping norm <= tol={tol}"
+                    break
+            if bar is not None:
+                bar.update(1)
+            if stop:
+                status, message = "callback_stop", f"callback asked to stop after round {r}"
+                break
+    if bar is not None:
+        bar.close()
+    if status == "diverged" and (not rows or rows[-1]["round"] != r):
+        evaluate(r)
+    hist = pd.DataFrame(rows)
+    return RunResult(x=state["x"], status=status, message=message,
+                     rounds=r if rounds else 0, grad_evals=counters["grad_evals"],
+                     sample_grads=counters["sample_grads"], comm_up=counters["comm_up"],
+                     comm_down=counters["comm_down"], history=hist,
+                     iterates=np.array(iterates) if record_iterates else None, state=state,
+                     algorithm=alg, seed=seed, backend=backend, time=counters["time"])
+
+
+def _eval_step(problem):
+    """Step 1/L used by the gradient mapping of composite problems (exact L of the smooth part)."""
+    if not problem.is_composite:
+        return 1.0
+    from .constants import smoothness
+    return 1.0 / smoothness(problem)
+
+
+def _first_nonfinite(msgs, ctx):
+    done = msgs.get("done")
+    if done is not None:
+        bad = np.flatnonzero(done < ctx.K)
+        if bad.size:
+            s = bad[0]
+            return (f"client {int(ctx.clients[s])} produced a non-finite local iterate at local "
+                    f"step {int(done[s]) + 1} of {ctx.K}")
+    for key, v in msgs.items():
+        if key == "done":
+            continue
+        finite = np.all(np.isfinite(v.reshape(v.shape[0], -1)), axis=1)
+        if not finite.all():
+            s = int(np.flatnonzero(~finite)[0])
+            return f"client {int(ctx.clients[s])} sent a non-finite {key!r}"
+    return None
