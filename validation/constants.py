@@ -1,0 +1,166 @@
+r"""Problem constants: smoothness, strong convexity and each paper's heterogeneity measure.
+
+All quantities are computed from the data and the certified optimum, never guessed:
+
+=====================  ==========================================================================
+``L``                  :math:`\sup_x \lambda_{\max}\nabla^2 F_{smooth}(x)` (exact, see fedtheory.constants)
+``L_i``, ``L_max``     the same for every client objective f_i, and their maximum
+``L_sample_max``       largest per-sample smoothness (least squares ||a||^2 + l2, logistic ||a||^2/4 + l2)
+``mu``                 :math:`\inf_x \lambda_{\min}\nabla^2 F_{smooth}(x)` (logistic: the ridge l2)
+``mu_star``            :math:`\lambda_{\min}\nabla^2 F_{smooth}(x^*)` (local curvature at the optimum)
+``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 of DESIGN.md, zeta_*^2 of FedSPS)
+``gamma_gap``          :math:`\Gamma = F^* - \sum_i w_i f_i^*` (Li et al. 2020; FedSPS sigma_f^2 with l_i* = f_i*)
+``sigma_f_sq_zero``    FedSPS :math:`\sigma_f^2` with :math:`\ell_i^* = 0`: F* (non-negative losses only)
+``sigma_sq``           variance of the additive gradient noise, d * noise^2
+``sigma_g_sq``         FedSpeed's :math:`\sup_x \sum_i w_i\|\nabla f_i(x) - \nabla F(x)\|^2`
+                       (``sigma_g_sq_kind``: "exact", "bound" or "unbounded")
+``gradient_diversity`` Haddadpour & Mahdavi's :math:`\lambda = \sup_x \Lambda(x, q)`
+                       (``gradient_diversity_kind``: "exact", "bound" or "unbounded")
+=====================  ==========================================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
+from fedtheory.constants import client_smoothness, smoothness, strong_convexity
+
+from .ground_truth import ground_truth
+
+
+@dataclass
+class Constants:
+    """Constants of a federated problem (see the module docstring for definitions)."""
+
+    L: float
+    L_i: np.ndarray
+    L_max: float
+    L_sample_max: float
+    mu: float
+    mu_star: float
+    kappa: float
+    f_star: float
+    zeta_star_sq: float
+    gamma_gap: float
+    sigma_f_sq_zero: float
+    sigma_sq: float
+    sigma_g_sq: float
+    sigma_g_sq_kind: str
+    gradient_diversity: float
+    gradient_diversity_kind: str
+    notes: dict = field(default_factory=dict)
+
+    def as_dict(self):
+        """Scalar constants as a plain dict (arrays summarised by their max)."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("L_i", "notes")}
+        out["L_i_max"] = float(np.max(self.L_i))
+        return out
+
+
+def gradient_diversity(grads, q):
+    r"""Gradient diversity :math:`\Lambda = \sum_j q_j\|g_j\|^2 / \|\sum_j q_j g_j\|^2`.
+
+    Conventions of spec/localdescent.md §3.1: 1 when the numerator is 0, +inf when only
+    the denominator is 0.
+    """
+    grads = np.asarray(grads, dtype=np.float64)
+    num = float(q @ np.sum(grads * grads, axis=1))
+    gbar = q @ grads
+    den = float(gbar @ gbar)
+    if num == 0:
+        return 1.0
+    return np.inf if den == 0 else num / den
+
+
+def _row_norms_sq(problem):
+    if problem.sparse:
+        return np.asarray(problem.M.multiply(problem.M).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", problem.M, problem.M)
+
+
+def constants(problem, gt=None):
+    """Compute the constants of ``problem`` (ground truth is computed and cached if not given).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+    gt : GroundTruth, optional
+        Result of :func:`validation.ground_truth`.
+
+    Returns
+    -------
+    Constants
+
+    Examples
+    --------
+    >>> import problems, validation
+    >>> p = problems.quadratic(4, 3, L=2.0, mu=0.5, heterogeneity=0.3, seed=0)
+    >>> c = validation.constants(p)
+    >>> round(c.L, 12), round(c.mu, 12), round(c.zeta_star_sq, 12), c.sigma_g_sq_kind
+    (2.0, 0.5, 0.3, 'exact')
+    """
+    gt = gt if gt is not None else ground_truth(problem)
+    L = smoothness(problem)
+    L_i = client_smoothness(problem)
+    mu = strong_convexity(problem)
+    H_star = problem.hessian(gt.x)
+    mu_star = float(np.linalg.eigvalsh(H_star)[0])
+    w = problem.weights
+    n = problem.n_clients
+    G = np.array([problem.client_grad(i, gt.x) for i in range(n)])
+    zeta = float(w @ np.sum(G * G, axis=1))
+    notes = {}
+    if problem.kind == KIND_QUADRATIC:
+        L_sample = float(L_i.max())
+        sigma_f_zero = np.nan
+        notes["sigma_f_sq_zero"] = "quadratic losses can be negative: l_i* = 0 is not a lower bound"
+    else:
+        rn = _row_norms_sq(problem)
+        L_sample = float(rn.max() * (0.25 if problem.kind == KIND_LOGISTIC else 1.0) + problem.l2)
+        sigma_f_zero = gt.f - problem.h_value(gt.x) if not problem.is_composite else np.nan
+    # FedSpeed's sigma_g^2: sup_x sum_i w_i ||grad f_i(x) - grad F(x)||^2
+    hessians_equal = False
+    if problem.kind in (KIND_LEAST_SQUARES, KIND_QUADRATIC):
+        z = np.zeros(problem.dim)
+        Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
+        hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14))
+    if problem.kind == KIND_LOGISTIC:
+        # each grad f_i lies in a ball of radius R_i = max row norm of client i (+ the common l2 x, which cancels)
+        rn = np.sqrt(_row_norms_sq(problem))
+        R_i = np.array([rn[s:e].max() for s, e in zip(problem.client_ptr[:-1], problem.client_ptr[1:])])
+        R_bar = float(w @ R_i)
+        sigma_g, sg_kind = float(w @ (R_i + R_bar) ** 2), "bound"
+    elif hessians_equal:
+        sigma_g, sg_kind = zeta, "exact"   # grad f_i - grad F is constant in x
+    else:
+        sigma_g, sg_kind = np.inf, "unbounded"
+        notes["sigma_g_sq"] = "client Hessians differ: grad f_i - grad F grows linearly in x"
+    # Haddadpour & Mahdavi's gradient diversity bound
+    scale = max(1.0, float(np.max(np.sum(G * G, axis=1))) if n else 1.0)
+    shared_min = zeta <= 1e-20 * scale * max(1.0, L ** 2)
+    if not shared_min:
+        lam, lam_kind = np.inf, "unbounded"
+        notes["gradient_diversity"] = "clients are not all stationary at x* (no shared minimiser)"
+    elif problem.kind in (KIND_LEAST_SQUARES, KIND_QUADRATIC):
+        z = np.zeros(problem.dim)
+        Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
+        Abar = np.einsum("i,ijk->jk", w, Hs)
+        M = np.einsum("i,ijk,ikl->jl", w, Hs, Hs)
+        Ainv = np.linalg.inv(Abar)
+        lam, lam_kind = float(np.linalg.eigvalsh(Ainv @ M @ Ainv)[-1]), "exact"
+    else:
+        lam, lam_kind = (L / mu if mu > 0 else np.inf), "bound"
+        notes["gradient_diversity"] = "shared minimiser: sup Lambda <= kappa = L/mu (spec/localdescent.md §3.1)"
+    gap = float(gt.f - w @ gt.client_f) if np.all(np.isfinite(gt.client_f)) else np.nan
+    return Constants(L=L, L_i=L_i, L_max=float(L_i.max()), L_sample_max=L_sample, mu=mu,
+                     mu_star=mu_star, kappa=(L / mu if mu > 0 else np.inf), f_star=gt.f,
+                     zeta_star_sq=zeta, gamma_gap=gap, sigma_f_sq_zero=float(sigma_f_zero),
+                     sigma_sq=float(problem.dim * problem.noise ** 2), sigma_g_sq=sigma_g,
+                     sigma_g_sq_kind=sg_kind, gradient_diversity=lam, gradient_diversity_kind=lam_kind,
+                     notes=notes)
+
+
+_ = sp  # scipy.sparse used through problem.M
