@@ -44,6 +44,8 @@ class RunResult:
         Global models x^0..x^R when ``record_iterates=True``.
     state : dict
         Final algorithm state (control variates, duals, ...).
+    sampled : list of int64 arrays
+        Participating clients of each round (duplicates kept when replicated).
     """
 
     x: np.ndarray
@@ -57,6 +59,7 @@ class RunResult:
     history: pd.DataFrame
     iterates: np.ndarray | None
     state: dict = field(repr=False)
+    sampled: list = field(default_factory=list, repr=False)
     algorithm: object = None
     seed: int = 0
     backend: str = "numba"
@@ -257,7 +260,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     K, B = local_steps, (batch_size or 0)
     starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
     L_eval = _eval_step(problem)
-    rows, iterates = [], ([x0.copy()] if record_iterates else None)
+    rows, iterates, sampled = [], ([x0.copy()] if record_iterates else None), []
     counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
     status, message = "max_rounds", f"completed {rounds} rounds"
 
@@ -282,6 +285,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     with np.errstate(all="ignore"):
         for r in range(1, rounds + 1):
             clients, weights = sampler(rng_clients)
+            sampled.append(clients)
             Sr = clients.shape[0]
             if B:
                 u = rng_data.random((Sr, K, B))
@@ -340,7 +344,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                      rounds=r if rounds else 0, grad_evals=counters["grad_evals"],
                      sample_grads=counters["sample_grads"], comm_up=counters["comm_up"],
                      comm_down=counters["comm_down"], history=hist,
-                     iterates=np.array(iterates) if record_iterates else None, state=state,
+                     iterates=np.array(iterates) if record_iterates else None, state=state, sampled=sampled,
                      algorithm=alg, seed=seed, backend=backend, time=counters["time"])
 
 

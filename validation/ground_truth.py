@@ -49,8 +49,8 @@ class GroundTruth:
     client_residual : ndarray (n,)
         Gradient-mapping norm at each client minimiser.
     client_attained : ndarray of bool (n,)
-        False where the client's infimum is not attained (e.g. separable logistic data
-        without ridge); then client_f is the value reached, an upper bound of the infimum.
+        False where the client's infimum is not attained: separable logistic data without
+        ridge (certified by an LP), where client_f is the exact infimum 0.
     info : dict
         Solver statistics: CVXPY status and value, polish iterations, timings.
     """
@@ -112,6 +112,10 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
             return gt
     t0 = time.perf_counter()
     x, info = _solve(problem, solver, use_cvxpy=True)
+    if x is None:
+        raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: its data are linearly "
+                         "separable and l2 = 0, so F approaches its infimum 0 only as ||x|| -> inf. "
+                         "Use l2 > 0.")
     info["time_global"] = time.perf_counter() - t0
     n, d = problem.n_clients, problem.dim
     cf, cx = np.full(n, np.nan), np.full((n, d), np.nan)
@@ -121,14 +125,15 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         for i in range(n):
             sub = _client_problem(problem, i)
             xi, inf_i = _solve(sub, solver, use_cvxpy=problem.is_composite, start=x)
-            cf[i], cres[i], catt[i] = sub.value(xi), inf_i["residual"], inf_i["attained"]
+            cf[i] = sub.value(xi) if xi is not None else 0.0
+            cres[i], catt[i] = inf_i["residual"], inf_i["attained"]
             if catt[i]:
                 cx[i] = xi
         info["time_clients"] = time.perf_counter() - t1
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
-                          "is not attained (e.g. separable logistic data with l2=0); client_f holds "
-                          "the value reached, an upper bound of the infimum.", RuntimeWarning, stacklevel=2)
+                          "is not attained (linearly separable logistic data with l2=0); client_f holds "
+                          "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=2)
     gt = GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
                      client_residual=cres, client_attained=catt, info=info)
     if cache:
@@ -181,11 +186,16 @@ def _cvxpy_solve(problem, solver):
     return (np.asarray(x.value, dtype=np.float64) if x.value is not None else None), prob.status, prob.value
 
 
-def _newton_smooth(problem, x, max_iter=100):
-    """Damped Newton with Armijo backtracking; stops when the gradient no longer decreases."""
+def _newton_smooth(problem, x, max_iter=200):
+    """Damped Newton with Armijo backtracking on F.
+
+    Stops when no step decreases F any more (machine precision) or the gradient has not
+    improved for 5 iterations once it is below 1e-10; returns the iterate with the
+    smallest gradient norm seen.
+    """
     f = problem.value(x)
     g = problem.grad(x)
-    best = np.linalg.norm(g)
+    best_x, best = x, np.linalg.norm(g)
     stall = 0
     it = 0
     for it in range(1, max_iter + 1):
@@ -196,23 +206,27 @@ def _newton_smooth(problem, x, max_iter=100):
             step = np.linalg.solve(H, g)
         except np.linalg.LinAlgError:
             step = np.linalg.lstsq(H, g, rcond=None)[0]
-        t, dec = 1.0, float(g @ step)
-        while t > 1e-12:
+        dec = float(g @ step)
+        t = 1.0
+        while True:
             xn = x - t * step
             fn = problem.value(xn)
-            if fn <= f - 1e-4 * t * dec or (fn <= f and t == 1.0):
+            if fn <= f - 1e-4 * t * dec or (t == 1.0 and fn <= f):
                 break
             t *= 0.5
-        xn = x - t * step
-        gn = problem.grad(xn)
-        nn = np.linalg.norm(gn)
-        if nn < best:
-            x, f, g, best, stall = xn, problem.value(xn), gn, nn, 0
+            if t < 1e-14:
+                break
+        if t < 1e-14:
+            break
+        x, f, g = xn, fn, problem.grad(xn)
+        ng = np.linalg.norm(g)
+        if ng < best:
+            best_x, best, stall = x, ng, 0
         else:
             stall += 1
-            if stall >= 3:
+            if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + np.linalg.norm(x))):
                 break
-    return x, it
+    return best_x, it
 
 
 def _active_set_lasso(problem, x, L, max_outer=50):
@@ -257,9 +271,23 @@ def _active_set_lasso(problem, x, L, max_outer=50):
     return x, it, False
 
 
+def _separable(problem):
+    """True when some x has y_j a_j^T x >= 1 for every row (LP feasibility, HiGHS)."""
+    from scipy.optimize import linprog
+    YA = problem.M.multiply(problem.b[:, None]).tocsr() if problem.sparse else problem.M * problem.b[:, None]
+    res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(problem.M.shape[0]),
+                  bounds=[(None, None)] * problem.dim, method="highs")
+    return res.status == 0
+
+
 def _solve(problem, solver, use_cvxpy=True, start=None):
     L = smoothness(problem)
     info = {"solver": solver}
+    if problem.kind == KIND_LOGISTIC and problem.l2 == 0 and not problem.is_composite and _separable(problem):
+        # the infimum 0 is approached along a separating direction and never attained
+        info.update(stage1="separability LP", residual=0.0, attained=False,
+                    note="linearly separable data and l2 = 0: inf F = 0 is not attained")
+        return None, info
     x = None
     if problem.kind == KIND_QUADRATIC and not problem.is_composite:
         x = np.linalg.solve(problem.hessian(np.zeros(problem.dim)), -problem.grad(np.zeros(problem.dim)))

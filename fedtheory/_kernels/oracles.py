@@ -8,30 +8,6 @@ KIND_QUADRATIC = 2
 
 
 @njit(cache=True)
-def row_dot(sparse, A, data, indices, indptr, r, x):
-    """Return a_r^T x for row ``r`` of a dense or CSR matrix."""
-    s = 0.0
-    if sparse:
-        for p in range(indptr[r], indptr[r + 1]):
-            s += data[p] * x[indices[p]]
-    else:
-        for j in range(A.shape[1]):
-            s += A[r, j] * x[j]
-    return s
-
-
-@njit(cache=True)
-def row_axpy(sparse, A, data, indices, indptr, r, coef, g):
-    """g += coef * a_r for row ``r`` of a dense or CSR matrix."""
-    if sparse:
-        for p in range(indptr[r], indptr[r + 1]):
-            g[indices[p]] += coef * data[p]
-    else:
-        for j in range(A.shape[1]):
-            g[j] += coef * A[r, j]
-
-
-@njit(cache=True)
 def loss_derivative(kind, z, target):
     """Derivative of the per-sample loss with respect to the margin z = a^T x.
 
@@ -48,6 +24,53 @@ def loss_derivative(kind, z, target):
 
 
 @njit(cache=True)
+def _grad_rows_csr(data, indices, indptr, b, kind, start, end, rows, x, g):
+    """g += mean over the selected CSR rows of l'(a_r^T x) a_r."""
+    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
+    inv = 1.0 / n_sel
+    for t in range(n_sel):
+        r = rows[t] if rows.shape[0] > 0 else start + t
+        p0, p1 = indptr[r], indptr[r + 1]
+        z = 0.0
+        for p in range(p0, p1):
+            z += data[p] * x[indices[p]]
+        c = inv * loss_derivative(kind, z, b[r])
+        for p in range(p0, p1):
+            g[indices[p]] += c * data[p]
+
+
+@njit(cache=True)
+def _grad_rows_dense(A, b, kind, start, end, rows, x, g):
+    """g += mean over the selected dense rows of l'(a_r^T x) a_r."""
+    d = x.shape[0]
+    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
+    inv = 1.0 / n_sel
+    for t in range(n_sel):
+        r = rows[t] if rows.shape[0] > 0 else start + t
+        z = 0.0
+        for j in range(d):
+            z += A[r, j] * x[j]
+        c = inv * loss_derivative(kind, z, b[r])
+        for j in range(d):
+            g[j] += c * A[r, j]
+
+
+@njit(cache=True)
+def _quadratic_grad(sparse, A, data, indices, indptr, b, start, end, x, g):
+    """g += Q_i x - c_i, the rows start:end being Q_i and b[start:end] being c_i."""
+    d = x.shape[0]
+    for r in range(start, end):
+        z = 0.0
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                z += data[p] * x[indices[p]]
+        else:
+            for j in range(d):
+                z += A[r, j] * x[j]
+        g[r - start] += z - b[r]
+
+
+@njit(cache=True)
 def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write into ``g`` the (minibatch) gradient of a client's smooth objective.
 
@@ -56,21 +79,11 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
     row indices of a minibatch and the mean over those rows is used. For the explicit
     quadratic (kind 2) the gradient is Q_i x - c_i + l2 x and ``rows`` is ignored.
     """
-    d = x.shape[0]
-    for j in range(d):
+    for j in range(x.shape[0]):
         g[j] = l2 * x[j]
     if kind == KIND_QUADRATIC:
-        for r in range(start, end):
-            g[r - start] += row_dot(sparse, A, data, indices, indptr, r, x) - b[r]
-        return
-    if rows.shape[0] == 0:
-        inv = 1.0 / (end - start)
-        for r in range(start, end):
-            z = row_dot(sparse, A, data, indices, indptr, r, x)
-            row_axpy(sparse, A, data, indices, indptr, r, inv * loss_derivative(kind, z, b[r]), g)
+        _quadratic_grad(sparse, A, data, indices, indptr, b, start, end, x, g)
+    elif sparse:
+        _grad_rows_csr(data, indices, indptr, b, kind, start, end, rows, x, g)
     else:
-        inv = 1.0 / rows.shape[0]
-        for t in range(rows.shape[0]):
-            r = rows[t]
-            z = row_dot(sparse, A, data, indices, indptr, r, x)
-            row_axpy(sparse, A, data, indices, indptr, r, inv * loss_derivative(kind, z, b[r]), g)
+        _grad_rows_dense(A, b, kind, start, end, rows, x, g)

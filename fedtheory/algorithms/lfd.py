@@ -64,4 +64,5 @@ class LFD(FedAvg):
                                    "server_lr": [Interval(float, 0, None, "neither")]}
     default_sampling: ClassVar[str] = "with_replacement"
     test_params: ClassVar[dict] = {"lr": 0.1}
-    reductions: ClassVar[list] = [({}, "fedavg", {})]
+    # same local rule and server as FedAvg; only the default sampling differs
+    reductions: ClassVar[list] = [({"sampling": "uniform"}, "fedavg", {})]

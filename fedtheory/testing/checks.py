@@ -1,0 +1,212 @@
+"""The common check suite run on every registered algorithm (DESIGN.md §4).
+
+Public, like scikit-learn's ``estimator_checks``: a researcher can run the same checks on an
+algorithm of their own after registering it::
+
+    from fedtheory.testing import yield_checks
+    for check in yield_checks("myalg"):
+        check("myalg")
+
+Each check raises AssertionError with a message on failure.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import problems
+from .. import run
+from .._kernels import local_steps as _ls
+from .._validation import Bool, Interval, NoneOk, Options
+from ..exceptions import InvalidParameterError
+from ..registry import get_algorithm
+
+HISTORY_COLUMNS = ("round", "comm_up", "comm_down", "grad_evals", "sample_grads", "time", "value",
+                   "grad_mapping_sq")
+
+
+def _rng_data(seed, n=6, m=30, d=5, sparse=False, labels=False):
+    import scipy.sparse as sp
+    rng = np.random.default_rng(seed)
+    A, b = [], []
+    for i in range(n):
+        a = rng.normal(size=(m + i, d)) * (1 + i / n)
+        if sparse:
+            a = sp.csr_matrix(a * (rng.random(a.shape) < 0.4))
+        A.append(a)
+        xt = rng.normal(size=d) + i
+        t = (a @ xt) + 0.3 * rng.normal(size=m + i)
+        b.append(np.where(t > np.median(t), 1.0, -1.0) if labels else t)
+    return A, b
+
+
+def suite_problems():
+    """Small heterogeneous problems for the suite: least squares, logistic (dense and CSR), quadratic."""
+    A, b = _rng_data(0)
+    Al, yl = _rng_data(1, labels=True)
+    As, ys = _rng_data(2, sparse=True, labels=True)
+    return {
+        "least_squares": problems.least_squares(A, b, l2=0.01),
+        "logistic": problems.logistic(Al, yl, l2=0.05),
+        "logistic_csr": problems.logistic(As, ys, l2=0.05),
+        "quadratic": problems.quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0,
+                                       hessian="distinct"),
+    }
+
+
+def _params(name, **extra):
+    cls = get_algorithm(name)
+    kw = dict(cls.test_params)
+    kw.update(extra)
+    return kw
+
+
+def _invalid_values(constraints):
+    """Values that violate every constraint in the list."""
+    vals = ["not-a-valid-value", object()]
+    for c in constraints:
+        if isinstance(c, Interval):
+            if c.low is not None:
+                vals.append(c.low - 1)
+            if c.high is not None:
+                vals.append(c.high + 1)
+            vals.append(float("nan"))
+    return [v for v in vals if not any(c.accepts(v) for c in constraints)]
+
+
+def check_param_validation(name):
+    """Every own hyperparameter rejects invalid values with a message naming it."""
+    cls = get_algorithm(name)
+    assert set(cls.constraints) == set(cls.hyperparameters()), \
+        f"{name}: constraints {sorted(cls.constraints)} != hyperparameters {sorted(cls.hyperparameters())}"
+    for pname, cons in cls.constraints.items():
+        for bad in _invalid_values(cons):
+            try:
+                cls.create(**{pname: bad})
+            except InvalidParameterError as e:
+                msg = str(e)
+                assert re.search(rf"The '{pname}' parameter of \w+ must be .* Got .* instead\.", msg), msg
+            else:
+                raise AssertionError(f"{name}: {pname}={bad!r} was accepted")
+    try:
+        cls.create(no_such_parameter=1)
+    except InvalidParameterError as e:
+        assert "no_such_parameter" in str(e) and "hyperparameters" in str(e)
+    else:
+        raise AssertionError(f"{name}: an unknown hyperparameter was accepted")
+
+
+def check_determinism(name):
+    """Same seed: bit-identical history (time excluded) with sampling and minibatches."""
+    p = suite_problems()["logistic_csr"]
+    kw = _params(name, rounds=6, local_steps=3, clients_per_round=3, batch_size=4)
+    r1, r2 = run(p, name, seed=7, **kw), run(p, name, seed=7, **kw)
+    h1, h2 = r1.history.drop(columns="time"), r2.history.drop(columns="time")
+    assert np.array_equal(r1.x, r2.x), f"{name}: same seed gave different x"
+    assert h1.equals(h2), f"{name}: same seed gave different histories"
+    r3 = run(p, name, seed=8, **kw)
+    assert not np.array_equal(r1.x, r3.x), f"{name}: a different seed gave the same run"
+
+
+def check_no_recompilation(name):
+    """A second run (dense and CSR alike) compiles no new kernel specialisation."""
+    ps = suite_problems()
+    kw = _params(name, rounds=2, local_steps=2)
+    for key in ("least_squares", "logistic_csr", "quadratic"):
+        run(ps[key], name, **kw)
+    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd",)}
+    for key in ("least_squares", "logistic_csr", "quadratic"):
+        run(ps[key], name, **kw)
+        run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw)
+    after = {k: len(getattr(_ls, k).signatures) for k in before}
+    assert before == after, f"{name}: kernels recompiled on later calls {before} -> {after}"
+    assert max(after.values()) <= 1, f"{name}: more than one specialisation compiled: {after}"
+
+
+def check_backends_agree(name):
+    """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12)."""
+    for key, p in suite_problems().items():
+        extra = {} if key == "quadratic" else {"batch_size": 5}
+        for kw in ({}, dict(clients_per_round=3, **extra)):
+            args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
+            a = run(p, name, backend="numba", **args)
+            b = run(p, name, backend="python", **args)
+            err = np.abs(a.iterates - b.iterates).max()
+            assert err <= 1e-12 * max(1.0, np.abs(a.iterates).max()), \
+                f"{name} on {key} {kw}: numba vs python differ by {err:.3e}"
+
+
+def check_reductions(name):
+    """Declared reductions hold iterate by iterate."""
+    cls = get_algorithm(name)
+    p = suite_problems()["logistic"]
+    for own, other, other_kw in cls.reductions:
+        base = dict(rounds=5, local_steps=3, seed=1, record_iterates=True, clients_per_round=3,
+                    batch_size=4, lr=0.1)
+        a = run(p, name, **{**_params(name, **base), **own})
+        b = run(p, other, **{**_params(other, **base), **other_kw})
+        err = np.abs(a.iterates - b.iterates).max()
+        assert err <= 1e-12, f"{name}{own} != {other}{other_kw}: {err:.3e}"
+
+
+def check_fixed_point_or_drift(name):
+    """Exact methods converge to x* under heterogeneity; inexact ones drift away from x*."""
+    cls = get_algorithm(name)
+    p = suite_problems()["quadratic"]
+    xs = p.info["x_star"]
+    if cls.exact:
+        res = run(p, name, rounds=400, local_steps=5, **_params(name))
+        dist = np.linalg.norm(res.x - xs)
+        assert dist < 1e-9, f"{name} is declared exact but ends {dist:.2e} from x*"
+    else:
+        res = run(p, name, rounds=1, local_steps=5, x0=xs, **_params(name))
+        drift = np.linalg.norm(res.x - xs)
+        assert drift > 1e-6, f"{name} is declared inexact but x* is (nearly) fixed: drift {drift:.2e}"
+
+
+def check_convergence_smoke(name):
+    """F decreases from x0 = 0 on a logistic problem with exact gradients."""
+    p = suite_problems()["logistic"]
+    res = run(p, name, rounds=30, local_steps=3, **_params(name))
+    assert res.status == "max_rounds", res.message
+    h = res.history
+    assert h.value.iloc[-1] < h.value.iloc[0] - 1e-3, f"{name}: no decrease {h.value.iloc[[0, -1]].tolist()}"
+
+
+def check_history_schema(name):
+    """History columns, counters and their consistency with the result."""
+    p = suite_problems()["least_squares"]
+    res = run(p, name, rounds=7, local_steps=2, eval_every=3, clients_per_round=2, batch_size=3,
+              **_params(name))
+    h = res.history
+    for col in HISTORY_COLUMNS:
+        assert col in h.columns, f"{name}: history lacks {col!r}"
+    assert h["round"].tolist() == [0, 3, 6, 7], h["round"].tolist()
+    assert h.grad_evals.iloc[-1] == res.grad_evals
+    assert res.comm_up == h.comm_up.iloc[-1] and res.comm_down == h.comm_down.iloc[-1]
+    assert np.all(np.diff(h.comm_up) >= 0) and np.all(np.diff(h.grad_evals) > 0)
+    assert res.sample_grads == res.grad_evals * 3
+
+
+def check_divergence_reported(name):
+    """A huge step size ends with status 'diverged', naming the round and a client."""
+    p = suite_problems()["least_squares"]
+    res = run(p, name, rounds=400, local_steps=5, **_params(name, lr=50.0))
+    assert res.status == "diverged", f"{name}: status {res.status} with lr=50"
+    assert re.search(r"round \d+: (client \d+|the global model|F\(x\) is not finite)", res.message), \
+        res.message
+
+
+ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
+              check_backends_agree, check_reductions, check_fixed_point_or_drift,
+              check_convergence_smoke, check_history_schema, check_divergence_reported)
+
+
+def yield_checks(name):
+    """The checks that apply to algorithm ``name``."""
+    get_algorithm(name)
+    yield from ALL_CHECKS
+
+
+_ = (Bool, NoneOk, Options)

@@ -1,0 +1,169 @@
+"""Bad input: scikit-learn style messages naming the parameter, the range and the value."""
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fedtheory as ft
+import problems
+from fedtheory.exceptions import DataError, IncompatibleProblemError, InvalidParameterError
+
+
+@pytest.fixture(scope="module")
+def p():
+    rng = np.random.default_rng(0)
+    A = [rng.normal(size=(10 + i, 3)) for i in range(4)]
+    return problems.logistic(A, [np.where(a[:, 0] > 0, 1.0, -1.0) for a in A])
+
+
+@pytest.mark.parametrize("kw,pattern", [
+    (dict(lr=-1.0), r"The 'lr' parameter of run must be a float in the range \(0, inf\)\. Got -1\.0 instead\."),
+    (dict(lr=float("nan")), r"The 'lr' parameter of run must be .* Got nan instead\."),
+    (dict(local_steps=0), r"The 'local_steps' parameter of run must be an int in the range \[1, inf\)\. Got 0 instead\."),
+    (dict(local_steps=2.5), r"The 'local_steps' parameter of run must be an int"),
+    (dict(clients_per_round=5), r"The 'clients_per_round' parameter of run must be None or an int in the range \[1, 4\]\. Got 5 instead\."),
+    (dict(rounds=-3), r"The 'rounds' parameter of run must be an int in the range \[0, inf\)\. Got -3 instead\."),
+    (dict(batch_size=11), r"The 'batch_size' parameter of run must be an int in the range \[1, 10\]\. Got 11 instead\."),
+    (dict(batch_size=0), r"The 'batch_size' parameter of run must be an int in the range \[1, 10\]\. Got 0 instead\."),
+    (dict(x0=np.zeros(4)), r"The 'x0' parameter of run must be an array of shape \(3,\)\. Got an array of shape \(4,\) instead\."),
+    (dict(backend="gpu"), r"The 'backend' parameter of run must be a str among \{'numba', 'python', 'torch'\}\. Got 'gpu' instead\."),
+    (dict(sampling="poisson", clients_per_round=2), r"The 'sampling' parameter of run must be None or a str among"),
+    (dict(mu=0.1), r"Unknown hyperparameter\(s\) \['mu'\] for algorithm 'fedavg'; its own hyperparameters are \['server_lr'\]"),
+    (dict(server_lr=0.0), r"The 'server_lr' parameter of FedAvg must be a float in the range \(0, inf\)\. Got 0\.0 instead\."),
+])
+def test_run_rejects_bad_arguments(p, kw, pattern):
+    with pytest.raises(InvalidParameterError, match=pattern):
+        ft.run(p, "fedavg", **{"rounds": 2, **kw})
+
+
+def test_unknown_algorithm_lists_known(p):
+    with pytest.raises(InvalidParameterError) as e:
+        ft.run(p, "fedsgd", rounds=1)
+    msg = str(e.value)
+    assert "'fedsgd'" in msg and all(name in msg for name in ft.algorithms())
+
+
+def test_fedprox_negative_mu(p):
+    with pytest.raises(InvalidParameterError, match=r"The 'mu' parameter of FedProx must be a float in the range \[0, inf\)\. Got -0\.5 instead\."):
+        ft.run(p, "fedprox", rounds=1, mu=-0.5)
+
+
+def test_lfd_q_must_equal_weights(p):
+    with pytest.raises(InvalidParameterError, match=r"The 'q' parameter of run must equal the problem's client weights"):
+        ft.run(p, "lfd", rounds=1, clients_per_round=2, q=[0.7, 0.1, 0.1, 0.1])
+
+
+def test_scaffold_with_replacement_merges_duplicates(p):
+    """A stateful method under with-replacement sampling runs each drawn client once (weight mult/S)."""
+    res = ft.run(p, "scaffold", rounds=20, clients_per_round=4, sampling="with_replacement", seed=1)
+    assert res.status == "max_rounds"
+    assert any(len(c) < 4 for c in res.sampled)          # some rounds drew a client twice
+    assert all(len(np.unique(c)) == len(c) for c in res.sampled)
+
+
+def test_lfd_replicate_duplicates_type(p):
+    with pytest.raises(InvalidParameterError, match=r"The 'replicate_duplicates' parameter of LFD must be a bool\. Got 'yes' instead\."):
+        ft.run(p, "lfd", rounds=1, replicate_duplicates="yes")
+
+
+def test_minibatch_on_quadratic_rejected():
+    q = problems.quadratic(3, 2, seed=0)
+    with pytest.raises(InvalidParameterError, match="'batch_size' parameter of run must be None for a quadratic"):
+        ft.run(q, "fedavg", rounds=1, batch_size=2)
+
+
+def test_composite_problem_rejected_by_smooth_methods():
+    rng = np.random.default_rng(0)
+    lasso = problems.lasso([rng.normal(size=(5, 3))], [rng.normal(size=5)], l1=0.1)
+    with pytest.raises(IncompatibleProblemError, match=r"'fedavg' handles smooth objectives only.*0\.1 \|\|x\|\|_1"):
+        ft.run(lasso, "fedavg", rounds=1)
+
+
+def test_torch_backend_says_unavailable(p):
+    with pytest.raises(NotImplementedError, match="backend='torch' is not available"):
+        ft.run(p, "fedavg", rounds=1, backend="torch")
+
+
+def test_divergence_names_round_and_client():
+    rng = np.random.default_rng(0)
+    p = problems.least_squares([rng.normal(size=(6, 3)) for _ in range(3)], [rng.normal(size=6)] * 3)
+    res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=1e200)
+    assert res.status == "diverged"
+    assert re.match(r"round 1: client \d+ produced a non-finite local iterate at local step \d+ of 5", res.message)
+    assert not np.isnan(res.history.value.iloc[0])
+
+
+# ------------------------------------------------------------------ data errors
+def test_nan_in_design_names_client():
+    A = [np.ones((3, 2)), np.array([[1.0, np.nan], [0, 1]])]
+    with pytest.raises(DataError, match=r"problems\.least_squares: client 1: design matrix contains NaN or inf"):
+        problems.least_squares(A, [np.ones(3), np.ones(2)])
+
+
+def test_inf_in_targets_names_client():
+    with pytest.raises(DataError, match=r"client 0: targets contain NaN or inf"):
+        problems.least_squares([np.ones((2, 2))], [np.array([1.0, np.inf])])
+
+
+def test_mismatched_rows_names_client():
+    with pytest.raises(DataError, match=r"client 1: design matrix has 3 rows but the target vector has shape \(2,\)"):
+        problems.least_squares([np.ones((2, 2)), np.ones((3, 2))], [np.ones(2), np.ones(2)])
+
+
+def test_mismatched_features():
+    with pytest.raises(DataError, match=r"different numbers of features \[2, 3\]"):
+        problems.least_squares([np.ones((2, 2)), np.ones((2, 3))], [np.ones(2), np.ones(2)])
+
+
+def test_empty_client_named():
+    with pytest.raises(DataError, match=r"problems\.logistic: client 2 is empty \(0 samples\)"):
+        problems.logistic([np.ones((2, 2))] * 2 + [np.ones((0, 2))], [np.ones(2)] * 2 + [np.ones(0)])
+
+
+def test_bad_labels_named():
+    with pytest.raises(DataError, match=r"problems\.logistic: client 1 has labels outside \{-1, \+1\}: found \[0\.0\]"):
+        problems.logistic([np.ones((2, 2)), sp.csr_matrix(np.ones((2, 2)))],
+                          [np.array([1.0, -1.0]), np.array([0.0, 1.0])])
+
+
+def test_count_mismatch():
+    with pytest.raises(DataError, match=r"got 2 design matrices but 1 target vectors"):
+        problems.least_squares([np.ones((2, 2))] * 2, [np.ones(2)])
+
+
+def test_single_matrix_instead_of_list():
+    with pytest.raises(DataError, match=r"'A' must be a list with one design matrix per client"):
+        problems.least_squares(np.ones((4, 2)), [np.ones(4)])
+
+
+def test_quadratic_parameter_errors():
+    with pytest.raises(InvalidParameterError, match=r"The 'mu' parameter of problems.quadratic must be a float in the range \[0, 1\.0\)\. Got 2\.0 instead\."):
+        problems.quadratic(3, 2, L=1.0, mu=2.0)
+    with pytest.raises(ValueError, match="shared_minimizer=True means"):
+        problems.quadratic(3, 2, heterogeneity=1.0, shared_minimizer=True)
+
+
+def test_libsvm_missing_file_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDTHEORY_DATA", str(tmp_path))
+    monkeypatch.setenv("FEDTHEORY_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(FileNotFoundError) as e:
+        problems.libsvm("a9a", data_dir=tmp_path, download=False)
+    msg = str(e.value)
+    assert "a9a.bz2" in msg and str(tmp_path) in msg and "data_dir" in msg and "libsvmtools" in msg
+
+
+def test_libsvm_checksum_mismatch(tmp_path, data_dir):
+    import shutil
+    shutil.copy(f"{data_dir}/mushrooms.bz2", tmp_path / "mushrooms.bz2")
+    with open(tmp_path / "mushrooms.bz2", "ab") as f:
+        f.write(b"corrupt")
+    with pytest.raises(OSError, match="sha256"):
+        problems.load_libsvm("mushrooms", data_dir=tmp_path)
+
+
+def test_partition_errors():
+    with pytest.raises(ValueError, match=r"The 'partition' parameter of partition_indices must be a str among"):
+        problems.partition_indices(np.zeros(10), 2, "random")
+    with pytest.raises(InvalidParameterError, match=r"The 'n_clients' parameter of partition_indices must be an int in the range \[1, 10\]\. Got 11 instead\."):
+        problems.partition_indices(np.zeros(10), 11)

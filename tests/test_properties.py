@@ -1,0 +1,170 @@
+"""Hypothesis property tests: oracles, prox, reductions, fixed points, sampling, determinism."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, strategies as st
+
+import fedtheory as ft
+import problems
+from fedtheory._kernels.oracles import client_grad
+from fedtheory._kernels.sampling import minibatch_rows
+from fedtheory.algorithms.base import RoundContext
+from fedtheory.registry import get_algorithm
+
+seeds = st.integers(0, 2**31 - 1)
+
+
+def _ls(seed, n=4, d=3, sparse=False, labels=False):
+    rng = np.random.default_rng(seed)
+    A = [rng.normal(size=(int(rng.integers(3, 12)), d)) * rng.uniform(0.2, 2) for _ in range(n)]
+    if sparse:
+        A = [sp.csr_matrix(a * (rng.random(a.shape) < 0.6)) for a in A]
+    b = [rng.normal(size=a.shape[0]) for a in A]
+    if labels:
+        b = [np.where(t > 0, 1.0, -1.0) for t in b]
+        return problems.logistic(A, b, l2=float(rng.uniform(0, 0.5)))
+    return problems.least_squares(A, b, l2=float(rng.uniform(0, 0.5)))
+
+
+@given(seeds, st.sampled_from(["ls", "logistic", "logistic_csr", "quadratic"]))
+def test_gradient_matches_finite_differences(seed, kind):
+    if kind == "quadratic":
+        p = problems.quadratic(3, 4, L=2.0, mu=0.3, heterogeneity=0.5, seed=seed % 1000, hessian="distinct")
+    else:
+        p = _ls(seed, labels=kind != "ls", sparse=kind.endswith("csr"))
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=p.dim)
+    i = int(rng.integers(p.n_clients))
+    g = p.client_grad(i, x)
+    h = 1e-6
+    fd = np.array([(p.client_value(i, x + h * e) - p.client_value(i, x - h * e)) / (2 * h)
+                   for e in np.eye(p.dim)])
+    assert np.allclose(g, fd, rtol=1e-6, atol=1e-7)
+    # the Numba oracle computes the same client gradient
+    out = np.empty(p.dim)
+    s, e = p.client_rows(i)
+    sparse, A, data, ind, ptr, b, k, _ = p.kernel_pack()
+    client_grad(sparse, A, data, ind, ptr, b, k, s, e, np.zeros(0, np.int64), x, p.l2, out)
+    assert np.allclose(out, g, rtol=1e-12, atol=1e-13)
+    # global gradient is the weighted sum of client gradients
+    G = sum(p.weights[j] * p.client_grad(j, x) for j in range(p.n_clients))
+    assert np.allclose(p.grad(x), G, rtol=1e-12, atol=1e-13)
+
+
+@given(seeds, st.floats(1e-3, 10), st.floats(1e-3, 5))
+def test_soft_threshold_prox_optimality(seed, l1, step):
+    """p = prox_{step h}(v) iff (v - p)/step is in the subdifferential of l1 ||.||_1 at p."""
+    rng = np.random.default_rng(seed)
+    p = problems.lasso([rng.normal(size=(5, 6))], [rng.normal(size=5)], l1=l1)
+    v = rng.normal(size=6) * 3
+    z = p.prox(v, step)
+    u = (v - z) / step
+    nz = z != 0
+    assert np.allclose(u[nz], l1 * np.sign(z[nz]), atol=1e-12)
+    assert np.all(np.abs(u[~nz]) <= l1 * (1 + 1e-12))
+    # Moreau: prox of h plus step * prox of h*/step recovers v (h* = indicator of the l1-ball box)
+    assert np.allclose(z + step * np.clip(v / step, -l1, l1), v, atol=1e-12)
+
+
+@given(seeds, st.floats(0.01, 0.3), st.integers(1, 6))
+def test_fedavg_k1_full_participation_is_gd(seed, lr, rounds):
+    p = _ls(seed, labels=seed % 2 == 0)
+    x = np.zeros(p.dim)
+    for _ in range(rounds):
+        x = x - lr * p.grad(x)
+    res = ft.run(p, "fedavg", rounds=rounds, local_steps=1, lr=lr)
+    assert np.allclose(res.x, x, rtol=1e-12, atol=1e-13)
+
+
+@given(seeds, st.floats(0.01, 0.3), st.integers(1, 5), st.sampled_from([None, 2]),
+       st.sampled_from([None, 2]))
+def test_fedprox_mu0_is_fedavg(seed, lr, K, S, B):
+    p = _ls(seed, labels=True)
+    kw = dict(rounds=4, local_steps=K, lr=lr, clients_per_round=S, batch_size=B, seed=seed % 100)
+    a = ft.run(p, "fedprox", mu=0.0, **kw)
+    b = ft.run(p, "fedavg", **kw)
+    assert np.array_equal(a.x, b.x)
+
+
+@given(seeds, st.integers(1, 4), st.floats(0.01, 0.2))
+def test_lfd_e1_is_client_sampled_sgd(seed, S, lr):
+    """E = 1: LFD is x - (eta/S) sum over the drawn multiset of grad f_j(x) (spec identity #8)."""
+    p = _ls(seed)
+    res = ft.run(p, "lfd", rounds=3, local_steps=1, lr=lr, clients_per_round=S, seed=seed % 1000,
+                 record_iterates=True, replicate_duplicates=True)
+    for r in range(3):
+        x = res.iterates[r]
+        draws = res.sampled[r]
+        assert draws.size == S
+        expect = x - lr / S * sum(p.client_grad(int(j), x) for j in draws)
+        assert np.allclose(res.iterates[r + 1], expect, rtol=1e-12, atol=1e-13)
+
+
+@given(seeds)
+def test_scaffold_fixed_point_is_x_star(seed):
+    """With c_i = grad f_i(x*) and c = grad F(x*) = 0, one SCAFFOLD round leaves x* unchanged."""
+    p = problems.quadratic(5, 4, L=1.0, mu=0.1, heterogeneity=2.0, seed=seed % 10000, hessian="distinct")
+    xs = p.info["x_star"]
+    alg = get_algorithm("scaffold").create()
+    state = {"x": xs.copy(), "c": np.zeros(4), "c_i": np.array([p.client_grad(i, xs) for i in range(5)])}
+    n = p.n_clients
+    ctx = RoundContext(p, 0, np.arange(n), p.weights, np.zeros((n, 5, 0), np.int64), np.zeros((0, 0, 0)),
+                       np.full(5, 0.3))
+    new = alg.server_update(state, ctx, alg.local_round(state, ctx))
+    assert np.abs(new["x"] - xs).max() <= 1e-12
+    assert np.abs(new["c_i"] - state["c_i"]).max() <= 1e-12
+    # FedAvg from x* drifts on the same problem (the client-drift SCAFFOLD removes)
+    fa = ft.run(p, "fedavg", rounds=1, local_steps=5, lr=0.3, x0=xs)
+    assert np.linalg.norm(fa.x - xs) > 1e-6
+
+
+@given(seeds, st.sampled_from(["fedavg", "fedprox", "scaffold", "lfd"]))
+def test_same_seed_bit_identical(seed, name):
+    p = _ls(seed % 50, labels=True, sparse=True)
+    kw = dict(rounds=3, local_steps=2, lr=0.1, clients_per_round=2, batch_size=2, seed=seed)
+    a, b = ft.run(p, name, **kw), ft.run(p, name, **kw)
+    assert np.array_equal(a.x, b.x)
+    assert a.history.drop(columns="time").equals(b.history.drop(columns="time"))
+
+
+@given(seeds, st.integers(1, 6), st.integers(6, 40), st.booleans())
+def test_minibatch_rows_valid(seed, B, m, replace):
+    rng = np.random.default_rng(seed)
+    B = min(B, m)
+    u = rng.random((3, 4, B))
+    out = minibatch_rows(u, np.array([0, 100, 1000]), np.array([m, m, m]), replace,
+                         np.empty((3, 4, B), np.int64))
+    for s, st_ in enumerate((0, 100, 1000)):
+        assert np.all((out[s] >= st_) & (out[s] < st_ + m))
+        if not replace:
+            for k in range(4):
+                assert len(set(out[s, k].tolist())) == B
+
+
+def test_minibatch_without_replacement_is_uniform():
+    """Floyd's sampler: every row of a client is picked with probability B/m (chi-square, fixed seed)."""
+    m, B, N = 7, 3, 20000
+    u = np.random.default_rng(0).random((1, N, B))
+    out = minibatch_rows(u, np.array([0]), np.array([m]), False, np.empty((1, N, B), np.int64))
+    counts = np.bincount(out.ravel(), minlength=m)
+    expected = N * B / m
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    assert chi2 < 22.5  # 99.9% quantile of chi-square with 6 degrees of freedom
+    pairs = np.bincount((out[0, :, 0] * m + out[0, :, 1]), minlength=m * m).reshape(m, m)
+    assert np.all(np.diag(pairs) == 0)
+
+
+@pytest.mark.parametrize("kind", ["shared", "distinct"])
+def test_quadratic_declared_constants_hold(kind):
+    p = problems.quadratic(5, 6, L=3.0, mu=0.25, heterogeneity=0.7, seed=4, hessian=kind)
+    H = p.hessian(np.zeros(6))
+    ev = np.linalg.eigvalsh(H)
+    assert abs(ev[0] - 0.25) < 1e-13 and abs(ev[-1] - 3.0) < 1e-13
+    xs = p.info["x_star"]
+    assert np.linalg.norm(p.grad(xs)) < 1e-13
+    zeta = sum(p.weights[i] * np.sum(p.client_grad(i, xs) ** 2) for i in range(5))
+    assert abs(zeta - 0.7) < 1e-12
+    if kind == "shared":
+        x = np.random.default_rng(0).normal(size=6) * 10
+        sg = sum(p.weights[i] * np.sum((p.client_grad(i, x) - p.grad(x)) ** 2) for i in range(5))
+        assert abs(sg - 0.7) < 1e-10
