@@ -66,7 +66,9 @@ class RunResult:
     time: float = 0.0
 
 
-def _step_sizes(lr, rnd, K):
+def _step_sizes(lr, rnd, K, const=None):
+    if const is not None:
+        return const
     if callable(lr):
         t = rnd * K + np.arange(K)
         lrs = np.array([float(lr(int(s))) for s in t])
@@ -84,13 +86,18 @@ class _Sampler:
         self.p, self.mode, self.S, self.q, self.replicate = problem, mode, S, q, replicate
         self.participation = participation
         self.n = problem.n_clients
+        self._zero = np.zeros(1, dtype=np.int64)
+        self._n_arr = np.full(1, self.n, dtype=np.int64)
+        self._buf = np.empty((1, 1, S), dtype=np.int64)
 
     def __call__(self, rng):
         w = self.p.weights
         if self.mode == "full":
             return np.arange(self.n, dtype=np.int64), w.copy()
         if self.mode == "uniform":
-            c = np.sort(rng.choice(self.n, self.S, replace=False)).astype(np.int64)
+            # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
+            u = rng.random((1, 1, self.S))
+            c = np.sort(minibatch_rows(u, self._zero, self._n_arr, False, self._buf)[0, 0])
             return c, w[c] * (self.n / self.S)
         if self.mode == "with_replacement":
             draws = np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
@@ -254,6 +261,8 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         if not np.all(np.isfinite(x0)):
             raise InvalidParameterError("The 'x0' parameter of run must be finite. Got NaN/inf entries.")
 
+    const_lrs = None if callable(lr) else np.full(local_steps, float(lr))
+    may_repeat = mode == "with_replacement"
     ss = np.random.SeedSequence(seed)
     rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
     state = alg.init(problem, x0)
@@ -297,7 +306,8 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                 noise = problem.noise * rng_data.standard_normal((Sr, K, d))
             else:
                 noise = np.zeros((0, 0, 0))
-            ctx = RoundContext(problem, r - 1, clients, weights, idx, noise, _step_sizes(lr, r - 1, K))
+            ctx = RoundContext(problem, r - 1, clients, weights, idx, noise,
+                               _step_sizes(lr, r - 1, K, const_lrs))
             t0 = time.perf_counter()
             if Sr:
                 if backend == "numba":
@@ -311,7 +321,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                     break
                 state = alg.server_update(state, ctx, msgs)
             counters["time"] += time.perf_counter() - t0
-            n_unique = np.unique(clients).size
+            n_unique = np.unique(clients).size if may_repeat else Sr
             counters["grad_evals"] += Sr * K
             counters["sample_grads"] += Sr * K * B if B else int(sizes_all[clients].sum()) * K
             counters["comm_up"] += n_unique * alg.comm[1]
@@ -357,13 +367,19 @@ def _eval_step(problem):
 
 
 def _first_nonfinite(msgs, ctx):
+    """Describe the first non-finite message, or None.
+
+    Kernels report in ``done`` how many local steps stayed finite; when all K did, the
+    local models are finite and the messages derived from them are checked through the
+    global model after aggregation, so nothing is scanned here.
+    """
     done = msgs.get("done")
     if done is not None:
-        bad = np.flatnonzero(done < ctx.K)
-        if bad.size:
-            s = bad[0]
-            return (f"client {int(ctx.clients[s])} produced a non-finite local iterate at local "
-                    f"step {int(done[s]) + 1} of {ctx.K}")
+        if done.min() == ctx.K:
+            return None
+        s = int(np.flatnonzero(done < ctx.K)[0])
+        return (f"client {int(ctx.clients[s])} produced a non-finite local iterate at local "
+                f"step {int(done[s]) + 1} of {ctx.K}")
     for key, v in msgs.items():
         if key == "done":
             continue

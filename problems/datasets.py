@@ -90,9 +90,9 @@ def load_libsvm(name, data_dir=None, download=True):
 
     Examples
     --------
-    >>> X, y = load_libsvm("mushrooms")  # doctest: +SKIP
-    >>> X.shape
-    (8124, 112)
+    >>> X, y = load_libsvm("mushrooms")   # reads $FEDTHEORY_DATA or the cache, else downloads
+    >>> X.shape, sorted(set(y.tolist()))
+    ((8124, 112), [-1.0, 1.0])
     """
     from sklearn.datasets import load_svmlight_file
 
@@ -180,7 +180,9 @@ def libsvm(name, n_clients=10, partition="iid", l2=0.0, seed=0, data_dir=None, m
 
     Examples
     --------
-    >>> p = libsvm("a9a", n_clients=100, partition="iid", l2=1e-3)  # doctest: +SKIP
+    >>> p = libsvm("a9a", n_clients=100, partition="iid", l2=1e-3)
+    >>> p.n_clients, p.dim, p.sparse
+    (100, 123, True)
     """
     X, y = load_libsvm(name, data_dir=data_dir, download=download)
     if max_samples is not None and max_samples < X.shape[0]:

@@ -25,6 +25,11 @@ from ..exceptions import InvalidParameterError
 _EMPTY2 = np.zeros((0, 0))
 
 
+def averaged_step(x, weights, Y, server_lr):
+    """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x)."""
+    return x + server_lr * (weights @ Y - weights.sum() * x)
+
+
 class RoundContext:
     """What one round of local work needs: sampled clients, their randomness, step sizes.
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._validation import Interval
 from ..registry import register
-from .base import Algorithm
+from .base import Algorithm, averaged_step
 
 
 @register
@@ -68,6 +68,5 @@ class FedAvg(Algorithm):
         return {"y": Y}
 
     def server_update(self, state, ctx, messages):
-        x = state["x"]
-        delta = ctx.weights @ (messages["y"] - x)          # sum_i omega_i Delta_i
-        return {**state, "x": x + self.server_lr * delta}
+        # x^{t+1} = x^t + eta_g sum_i omega_i Delta_i
+        return {**state, "x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)}

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._validation import Interval
 from ..registry import register
-from .base import Algorithm
+from .base import Algorithm, averaged_step
 
 
 @register
@@ -68,5 +68,5 @@ class FedProx(Algorithm):
         return {"y": Y}
 
     def server_update(self, state, ctx, messages):
-        x = state["x"]
-        return {**state, "x": x + self.server_lr * (ctx.weights @ (messages["y"] - x))}
+        # the FedAvg server: x^{t+1} = x^t + eta_g sum_i omega_i Delta_i
+        return {**state, "x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)}

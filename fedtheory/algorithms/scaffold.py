@@ -20,7 +20,7 @@ import numpy as np
 
 from .._validation import Interval
 from ..registry import register
-from .base import Algorithm
+from .base import Algorithm, averaged_step
 
 
 @register
@@ -61,14 +61,12 @@ class Scaffold(Algorithm):
         return {"x": x0.copy(), "c": np.zeros(problem.dim),
                 "c_i": np.zeros((problem.n_clients, problem.dim))}
 
-    def _new_controls(self, state, ctx, Y):
-        # option II: c_i^+ = c_i - c + (x^t - y_K) / (sum_k eta_k)
-        return state["c_i"][ctx.clients] - state["c"] + (state["x"] - Y) / ctx.lrs.sum()
-
     def local_round(self, state, ctx):
-        corr = state["c"] - state["c_i"][ctx.clients]            # - c_i + c
-        Y, done = ctx.local_sgd(state["x"], corr=corr)
-        return {"y": Y, "c_new": self._new_controls(state, ctx, Y), "done": done}
+        c_old = state["c_i"][ctx.clients]
+        Y, done = ctx.local_sgd(state["x"], corr=state["c"] - c_old)      # g - c_i + c
+        # option II: Delta c_i = c_i^+ - c_i = -c + (x^t - y_K) / (sum_k eta_k)
+        dc = (state["x"] - Y) * (1.0 / ctx.lrs.sum()) - state["c"]
+        return {"y": Y, "dc": dc, "done": done}
 
     def local_round_reference(self, state, ctx):
         x, c = state["x"], state["c"]
@@ -79,13 +77,17 @@ class Scaffold(Algorithm):
             for k in range(ctx.K):
                 y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - c_i + c)   # y <- y - eta (g - c_i + c)
             Y[s] = y
-        return {"y": Y, "c_new": self._new_controls(state, ctx, Y)}
+        # c_i^+ = c_i - c + (x^t - y_K) / (K eta_l), uploaded as Delta c_i = c_i^+ - c_i
+        c_new = state["c_i"][ctx.clients] - c + (x - Y) / ctx.lrs.sum()
+        return {"y": Y, "dc": c_new - state["c_i"][ctx.clients]}
 
     def server_update(self, state, ctx, messages):
-        x = state["x"]
-        w_obj = ctx.problem.weights[ctx.clients]
-        dc = messages["c_new"] - state["c_i"][ctx.clients]
-        c_i = state["c_i"].copy()
-        c_i[ctx.clients] = messages["c_new"]
-        return {"x": x + self.server_lr * (ctx.weights @ (messages["y"] - x)),
-                "c": state["c"] + w_obj @ dc, "c_i": c_i}
+        """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i.
+
+        The run owns ``state``: the (n, d) client controls are updated in place.
+        """
+        dc = messages["dc"]
+        c_i = state["c_i"]
+        c_i[ctx.clients] += dc
+        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr),
+                "c": state["c"] + ctx.problem.weights[ctx.clients] @ dc, "c_i": c_i}

@@ -1,0 +1,36 @@
+"""Every Examples section of the public modules runs (doctest), and every public entry point has docs."""
+import doctest
+import importlib
+
+import pytest
+
+import fedtheory as ft
+
+MODULES = ["fedtheory", "fedtheory.runner", "fedtheory.algorithms.fedavg", "fedtheory.algorithms.fedprox",
+           "fedtheory.algorithms.scaffold", "fedtheory.algorithms.lfd", "problems.least_squares",
+           "problems.logistic", "problems.quadratic", "problems.datasets", "problems.partition",
+           "validation.ground_truth", "validation.constants"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    mod = importlib.import_module(name)
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.failed == 0
+
+
+@pytest.mark.parametrize("name", ft.algorithms())
+def test_algorithm_docs_cite_paper_and_math(name):
+    cls = ft.get_algorithm(name)
+    module = importlib.import_module(cls.__module__)
+    assert cls.reference and "References" in cls.__doc__ and "Examples" in cls.__doc__
+    assert ".. math::" in module.__doc__
+
+
+def test_public_factories_have_examples():
+    import problems
+    import validation
+    for f in (problems.least_squares, problems.lasso, problems.logistic, problems.quadratic, problems.libsvm,
+              problems.breast_cancer, problems.digits, problems.partition_indices, validation.ground_truth,
+              validation.constants, ft.run):
+        assert "Examples" in f.__doc__, f.__name__
