@@ -69,7 +69,7 @@ def quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=0.0, seed=
     check_param("n_clients", n_clients, [Interval(int, 1, None)], c)
     check_param("dim", dim, [Interval(int, 1, None)], c)
     check_param("L", L, [Interval(float, 0, None, "neither")], c)
-    check_param("mu", mu, [Interval(float, 0, L, "left")], c)
+    check_param("mu", mu, [Interval(float, 0, L, "right")], c)
     check_param("heterogeneity", heterogeneity, [Interval(float, 0, None, "left")], c)
     check_param("noise", noise, [Interval(float, 0, None, "left")], c)
     check_param("hessian", hessian, [Options("shared", "distinct")], c)

@@ -138,7 +138,7 @@ def test_single_matrix_instead_of_list():
 
 
 def test_quadratic_parameter_errors():
-    with pytest.raises(InvalidParameterError, match=r"The 'mu' parameter of problems.quadratic must be a float in the range \[0, 1\.0\)\. Got 2\.0 instead\."):
+    with pytest.raises(InvalidParameterError, match=r"The 'mu' parameter of problems.quadratic must be a float in the range \(0, 1\.0\]\. Got 2\.0 instead\."):
         problems.quadratic(3, 2, L=1.0, mu=2.0)
     with pytest.raises(ValueError, match="shared_minimizer=True means"):
         problems.quadratic(3, 2, heterogeneity=1.0, shared_minimizer=True)

@@ -1,0 +1,113 @@
+"""Runner options: callback, tol, sampling schemes and their weights, noise, iterates, progress bar."""
+import numpy as np
+import pytest
+
+import fedtheory as ft
+import problems
+import validation
+
+
+@pytest.fixture(scope="module")
+def quad():
+    return problems.quadratic(8, 4, L=1.0, mu=0.2, heterogeneity=0.5, seed=0, hessian="distinct")
+
+
+def test_callback_stops_the_run(quad):
+    seen = []
+
+    def cb(r, x):
+        seen.append(r)
+        return r == 3
+
+    res = ft.run(quad, "fedavg", rounds=10, callback=cb)
+    assert res.status == "callback_stop" and seen == [1, 2, 3] and res.rounds == 3
+    assert res.history["round"].tolist() == [0, 1, 2, 3]
+
+
+def test_tol_converged(quad):
+    res = ft.run(quad, "scaffold", rounds=1000, local_steps=5, lr=0.2, tol=1e-20)
+    assert res.status == "converged" and res.rounds < 1000
+    assert res.history.grad_mapping_sq.iloc[-1] <= 1e-20
+
+
+def test_reference_columns(quad):
+    gt = validation.ground_truth(quad, cache=False)
+    res = ft.run(quad, "fedavg", rounds=5, reference=gt)
+    h = res.history
+    assert np.allclose(h.suboptimality, h.value - gt.f)
+    assert np.isclose(h.dist_sq.iloc[-1], np.sum((res.x - gt.x) ** 2))
+
+
+def test_record_iterates(quad):
+    res = ft.run(quad, "fedavg", rounds=4, record_iterates=True)
+    assert res.iterates.shape == (5, 4) and np.array_equal(res.iterates[-1], res.x)
+    assert np.array_equal(res.iterates[0], np.zeros(4))
+
+
+def test_uniform_sampling_without_replacement(quad):
+    res = ft.run(quad, "fedavg", rounds=200, clients_per_round=3, seed=1)
+    counts = np.bincount(np.concatenate(res.sampled), minlength=8)
+    assert all(len(np.unique(c)) == 3 for c in res.sampled)
+    assert counts.sum() == 600 and counts.min() > 50     # every client is drawn about 75 times
+    assert res.comm_up == 600 and res.grad_evals == 600
+
+
+def test_bernoulli_participation(quad):
+    res = ft.run(quad, "fedavg", rounds=300, sampling="bernoulli", participation=0.25, seed=2)
+    sizes = np.array([len(c) for c in res.sampled])
+    assert abs(sizes.mean() - 2.0) < 0.3 and sizes.min() == 0   # some rounds have no participant
+    assert res.status == "max_rounds" and np.all(np.isfinite(res.x))
+
+
+def test_with_replacement_weights_are_multiplicities(quad):
+    """LFD: a client drawn twice runs once with weight 2/S (shared duplicates) or twice with 1/S each
+    (replicas). With exact gradients the two must give the same model, for the same draws."""
+    S = 6
+    kw = dict(rounds=5, local_steps=3, lr=0.1, clients_per_round=S, seed=5)
+    shared = ft.run(quad, "lfd", **kw)
+    repl = ft.run(quad, "lfd", replicate_duplicates=True, **kw)
+    assert any(len(c) < S for c in shared.sampled)         # duplicates were merged at least once
+    assert all(len(c) == S for c in repl.sampled)
+    assert all(np.array_equal(np.unique(a), b) for a, b in zip(repl.sampled, shared.sampled))
+    assert np.allclose(shared.x, repl.x, rtol=1e-13, atol=1e-14)
+    assert shared.comm_up == sum(len(c) for c in shared.sampled)
+
+
+def test_noise_is_seeded_and_has_the_declared_variance():
+    p = problems.quadratic(1, 50, L=1.0, mu=1.0, noise=0.3, seed=0)   # Q = I, single client
+    a = ft.run(p, "fedavg", rounds=1, local_steps=1, lr=1.0, seed=3)
+    b = ft.run(p, "fedavg", rounds=1, local_steps=1, lr=1.0, seed=3)
+    assert np.array_equal(a.x, b.x)
+    # one step from 0 with lr 1: x = -(grad f(0) + xi) = c - xi, so xi = c - x
+    xi = p.client_data(0)[1] - a.x
+    assert 0.15 < xi.std() < 0.45 and abs(xi.mean()) < 0.15
+
+
+def test_batch_with_replacement_allows_large_batches():
+    rng = np.random.default_rng(0)
+    p = problems.least_squares([rng.normal(size=(4, 2))] * 2, [rng.normal(size=4)] * 2)
+    res = ft.run(p, "fedavg", rounds=2, batch_size=10, batch_replacement=True)
+    assert res.status == "max_rounds" and res.sample_grads == 2 * 2 * 10
+
+
+def test_progress_bar_runs(quad, capsys):
+    res = ft.run(quad, "fedavg", rounds=3, progress=True)
+    assert res.status == "max_rounds"
+
+
+def test_lr_schedule_is_called_with_global_steps(quad):
+    calls = []
+
+    def sched(t):
+        calls.append(t)
+        return 0.1
+
+    ft.run(quad, "fedavg", rounds=3, local_steps=4, lr=sched)
+    assert calls == list(range(12))
+    with pytest.raises(ft.InvalidParameterError, match=r"'lr' schedule of run must return floats"):
+        ft.run(quad, "fedavg", rounds=1, lr=lambda t: -1.0)
+
+
+def test_zero_rounds(quad):
+    res = ft.run(quad, "fedavg", rounds=0)
+    assert res.status == "max_rounds" and len(res.history) == 1 and res.rounds == 0
