@@ -81,3 +81,39 @@ def test_sklearn_adapters_need_no_network():
 def test_sample_proportional_weights(data_dir):
     p = problems.libsvm("mushrooms", n_clients=8, partition="quantity_skew", weights="samples", data_dir=data_dir)
     assert np.allclose(p.weights, p.client_sizes / p.client_sizes.sum())
+
+
+def _serve(directory):
+    import functools
+    import http.server
+    import threading
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_download_verifies_checksum(tmp_path, monkeypatch, data_dir):
+    """Missing file + network: downloaded into the cache and checked (a loopback server plays LIBSVM)."""
+    import shutil
+    import problems.datasets as ds
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(f"{data_dir}/mushrooms.bz2", site / "mushrooms.bz2")
+    srv = _serve(site)
+    try:
+        monkeypatch.setattr(ds, "LIBSVM_URL", f"http://127.0.0.1:{srv.server_port}/{{file}}")
+        monkeypatch.setenv("FEDTHEORY_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("FEDTHEORY_DATA", raising=False)
+        X, y = problems.load_libsvm("mushrooms")
+        assert X.shape == (8124, 112)
+        assert (tmp_path / "cache" / "libsvm" / "mushrooms.bz2").is_file()
+        # a tampered download is rejected and removed
+        with open(site / "w8a.bz2", "wb") as f:
+            f.write(b"not the real file")
+        with pytest.raises(FileNotFoundError, match="sha256"):
+            problems.load_libsvm("w8a")
+        assert not list((tmp_path / "cache" / "libsvm").glob("w8a*"))
+    finally:
+        srv.shutdown()
