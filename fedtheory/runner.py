@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ._kernels.oracles import KIND_QUADRATIC
-from ._kernels.sampling import minibatch_rows
+import math
+
+from ._kernels.sampling import minibatch_rows, sample_clients
 from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
 from .exceptions import InvalidParameterError
@@ -86,9 +88,6 @@ class _Sampler:
         self.p, self.mode, self.S, self.q, self.replicate = problem, mode, S, q, replicate
         self.participation = participation
         self.n = problem.n_clients
-        self._zero = np.zeros(1, dtype=np.int64)
-        self._n_arr = np.full(1, self.n, dtype=np.int64)
-        self._buf = np.empty((1, 1, S), dtype=np.int64)
 
     def __call__(self, rng):
         w = self.p.weights
@@ -96,8 +95,7 @@ class _Sampler:
             return np.arange(self.n, dtype=np.int64), w.copy()
         if self.mode == "uniform":
             # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
-            u = rng.random((1, 1, self.S))
-            c = np.sort(minibatch_rows(u, self._zero, self._n_arr, False, self._buf)[0, 0])
+            c = sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64))
             return c, w[c] * (self.n / self.S)
         if self.mode == "with_replacement":
             draws = np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
@@ -254,7 +252,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     if x0 is None:
         x0 = np.zeros(d)
     else:
-        x0 = np.asarray(x0, dtype=np.float64)
+        x0 = np.array(x0, dtype=np.float64, order="C")     # a contiguous copy
         if x0.shape != (d,):
             raise InvalidParameterError(f"The 'x0' parameter of run must be an array of shape ({d},). "
                                         f"Got an array of shape {x0.shape} instead.")
@@ -328,7 +326,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             counters["comm_down"] += n_unique * alg.comm[0]
             if record_iterates:
                 iterates.append(state["x"].copy())
-            if not np.all(np.isfinite(state["x"])):
+            if not math.isfinite(state["x"].sum()):          # NaN or inf anywhere
                 status, message = "diverged", f"round {r}: the global model became non-finite after aggregation"
                 break
             stop = callback is not None and bool(callback(r, state["x"]))
@@ -369,20 +367,18 @@ def _eval_step(problem):
 def _first_nonfinite(msgs, ctx):
     """Describe the first non-finite message, or None.
 
-    Kernels report in ``done`` how many local steps stayed finite; when all K did, the
-    local models are finite and the messages derived from them are checked through the
-    global model after aggregation, so nothing is scanned here.
+    Kernels report under "fail" the first (client slot, local step) whose iterate became
+    non-finite, or None; then the local models are finite and the messages derived from
+    them are checked through the global model after aggregation, so nothing is scanned.
+    NumPy twins report nothing, and their messages are scanned.
     """
-    done = msgs.get("done")
-    if done is not None:
-        if done.min() == ctx.K:
+    if "fail" in msgs:
+        if msgs["fail"] is None:
             return None
-        s = int(np.flatnonzero(done < ctx.K)[0])
+        s, k = msgs["fail"]
         return (f"client {int(ctx.clients[s])} produced a non-finite local iterate at local "
-                f"step {int(done[s]) + 1} of {ctx.K}")
+                f"step {k + 1} of {ctx.K}")
     for key, v in msgs.items():
-        if key == "done":
-            continue
         finite = np.all(np.isfinite(v.reshape(v.shape[0], -1)), axis=1)
         if not finite.all():
             s = int(np.flatnonzero(~finite)[0])

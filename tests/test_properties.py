@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import fedtheory as ft
 import problems
 from fedtheory._kernels.oracles import client_grad
-from fedtheory._kernels.sampling import minibatch_rows
+from fedtheory._kernels.sampling import minibatch_rows, sample_clients
 from fedtheory.algorithms.base import RoundContext
 from fedtheory.registry import get_algorithm
 
@@ -168,3 +168,30 @@ def test_quadratic_declared_constants_hold(kind):
         x = np.random.default_rng(0).normal(size=6) * 10
         sg = sum(p.weights[i] * np.sum((p.client_grad(i, x) - p.grad(x)) ** 2) for i in range(5))
         assert abs(sg - 0.7) < 1e-10
+
+
+@given(seeds, st.integers(1, 30), st.integers(0, 29))
+def test_sample_clients_sorted_distinct(seed, n, s):
+    S = min(s + 1, n)
+    c = sample_clients(np.random.default_rng(seed).random(S), n, np.empty(S, np.int64))
+    assert np.all(np.diff(c) > 0) and c.min() >= 0 and c.max() < n
+
+
+def test_sample_clients_uniform_over_subsets():
+    """All C(5, 2) = 10 subsets appear with probability 1/10 (chi-square, fixed seed)."""
+    rng = np.random.default_rng(1)
+    N = 20000
+    codes = [tuple(sample_clients(rng.random(2), 5, np.empty(2, np.int64))) for _ in range(N)]
+    _, counts = np.unique(np.array(codes), axis=0, return_counts=True)
+    assert len(counts) == 10
+    chi2 = np.sum((counts - N / 10) ** 2 / (N / 10))
+    assert chi2 < 27.9  # 99.9% quantile of chi-square with 9 degrees of freedom
+
+
+def test_non_contiguous_x0_compiles_nothing_new():
+    from fedtheory._kernels.local_steps import corrected_local_sgd
+    p = _ls(0)
+    ft.run(p, "fedavg", rounds=1)
+    n_sig = len(corrected_local_sgd.signatures)
+    res = ft.run(p, "fedavg", rounds=2, x0=np.arange(2.0 * p.dim)[::2])
+    assert len(corrected_local_sgd.signatures) == n_sig and res.status == "max_rounds"

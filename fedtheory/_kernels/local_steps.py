@@ -20,13 +20,13 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
     has shape (S, d) or (0, 0) for none. The final y_K is written into ``out[s]``.
     FedAvg, FedProx, SCAFFOLD, FedDyn, FedCM and LFD are all instances.
 
-    Returns an int64 array ``done`` with the number of finite steps per client: a value
-    below K marks the step at which the iterate became non-finite.
+    Returns -1 when every local iterate stayed finite, else ``s * K + k`` for the first
+    client slot s and local step k whose iterate became non-finite (that client stops there).
     """
     S = clients.shape[0]
     K = lrs.shape[0]
     d = x0.shape[0]
-    done = np.full(S, K, dtype=np.int64)
+    first_bad = -1
     g = np.empty(d)
     has_noise = noise.shape[0] > 0
     has_corr = corr.shape[0] > 0
@@ -51,6 +51,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                 y[j] -= lr * step
                 check += y[j]
             if not np.isfinite(check):
-                done[s] = k
+                if first_bad < 0:
+                    first_bad = s * K + k
                 break
-    return done
+    return first_bad

@@ -29,3 +29,28 @@ def minibatch_rows(u, starts, sizes, replace, out):
                             break
                     out[s, k, t] = st + c
     return out
+
+
+@njit(cache=True)
+def sample_clients(u, n, out):
+    """Sorted uniformly random S-subset of range(n) from S uniforms (Floyd's algorithm).
+
+    Writes the S client indices into ``out`` in increasing order and returns it.
+    """
+    S = u.shape[0]
+    for t in range(S):
+        j = n - S + t
+        c = min(int(u[t] * (j + 1)), j)
+        for p in range(t):
+            if out[p] == c:
+                c = j
+                break
+        out[t] = c
+    for t in range(1, S):          # insertion sort: S is small
+        v = out[t]
+        p = t - 1
+        while p >= 0 and out[p] > v:
+            out[p + 1] = out[p]
+            p -= 1
+        out[p + 1] = v
+    return out

@@ -66,17 +66,16 @@ class RoundContext:
         """Run the corrected local SGD kernel for every sampled client.
 
         y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor) + corr_s),
-        from y_0 = x0. Returns ``(Y, done)`` with Y of shape (S, d) and ``done`` the number
-        of finite local steps per client.
+        from y_0 = x0. Returns ``(Y, fail)`` with Y of shape (S, d) and ``fail`` None, or
+        ``(s, k)`` for the first client slot and local step whose iterate became non-finite
+        (put it in the messages under "fail" so that the runner reports it).
         """
         p = self.problem
         Y = np.empty((self.S, p.dim))
-        anchor = x0 if anchor is None else anchor
-        corr = _EMPTY2 if corr is None else np.ascontiguousarray(corr)
-        done = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
-                                   p.l2, np.ascontiguousarray(x0), float(gscale), float(mu),
-                                   np.ascontiguousarray(anchor), corr, Y)
-        return Y, done
+        bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
+                                  p.l2, x0, float(gscale), float(mu), x0 if anchor is None else anchor,
+                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
 
     # -- NumPy path (reference twins) -----------------------------------------------
     def grad(self, s, k, y):

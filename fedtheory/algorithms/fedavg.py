@@ -54,8 +54,8 @@ class FedAvg(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1}
 
     def local_round(self, state, ctx):
-        Y, done = ctx.local_sgd(state["x"])
-        return {"y": Y, "done": done}
+        Y, fail = ctx.local_sgd(state["x"])
+        return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         x = state["x"]

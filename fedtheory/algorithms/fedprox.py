@@ -53,8 +53,8 @@ class FedProx(Algorithm):
     reductions: ClassVar[list] = [({"mu": 0.0}, "fedavg", {})]
 
     def local_round(self, state, ctx):
-        Y, done = ctx.local_sgd(state["x"], mu=self.mu)
-        return {"y": Y, "done": done}
+        Y, fail = ctx.local_sgd(state["x"], mu=self.mu)
+        return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         x = state["x"]

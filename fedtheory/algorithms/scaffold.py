@@ -63,10 +63,10 @@ class Scaffold(Algorithm):
 
     def local_round(self, state, ctx):
         c_old = state["c_i"][ctx.clients]
-        Y, done = ctx.local_sgd(state["x"], corr=state["c"] - c_old)      # g - c_i + c
+        Y, fail = ctx.local_sgd(state["x"], corr=state["c"] - c_old)      # g - c_i + c
         # option II: Delta c_i = c_i^+ - c_i = -c + (x^t - y_K) / (sum_k eta_k)
         dc = (state["x"] - Y) * (1.0 / ctx.lrs.sum()) - state["c"]
-        return {"y": Y, "dc": dc, "done": done}
+        return {"y": Y, "dc": dc, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         x, c = state["x"], state["c"]
