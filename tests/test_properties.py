@@ -195,3 +195,18 @@ def test_non_contiguous_x0_compiles_nothing_new():
     n_sig = len(corrected_local_sgd.signatures)
     res = ft.run(p, "fedavg", rounds=2, x0=np.arange(2.0 * p.dim)[::2])
     assert len(corrected_local_sgd.signatures) == n_sig and res.status == "max_rounds"
+
+
+def test_kernel_cache_is_cleared_when_any_kernel_source_changes(tmp_path):
+    from fedtheory._kernels import sync_cache
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    assert sync_cache(tmp_path)                       # first time: stamp written
+    cache = tmp_path / "__pycache__"
+    (cache / "b.f-1.py311.nbi").write_text("index")
+    (cache / "b.f-1.py311.1.nbc").write_text("code")
+    assert not sync_cache(tmp_path)                   # unchanged sources: cache kept
+    assert len(list(cache.glob("*.nb*"))) == 2
+    (tmp_path / "a.py").write_text("x = 3\n")         # a helper in another file changed
+    assert sync_cache(tmp_path)
+    assert not list(cache.glob("*.nb*"))

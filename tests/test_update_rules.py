@@ -124,3 +124,23 @@ def test_lfgd_full_participation_rule(kind, sparse):
     p = problems.least_squares(A, b, weights=q) if kind == "least_squares" else problems.logistic(A, b, weights=q)
     res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=sched)
     assert np.abs(res.x - x).max() <= 1e-12
+
+
+@pytest.mark.parametrize("E", [1, 3, 10])
+def test_lfgd_fixed_point_closed_form(E):
+    """spec/localdescent.md identity #11: local GD with E steps converges to
+    x_E = [sum_j q_j (I - (I - eta A_j)^E)]^{-1} sum_j q_j (I - (I - eta A_j)^E) b_j,
+    with f_j = 1/2 (x - b_j)^T A_j (x - b_j); x_E = x* iff E = 1 (distinct minimisers)."""
+    p = problems.quadratic(5, 4, L=1.0, mu=0.3, heterogeneity=0.5, seed=11, hessian="distinct")
+    eta = 0.4
+    M, rhs = np.zeros((4, 4)), np.zeros(4)
+    for j in range(5):
+        Q, c = p.client_data(j)
+        P = np.eye(4) - np.linalg.matrix_power(np.eye(4) - eta * Q, E)
+        M += p.weights[j] * P
+        rhs += p.weights[j] * P @ np.linalg.solve(Q, c)
+    x_E = np.linalg.solve(M, rhs)
+    res = ft.run(p, "lfd", rounds=3000, local_steps=E, lr=eta, tol=1e-30)
+    assert np.abs(res.x - x_E).max() < 1e-12
+    gap = np.linalg.norm(x_E - p.info["x_star"])
+    assert (gap < 1e-12) if E == 1 else (gap > 1e-4)

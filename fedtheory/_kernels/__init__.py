@@ -10,12 +10,44 @@ checks that detect divergence). Data are passed as a *data pack*::
 Dense and CSR data take separate specialised loops (one branch per gradient call, never
 per row: a per-row branch made the CSR gradient four times slower).
 
-Caveat for developers: Numba's on-disk cache is invalidated by the timestamp of the file
-that defines a cached function only. After editing a helper in ``oracles.py``, delete the
-``*.nbi``/``*.nbc`` files under ``fedtheory/_kernels/__pycache__`` or kernels in other files
-keep the old helper inlined.
+Numba's on-disk cache is invalidated only by the timestamp of the file that defines a cached
+function, so after an edit of a helper in ``oracles.py`` kernels in other files would keep the
+old helper inlined. :func:`sync_cache` runs at import: it hashes every kernel source file and
+clears the cache when the hash changed.
 
 ``kind`` selects the smooth datafit: 0 least squares, 1 logistic, 2 explicit quadratic
 (then the rows of client i are the d rows of Q_i and b holds c_i).
 """
-from .oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC  # noqa: F401
+import hashlib
+from pathlib import Path
+
+
+def sync_cache(directory):
+    """Delete Numba cache files in ``directory/__pycache__`` if any ``*.py`` there changed.
+
+    The SHA-256 of the sorted kernel sources is kept in ``__pycache__/kernels.sha256``.
+    Returns True when the cache was cleared. Read-only installations are left alone.
+    """
+    directory = Path(directory)
+    h = hashlib.sha256()
+    for f in sorted(directory.glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    digest = h.hexdigest()
+    cache = directory / "__pycache__"
+    stamp = cache / "kernels.sha256"
+    try:
+        if stamp.is_file() and stamp.read_text() == digest:
+            return False
+        cache.mkdir(exist_ok=True)
+        for f in list(cache.glob("*.nbi")) + list(cache.glob("*.nbc")):
+            f.unlink()
+        stamp.write_text(digest)
+    except OSError:
+        return False
+    return True
+
+
+sync_cache(Path(__file__).parent)
+
+from .oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC  # noqa: E402,F401
