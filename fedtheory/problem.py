@@ -37,7 +37,7 @@ def _as_client_arrays(A, b, caller, labels):
     if isinstance(A, (np.ndarray, sp.spmatrix, sp.sparray)) or not hasattr(A, "__len__"):
         raise DataError(f"{caller}: 'A' must be a list with one design matrix per client, "
                         f"got {type(A).__name__}.")
-    if not hasattr(b, "__len__") or isinstance(b, np.ndarray) and b.ndim != 1 and b.dtype != object:
+    if not hasattr(b, "__len__"):
         raise DataError(f"{caller}: the targets must be a list with one vector per client.")
     if len(A) == 0:
         raise DataError(f"{caller}: no clients were given (empty list).")

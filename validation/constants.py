@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from fedtheory.constants import client_smoothness, smoothness, strong_convexity
@@ -162,5 +161,3 @@ def constants(problem, gt=None):
                      sigma_g_sq_kind=sg_kind, gradient_diversity=lam, gradient_diversity_kind=lam_kind,
                      notes=notes)
 
-
-_ = sp  # scipy.sparse used through problem.M

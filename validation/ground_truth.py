@@ -319,4 +319,3 @@ def _solve(problem, solver, use_cvxpy=True, start=None):
 
 
 __all__ = ["GroundTruth", "ground_truth"]
-_ = KIND_LOGISTIC  # kinds handled: least squares, logistic (cvxpy), quadratic (closed form)

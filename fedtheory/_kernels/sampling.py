@@ -1,5 +1,4 @@
 """Turn uniform random numbers into minibatch row indices (shared by every backend)."""
-import numpy as np
 from numba import njit
 
 

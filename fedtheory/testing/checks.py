@@ -18,7 +18,7 @@ import numpy as np
 import problems
 from .. import run
 from .._kernels import local_steps as _ls
-from .._validation import Bool, Interval, NoneOk, Options
+from .._validation import Interval
 from ..exceptions import InvalidParameterError
 from ..registry import get_algorithm
 
@@ -208,5 +208,3 @@ def yield_checks(name):
     get_algorithm(name)
     yield from ALL_CHECKS
 
-
-_ = (Bool, NoneOk, Options)
