@@ -33,7 +33,8 @@ class RunResult:
     message : str
         Human-readable reason for the status (names round and client on divergence).
     rounds : int
-        Rounds completed.
+        Rounds whose aggregation completed (on divergence in the local phase of round r,
+        r - 1, and ``x`` is the last finite global model).
     grad_evals : int
         Local stochastic-gradient oracle calls (one per client per local step).
     sample_grads : int
@@ -288,7 +289,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=rounds, desc=alg.name)
-    r = 0
+    r = completed = 0
     with np.errstate(all="ignore"):
         for r in range(1, rounds + 1):
             clients, weights = sampler(rng_clients)
@@ -319,6 +320,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                     break
                 state = alg.server_update(state, ctx, msgs)
             counters["time"] += time.perf_counter() - t0
+            completed = r
             n_unique = np.unique(clients).size if may_repeat else Sr
             counters["grad_evals"] += Sr * K
             counters["sample_grads"] += Sr * K * B if B else int(sizes_all[clients].sum()) * K
@@ -345,11 +347,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                 break
     if bar is not None:
         bar.close()
-    if status == "diverged" and (not rows or rows[-1]["round"] != r):
-        evaluate(r)
     hist = pd.DataFrame(rows)
     return RunResult(x=state["x"], status=status, message=message,
-                     rounds=r if rounds else 0, grad_evals=counters["grad_evals"],
+                     rounds=completed, grad_evals=counters["grad_evals"],
                      sample_grads=counters["sample_grads"], comm_up=counters["comm_up"],
                      comm_down=counters["comm_down"], history=hist,
                      iterates=np.array(iterates) if record_iterates else None, state=state, sampled=sampled,

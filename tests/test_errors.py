@@ -167,3 +167,11 @@ def test_partition_errors():
         problems.partition_indices(np.zeros(10), 2, "random")
     with pytest.raises(InvalidParameterError, match=r"The 'n_clients' parameter of partition_indices must be an int in the range \[1, 10\]\. Got 11 instead\."):
         problems.partition_indices(np.zeros(10), 11)
+
+
+def test_divergence_keeps_last_finite_model_and_honest_history():
+    rng = np.random.default_rng(0)
+    p = problems.least_squares([rng.normal(size=(6, 3)) for _ in range(3)], [rng.normal(size=6)] * 3)
+    res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=1e200, record_iterates=True)
+    assert res.status == "diverged" and res.rounds == 0
+    assert np.all(np.isfinite(res.x)) and res.history["round"].tolist() == [0]
