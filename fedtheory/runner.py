@@ -226,6 +226,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     alg.check_problem(problem)
 
     # --- sampling scheme
+    if sampling in ("uniform", "with_replacement") and clients_per_round is None:
+        raise InvalidParameterError(
+            f"sampling={sampling!r} draws clients_per_round clients per round, so the "
+            "'clients_per_round' parameter of run must be an int in the range "
+            f"[1, {n}]. Got None instead.")
     mode = "full"
     if clients_per_round is not None or sampling == "bernoulli":
         mode = sampling or alg.default_sampling
@@ -241,6 +246,10 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     if mode == "with_replacement" and alg.stateful_clients and replicate:
         raise InvalidParameterError(f"{alg.name!r} keeps per-client state, so duplicate draws cannot "
                                     "be independent replicas; use replicate_duplicates=False.")
+    if participation is not None and mode != "bernoulli":
+        raise InvalidParameterError("The 'participation' parameter of run is the probability of "
+                                    "sampling='bernoulli' and must be None otherwise. "
+                                    f"Got {participation!r} with sampling={sampling!r} instead.")
     if mode == "bernoulli":
         if participation is None:
             participation = (clients_per_round or n) / n

@@ -175,3 +175,13 @@ def test_divergence_keeps_last_finite_model_and_honest_history():
     res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=1e200, record_iterates=True)
     assert res.status == "diverged" and res.rounds == 0
     assert np.all(np.isfinite(res.x)) and res.history["round"].tolist() == [0]
+
+
+def test_sampling_without_clients_per_round_is_rejected(p):
+    with pytest.raises(InvalidParameterError, match=r"sampling='with_replacement' draws clients_per_round .* Got None instead"):
+        ft.run(p, "fedavg", rounds=1, sampling="with_replacement")
+
+
+def test_participation_without_bernoulli_is_rejected(p):
+    with pytest.raises(InvalidParameterError, match=r"'participation' parameter of run is the probability of sampling='bernoulli'"):
+        ft.run(p, "fedavg", rounds=1, clients_per_round=2, participation=0.5)
