@@ -121,8 +121,9 @@ def constants(problem, gt=None):
         L_sample = float(rn.max() * (0.25 if problem.kind == KIND_LOGISTIC else 1.0) + problem.l2)
         sigma_f_zero = gt.f - problem.h_value(gt.x) if not problem.is_composite else np.nan
     # FedSpeed's sigma_g^2: sup_x sum_i w_i ||grad f_i(x) - grad F(x)||^2
-    hessians_equal = False
+    hessians_equal, Hs = False, None
     if problem.kind in (KIND_LEAST_SQUARES, KIND_QUADRATIC):
+        # constant client Hessians, built once for sigma_g^2 and the gradient diversity
         z = np.zeros(problem.dim)
         Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
         hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14))
@@ -143,9 +144,7 @@ def constants(problem, gt=None):
     if not shared_min:
         lam, lam_kind = np.inf, "unbounded"
         notes["gradient_diversity"] = "clients are not all stationary at x* (no shared minimiser)"
-    elif problem.kind in (KIND_LEAST_SQUARES, KIND_QUADRATIC):
-        z = np.zeros(problem.dim)
-        Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
+    elif Hs is not None:
         Abar = np.einsum("i,ijk->jk", w, Hs)
         M = np.einsum("i,ijk,ikl->jl", w, Hs, Hs)
         Ainv = np.linalg.inv(Abar)
