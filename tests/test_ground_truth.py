@@ -94,3 +94,14 @@ def test_unattained_client_optimum_is_flagged():
     assert gt.client_attained[1] and gt.client_residual[1] < 1e-12
     with pytest.raises(ValueError, match="no minimiser: its data are linearly separable and l2 = 0"):
         validation.ground_truth(problems.logistic(A[:1], y[:1]), cache=False)
+
+
+def test_cache_without_clients_is_completed_when_clients_are_asked_for(tmp_path):
+    p = problems.breast_cancer(n_clients=3, l2=1e-2)
+    a = validation.ground_truth(p, cache_dir=tmp_path, clients=False)
+    assert np.isnan(a.client_f).all()
+    b = validation.ground_truth(p, cache_dir=tmp_path)           # must compute the client optima now
+    assert np.all(np.isfinite(b.client_f)) and np.all(b.client_attained)
+    assert b.f == a.f
+    c = validation.ground_truth(p, cache_dir=tmp_path, clients=False)  # the full entry serves both
+    assert c.info["cached"] and np.all(np.isfinite(c.client_f))

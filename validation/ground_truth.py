@@ -27,7 +27,7 @@ from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_Q
 from fedtheory.constants import smoothness
 from fedtheory.problem import FederatedProblem
 
-_VERSION = "gt-v1"
+_VERSION = "gt-v2"   # v2: info records whether client optima were computed
 
 
 @dataclass
@@ -107,7 +107,8 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
                          client_f=z["client_f"], client_x=z["client_x"],
                          client_residual=z["client_residual"], client_attained=z["client_attained"],
                          info=json.loads(str(z["info"])))
-        if clients or gt.client_f.size:
+        # an entry written with clients=False serves only calls that do not need the client optima
+        if not clients or gt.info.get("clients_computed", False):
             gt.info["cached"] = True
             return gt
     t0 = time.perf_counter()
@@ -130,6 +131,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
             if catt[i]:
                 cx[i] = xi
         info["time_clients"] = time.perf_counter() - t1
+    info["clients_computed"] = bool(clients)
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
                           "is not attained (linearly separable logistic data with l2=0); client_f holds "
