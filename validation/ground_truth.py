@@ -131,11 +131,11 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
             if catt[i]:
                 cx[i] = xi
         info["time_clients"] = time.perf_counter() - t1
-    info["clients_computed"] = bool(clients)
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
                           "is not attained (linearly separable logistic data with l2=0); client_f holds "
                           "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=2)
+    info["clients_computed"] = bool(clients)
     gt = GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
                      client_residual=cres, client_attained=catt, info=info)
     if cache:
