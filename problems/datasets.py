@@ -40,6 +40,7 @@ def _sha256(path):
 
 
 def _find_file(name, data_dir):
+    """Return ``(path or None, searched directories, file name)``."""
     fname = LIBSVM_DATASETS[name][0] if name in LIBSVM_DATASETS else name
     candidates = [fname, fname[:-4]] if fname.endswith(".bz2") else [fname, fname + ".bz2"]
     dirs = []
@@ -51,7 +52,7 @@ def _find_file(name, data_dir):
     for _, d in dirs:
         for c in candidates:
             if (d / c).is_file():
-                return d / c
+                return d / c, dirs, fname
     return None, dirs, fname
 
 
@@ -96,9 +97,8 @@ def load_libsvm(name, data_dir=None, download=True):
     """
     from sklearn.datasets import load_svmlight_file
 
-    found = _find_file(name, data_dir)
-    if isinstance(found, tuple):
-        _, dirs, fname = found
+    path, dirs, fname = _find_file(name, data_dir)
+    if path is None:
         where = ", ".join(f"{label} ({d})" for label, d in dirs)
         err = None
         if download and name in LIBSVM_DATASETS:
@@ -115,13 +115,11 @@ def load_libsvm(name, data_dir=None, download=True):
                 f"LIBSVM data set {name!r} ({fname}) was not found in {where} and could not be "
                 f"downloaded ({err}). Put the file from {LIBSVM_URL.format(file=fname)} into one of "
                 f"those directories, or pass data_dir=... (known data sets: {known}).")
-    else:
-        path = found
-        if name in LIBSVM_DATASETS and path.name.endswith(".bz2"):
-            digest = _sha256(path)
-            if digest != LIBSVM_DATASETS[name][2]:
-                raise OSError(f"{path} has sha256 {digest}, expected {LIBSVM_DATASETS[name][2]} "
-                              f"for {name!r}: the file is corrupt or a different version.")
+    elif name in LIBSVM_DATASETS and path.name.endswith(".bz2"):
+        digest = _sha256(path)
+        if digest != LIBSVM_DATASETS[name][2]:
+            raise OSError(f"{path} has sha256 {digest}, expected {LIBSVM_DATASETS[name][2]} "
+                          f"for {name!r}: the file is corrupt or a different version.")
     n_features = LIBSVM_DATASETS[name][1] if name in LIBSVM_DATASETS else None
     X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     return sp.csr_matrix(X), _to_pm1(y, name)
