@@ -224,6 +224,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         q = hyperparameters.get("q")
     alg = alg_cls.create(**hyperparameters)
     alg.check_problem(problem)
+    if alg.full_participation_only and (clients_per_round not in (None, n) or sampling is not None):
+        raise InvalidParameterError(
+            f"{alg.name!r} is defined for full participation only, so the 'clients_per_round' "
+            f"parameter of run must be None or {n} and 'sampling' None. Got "
+            f"clients_per_round={clients_per_round!r}, sampling={sampling!r} instead.")
 
     # --- sampling scheme
     if sampling in ("uniform", "with_replacement") and clients_per_round is None:
@@ -273,6 +278,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     may_repeat = mode == "with_replacement"
     ss = np.random.SeedSequence(seed)
     rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
+    rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
     state = alg.init(problem, x0)
     K, B = local_steps, (batch_size or 0)
     starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
@@ -289,7 +295,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             row["suboptimality"] = row["value"] - reference.f
             diff = x - reference.x
             row["dist_sq"] = float(diff @ diff)
-        row.update(alg.history_extras(state))
+        row.update(alg.history_extras(state, problem))
         rows.append(row)
         return row
 
@@ -315,7 +321,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             else:
                 noise = np.zeros((0, 0, 0))
             ctx = RoundContext(problem, r - 1, clients, weights, idx, noise,
-                               _step_sizes(lr, r - 1, K, const_lrs))
+                               _step_sizes(lr, r - 1, K, const_lrs), float(rng_aux.random()))
             t0 = time.perf_counter()
             if Sr:
                 if backend == "numba":
@@ -331,10 +337,12 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             counters["time"] += time.perf_counter() - t0
             completed = r
             n_unique = np.unique(clients).size if may_repeat else Sr
-            counters["grad_evals"] += Sr * K
-            counters["sample_grads"] += Sr * K * B if B else int(sizes_all[clients].sum()) * K
-            counters["comm_up"] += n_unique * alg.comm[1]
-            counters["comm_down"] += n_unique * alg.comm[0]
+            calls = alg.oracle_calls_per_step()
+            counters["grad_evals"] += Sr * K * calls
+            counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes_all[clients].sum()) * K)
+            down, up = alg.round_comm(ctx, n_unique)
+            counters["comm_up"] += up
+            counters["comm_down"] += down
             if record_iterates:
                 iterates.append(state["x"].copy())
             if not math.isfinite(state["x"].sum()):          # NaN or inf anywhere

@@ -55,3 +55,74 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     first_bad = s * K + k
                 break
     return first_bad
+
+
+@njit(cache=True)
+def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
+                        clients, idx, noise, lrs, l2, x0, alpha, rho, normalized, eps,
+                        mu, anchor, corr, out):
+    """K local steps with a SAM-type quasi-gradient (FedSpeed, Alg. 1 lines 7-11).
+
+    For client ``clients[s]`` and step k, with the minibatch ``idx[s, k]`` and the noise
+    sample ``noise[s, k]`` shared by both gradients:
+
+        g1 = g(y_k) + noise
+        r  = rho / (||g1|| + eps) if normalized else rho
+        g2 = g(y_k + r g1) + noise                      (ascent point, same minibatch)
+        gt = (1 - alpha) g1 + alpha g2
+        y_{k+1} = y_k - lrs[k] * ( gt + mu (y_k - anchor) + corr[s] )
+
+    When ``alpha * rho == 0`` the second gradient is not computed and gt = g1. Output and
+    return value as in :func:`corrected_local_sgd`.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    g = np.empty(d)
+    g2 = np.empty(d)
+    xb = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    has_corr = corr.shape[0] > 0
+    perturb = alpha != 0.0 and rho != 0.0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = x0[j]
+        for k in range(K):
+            rows = idx[s, k]
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, y, l2, g)
+            if has_noise:
+                for j in range(d):
+                    g[j] += noise[s, k, j]
+            if perturb:
+                r = rho
+                if normalized:
+                    nrm = 0.0
+                    for j in range(d):
+                        nrm += g[j] * g[j]
+                    r = rho / (np.sqrt(nrm) + eps)
+                for j in range(d):
+                    xb[j] = y[j] + r * g[j]
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, xb, l2, g2)
+                if has_noise:
+                    for j in range(d):
+                        g2[j] += noise[s, k, j]
+                for j in range(d):
+                    g[j] = (1.0 - alpha) * g[j] + alpha * g2[j]
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                step = g[j] + mu * (y[j] - anchor[j])
+                if has_corr:
+                    step += corr[s, j]
+                y[j] -= lr * step
+                check += y[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

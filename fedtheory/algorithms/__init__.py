@@ -1,2 +1,3 @@
 """Registered algorithms, one file each (see :func:`fedtheory.algorithms`)."""
-from . import fedavg, fedprox, lfd, scaffold  # noqa: F401  (registration side effects)
+from . import (fedadam, fedadmm, fedavg, fedcm, feddyn, fedpd, fedprox, fedspeed,  # noqa: F401
+               lfd, scaffold)  # (registration side effects)

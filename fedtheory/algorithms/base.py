@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.local_steps import corrected_local_sgd
+from .._kernels.local_steps import corrected_local_sgd, perturbed_local_sgd
 from .._validation import check_param
 from ..exceptions import InvalidParameterError
 
@@ -48,9 +48,12 @@ class RoundContext:
         Additive gradient noise (already scaled by ``problem.noise``).
     lrs : float array (K,)
         Local step sizes eta_{t} of the K local steps of this round.
+    u : float
+        One uniform draw in [0, 1) per round from the run's auxiliary stream, for an
+        algorithm's own coin flips (e.g. FedPD's "communicate this round?").
     """
 
-    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs):
+    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs, u=0.0):
         self.problem = problem
         self.round = rnd
         self.clients = clients
@@ -58,6 +61,7 @@ class RoundContext:
         self.idx = idx
         self.noise = noise
         self.lrs = lrs
+        self.u = u
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
 
@@ -74,6 +78,22 @@ class RoundContext:
         Y = np.empty((self.S, p.dim))
         bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                   p.l2, x0, float(gscale), float(mu), x0 if anchor is None else anchor,
+                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
+                            corr=None, eps=1e-7):
+        """Local SGD with FedSpeed's quasi-gradient (see ``perturbed_local_sgd``).
+
+        gt = (1 - alpha) g(y) + alpha g(y + r g(y)) with r = rho, or rho / (||g(y)|| + eps)
+        when ``normalized``; y_{k+1} = y_k - eta_k (gt + mu (y_k - anchor) + corr_s).
+        Returns ``(Y, fail)`` as :meth:`local_sgd`.
+        """
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        bad = perturbed_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
+                                  p.l2, x0, float(alpha), float(rho), bool(normalized), float(eps),
+                                  float(mu), x0 if anchor is None else anchor,
                                   _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
@@ -112,6 +132,11 @@ class Algorithm:
     reductions : list of (dict, str, dict)
         Declared equivalences ``(own params, other algorithm, other params)``: the two runs
         must produce the same iterates.
+    full_participation_only : bool
+        The method is defined for full participation only (the runner rejects client sampling).
+    divergence_params : dict
+        Overrides of the common suite's divergence check (lr=50, K=5) for methods whose
+        server step is bounded (Adam-type), which need more local steps to overflow.
     """
 
     name: ClassVar[str] = "algorithm"
@@ -123,6 +148,8 @@ class Algorithm:
     default_sampling: ClassVar[str] = "uniform"
     test_params: ClassVar[dict] = {}
     reductions: ClassVar[list] = []
+    full_participation_only: ClassVar[bool] = False
+    divergence_params: ClassVar[dict] = {}
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -166,6 +193,14 @@ class Algorithm:
     def server_update(self, state, ctx, messages):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def history_extras(self, state):
+    def oracle_calls_per_step(self):
+        """Stochastic-gradient oracle calls per local step (2 for SAM-type ascent steps)."""
+        return 1
+
+    def round_comm(self, ctx, n_participants):
+        """(down, up) d-vectors communicated in this round; ``comm`` per participant by default."""
+        return n_participants * self.comm[0], n_participants * self.comm[1]
+
+    def history_extras(self, state, problem):
         """Extra per-evaluation columns (e.g. step-size statistics); empty by default."""
         return {}

@@ -62,6 +62,11 @@ def _params(name, **extra):
     return kw
 
 
+def _sampled(name, S):
+    """``clients_per_round=S`` unless the algorithm is defined for full participation only."""
+    return {} if get_algorithm(name).full_participation_only else {"clients_per_round": S}
+
+
 def _invalid_values(constraints):
     """Values that violate every constraint in the list."""
     vals = ["not-a-valid-value", object()]
@@ -100,7 +105,7 @@ def check_param_validation(name):
 def check_determinism(name):
     """Same seed: bit-identical history (time excluded) with sampling and minibatches."""
     p = suite_problems()["logistic_csr"]
-    kw = _params(name, rounds=6, local_steps=3, clients_per_round=3, batch_size=4)
+    kw = _params(name, rounds=6, local_steps=3, batch_size=4, **_sampled(name, 3))
     r1, r2 = run(p, name, seed=7, **kw), run(p, name, seed=7, **kw)
     h1, h2 = r1.history.drop(columns="time"), r2.history.drop(columns="time")
     assert np.array_equal(r1.x, r2.x), f"{name}: same seed gave different x"
@@ -115,20 +120,21 @@ def check_no_recompilation(name):
     kw = _params(name, rounds=2, local_steps=2)
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
-    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd",)}
+    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd", "perturbed_local_sgd")}
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
         run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw)
     after = {k: len(getattr(_ls, k).signatures) for k in before}
     assert before == after, f"{name}: kernels recompiled on later calls {before} -> {after}"
     assert max(after.values()) <= 1, f"{name}: more than one specialisation compiled: {after}"
+    assert max(after.values()) == 1, f"{name}: no kernel ran (is the algorithm using the kernels?)"
 
 
 def check_backends_agree(name):
     """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12)."""
     for key, p in suite_problems().items():
         extra = {} if key == "quadratic" else {"batch_size": 5}
-        for kw in ({}, dict(clients_per_round=3, **extra)):
+        for kw in ({}, dict(**_sampled(name, 3), **extra)):
             args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
             a = run(p, name, backend="numba", **args)
             b = run(p, name, backend="python", **args)
@@ -142,8 +148,8 @@ def check_reductions(name):
     cls = get_algorithm(name)
     p = suite_problems()["logistic"]
     for own, other, other_kw in cls.reductions:
-        base = dict(rounds=5, local_steps=3, seed=1, record_iterates=True, clients_per_round=3,
-                    batch_size=4, lr=0.1)
+        base = dict(rounds=5, local_steps=3, seed=1, record_iterates=True, batch_size=4, lr=0.1,
+                    **_sampled(name, 3))
         a = run(p, name, **{**_params(name, **base), **own})
         b = run(p, other, **{**_params(other, **base), **other_kw})
         err = np.abs(a.iterates - b.iterates).max()
@@ -177,8 +183,8 @@ def check_convergence_smoke(name):
 def check_history_schema(name):
     """History columns, counters and their consistency with the result."""
     p = suite_problems()["least_squares"]
-    res = run(p, name, rounds=7, local_steps=2, eval_every=3, clients_per_round=2, batch_size=3,
-              **_params(name))
+    res = run(p, name, rounds=7, local_steps=2, eval_every=3, batch_size=3,
+              **_params(name, **_sampled(name, 2)))
     h = res.history
     for col in HISTORY_COLUMNS:
         assert col in h.columns, f"{name}: history lacks {col!r}"
@@ -187,12 +193,18 @@ def check_history_schema(name):
     assert res.comm_up == h.comm_up.iloc[-1] and res.comm_down == h.comm_down.iloc[-1]
     assert np.all(np.diff(h.comm_up) >= 0) and np.all(np.diff(h.grad_evals) > 0)
     assert res.sample_grads == res.grad_evals * 3
+    calls = get_algorithm(name).create(**{k: v for k, v in _params(name).items()
+                                           if k in get_algorithm(name).hyperparameters()}).oracle_calls_per_step()
+    slots = sum(len(c) for c in res.sampled)             # participating client slots, all rounds
+    assert res.grad_evals == slots * 2 * calls, (res.grad_evals, slots, calls)
 
 
 def check_divergence_reported(name):
     """A huge step size ends with status 'diverged', naming the round and a client."""
     p = suite_problems()["least_squares"]
-    res = run(p, name, rounds=400, local_steps=5, **_params(name, lr=50.0))
+    kw = dict(rounds=400, local_steps=5, **_params(name, lr=50.0))
+    kw.update(get_algorithm(name).divergence_params)
+    res = run(p, name, **kw)
     assert res.status == "diverged", f"{name}: status {res.status} with lr=50"
     assert re.search(r"round \d+: (client \d+|the global model|F\(x\) is not finite)", res.message), \
         res.message

@@ -1,0 +1,162 @@
+r"""FedSpeed (Sun et al., ICLR 2023), Algorithm 1, as specified in spec/fedspeed.md §2.
+
+Client i keeps the prox-correction :math:`\hat g_i` (0 before round 0; clients not sampled
+keep theirs). In round t every sampled client runs K steps from :math:`x_{i,0} = x^t`
+(Alg. 1 lines 7-11), with the *same* minibatch :math:`\xi_{i,k}` for both gradients:
+
+.. math::
+
+    g_1 &= \nabla F_i(x_{i,k};\xi_{i,k}), \qquad
+    \breve x_{i,k} = x_{i,k} + \rho\, g_1, \qquad
+    g_2 = \nabla F_i(\breve x_{i,k};\xi_{i,k}),\\
+    \tilde g_{i,k} &= (1-\alpha) g_1 + \alpha g_2,\\
+    x_{i,k+1} &= x_{i,k} - \eta_l\Bigl(\tilde g_{i,k} - \hat g_i^{t-1}
+                 + \tfrac{1}{\lambda}(x_{i,k} - x^t)\Bigr),
+
+then (lines 13-14) :math:`\hat g_i^t = \hat g_i^{t-1} - \frac1\lambda(x_{i,K} - x^t)` and the
+upload :math:`\hat x_i^t = x_{i,K} - \lambda \hat g_i^t`. The server (line 16) is
+
+* ``server="alg1"`` (as printed): :math:`x^{t+1} = \frac1S\sum_{i\in S_t}\hat x_i^t`;
+* ``server="dyn"`` (the authors' released code, the FedDyn server):
+  :math:`x^{t+1} = \frac1S\sum_{i\in S_t} x_{i,K} - \lambda\,\frac1n\sum_{i=1}^n \hat g_i^t`.
+
+They coincide under full participation; under partial participation with exact gradients
+"alg1" has no fixed point (spec §2.5 A5, P15) while "dyn" converges to x*.
+``perturbation="raw"`` uses rho as printed (theory); ``"sam"`` uses
+:math:`\rho/(\|g_1\| + 10^{-7})` as in the experiments and the released code (A2).
+With non-uniform client weights the averages are the run's aggregation weights
+:math:`\omega_i` (sampled) and :math:`w_i` (all clients).
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._validation import Interval, Options
+from ..registry import register
+from .base import Algorithm
+
+SAM_EPS = 1e-7
+
+
+@register
+@dataclass(frozen=True)
+class FedSpeed(Algorithm):
+    r"""FedSpeed: prox-corrected local SGD with a SAM-type quasi-gradient.
+
+    Parameters
+    ----------
+    lam : float, default 10
+        Prox coefficient lambda > 0; the local penalty is :math:`\frac{1}{2\lambda}\|x-x^t\|^2`
+        (the experiments' "prox weight" is 1/lambda, spec A8).
+    alpha : float, default 0.9375
+        Weight of the perturbed gradient in [0, 1] (the paper's best value).
+    rho : float, default 0.1
+        Ascent step (>= 0); raw (theory) or the SAM radius rho_0 (``perturbation="sam"``).
+    perturbation : {"raw", "sam"}, default "raw"
+        Unnormalised ascent step as in Alg. 1 / Theorem 4.4, or normalised as in the experiments.
+    server : {"alg1", "dyn"}, default "alg1"
+        Aggregation of Alg. 1 line 16 as printed, or the released code's FedDyn server.
+
+    Notes
+    -----
+    State: ``ghat`` (n, d), the per-client corrections (updated in place), and ``gbar``, their
+    weighted mean, from which the auxiliary sequence of the analysis (spec §4.2)
+    :math:`z^{t} = x^{t} + \lambda(2 - 1/\gamma)\bar g^{t-1}`, with
+    :math:`\gamma = 1 - (1 - \eta_l/\lambda)^K`, is recorded in the history as
+    ``z_grad_sq`` = :math:`\|\nabla F(z^t)\|^2` (meaningful with full participation and a
+    constant step size). Two oracle calls per local step when alpha * rho != 0.
+    Communication: 1 down (x), 1 up (the upload), spec §2.3.
+
+    References
+    ----------
+    Y. Sun, L. Shen, T. Huang, L. Ding, D. Tao, "FedSpeed: Larger local interval, less
+    communication round, and higher generalization accuracy", ICLR 2023, Algorithm 1;
+    spec/fedspeed.md §2.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(5, 3, heterogeneity=1.0, seed=0)
+    >>> res = ft.run(p, "fedspeed", rounds=300, local_steps=5, lr=0.1, lam=1.0, alpha=0.0)
+    >>> bool(abs(p.value(res.x) - p.info["f_star"]) < 1e-10)     # no client drift
+    True
+    """
+
+    lam: float = 10.0
+    alpha: float = 0.9375
+    rho: float = 0.1
+    perturbation: str = "raw"
+    server: str = "alg1"
+
+    name: ClassVar[str] = "fedspeed"
+    reference: ClassVar[str] = "Sun et al. 2023 (FedSpeed), Algorithm 1; spec/fedspeed.md §2"
+    constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
+                                   "alpha": [Interval(float, 0, 1, "both")],
+                                   "rho": [Interval(float, 0, None, "left")],
+                                   "perturbation": [Options("raw", "sam")],
+                                   "server": [Options("alg1", "dyn")]}
+    comm: ClassVar[tuple] = (1, 1)
+    stateful_clients: ClassVar[bool] = True
+    test_params: ClassVar[dict] = {"lr": 0.1, "lam": 2.0, "alpha": 0.5, "rho": 0.05}
+    reductions: ClassVar[list] = [({"alpha": 0.0, "server": "dyn"}, "feddyn", {"alpha": 0.5}),
+                                  ({"rho": 0.0, "server": "dyn"}, "feddyn", {"alpha": 0.5})]
+
+    def oracle_calls_per_step(self):
+        return 2 if self.alpha * self.rho != 0 else 1
+
+    def init(self, problem, x0):
+        return {"x": x0.copy(), "ghat": np.zeros((problem.n_clients, problem.dim)),
+                "gbar": np.zeros(problem.dim), "z": None}
+
+    def local_round(self, state, ctx):
+        x = state["x"]
+        ghat_old = state["ghat"][ctx.clients]
+        Y, fail = ctx.local_sgd_perturbed(x, self.alpha, self.rho, self.perturbation == "sam",
+                                          mu=1.0 / self.lam, corr=-ghat_old, eps=SAM_EPS)
+        ghat_new = ghat_old - (Y - x) * (1.0 / self.lam)                 # line 13
+        return {"y": Y, "ghat": ghat_new, "fail": fail}
+
+    def local_round_reference(self, state, ctx):
+        x, lam, a = state["x"], self.lam, self.alpha
+        Y = np.empty((ctx.S, x.shape[0]))
+        G = np.empty_like(Y)
+        for s in range(ctx.S):
+            ghat = state["ghat"][ctx.clients[s]]
+            xi = x.copy()                                                 # line 4: x_{i,0} = x^t
+            for k in range(ctx.K):
+                g1 = ctx.grad(s, k, xi)                                   # line 7
+                r = self.rho / (np.linalg.norm(g1) + SAM_EPS) if self.perturbation == "sam" else self.rho
+                if a * self.rho != 0:
+                    g2 = ctx.grad(s, k, xi + r * g1)                      # lines 8-9, same batch
+                    gt = (1 - a) * g1 + a * g2                            # line 10
+                else:
+                    gt = g1
+                xi = xi - ctx.lrs[k] * (gt - ghat + (xi - x) / lam)      # line 11
+            Y[s] = xi
+            G[s] = ghat - (xi - x) / lam                                  # line 13
+        return {"y": Y, "ghat": G}
+
+    def server_update(self, state, ctx, messages):
+        """Line 16 ("alg1") or the FedDyn server ("dyn"); the corrections are updated in place."""
+        x, lam, w = state["x"], self.lam, ctx.weights
+        Y, G = messages["y"], messages["ghat"]
+        ghat = state["ghat"]
+        ghat[ctx.clients] = G                                             # non-sampled keep theirs
+        gbar = ctx.problem.weights @ ghat
+        if self.server == "alg1":
+            xhat = Y - lam * G                                            # line 14 upload
+            x_new = x + w @ (xhat - x)                                    # line 16: mean over S_t
+        else:
+            x_new = x + w @ (Y - x) - lam * gbar                          # released code
+        q = ctx.lrs / lam
+        gamma = 1.0 - np.prod(1.0 - q)
+        z = x_new + lam * (2.0 - 1.0 / gamma) * gbar if gamma != 0 else None
+        return {"x": x_new, "ghat": ghat, "gbar": gbar, "z": z}
+
+    def history_extras(self, state, problem):
+        z = state.get("z")
+        if z is None:
+            return {"z_grad_sq": np.nan}
+        g = problem.grad(z)
+        return {"z_grad_sq": float(g @ g)}
