@@ -1,10 +1,9 @@
-"""Registry of theorem checks (``validation.verify``).
+"""Registry of theorem checks (``validation.verify``), API.md "Ground truth and theory".
 
-Each paper's theorems are registered by its own module under ``fedtheory/theory/``; none
-ships with this release, so :func:`theorems` is empty until they land.
+Each paper's theorems live in their own module under :mod:`fedtheory.theory` and register
+themselves there; this module exposes them.
 """
-
-THEOREMS = {}
+from fedtheory.theory import THEOREMS, Condition, Verification  # noqa: F401
 
 
 def theorems():
@@ -13,7 +12,23 @@ def theorems():
 
 
 def verify(name, problem, **kwargs):
-    """Run the registered check ``name`` on ``problem`` (see API.md)."""
+    """Run the registered theorem check ``name`` on ``problem``.
+
+    Parameters
+    ----------
+    name : str
+        A registered theorem (:func:`theorems`), e.g. ``"fedspeed.theorem_4_4"``.
+    problem : FederatedProblem
+    **kwargs
+        ``rounds``, ``local_steps``, ``variant`` ("printed" or a corrected one), ``seeds`` and
+        the algorithm's hyperparameters; see the theorem's own docstring.
+
+    Returns
+    -------
+    Verification
+        ``applicable``, ``reason``, ``conditions`` [(name, value, limit, ok)], ``measured``,
+        ``bound``, ``ratio``, ``holds``, ``stderr``, ``details``.
+    """
     if name not in THEOREMS:
         known = ", ".join(sorted(THEOREMS)) or "none registered yet"
         raise ValueError(f"The 'name' parameter of verify must be a registered theorem ({known}). "

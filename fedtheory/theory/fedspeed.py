@@ -1,0 +1,299 @@
+r"""FedSpeed, Theorem 4.4 (Sun et al., ICLR 2023) as code, with the errata of spec/fedspeed.md §4.
+
+Quantities (spec §1, §4.2): :math:`q = \eta_l/\lambda`, :math:`\gamma_k = q(1-q)^{K-1-k}`,
+:math:`\gamma = \sum_k \gamma_k = 1-(1-q)^K`, :math:`S_2 = \sum_k(\gamma_k/\gamma)^2`,
+:math:`\kappa = \frac12 - 3\alpha^2L^2\rho^2 - 1536\eta_l^2L^2K`. The theorem bounds
+
+.. math:: \mathrm{LHS}(T) = \frac1T\sum_{t=1}^{T-1}\mathbb E\|\nabla F(z^t)\|^2,\qquad
+          z^t = x^t + \lambda(2 - 1/\gamma)\,\bar g^{t-1}
+
+(the closed form of the auxiliary sequence, spec §4.2), with full participation, constant
+step sizes and the raw perturbation. Bound variants (:func:`bounds`):
+
+* ``"printed"``: eq. (6)-(7) as printed,
+  :math:`\frac{2(F(z^1)-F^*)}{\lambda\kappa T} + \frac{64\eta_lL^2K A_0}{\kappa T}
+  + \frac{32\lambda^2L^2B_0}{\kappa T} + \Phi`, :math:`\Phi = \frac1\kappa[32\lambda\eta_l^2L^2K
+  (16\sigma_g^2+\sigma_l^2) + \lambda\alpha^2L^2\rho^2(3\sigma_g^2+\sigma_l^2)]`;
+* ``"derived"``: the proof with errata E1 (spurious lambda in Phi) and E2 (eta_l^2 in the
+  A_0 term) fixed and the exact gamma factors kept (spec §4.5) -- still missing the variance
+  the proof drops (E3);
+* ``"corrected"``: derived + the dropped variance
+  :math:`V = L\lambda(1+\alpha\rho L)^2\sigma_l^2 S_2/(2\kappa n)` (spec §4.5 "RHS_patched": a
+  diagnostic estimate of the missing term, not a proven theorem).
+
+Conditions (:func:`conditions`): the stated S1-S4 and the hidden H1-H4 of spec §4.4.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import Condition, Verification, mean_stderr, register_theorem
+
+VARIANTS = ("printed", "derived", "corrected")
+
+
+def gamma_weights(q, K):
+    """gamma_k = q (1 - q)^(K - 1 - k), k = 0..K-1 (spec §1)."""
+    return q * (1.0 - q) ** (K - 1 - np.arange(K))
+
+
+def gamma_total(q, K):
+    """gamma = 1 - (1 - q)^K = sum_k gamma_k (identity P1)."""
+    return 1.0 - (1.0 - q) ** K
+
+
+def s2(q, K):
+    """S_2 = sum_k (gamma_k / gamma)^2."""
+    gk = gamma_weights(q, K)
+    return float(np.sum((gk / gk.sum()) ** 2))
+
+
+def kappa(L, eta, K, alpha, rho):
+    """kappa = 1/2 - 3 alpha^2 L^2 rho^2 - 1536 eta_l^2 L^2 K (Theorem 4.4)."""
+    return 0.5 - 3 * alpha ** 2 * L ** 2 * rho ** 2 - 1536 * eta ** 2 * L ** 2 * K
+
+
+def conditions(L, lam, eta, K, alpha, rho, n):
+    """Stated (S1-S4) and hidden (H1-H4) conditions of Theorem 4.4, spec §4.3-§4.4.
+
+    Returns ``(stated, hidden, informational)``, lists of :class:`Condition`.
+    """
+    q = eta / lam
+    gam = gamma_total(q, K)
+    r = (1 - 2 * gam) ** 2 / gam ** 2
+    kap = kappa(L, eta, K, alpha, rho)
+    rho_cap = math.inf if alpha == 0 else 1.0 / (math.sqrt(6) * alpha * L)
+    eta_cap = 1.0 / (32 * math.sqrt(3 * K) * L)
+    stated = [
+        Condition("S1: rho <= 1/(sqrt(6) alpha L)", rho, rho_cap, rho <= rho_cap),
+        Condition("S2a: eta_l <= 1/(32 sqrt(3K) L)", eta, eta_cap, eta <= eta_cap),
+        Condition("S2b: eta_l <= 2 lambda", eta, 2 * lam, eta <= 2 * lam),
+        Condition("S3: K >= lambda / eta_l", K, lam / eta, K >= lam / eta),
+        Condition("S4: kappa > 0", kap, 0.0, kap > 0),
+    ]
+    w = 2 * (1 - q) ** 2 + 32 * eta ** 2 * L ** 2
+    h3 = 48 * lam ** 2 * L ** 2 * r
+    h4 = 8 * lam ** 2 * L ** 2 * r + lam * L
+    hidden = [
+        Condition("H1 (hidden): eta_l <= lambda (q <= 1)", eta, lam, eta <= lam),
+        Condition("H2 (hidden): 2(1-q)^2 + 32 eta_l^2 L^2 <= 1 (drift recursion, a = 1)", w, 1.0, w <= 1),
+        Condition("H3 (hidden): 48 lambda^2 L^2 (1-2gamma)^2/gamma^2 <= 1 (P <= 2)", h3, 1.0, h3 <= 1),
+        Condition("H4 (hidden): 8 lambda^2 L^2 (1-2gamma)^2/gamma^2 + lambda L <= 1", h4, 1.0, h4 <= 1),
+    ]
+    h4p = 8 * n ** 2 * lam ** 2 * L ** 2 * r + lam * L
+    info = [
+        Condition("H2 as printed (info): 2(1-q)^2 + 32 eta_l^2 L^2 <= 1 - q", w, 1 - q, w <= 1 - q),
+        Condition("H4 as printed (info): 8 n^2 lambda^2 L^2 (1-2gamma)^2/gamma^2 + lambda L <= 1",
+                  h4p, 1.0, h4p <= 1),
+    ]
+    return stated, hidden, info
+
+
+def bounds(L, lam, eta, K, alpha, rho, n, T, F1gap, A0, B0, sigma_g_sq, sigma_l_sq):
+    """Right-hand sides of Theorem 4.4: printed (6)-(7), derived and corrected (spec §4.3, §4.5).
+
+    Parameters
+    ----------
+    L, lam, eta, K, alpha, rho, n, T
+        Smoothness, prox coefficient, local step, local steps, perturbation weight and step,
+        clients and rounds.
+    F1gap : float
+        E[F(z^1)] - F*.
+    A0, B0 : float
+        (1/n) sum_i E||ghat_i^0||^2 and E||(1/n) sum_i ghat_i^0||^2 (after round 0, spec A14).
+    sigma_g_sq, sigma_l_sq : float
+        Assumption 4.3 and 4.2 constants.
+
+    Returns
+    -------
+    dict
+        ``printed``, ``derived``, ``corrected``, their terms, ``kappa``, ``gamma``, ``S2``.
+    """
+    q = eta / lam
+    gam = gamma_total(q, K)
+    kap = kappa(L, eta, K, alpha, rho)
+    S2 = s2(q, K)
+    phi_p = (32 * lam * eta ** 2 * L ** 2 * K * (16 * sigma_g_sq + sigma_l_sq)
+             + lam * alpha ** 2 * L ** 2 * rho ** 2 * (3 * sigma_g_sq + sigma_l_sq)) / kap
+    terms_p = [2 * F1gap / (lam * kap * T), 64 * eta * L ** 2 * K * A0 / (kap * T),
+               32 * lam ** 2 * L ** 2 * B0 / (kap * T), phi_p]
+    phi_d = phi_p / lam
+    terms_d = [F1gap / (lam * kap * T), 32 * eta ** 2 * L ** 2 * K * A0 / (kap * gam * T),
+               4 * lam ** 2 * L ** 2 * (1 - 2 * gam) ** 2 * B0 / (kap * gam ** 3 * T), phi_d]
+    v_miss = L * lam * (1 + alpha * rho * L) ** 2 * sigma_l_sq * S2 / (2 * kap * n)
+    return dict(printed=sum(terms_p), derived=sum(terms_d), corrected=sum(terms_d) + v_miss,
+                terms_printed=terms_p, terms_derived=terms_d, v_missing=v_miss, phi_printed=phi_p,
+                phi_derived=phi_d, kappa=kap, gamma=gam, S2=S2, q=q)
+
+
+def problem_constants(problem, batch_size=None, batch_replacement=False):
+    """(L, sigma_l^2, sigma_g^2, notes) of Assumptions 4.1-4.3 for ``problem``.
+
+    * quadratic with a shared Hessian: L = max_i lambda_max(Q_i); sigma_g^2 =
+      (1/n) sum_i ||grad f_i(x) - grad F(x)||^2 exactly (independent of x); sigma_l^2 = d s^2.
+    * logistic: L = max_i lambda_max(A_i^T A_i)/(4 m_i) + l2; sigma_g^2 <= (1/n) sum_i
+      (R_i + Rbar)^2 with R_i = max_j ||a_ij||; minibatch B: sigma_l^2 <= R_i^2/B (times
+      (m_i - B)/(m_i - 1) without replacement), maximised over clients (spec §4.8).
+
+    Raises ValueError (with the reason) when a constant is infinite, e.g. least squares or
+    quadratics with distinct Hessians (sigma_g is unbounded on R^d).
+    """
+    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
+    from ..constants import client_smoothness
+    n, d = problem.n_clients, problem.dim
+    if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
+        raise ValueError("Theorem 4.4 is stated for uniform client weights 1/n; the problem has "
+                         "non-uniform weights.")
+    L_i = np.asarray(client_smoothness(problem))
+    L = float(L_i.max())
+    notes = []
+    noise_var = d * problem.noise ** 2
+    if problem.kind == KIND_QUADRATIC:
+        if batch_size is not None:
+            raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
+        Q = [problem.client_hessian(i, np.zeros(d)) for i in range(n)]
+        if not all(np.array_equal(Q[0], q) for q in Q[1:]):
+            raise ValueError("Assumption 4.3 fails: with distinct client Hessians "
+                             "||grad f_i(x) - grad F(x)|| grows without bound on R^d.")
+        x = np.zeros(d)
+        G = np.array([problem.client_grad(i, x) for i in range(n)])
+        sg = float(np.mean(np.sum((G - G.mean(0)) ** 2, axis=1)))
+        notes.append("sigma_g^2 exact (shared Hessian); sigma_l^2 = d s^2 exact")
+        return L, noise_var, sg, notes
+    if problem.kind != KIND_LOGISTIC:
+        raise ValueError("Assumption 4.3 fails for least squares in general (sigma_g unbounded on "
+                         "R^d); use a shared-Hessian quadratic or logistic regression.")
+    R = np.empty(n)
+    var = np.zeros(n)
+    for i in range(n):
+        rows = problem.client_data(i)[0]
+        sq = np.asarray(rows.multiply(rows).sum(axis=1)).ravel() if hasattr(rows, "multiply") \
+            else np.sum(rows * rows, axis=1)
+        R[i] = math.sqrt(float(sq.max()))
+        if batch_size is not None:
+            m = rows.shape[0]
+            fpc = 1.0 if batch_replacement or m == 1 else (m - batch_size) / (m - 1)
+            var[i] = R[i] ** 2 / batch_size * fpc
+    Rbar = float(problem.weights @ R)
+    sg = float(np.mean((R + Rbar) ** 2))
+    notes.append("logistic: sigma_g^2 <= mean (R_i + Rbar)^2 and sigma_l^2 <= R^2/B are upper bounds")
+    return L, float(var.max()) + noise_var, sg, notes
+
+
+def measure(problem, rounds, local_steps, lr, lam, alpha, rho, seeds=1, x0=None, batch_size=None,
+            f_star=None):
+    """Measured LHS(T) of Theorem 4.4 and the data-dependent inputs of the bound.
+
+    Runs FedSpeed (raw perturbation, full participation, Alg. 1 server) for ``seeds`` seeds.
+    Returns a dict with ``lhs`` (mean over seeds), ``lhs_stderr``, ``lhs_per_seed``,
+    ``F1gap`` (E F(z^1) - F*), ``A0``, ``B0`` and the per-round mean curve ``z_grad_sq``.
+    """
+    from ..runner import run
+    if f_star is None:
+        f_star = problem.info.get("f_star") if problem.info else None
+    if f_star is None:
+        import validation
+        f_star = validation.ground_truth(problem).f
+    T = rounds
+    kw = dict(local_steps=local_steps, lr=lr, lam=lam, alpha=alpha, rho=rho, perturbation="raw",
+              server="alg1", batch_size=batch_size, x0=x0)
+    lhs, F1, A0, B0, curves = [], [], [], [], []
+    for s in range(seeds):
+        res = run(problem, "fedspeed", rounds=T, seed=s, **kw)
+        if res.status != "max_rounds":
+            raise RuntimeError(f"FedSpeed did not complete the run for seed {s}: {res.message}")
+        h = res.history
+        zg = h.loc[(h["round"] >= 1) & (h["round"] <= T - 1), "z_grad_sq"].to_numpy()
+        lhs.append(zg.sum() / T)
+        curves.append(h["z_grad_sq"].to_numpy())
+        first = run(problem, "fedspeed", rounds=1, seed=s, **kw)        # the same round 0
+        st = first.state
+        F1.append(problem.value(st["z"]) - f_star)
+        A0.append(float(np.mean(np.sum(st["ghat"] ** 2, axis=1))))
+        B0.append(float(st["gbar"] @ st["gbar"]))
+    m, se = mean_stderr(lhs)
+    return dict(lhs=m, lhs_stderr=se, lhs_per_seed=lhs, F1gap=float(np.mean(F1)),
+                A0=float(np.mean(A0)), B0=float(np.mean(B0)),
+                z_grad_sq=np.mean(np.array(curves), axis=0))
+
+
+@register_theorem("fedspeed.theorem_4_4")
+def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0,
+                variant="printed", seeds=1, x0=None, batch_size=None, batch_replacement=False,
+                f_star=None):
+    r"""Check Theorem 4.4 of FedSpeed on ``problem``.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        Shared-Hessian quadratic (exact constants) or logistic regression (bounded constants).
+    rounds : int
+        T.
+    local_steps : int
+        K.
+    lr : float, optional
+        Constant local step eta_l; default half its cap 1/(32 sqrt(3K) L).
+    lam : float, optional
+        Prox coefficient lambda; default eta_l / 0.6 (q = 0.6).
+    alpha, rho : float
+        Perturbation weight and raw ascent step.
+    variant : {"printed", "derived", "corrected"}
+        Which right-hand side (module docstring).
+    seeds : int
+        Independent runs averaged for the expectations (standard error reported).
+    x0 : array, optional
+        Initial model.
+    batch_size : int, optional
+        Minibatch size (logistic); None = exact client gradients (+ the problem's noise).
+    f_star : float, optional
+        F*; default from ``problem.info`` or :func:`validation.ground_truth`.
+
+    Returns
+    -------
+    Verification
+        ``applicable`` is False when a stated condition fails (a hidden one too for the
+        "derived" and "corrected" variants); every condition is listed either way.
+
+    Examples
+    --------
+    >>> import numpy as np, problems, validation
+    >>> A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
+    >>> p = problems.explicit_quadratic(A, np.zeros((1, 5)), noise=0.45)
+    >>> eta = 0.05 / (32 * np.sqrt(6))
+    >>> v = validation.verify("fedspeed.theorem_4_4", p, rounds=4000, local_steps=2, lr=eta,
+    ...                       lam=eta / 0.6, x0=p.info["x_star"])
+    >>> v.applicable, v.holds         # spec §4.6 case C2: the printed bound fails
+    (True, False)
+    """
+    from .._validation import Interval, Options, check_param
+    c = "fedspeed.theorem_4_4"
+    check_param("variant", variant, [Options(*VARIANTS)], c)
+    check_param("rounds", rounds, [Interval(int, 2, None)], c)
+    check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
+    check_param("seeds", seeds, [Interval(int, 1, None)], c)
+    check_param("alpha", alpha, [Interval(float, 0, 1, "both")], c)
+    check_param("rho", rho, [Interval(float, 0, None, "left")], c)
+    K, T, n = local_steps, rounds, problem.n_clients
+    try:
+        L, sl2, sg2, notes = problem_constants(problem, batch_size, batch_replacement)
+    except ValueError as e:
+        return Verification("fedspeed.theorem_4_4", variant, False, str(e), [], float("nan"),
+                            float("nan"))
+    if lr is None:
+        lr = 0.5 / (32 * math.sqrt(3 * K) * L)
+    if lam is None:
+        lam = lr / 0.6
+    check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
+    check_param("lam", lam, [Interval(float, 0, None, "neither")], c)
+    stated, hidden, info = conditions(L, lam, lr, K, alpha, rho, n)
+    required = stated if variant == "printed" else stated + hidden
+    failed = [cd.name for cd in required if not cd.ok]
+    m = measure(problem, T, K, lr, lam, alpha, rho, seeds, x0, batch_size, f_star)
+    b = bounds(L, lam, lr, K, alpha, rho, n, T, m["F1gap"], m["A0"], m["B0"], sg2, sl2)
+    details = dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam,
+                   alpha=alpha, rho=rho, seeds=seeds, bounds=b, measurement=m)
+    return Verification("fedspeed.theorem_4_4", variant, not failed,
+                        "; ".join(f"fails {f}" for f in failed), stated + hidden + info,
+                        m["lhs"], b[variant], m["lhs_stderr"], details)
