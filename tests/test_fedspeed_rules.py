@@ -216,3 +216,45 @@ def test_fedpd_rejects_partial_participation():
     p = problems.quadratic(4, 2, seed=0)
     with pytest.raises(ValueError, match="'fedpd' is defined for full participation only.*clients_per_round"):
         ft.run(p, "fedpd", rounds=2, clients_per_round=2)
+
+
+def test_lr_decay_drops_the_auxiliary_sequence():
+    """spec E11: with a decayed step z^t has no closed form; the history says so (NaN) instead
+    of computing it with a constant gamma."""
+    from fedtheory.schedules import round_decay
+    p = problems.quadratic(4, 3, heterogeneity=1.0, seed=0)
+    const = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=0.1, lam=1.0)
+    assert np.isfinite(const.history.z_grad_sq.iloc[1:]).all()
+    dec = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=round_decay(0.1, 0.9, 3), lam=1.0)
+    assert np.isfinite(dec.history.z_grad_sq.iloc[1])         # round 0 alone has one gamma
+    assert dec.history.z_grad_sq.iloc[2:].isna().all()
+
+
+def test_round_decay_and_epochs_helpers():
+    from fedtheory.schedules import epochs_to_local_steps, round_decay
+    p = problems.quadratic(4, 3, seed=0)
+    K = 3
+    sched = round_decay(0.2, 0.5, K)
+    res = ft.run(p, "fedavg", rounds=3, local_steps=K, lr=sched, record_iterates=True)
+    ref = ft.run(p, "fedavg", rounds=1, local_steps=K, lr=0.2, record_iterates=True)
+    assert np.array_equal(res.iterates[1], ref.iterates[1])
+    second = ft.run(p, "fedavg", rounds=1, local_steps=K, lr=0.1, x0=res.iterates[1], record_iterates=True)
+    assert np.array_equal(res.iterates[2], second.iterates[1])      # round 1 runs at 0.2 * 0.5
+    with pytest.raises(ValueError, match="'decay' parameter of round_decay"):
+        round_decay(0.1, 1.5, 3)
+    rng = np.random.default_rng(0)
+    A = [rng.normal(size=(40, 3)) for _ in range(3)]
+    bal = problems.least_squares(A, [rng.normal(size=40)] * 3)
+    assert epochs_to_local_steps(bal, 2, 15) == 2 * 3
+    unbal = problems.least_squares([A[0], A[1][:30]], [rng.normal(size=40), rng.normal(size=30)])
+    with pytest.raises(ValueError, match="different numbers of samples"):
+        epochs_to_local_steps(unbal, 1, 10)
+
+
+def test_bernoulli_participation_option():
+    """The experiments' participation (each client with probability p, spec A11) is an option."""
+    p = problems.quadratic(10, 3, heterogeneity=1.0, seed=0)
+    res = ft.run(p, "fedspeed", rounds=20, local_steps=2, lr=0.1, lam=1.0, sampling="bernoulli",
+                 participation=0.3, server="dyn", seed=0)
+    sizes = [len(c) for c in res.sampled]
+    assert len(set(sizes)) > 1 and res.status == "max_rounds"

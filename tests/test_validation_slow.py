@@ -25,3 +25,43 @@ def test_a9a_scaffold_reaches_certified_optimum_fedavg_floors(data_dir):
         assert abs(h.iloc[-1] - h.iloc[-2]) < 1e-3 * h.iloc[-1]   # plateaued
         floors.append(h.iloc[-1])
     assert floors[0] > 1e-8 and floors[1] < floors[0] / 2.5          # roughly quadratic in eta
+
+
+@pytest.mark.slow
+def test_fedspeed_experiments_quick(tmp_path):
+    """spec/fedspeed.md §7 predictions on the quick variant of validation/fedspeed_experiments.py."""
+    from validation import fedspeed_experiments as fx
+    t = fx.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "e6_theorem_audit.csv").exists()
+    # E3: FedSpeed(alpha=0, lam L = 2) reaches ||grad F|| <= 1e-8 for K >= 5; FedAvg stalls at a floor
+    e3 = t["e3_no_drift"]
+    fs = e3[(e3.method == "fedspeed lam*L=2") & (e3.K >= 5)]
+    assert (fs.final_grad_norm < 1e-8).all()
+    fa = e3[(e3.method == "fedavg") & (e3.K >= 5)]
+    assert (fa.final_grad_norm > 1e-3).all()
+    # E4: raw perturbation converges to x_pred of P14; a shared Hessian has no bias; SAM keeps one
+    e4 = t["e4_perturbation_bias"]
+    assert (e4[e4.perturbation == "raw"].dist_to_x_pred < 1e-12).all()
+    assert (e4[(e4.hessian == "shared") & (e4.perturbation == "raw")].dist_to_x_star < 1e-12).all()
+    assert (e4[e4.perturbation == "sam"].dist_to_x_pred > 1e-4).all()
+    # E5: alg1 floor under S < n, growing with lambda; dyn converges; equal at S = n
+    e5 = t["e5_server_rule"]
+    a1 = e5[(e5.server == "alg1") & (e5.S < 20)]
+    assert (a1.mean_dist_last200 > 1e-2).all()
+    by_lam = a1.groupby("lam_L").mean_dist_last200.mean()
+    assert by_lam.is_monotonic_increasing
+    assert (e5[(e5.S == 20)].mean_dist_last200 < 1e-6).all()
+    assert (e5[(e5.server == "dyn") & (e5.lam_L == 0.5)].mean_dist_last200 < 1e-8).all()
+    # E6: C1 all bounds hold; C2, C3, C5 violate printed and derived, corrected holds; C4 fails H2
+    e6 = t["e6_theorem_audit"].set_index("case")
+    assert e6.loc["C1", ["printed_holds", "derived_holds", "corrected_holds"]].all()
+    for c in ("C2", "C3", "C5"):
+        assert e6.loc[c, "stated_ok"] and e6.loc[c, "hidden_failed"] == "-"
+        assert not e6.loc[c, "printed_holds"] and not e6.loc[c, "derived_holds"]
+        assert e6.loc[c, "corrected_holds"]
+    assert e6.loc["C4", "hidden_failed"] == "H2"
+    # E7: the floor scales as 1/K (K * floor within 25% of its mean) and matches the heuristic
+    e7 = t["e7_noise_floor"]
+    kf = e7.K_times_floor
+    assert (abs(kf / kf.mean() - 1) < 0.25).all()
+    assert (abs(e7.floor / e7.heuristic - 1) < 0.3).all()

@@ -28,6 +28,16 @@ def verify(name, problem, **kwargs):
     Verification
         ``applicable``, ``reason``, ``conditions`` [(name, value, limit, ok)], ``measured``,
         ``bound``, ``ratio``, ``holds``, ``stderr``, ``details``.
+
+    Examples
+    --------
+    >>> import numpy as np, problems, validation
+    >>> p = problems.explicit_quadratic(np.diag([0.5, 1.0]), [[1.0, 0.0], [0.0, 1.0]], noise=0.1)
+    >>> v = validation.verify("fedspeed.theorem_4_4", p, rounds=200, local_steps=4)
+    >>> v.applicable, v.holds
+    (True, True)
+    >>> [c.name.split(":")[0] for c in v.conditions][:5]
+    ['S1', 'S2a', 'S2b', 'S3', 'S4']
     """
     if name not in THEOREMS:
         known = ", ".join(sorted(THEOREMS)) or "none registered yet"

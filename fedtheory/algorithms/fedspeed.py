@@ -107,7 +107,7 @@ class FedSpeed(Algorithm):
 
     def init(self, problem, x0):
         return {"x": x0.copy(), "ghat": np.zeros((problem.n_clients, problem.dim)),
-                "gbar": np.zeros(problem.dim), "z": None}
+                "gbar": np.zeros(problem.dim), "z": None, "gamma": None, "constant_gamma": True}
 
     def local_round(self, state, ctx):
         x = state["x"]
@@ -149,10 +149,13 @@ class FedSpeed(Algorithm):
             x_new = x + w @ (xhat - x)                                    # line 16: mean over S_t
         else:
             x_new = x + w @ (Y - x) - lam * gbar                          # released code
-        q = ctx.lrs / lam
-        gamma = 1.0 - np.prod(1.0 - q)
-        z = x_new + lam * (2.0 - 1.0 / gamma) * gbar if gamma != 0 else None
-        return {"x": x_new, "ghat": ghat, "gbar": gbar, "z": z}
+        # auxiliary z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t (spec §4.2); it exists only for a
+        # constant gamma (no step-size decay, spec E11), so it is dropped once gamma changes
+        gamma = 1.0 - np.prod(1.0 - ctx.lrs / lam)
+        constant = state["constant_gamma"] and (state["gamma"] is None or gamma == state["gamma"])
+        z = x_new + lam * (2.0 - 1.0 / gamma) * gbar if (constant and gamma != 0) else None
+        return {"x": x_new, "ghat": ghat, "gbar": gbar, "z": z, "gamma": gamma,
+                "constant_gamma": constant}
 
     def history_extras(self, state, problem):
         z = state.get("z")
