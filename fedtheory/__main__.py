@@ -1,6 +1,7 @@
-"""Command line: ``fedtheory list | describe NAME | demo`` (also ``python -m fedtheory``).
+"""The ``fedtheory`` command line (also ``python -m fedtheory``), API.md "Command line".
 
-``run``, ``sweep``, ``verify`` and ``plot`` of API.md are not part of this release yet.
+Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
+``verify [--quick]``, ``plot DIR``, ``demo``. ``fedtheory COMMAND --help`` shows examples.
 """
 from __future__ import annotations
 
@@ -8,7 +9,43 @@ import argparse
 import json
 import sys
 
-import numpy as np
+EXAMPLE_CONFIG = """\
+  # sweep.toml
+  [problem]
+  name = "quadratic"              # a problems factory and its arguments
+  n_clients = 10
+  dim = 5
+  heterogeneity = 1.0
+
+  [run]                           # fedtheory.run arguments, algorithm, hyperparameters
+  algorithm = "fedavg"
+  rounds = 200
+  local_steps = 5
+  lr = 0.1
+  eval_every = 10
+  reference = true                # certified optimum: suboptimality columns
+
+  [grid]                          # lists: the sweep runs their Cartesian product
+  algorithm = ["fedavg", "scaffold", "fedspeed"]
+  seed = [0, 1, 2]
+  "problem.heterogeneity" = [0.5, 2.0]
+"""
+
+EPILOGS = {
+    "main": "examples:\n  fedtheory list\n  fedtheory describe fedspeed\n  fedtheory verify --quick --out report\n"
+            "  fedtheory sweep sweep.toml --out results -j 4\n  fedtheory plot results --out rates.png",
+    "run": "example:\n  fedtheory run one.toml --out results\n\n" + EXAMPLE_CONFIG.replace("[grid]", "[grid]  (optional; run takes one point)"),
+    "sweep": "examples:\n  fedtheory sweep sweep.toml --out results            # all cores, joblib/loky\n"
+             "  fedtheory sweep sweep.toml --out results -j 2\n"
+             "  fedtheory sweep sweep.toml --out results --backend dask --scheduler tcp://10.0.0.5:8786\n"
+             "  (killed and restarted: finished runs are skipped, none is lost or duplicated)\n\n" + EXAMPLE_CONFIG,
+    "verify": "examples:\n  fedtheory verify --quick            # under two minutes on 2 cores\n"
+              "  fedtheory verify --out verify-report # full run: report.md, verdicts.csv, PNGs\n"
+              "  fedtheory verify --theorem fedspeed.theorem_4_4",
+    "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
+            "  fedtheory plot results --out rates.pdf --y grad_mapping_sq",
+    "describe": "example:\n  fedtheory describe scaffold",
+}
 
 
 def _demo(args):
@@ -34,8 +71,8 @@ def _demo(args):
     header = f"{'algorithm':<10} {'F(x_R) - F*':>14} {'||x_R - x*||^2':>15} {'grad evals':>11} {'vectors up':>11}"
     print(header)
     print("-" * len(header))
-    for name in ("fedavg", "fedprox", "scaffold", "lfd"):
-        kw = {"mu": 0.1} if name == "fedprox" else {}
+    for name, kw in (("fedavg", {}), ("fedprox", {"mu": 0.1}), ("scaffold", {}), ("lfd", {}),
+                     ("feddyn", {"alpha": 0.5 * c.L}), ("fedspeed", {"lam": 2.0 / c.L, "alpha": 0.0})):
         res = run(p, name, rounds=args.rounds, local_steps=5, lr=lr, reference=gt,
                   eval_every=args.rounds, **kw)
         h = res.history.iloc[-1]
@@ -43,34 +80,122 @@ def _demo(args):
     print("\nF(x_R) - F* and ||x_R - x*||^2 are measured against the certified optimum above.")
 
 
+def _run(args):
+    from .config import load
+    from .results import ResultsStore
+    from .sweep import run_point
+    cfg = load(args.config)
+    pts = cfg.points()
+    if len(pts) != 1:
+        print(f"error: {args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
+              "configuration (use 'fedtheory sweep').", file=sys.stderr)
+        return 2
+    rid, df = run_point(*pts[0])
+    last = df.iloc[-1]
+    cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
+            if c in df]
+    print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['name']}, status {last.status}")
+    print(df[cols].to_string(index=False, max_rows=20))
+    if args.out:
+        store = ResultsStore(args.out)
+        store.add(rid, df)
+        print(f"results: {store.path}")
+    return 0
+
+
+def _sweep(args):
+    from .sweep import sweep
+    df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+               progress=None)
+    print(f"{df.run_id.nunique() if len(df) else 0} runs, {len(df)} rows in {args.out}/results.parquet")
+    return 0
+
+
+def _verify(args):
+    from .verification import verify_all
+    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None)
+    return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
+
+
+def _plot(args):
+    from pathlib import Path
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from .plotting import results_figure
+    src = Path(args.dir)
+    path = src / "results.parquet" if src.is_dir() else src
+    if not path.exists():
+        print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
+              file=sys.stderr)
+        return 2
+    df = pd.read_parquet(path)
+    fig = results_figure(df, y=args.y, title=args.title)
+    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png"
+    fig.savefig(out, dpi=150)
+    print(f"figure: {out}")
+    return 0
+
+
 def main(argv=None):
     """Entry point of the ``fedtheory`` console command."""
     from . import algorithms, describe
+    from .config import ConfigError
 
-    parser = argparse.ArgumentParser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed")
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
+                                     epilog=EPILOGS["main"], formatter_class=fmt)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="algorithms, problems and theorems")
-    d = sub.add_parser("describe", help="hyperparameters and reference of an algorithm")
+    d = sub.add_parser("describe", help="hyperparameters and reference of an algorithm", epilog=EPILOGS["describe"],
+                       formatter_class=fmt)
     d.add_argument("name")
+    r = sub.add_parser("run", help="one run from a TOML config", epilog=EPILOGS["run"], formatter_class=fmt)
+    r.add_argument("config")
+    r.add_argument("--out", help="results directory (results.parquet)")
+    s = sub.add_parser("sweep", help="a grid of runs in parallel, resumable", epilog=EPILOGS["sweep"],
+                       formatter_class=fmt)
+    s.add_argument("config")
+    s.add_argument("--out", required=True, help="results directory")
+    s.add_argument("-j", "--jobs", type=int, default=None, help="local worker processes (default: all CPUs)")
+    s.add_argument("--backend", choices=("local", "dask"), default="local")
+    s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port)")
+    v = sub.add_parser("verify", help="every registered theorem: verdict table and report", epilog=EPILOGS["verify"],
+                       formatter_class=fmt)
+    v.add_argument("--quick", action="store_true", help="fewer rounds and seeds (under two minutes)")
+    v.add_argument("--out", default="verify-report", help="report directory (default verify-report)")
+    v.add_argument("--theorem", action="append", help="only this theorem (repeatable)")
+    pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
+    pl.add_argument("dir")
+    pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")
+    pl.add_argument("--y", default=None, help="metric (default: suboptimality if measured, else grad_mapping_sq)")
+    pl.add_argument("--title", default=None)
     demo = sub.add_parser("demo", help="a small run that prints a suboptimality table")
     demo.add_argument("--dataset", default="a9a")
     demo.add_argument("--data-dir", default=None)
     demo.add_argument("--rounds", type=int, default=1000)
     demo.add_argument("--l2", type=float, default=1e-2)
     args = parser.parse_args(argv)
-    if args.cmd == "list":
-        import problems
-        import validation
-        print("algorithms:", ", ".join(algorithms()))
-        print("problems:  ", ", ".join(problems.available()))
-        print("theorems:  ", ", ".join(validation.theorems()) or "(none registered yet)")
-    elif args.cmd == "describe":
-        print(json.dumps(describe(args.name), indent=2, default=str))
-    elif args.cmd == "demo":
-        _demo(args)
+    try:
+        if args.cmd == "list":
+            import problems
+            import validation
+            print("algorithms:", ", ".join(algorithms()))
+            print("problems:  ", ", ".join(problems.available()))
+            print("theorems:  ", ", ".join(validation.theorems()) or "(none registered yet)")
+        elif args.cmd == "describe":
+            print(json.dumps(describe(args.name), indent=2, default=str))
+        elif args.cmd == "demo":
+            _demo(args)
+        else:
+            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot}[args.cmd](args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
 if __name__ == "__main__":
-    np.set_printoptions(precision=4)
     sys.exit(main())

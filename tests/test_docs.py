@@ -7,6 +7,7 @@ import pytest
 import fedtheory as ft
 
 MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.theory.fedspeed",
+            "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
             "problems.datasets", "problems.partition", "validation.ground_truth", "validation.constants", "validation.theorems"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 THEOREMS = {}
+CASES = {}
 
 
 class Condition(NamedTuple):
@@ -78,9 +79,50 @@ class Verification:
 
 
 def register_theorem(name):
-    """Decorator registering ``fn(problem, **kwargs) -> Verification`` under ``name``."""
+    """Decorator registering ``fn(problem, **kwargs) -> Verification`` under ``name``.
+
+    Contract: ``fn`` accepts ``variant`` and ``measurement`` (a previous Verification's
+    ``details["measurement"]``, reused so that several variants share one set of runs).
+    """
     def deco(fn):
         THEOREMS[name] = fn
+        return fn
+    return deco
+
+
+@dataclass
+class Case:
+    """A default configuration of a theorem check for ``fedtheory verify``.
+
+    ``build()`` returns the problem, ``kwargs`` go to the theorem function; ``expect`` maps a
+    variant to whether its bound is expected to hold (False: a documented counterexample).
+    """
+
+    label: str
+    kind: str
+    build: object
+    kwargs: dict
+    expect: dict
+    note: str = ""
+
+
+@dataclass
+class RateStudy:
+    """Measured left-hand side over several T, its fitted log-log slope vs the predicted order."""
+
+    label: str
+    build: object
+    Ts: list
+    kwargs_for: object
+    predicted_slope: float
+    variants: tuple = ("printed", "corrected")
+    note: str = ""
+
+
+def register_cases(name):
+    """Decorator registering ``fn(quick) -> (list of Case, list of RateStudy)`` for theorem ``name``."""
+    def deco(fn):
+        CASES[name] = fn
         return fn
     return deco
 

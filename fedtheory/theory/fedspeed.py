@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from . import Condition, Verification, mean_stderr, register_theorem
+from . import Case, Condition, RateStudy, Verification, mean_stderr, register_cases, register_theorem
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -222,7 +222,7 @@ def measure(problem, rounds, local_steps, lr, lam, alpha, rho, seeds=1, x0=None,
 @register_theorem("fedspeed.theorem_4_4")
 def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0,
                 variant="printed", seeds=1, x0=None, batch_size=None, batch_replacement=False,
-                f_star=None):
+                f_star=None, measurement=None):
     r"""Check Theorem 4.4 of FedSpeed on ``problem``.
 
     Parameters
@@ -249,6 +249,9 @@ def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.
         Minibatch size (logistic); None = exact client gradients (+ the problem's noise).
     f_star : float, optional
         F*; default from ``problem.info`` or :func:`validation.ground_truth`.
+    measurement : dict, optional
+        ``details["measurement"]`` of a previous call with the same settings (another variant):
+        reused instead of running again.
 
     Returns
     -------
@@ -290,10 +293,58 @@ def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.
     stated, hidden, info = conditions(L, lam, lr, K, alpha, rho, n)
     required = stated if variant == "printed" else stated + hidden
     failed = [cd.name for cd in required if not cd.ok]
-    m = measure(problem, T, K, lr, lam, alpha, rho, seeds, x0, batch_size, f_star)
+    m = measurement if measurement is not None else \
+        measure(problem, T, K, lr, lam, alpha, rho, seeds, x0, batch_size, f_star)
     b = bounds(L, lam, lr, K, alpha, rho, n, T, m["F1gap"], m["A0"], m["B0"], sg2, sl2)
     details = dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam,
                    alpha=alpha, rho=rho, seeds=seeds, bounds=b, measurement=m)
     return Verification("fedspeed.theorem_4_4", variant, not failed,
                         "; ".join(f"fails {f}" for f in failed), stated + hidden + info,
                         m["lhs"], b[variant], m["lhs_stderr"], details)
+
+
+# -- default cases of ``fedtheory verify`` (spec §4.6, §7 E6 and E8) ---------------------------
+_A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
+
+
+def spec_problem(n, het, s, seed=1):
+    """The spec's noisy quadratic F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9)."""
+    import problems
+    C = np.random.default_rng(seed).normal(size=(n, 5)) * het
+    return problems.explicit_quadratic(_A, C @ _A, noise=s), C
+
+
+def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift, expect, note):
+    eta = c_eta / (32 * math.sqrt(3 * K))
+    rho = rho_frac / (math.sqrt(6) * alpha) if alpha > 0 else 0.0
+    C = spec_problem(n, het, s)[1]
+    return Case(label, kind, lambda: spec_problem(n, het, s)[0],
+                dict(rounds=T, local_steps=K, lr=eta, lam=eta / q, alpha=alpha, rho=rho,
+                     x0=C.mean(0) + shift, seeds=seeds), expect, note)
+
+
+@register_cases("fedspeed.theorem_4_4")
+def default_cases(quick=False):
+    """C1 (conforming), C2 and C5 (spec §4.6 counterexamples) and the Corollary 4.5 schedule."""
+    holds = {"printed": True, "corrected": True}
+    fails = {"printed": False, "corrected": True}
+    cases = [
+        _case("C1: n=10, K=4, eta_l at half its cap", "conforming", 10, 1.0, 0.45, 4, 0.6, 0.5, 0.5, 0.5,
+              1000 if quick else 3000, 2 if quick else 10, 1.0, holds, "spec §4.6 C1"),
+        _case("C2: n=1, sigma_g=0, small eta_l", "counterexample", 1, 0.0, 0.45, 2, 0.6, 0.05, 0.0, 0.0,
+              6000 if quick else 20000, 2 if quick else 10, 0.0, fails,
+              "spec §4.6 C2: every stated and hidden condition holds; erratum E3 (dropped variance)"),
+    ]
+    if not quick:
+        cases.append(_case("C5: n=10, heterogeneous, tiny eta_l", "counterexample", 10, 0.1, 0.45, 2, 0.6,
+                           0.004, 0.0, 0.0, 100000, 3, 0.0, fails, "spec §4.6 C5"))
+
+    def corollary(T):
+        K = 2 * T
+        C = spec_problem(10, 1.0, 0.45)[1]
+        return dict(rounds=T, local_steps=K, lr=0.05 / K, lam=0.05, alpha=0.5, rho=0.1 / math.sqrt(T),
+                    x0=C.mean(0) + 1.0, seeds=4 if quick else 20)
+    rates = [RateStudy("Corollary 4.5: K=2T, eta_l=lam/K, rho=0.1/sqrt(T)", lambda: spec_problem(10, 1.0, 0.45)[0],
+                       [10, 20, 40, 80, 160], corollary, -1.0,
+                       note="hidden condition H2 fails on this schedule (q = 1/K -> 0)")]
+    return cases, rates
