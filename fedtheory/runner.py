@@ -69,11 +69,12 @@ class RunResult:
     time: float = 0.0
 
 
-def _step_sizes(lr, rnd, K, const=None):
-    if const is not None:
+def _step_sizes(lr, t0, K, const=None):
+    """Step sizes of the K local steps with global step counters t0 .. t0 + K - 1."""
+    if const is not None and const.shape[0] == K:
         return const
     if callable(lr):
-        t = rnd * K + np.arange(K)
+        t = t0 + np.arange(K)
         lrs = np.array([float(lr(int(s))) for s in t])
         if not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
             raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range "
@@ -280,7 +281,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
     rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
     state = alg.init(problem, x0)
-    K, B = local_steps, (batch_size or 0)
+    B = batch_size or 0
     starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
     L_eval = _eval_step(problem)
     rows, iterates, sampled = [], ([x0.copy()] if record_iterates else None), []
@@ -310,6 +311,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             clients, weights = sampler(rng_clients)
             sampled.append(clients)
             Sr = clients.shape[0]
+            K, t0 = alg.round_schedule(r - 1, local_steps)
             if B:
                 u = rng_data.random((Sr, K, B))
                 idx = minibatch_rows(u, starts_all[clients], sizes_all[clients], batch_replacement,
@@ -321,7 +323,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             else:
                 noise = np.zeros((0, 0, 0))
             ctx = RoundContext(problem, r - 1, clients, weights, idx, noise,
-                               _step_sizes(lr, r - 1, K, const_lrs), float(rng_aux.random()))
+                               _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()))
             t0 = time.perf_counter()
             if Sr:
                 if backend == "numba":
@@ -340,7 +342,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             calls = alg.oracle_calls_per_step()
             counters["grad_evals"] += Sr * K * calls
             counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes_all[clients].sum()) * K)
-            down, up = alg.round_comm(ctx, n_unique)
+            down, up = alg.round_comm(ctx, n_unique, state)
             counters["comm_up"] += up
             counters["comm_down"] += down
             if record_iterates:

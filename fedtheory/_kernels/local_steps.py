@@ -126,3 +126,48 @@ def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     first_bad = s * K + k
                 break
     return first_bad
+
+
+@njit(cache=True)
+def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
+                          clients, idx, noise, lrs, l2, X0, gscale, mu, corr, out):
+    """K corrected local SGD steps, each client from its own start ``X0[s]``.
+
+        y_0 = X0[s],  y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; idx[s, k]) + noise[s, k])
+                                               + mu * (y_k - X0[s]) + corr[s] )
+
+    Decentralised local SGD (NFSGD) and FedPD after a silent round start every client from
+    its own model. Shapes, output and return value as in :func:`corrected_local_sgd`.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = X0.shape[1]
+    first_bad = -1
+    g = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    has_corr = corr.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = X0[s, j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                gj = g[j]
+                if has_noise:
+                    gj += noise[s, k, j]
+                step = gscale * gj + mu * (y[j] - X0[s, j])
+                if has_corr:
+                    step += corr[s, j]
+                y[j] -= lr * step
+                check += y[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

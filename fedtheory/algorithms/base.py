@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.local_steps import corrected_local_sgd, perturbed_local_sgd
+from .._kernels.local_steps import corrected_local_sgd, multi_start_local_sgd, perturbed_local_sgd
 from .._validation import check_param
 from ..exceptions import InvalidParameterError
 
@@ -79,6 +79,19 @@ class RoundContext:
         bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                   p.l2, x0, float(gscale), float(mu), x0 if anchor is None else anchor,
                                   _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
+        """Local SGD with one start per sampled client: y_0 = X0[s], prox anchor X0[s].
+
+        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - X0[s]) + corr_s).
+        Returns ``(Y, fail)`` as :meth:`local_sgd`.
+        """
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        bad = multi_start_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
+                                    p.l2, np.ascontiguousarray(X0), float(gscale), float(mu),
+                                    _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
@@ -193,11 +206,19 @@ class Algorithm:
     def server_update(self, state, ctx, messages):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def round_schedule(self, rnd, local_steps):
+        """(local steps of round ``rnd``, global step counter of its first step).
+
+        Every round runs ``local_steps`` steps by default (t0 = rnd * K); LFD's literal loop
+        of Algorithm 1 runs one step in round 0 and K afterwards.
+        """
+        return local_steps, rnd * local_steps
+
     def oracle_calls_per_step(self):
         """Stochastic-gradient oracle calls per local step (2 for SAM-type ascent steps)."""
         return 1
 
-    def round_comm(self, ctx, n_participants):
+    def round_comm(self, ctx, n_participants, state):
         """(down, up) d-vectors communicated in this round; ``comm`` per participant by default."""
         return n_participants * self.comm[0], n_participants * self.comm[1]
 

@@ -73,7 +73,7 @@ class FedPD(Algorithm):
     def _communicates(self, ctx):
         return ctx.u >= self.p
 
-    def round_comm(self, ctx, n_participants):
+    def round_comm(self, ctx, n_participants, state):
         c = n_participants if self._communicates(ctx) else 0
         return c * self.comm[0], c * self.comm[1]
 
@@ -83,16 +83,9 @@ class FedPD(Algorithm):
             x0 = state["anchor"][0]
             Y, fail = ctx.local_sgd(x0, mu=1.0 / self.eta, corr=lam)
             return {"y": Y, "fail": fail}
-        Y = np.empty((ctx.S, ctx.problem.dim))
-        for s in range(ctx.S):                   # per-client anchors after a silent round
-            sub = type(ctx)(ctx.problem, ctx.round, ctx.clients[s:s + 1], ctx.weights[s:s + 1],
-                            ctx.idx[s:s + 1], ctx.noise[s:s + 1] if ctx.noise.shape[0] else ctx.noise,
-                            ctx.lrs, ctx.u)
-            Ys, fail = sub.local_sgd(state["anchor"][ctx.clients[s]], mu=1.0 / self.eta, corr=lam[s:s + 1])
-            Y[s] = Ys[0]
-            if fail is not None:
-                return {"y": Y, "fail": (s, fail[1])}
-        return {"y": Y, "fail": None}
+        # per-client anchors after a silent round: every client from its own x_{0,i}
+        Y, fail = ctx.local_sgd_from(state["anchor"][ctx.clients], mu=1.0 / self.eta, corr=lam)
+        return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         Y = np.empty((ctx.S, ctx.problem.dim))

@@ -11,6 +11,9 @@ with :math:`d_j = \nabla f_j` (LFGD, eq. 8; ``batch_size=None``) or a minibatch 
 
 .. math:: x^{r+1} = \sum_{j} \frac{\mathrm{mult}_j(P_r)}{S}\, y_{j,E}.
 
+``literal_loop=True`` follows the single loop of Algorithm 1 read as "communicate when E
+divides t" (spec A1): one synchronous step at t = 0, then periods [1, E], [E+1, 2E], ...; the
+global step counter of a schedule follows that loop.
 ``replicate_duplicates=False`` (default, the physical meaning): a client drawn twice runs
 once and gets weight 2/S; ``True``: each draw runs with its own minibatches (the independent
 replicas Lemma E.2 assumes). ``clients_per_round=None`` is the paper's "K = p" read as full
@@ -38,6 +41,8 @@ class LFD(FedAvg):
         ``weights=q``). None uses the problem's weights.
     replicate_duplicates : bool, default False
         Whether a client drawn several times runs independent replicas.
+    literal_loop : bool, default False
+        Round 0 has a single local step (Algorithm 1's literal loop, spec §2.1 and A1).
     server_lr : float, default 1
         Global step size (1 in the paper).
 
@@ -56,13 +61,22 @@ class LFD(FedAvg):
 
     q: object = None
     replicate_duplicates: bool = False
+    literal_loop: bool = False
 
     name: ClassVar[str] = "lfd"
     reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Alg. 1; spec/localdescent.md §2.1"
     constraints: ClassVar[dict] = {"q": [NoneOk(), ArrayLike("an array of probabilities")],
                                    "replicate_duplicates": [Bool()],
+                                   "literal_loop": [Bool()],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
     default_sampling: ClassVar[str] = "with_replacement"
     test_params: ClassVar[dict] = {"lr": 0.1}
     # same local rule and server as FedAvg; only the default sampling differs
     reductions: ClassVar[list] = [({"sampling": "uniform"}, "fedavg", {})]
+
+    def round_schedule(self, rnd, local_steps):
+        """Canonical rounds of E steps; the literal loop runs 1 step in round 0 (t = 0) and
+        then E steps from t = 1 + (r - 1) E."""
+        if not self.literal_loop:
+            return local_steps, rnd * local_steps
+        return (1, 0) if rnd == 0 else (local_steps, 1 + (rnd - 1) * local_steps)

@@ -120,7 +120,8 @@ def check_no_recompilation(name):
     kw = _params(name, rounds=2, local_steps=2)
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
-    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd", "perturbed_local_sgd")}
+    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd", "perturbed_local_sgd",
+                                                              "multi_start_local_sgd")}
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
         run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw)

@@ -1,0 +1,121 @@
+r"""NFSGD: networked (decentralised) local SGD, Algorithm 2 of Haddadpour & Mahdavi (2019).
+
+Every client j keeps its own model :math:`x_j` (all start at :math:`x^0`); there is no server
+and no sampling. Each round every client runs E local steps from its own model,
+
+.. math:: y_{j,s+1} = y_{j,s} - \eta_{t+s}\, d_j(y_{j,s}),\qquad y_{j,0} = x_j,
+
+then gossips once with its neighbours: :math:`x_j \leftarrow \sum_i W_{ji}\, y_{i,E}` (the
+post-step models, spec §2.5; Algorithm 2's line 9 as printed exchanges nothing, spec A7).
+W is row-stochastic and reversible with respect to the client weights q (symmetric and doubly
+stochastic for uniform q, Definition 2), so the q-average :math:`\bar x = \sum_j q_j x_j` obeys
+the averaging identity (75), :math:`\bar x^{t+1} = \bar x^t - \eta\sum_j q_j d_j`, at every step.
+The reported model is :math:`\bar x`. With :math:`W = \mathbf 1 q^\top` (complete graph) it is
+LFD with full participation. Communication: one model message per directed edge per gossip.
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._validation import ArrayLike, Interval, NoneOk, Options
+from ..exceptions import InvalidParameterError
+from ..registry import register
+from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
+from .base import Algorithm
+
+
+@register
+@dataclass(frozen=True)
+class NFSGD(Algorithm):
+    r"""NFSGD: local SGD on every client, then one gossip step with a mixing matrix W.
+
+    Parameters
+    ----------
+    W : array (n, n), optional
+        Mixing matrix; checked to be non-negative, row-stochastic, reversible with respect to
+        the client weights (symmetric and doubly stochastic for uniform weights) and with
+        zeta < 1. None builds it from ``topology``.
+    topology : {"ring", "complete", "torus", "erdos_renyi"}, default "ring"
+        Graph with Metropolis-Hastings weights (see :mod:`fedtheory.topology`).
+    er_p : float, default 0.5
+        Edge probability of the Erdos-Renyi graph.
+    graph_seed : int, default 0
+        Seed of the Erdos-Renyi graph.
+
+    Notes
+    -----
+    ``result.state["zeta"]`` holds the mixing rate and ``state["X"]`` the client models;
+    the history's ``consensus_sq`` column is :math:`\sum_j q_j\|x_j - \bar x\|^2`.
+
+    References
+    ----------
+    F. Haddadpour, M. Mahdavi, "On the convergence of local descent methods in federated
+    learning", 2019, Algorithm 2 and Definition 2; spec/localdescent.md §2.5.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(8, 3, shared_minimizer=True, seed=0)
+    >>> res = ft.run(p, "nfsgd", rounds=300, local_steps=4, lr=0.1, topology="ring")
+    >>> round(res.state["zeta"], 4), bool(res.history.consensus_sq.iloc[-1] < 1e-20)
+    (0.8047, True)
+    """
+
+    W: object = None
+    topology: str = "ring"
+    er_p: float = 0.5
+    graph_seed: int = 0
+
+    name: ClassVar[str] = "nfsgd"
+    reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Algorithm 2; spec/localdescent.md §2.5"
+    constraints: ClassVar[dict] = {"W": [NoneOk(), ArrayLike("a mixing matrix")],
+                                   "topology": [Options(*TOPOLOGIES)],
+                                   "er_p": [Interval(float, 0, 1, "right")],
+                                   "graph_seed": [Interval(int, 0, None)]}
+    stateful_clients: ClassVar[bool] = True
+    full_participation_only: ClassVar[bool] = True
+    test_params: ClassVar[dict] = {"lr": 0.1}
+    reductions: ClassVar[list] = [({"topology": "complete"}, "lfd", {})]
+
+    def mixing(self, problem):
+        """The (checked) mixing matrix for ``problem``'s clients and weights."""
+        q = problem.weights
+        if self.W is None:
+            return mixing_matrix(self.topology, problem.n_clients, q, self.er_p, self.graph_seed)
+        try:
+            return check_mixing(self.W, q, "W")
+        except ValueError as e:
+            raise InvalidParameterError(str(e).replace("The 'W' parameter", "The 'W' parameter of NFSGD")) from None
+
+    def init(self, problem, x0):
+        W = self.mixing(problem)
+        off = W.copy()
+        np.fill_diagonal(off, 0.0)
+        return {"x": x0.copy(), "X": np.repeat(x0[None], problem.n_clients, axis=0), "W": W,
+                "zeta": zeta(W, problem.weights), "messages": int(np.count_nonzero(off))}
+
+    def round_comm(self, ctx, n_participants, state):
+        return state["messages"], state["messages"]
+
+    def local_round(self, state, ctx):
+        Y, fail = ctx.local_sgd_from(state["X"][ctx.clients])
+        return {"y": Y, "fail": fail}
+
+    def local_round_reference(self, state, ctx):
+        Y = np.empty((ctx.S, ctx.problem.dim))
+        for s in range(ctx.S):
+            y = state["X"][ctx.clients[s]].copy()          # each client from its own model
+            for k in range(ctx.K):
+                y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+            Y[s] = y
+        return {"y": Y}
+
+    def server_update(self, state, ctx, messages):
+        """Gossip x_j <- sum_i W_ji y_i (no server: this is the network's mixing step)."""
+        X = state["W"] @ messages["y"]
+        return {**state, "X": X, "x": ctx.problem.weights @ X}
+
+    def history_extras(self, state, problem):
+        D = state["X"] - state["x"]
+        return {"consensus_sq": float(problem.weights @ np.sum(D * D, axis=1))}
