@@ -65,3 +65,32 @@ def test_fedspeed_experiments_quick(tmp_path):
     kf = e7.K_times_floor
     assert (abs(kf / kf.mean() - 1) < 0.25).all()
     assert (abs(e7.floor / e7.heuristic - 1) < 0.3).all()
+
+
+@pytest.mark.slow
+def test_localdescent_experiments_quick(tmp_path):
+    """spec/localdescent.md §7 predictions on the quick variant of validation/localdescent_experiments.py."""
+    from validation import localdescent_experiments as lx
+    t = lx.main(["--quick", "--out", str(tmp_path)])
+    e1 = t["e1_lfgd_validity"]
+    conforming = e1[~e1.condition.str.startswith("negative")]
+    assert conforming.holds.all()                                    # item 1: bound holds at every round
+    assert not e1[e1.condition.str.startswith("negative")].holds.any()
+    e2 = t["e2_distinct_minimizers"]                                 # item 2: plateau = f(x_E) - f*
+    assert not e2.theorem_4_1_applicable.any()
+    big = e2[e2.E > 1]
+    assert (abs(big.plateau_measured / big.plateau_predicted - 1) < 1e-3).all()
+    e3 = t["e3_admissible_eta"]                                      # item 3: (43) and (46) conservative
+    assert (e3.conservatism_43 >= 1).all() and (e3.conservatism_46 >= e3.conservatism_43).all()
+    e5 = t["e5_lfsgd_pl"]
+    assert e5[e5.part == "a validity"].holds.all()
+    cx = e5[e5.part.str.startswith("b")].iloc[0]
+    assert cx.applicable and not cx.holds                            # item 5b: counterexample reproduced
+    e6 = t["e6_lfsgd_nonconvex"]                                     # item 6: (24) holds, linear speed-up
+    assert (e6.measured <= e6.bound).all()
+    sp = e6[e6.S == 2].set_index("E").measured / e6[e6.S == 8].set_index("E").measured
+    assert ((sp > 1.7) & (sp < 2.3)).all()
+    e8 = t["e8_duplicates"]                                          # item 8: shared-duplicate variance
+    assert (abs(e8.ratio / e8.predicted_ratio - 1) < 0.1).all()
+    e9 = t["e9_nonuniform_q"].set_index("W")
+    assert e9.iloc[0].dist_to_q_minimiser < 1e-8 and e9.iloc[1].dist_to_uniform_minimiser < 1e-8

@@ -265,6 +265,8 @@ def theorem_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=No
     ratio = np.where(mask, m["mean_gap"] / np.where(mask, bound, 1.0), -np.inf)
     r = int(np.argmax(ratio))
     conds = _lfgd_conditions(lr, L, mu, lam, E, m["lam_traj"])
+    emax = lfgd_E_max(lr, L, mu, lam, "43", E_cap=10 * E + 100)
+    conds.append(Condition("E <= E_max(eta) under (43) (info)", E, emax, E <= emax))
     need = conds[0] if variant == "printed" else conds[2]
     ok = need.ok and conds[3].ok
     return Verification(name, variant, ok, "" if ok else f"fails {need.name}", conds,
@@ -281,12 +283,16 @@ def lfsgd_pl_stated_conditions(alpha, E, S, L, mu, lam, C1=0.0):
     a = alpha * E + 4
     Chat = 192 * lam * (S + 1) / S * kap ** 2 * math.exp(4 / alpha)
     c1_l, c1_r = alpha * math.exp(-2 / alpha), kap * math.sqrt(192 * lam * (S + 1) / S)
-    c2_l = 4 * (a - 3) ** (E - 1) * L * (C1 + S)
-    c2_r = 64 * L ** 2 * (S + 1) / (mu * S) * (E - 1) * E * (a + 1) ** (E - 2)
+    # (ii) compared in logarithms (both sides overflow for large E): ratio LHS/RHS <= 1
+    log_l = math.log(4 * L * (C1 + S)) + (E - 1) * math.log(a - 3)
+    log_r = (math.log(64 * L ** 2 * (S + 1) / (mu * S) * (E - 1) * E) + (E - 2) * math.log(a + 1)) if E > 1 \
+        else -math.inf
+    c2_ratio = math.exp(min(log_l - log_r, 700.0))
     e21 = 1 + (alpha ** 2 + 6 * alpha) / (Chat - alpha ** 2) + math.sqrt(5) / math.sqrt(Chat - alpha ** 2) \
         if Chat > alpha ** 2 else math.inf
     return [Condition("(i) alpha e^{-2/alpha} < kappa sqrt(192 lambda (S+1)/S)", c1_l, c1_r, c1_l < c1_r),
-            Condition("(ii) 4 (a-3)^{E-1} L (C1+S) <= 64 L^2 (S+1)/(mu S) (E-1) E (a+1)^{E-2}", c2_l, c2_r, c2_l <= c2_r),
+            Condition("(ii) 4 (a-3)^{E-1} L (C1+S) <= 64 L^2 (S+1)/(mu S) (E-1) E (a+1)^{E-2} [LHS/RHS]",
+                      c2_ratio, 1.0, c2_ratio <= 1),
             Condition("(iii) C1 <= 2E", C1, 2 * E, C1 <= 2 * E),
             Condition("(iv) E >= eq. (21)", E, e21, E >= e21)]
 
@@ -447,13 +453,15 @@ def bound29(T, eta, n, B, E, L, sigma2, zeta, f0):
 
 def _virtual_average_grad_sq(problem, T, E, eta, S, seed, x0, W=None):
     """(1/T) sum_{t<T} ||grad f(xbar^(t))||^2 of LFSGD (S draws by q; None: all clients, weights q) or
-    NFSGD (mixing matrix W), with xbar the virtual average at every local step (spec §4.3-4.4)."""
+    NFSGD (mixing matrix W), with xbar the virtual average at every local step (spec §4.3-4.4),
+    and the 99th percentile of the multi-point diversity of the clients' iterates (lambda_traj)."""
     rng = np.random.default_rng(seed)
     n, d = problem.n_clients, problem.dim
     q = problem.weights
     X = np.repeat(np.asarray(x0, dtype=float)[None], n, axis=0)
     idx, w = np.arange(n), q
     acc = 0.0
+    lams = []
     for t in range(T):
         if W is None and t % E == 0:
             x = w @ X[idx]
@@ -466,12 +474,24 @@ def _virtual_average_grad_sq(problem, T, E, eta, S, seed, x0, W=None):
         g = problem.grad(xbar)
         acc += float(g @ g)
         G = np.array([problem.client_grad(j, X[j]) for j in range(n)])
+        lams.append(diversity(G, q))
         if problem.noise > 0:
             G = G + problem.noise * rng.standard_normal(G.shape)
         X = X - eta * G
         if W is not None and (t + 1) % E == 0:
             X = W @ X
-    return acc / T
+    lams = np.array(lams)
+    return acc / T, float(np.percentile(lams[np.isfinite(lams)], 99))
+
+
+def lfsgd_nc_E_max(T, S, lam, C1=0.0):
+    """Remark 7: the largest E with 2 C1 + E(E+1) <= (T/S)[S/(lambda (S+1)) - sqrt(S/T)(S+C1)/(S+1)]
+    (condition (23) at eta = sqrt(S/T)/L); 0 when none."""
+    rhs = T / S * (S / (lam * (S + 1)) - math.sqrt(S / T) * (S + C1) / (S + 1))
+    E = 0
+    while 2 * C1 + (E + 1) * (E + 2) <= rhs:
+        E += 1
+    return E
 
 
 @register_theorem("localdescent.theorem_4_4")
@@ -501,17 +521,23 @@ def theorem_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, variant
     x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
     f0 = problem.value(x0) - _f_star(problem)
     if measurement is None:
-        measurement = dict(values=[_virtual_average_grad_sq(problem, T, E, eta, clients_per_round, s, x0)
-                                   for s in range(seeds)])
+        runs = [_virtual_average_grad_sq(problem, T, E, eta, clients_per_round, s, x0) for s in range(seeds)]
+        measurement = dict(values=[r[0] for r in runs], lam_traj=max(r[1] for r in runs))
     m, se = mean_stderr(measurement["values"])
+    lt = measurement["lam_traj"]
     c_p, c_c = cond23(eta, S, E, L, lam, C1, False), cond23(eta, S, E, L, lam, C1, True)
+    c_t = cond23(eta, S, E, L, lt, C1, True)
+    emax = lfsgd_nc_E_max(T, S, lam, C1)
     conds = [Condition("(23) as printed: LHS <= 0", c_p, 0.0, c_p <= 0),
              Condition("(23) corrected (2 C1 E): LHS <= 0", c_c, 0.0, c_c <= 0),
-             Condition("eta <= eta_max of Corollary 4.5", eta, lfsgd_nc_eta_max(S, E, L, lam, C1), eta <= lfsgd_nc_eta_max(S, E, L, lam, C1))]
+             Condition("eta <= eta_max of Corollary 4.5", eta, lfsgd_nc_eta_max(S, E, L, lam, C1), eta <= lfsgd_nc_eta_max(S, E, L, lam, C1)),
+             Condition("E <= E_max(T) of Remark 7 (eta = sqrt(S/T)/L)", E, emax, E <= emax),
+             Condition("(23) with lambda_traj (p99 multi-point diversity; info)", c_t, 0.0, c_t <= 0)]
     need = conds[0] if variant == "printed" else conds[1]
     return Verification(name, variant, need.ok, "" if need.ok else f"fails {need.name}", conds, m,
                         float(bound24(T, eta, S, B, E, L, sigma2, f0)), se,
-                        dict(L=L, lam_sup=lam, eta=eta, T=T, S=S, sigma2=sigma2, f0=f0, measurement=measurement))
+                        dict(L=L, lam_sup=lam, lam_traj=lt, eta=eta, T=T, S=S, sigma2=sigma2, f0=f0,
+                             measurement=measurement))
 
 
 @register_theorem("localdescent.theorem_4_7")
@@ -544,10 +570,12 @@ def theorem_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, var
     x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
     f0 = problem.value(x0) - _f_star(problem)
     if measurement is None:
-        measurement = dict(values=[_virtual_average_grad_sq(problem, T, E, eta, None, s, x0, W=Wm)
-                                   for s in range(seeds)])
+        runs = [_virtual_average_grad_sq(problem, T, E, eta, None, s, x0, W=Wm) for s in range(seeds)]
+        measurement = dict(values=[r[0] for r in runs], lam_traj=max(r[1] for r in runs))
     m, se = mean_stderr(measurement["values"])
+    lt = measurement["lam_traj"]
     c28 = cond28(eta, n, E, L, lam, z, C1)
+    c28t = cond28(eta, n, E, L, lt, z, C1)
     c86 = eta * L * (C1 / n + 2) + 5 * eta ** 2 * L ** 2 * E ** 2 / (1 - z) ** 2 - 1 / lam
     t_p, t_c = 4 * lam ** 2 * (C1 / n + 2) ** 2, 4 * lam ** 2 * n * (C1 / n + 2) ** 2
     e_max = (1 - z) * math.sqrt(T / (10 * lam * n))
@@ -555,12 +583,14 @@ def theorem_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, var
              Condition("(86) simplified: LHS - 1/lambda <= 0", c86, 0.0, c86 <= 0),
              Condition("T >= 4 lambda^2 (C1/n + 2)^2 (as printed)", T, t_p, T >= t_p),
              Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (corrected: factor n)", T, t_c, T >= t_c),
-             Condition("E <= (1 - zeta) sqrt(T/(10 lambda n))", E, e_max, E <= e_max)]
+             Condition("E <= (1 - zeta) sqrt(T/(10 lambda n))", E, e_max, E <= e_max),
+             Condition("(28) with lambda_traj (p99 multi-point diversity; info)", c28t, 0.0, c28t <= 0)]
     need = [conds[0]] if variant == "corrected" else [conds[0], conds[2]]
     failed = [c.name for c in need if not c.ok]
     return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m,
                         float(bound29(T, eta, n, B, E, L, sigma2, z, f0)), se,
-                        dict(L=L, lam_sup=lam, zeta=z, eta=eta, T=T, sigma2=sigma2, f0=f0, measurement=measurement))
+                        dict(L=L, lam_sup=lam, lam_traj=lt, zeta=z, eta=eta, T=T, sigma2=sigma2, f0=f0,
+                             measurement=measurement))
 
 
 # --------------------------------------------------------------- default cases (verify) --
