@@ -298,12 +298,16 @@ class FederatedProblem:
         return float(G @ G)
 
     # --------------------------------------------------------------- client oracles
-    def client_value(self, i, x):
-        """f_i(x), the smooth objective of client ``i``."""
+    def client_value(self, i, x, rows=None):
+        """f_i(x), the smooth objective of client ``i``; with ``rows`` (absolute row indices)
+        the minibatch value F_i(x, B), the mean loss over those rows plus the ridge term."""
         x = self._check_x(x)
         A, t = self.client_data(i)
         if self.kind == KIND_QUADRATIC:
             return float(0.5 * x @ (A @ x) - t @ x + 0.5 * self.l2 * x @ x)
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64)
+            A, t = self.M[rows], self.b[rows]
         return float(np.mean(self._loss(A @ x, t)) + 0.5 * self.l2 * x @ x)
 
     def client_grad(self, i, x, rows=None):

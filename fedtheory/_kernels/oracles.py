@@ -87,3 +87,62 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
         _grad_rows_csr(data, indices, indptr, b, kind, start, end, rows, x, g)
     else:
         _grad_rows_dense(A, b, kind, start, end, rows, x, g)
+
+
+@njit(cache=True)
+def loss_value(kind, z, target):
+    """Per-sample loss at margin z: (z - b)^2 / 2 (least squares), log(1 + exp(-y z)) (logistic)."""
+    if kind == KIND_LEAST_SQUARES:
+        return 0.5 * (z - target) * (z - target)
+    t = -target * z
+    if t > 0.0:
+        return t + np.log1p(np.exp(-t))
+    return np.log1p(np.exp(t))
+
+
+@njit(cache=True)
+def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
+    """Write the (minibatch) gradient of f_i into ``g`` and return the (minibatch) value.
+
+    Value and gradient use the same rows: F_i(x, B) = mean_{r in B} loss(a_r^T x) + l2/2 ||x||^2
+    (all client rows when ``rows`` is empty); for the quadratic kind
+    1/2 x^T Q_i x - c_i^T x + l2/2 ||x||^2 (``rows`` ignored).
+    """
+    d = x.shape[0]
+    val = 0.0
+    for j in range(d):
+        g[j] = l2 * x[j]
+        val += 0.5 * l2 * x[j] * x[j]
+    if kind == KIND_QUADRATIC:
+        for r in range(start, end):
+            z = 0.0
+            if sparse:
+                for p in range(indptr[r], indptr[r + 1]):
+                    z += data[p] * x[indices[p]]
+            else:
+                for j in range(d):
+                    z += A[r, j] * x[j]
+            xr = x[r - start]
+            val += 0.5 * z * xr - b[r] * xr
+            g[r - start] += z - b[r]
+        return val
+    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
+    inv = 1.0 / n_sel
+    for t in range(n_sel):
+        r = rows[t] if rows.shape[0] > 0 else start + t
+        z = 0.0
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                z += data[p] * x[indices[p]]
+        else:
+            for j in range(d):
+                z += A[r, j] * x[j]
+        val += inv * loss_value(kind, z, b[r])
+        c = inv * loss_derivative(kind, z, b[r])
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                g[indices[p]] += c * data[p]
+        else:
+            for j in range(d):
+                g[j] += c * A[r, j]
+    return val

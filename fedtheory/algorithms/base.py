@@ -111,6 +111,11 @@ class RoundContext:
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     # -- NumPy path (reference twins) -----------------------------------------------
+    def value(self, s, k, y):
+        """Minibatch value F_i(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""
+        rows = self.idx[s, k] if self.idx.shape[2] > 0 else None
+        return self.problem.client_value(int(self.clients[s]), y, rows)
+
     def grad(self, s, k, y):
         """Stochastic gradient g(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""
         rows = self.idx[s, k] if self.idx.shape[2] > 0 else None

@@ -114,18 +114,29 @@ def check_determinism(name):
     assert not np.array_equal(r1.x, r3.x), f"{name}: a different seed gave the same run"
 
 
+def _round_kernels():
+    """Every compiled local-round kernel (Numba dispatchers of the local-step modules)."""
+    from .._kernels import sps as _sps
+    out = {}
+    for mod in (_ls, _sps):
+        for k, f in vars(mod).items():
+            if hasattr(f, "signatures") and hasattr(f, "py_func") and f.__module__ == mod.__name__:
+                out[f"{mod.__name__}.{k}"] = f
+    return out
+
+
 def check_no_recompilation(name):
     """A second run (dense and CSR alike) compiles no new kernel specialisation."""
     ps = suite_problems()
     kw = _params(name, rounds=2, local_steps=2)
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
-    before = {k: len(getattr(_ls, k).signatures) for k in ("corrected_local_sgd", "perturbed_local_sgd",
-                                                              "multi_start_local_sgd")}
+    kernels = _round_kernels()
+    before = {k: len(f.signatures) for k, f in kernels.items()}
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
         run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw)
-    after = {k: len(getattr(_ls, k).signatures) for k in before}
+    after = {k: len(f.signatures) for k, f in kernels.items()}
     assert before == after, f"{name}: kernels recompiled on later calls {before} -> {after}"
     assert max(after.values()) <= 1, f"{name}: more than one specialisation compiled: {after}"
     assert max(after.values()) == 1, f"{name}: no kernel ran (is the algorithm using the kernels?)"

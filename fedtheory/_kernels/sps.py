@@ -1,0 +1,106 @@
+"""Local steps with stochastic Polyak step sizes (FedSPS family), compiled with Numba."""
+import numpy as np
+from numba import njit
+
+from .oracles import client_value_grad
+
+MODE_SPS = 0          # FedSPS: min{(F - l)/(c ||g||^2), gamma_b}
+MODE_DEC = 1          # FedDecSPS: min{(F - l)/||g||^2, P_i} / c_t, then P_i <- c_t gamma
+MODE_SMOOTH = 2       # FedSPS with the SPS code's smoothed cap: cap = factor_i * gamma_prev_i
+MODE_SMOOTH_LIT = 3   # literal smoothed cap: cap_i <- factor_i * cap_i every step
+MODE_FIXED = 4        # FedSPS-Global: a given gamma for every step
+
+
+@njit(cache=True)
+def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, l2, x0,
+                    mode, c, gamma_b, ell, c0, t0, c_round, K_round, gamma_fixed, factor, state,
+                    eps, out, gammas, capped, last_val, last_gg):
+    """K local SGD steps with a stochastic Polyak step size for every sampled client.
+
+    For client ``clients[s]`` and local step k (global counter t = t0 + k), with the same
+    minibatch ``idx[s, k]`` for the value F and the gradient g (plus ``noise[s, k]`` on g):
+
+        ratio = (F - ell[s]) / (||g||^2 + eps), clipped at 0;  ||g|| = 0 gives the cap
+        MODE_SPS:        gamma = min(ratio / c, gamma_b)
+        MODE_DEC:        c_t = c0 sqrt(t + 1) (t // K_round if ``c_round``);
+                         gamma = min(ratio, state[s]) / c_t;  state[s] <- c_t gamma
+        MODE_SMOOTH:     gamma = min(ratio / c, factor[s] state[s]);  state[s] <- gamma
+        MODE_SMOOTH_LIT: state[s] <- factor[s] state[s];  gamma = min(ratio / c, state[s])
+        MODE_FIXED:      gamma = gamma_fixed
+        y <- y - gamma g
+
+    ``gammas[s, k]`` receives the step size and ``capped[s, k]`` 1 when the cap bound.
+    ``last_val[s]`` and ``last_gg[s]`` hold F and ||g||^2 of the last step (FedSPS-Global).
+    Returns -1, or s * K + k of the first non-finite iterate.
+    """
+    S = clients.shape[0]
+    K = idx.shape[1]
+    d = x0.shape[0]
+    first_bad = -1
+    g = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = x0[j]
+        for k in range(K):
+            val = client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
+            gg = 0.0
+            for j in range(d):
+                if has_noise:
+                    g[j] += noise[s, k, j]
+                gg += g[j] * g[j]
+            num = val - ell[s]
+            if num < 0.0:
+                num = 0.0
+            inf_ratio = gg + eps == 0.0
+            ratio = 0.0 if inf_ratio else num / (gg + eps)
+            cap_hit = 0
+            if mode == MODE_SPS:
+                gam = gamma_b
+                cap_hit = 1
+                if not inf_ratio and ratio / c < gamma_b:
+                    gam = ratio / c
+                    cap_hit = 0
+            elif mode == MODE_DEC:
+                t = t0 + k
+                tt = t // K_round if c_round else t
+                ct = c0 * np.sqrt(tt + 1.0)
+                m = state[s]
+                cap_hit = 1
+                if not inf_ratio and ratio < m:
+                    m = ratio
+                    cap_hit = 0
+                gam = m / ct
+                state[s] = ct * gam
+            elif mode == MODE_SMOOTH or mode == MODE_SMOOTH_LIT:
+                if mode == MODE_SMOOTH:
+                    cap = factor[s] * state[s]
+                else:
+                    state[s] = factor[s] * state[s]
+                    cap = state[s]
+                gam = cap
+                cap_hit = 1
+                if not inf_ratio and ratio / c < cap:
+                    gam = ratio / c
+                    cap_hit = 0
+                if mode == MODE_SMOOTH:
+                    state[s] = gam
+            else:
+                gam = gamma_fixed
+            gammas[s, k] = gam
+            capped[s, k] = cap_hit
+            last_val[s] = val
+            last_gg[s] = gg
+            check = 0.0
+            for j in range(d):
+                y[j] -= gam * g[j]
+                check += y[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

@@ -1,0 +1,146 @@
+r"""FedSPS-Global (Mukherjee, Loizou, Stich 2023, Algorithm 3), spec/fedsps.md §2.6.
+
+One step size :math:`\gamma_r` for every client and every local step of round r,
+
+.. math:: x_{t+1}^i = x_t^i - \gamma_r\, g_t^i,
+
+and the server averages the models. At the last local
+step each participating client computes, from its last iterate and minibatch,
+:math:`F_i`, :math:`\|g_i\|^2` (and :math:`g_i`); the server forms the step size of the **next** round:
+
+* (a) :math:`\gamma = \frac1S\sum_i \min\{(F_i - \ell_i^*)/(c\|g_i\|^2), \gamma_b\}` (eq. 41, default),
+* (b) :math:`\min\{\operatorname{mean}_i(F_i - \ell_i^*) / (c\,\operatorname{mean}_i\|g_i\|^2), \gamma_b\}`,
+* (c) :math:`\min\{\operatorname{mean}_i(F_i - \ell_i^*) / (c\,\|\operatorname{mean}_i g_i\|^2), \gamma_b\}`.
+
+:math:`\gamma_0` is the local SPS step of client 0 at :math:`x^0` (exact client gradient, a pre-round
+probe) unless ``gamma0`` is given. Communication: down the model and :math:`\gamma`, up the model and
+the scalars (and :math:`g_i` for (c)).
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._kernels.sps import MODE_FIXED
+from .._validation import Interval, NoneOk, Options
+from ..registry import register
+from .fedsps import LOWER_BOUND
+from .sps_common import SPSBase, sps
+
+
+@register
+@dataclass(frozen=True)
+class FedSPSGlobal(SPSBase):
+    r"""FedSPS-Global: one server-aggregated Polyak step size per round.
+
+    Parameters
+    ----------
+    c : float, default 0.5
+    gamma_b : float, default 1
+    lower_bound : float or array (n,), default 0
+    aggregation : {"a", "b", "c"}, default "a"
+        The aggregation formula of App. D.2.2.
+    gamma0 : float, optional
+        Step size of round 0 (default: the SPS step of client 0 at x^0).
+
+    Notes
+    -----
+    ``state["gamma"]`` is the step size of the next round; the history's ``gamma_a``,
+    ``gamma_b_agg`` and ``gamma_c`` columns give the three aggregations at the last round (for
+    Prop. 2, whose claim gamma^(a) >= gamma^(b) is false in general, spec P11b).
+
+    References
+    ----------
+    S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", App. D.2,
+    Algorithm 3 and eq. (41); spec/fedsps.md §2.6.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> res = ft.run(p, "fedsps_global", rounds=5, local_steps=3, lower_bound=-10.0)
+    >>> 0 < res.state["gamma"] <= 1.0
+    True
+    """
+
+    c: float = 0.5
+    gamma_b: float = 1.0
+    lower_bound: object = 0.0
+    aggregation: str = "a"
+    gamma0: object = None
+
+    name: ClassVar[str] = "fedsps_global"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 3; spec/fedsps.md §2.6"
+    constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
+                                   "gamma_b": [Interval(float, 0, None, "neither")],
+                                   "lower_bound": LOWER_BOUND, "aggregation": [Options("a", "b", "c")],
+                                   "gamma0": [NoneOk(), Interval(float, 0, None, "neither")]}
+    comm: ClassVar[tuple] = (1, 1)
+    test_params: ClassVar[dict] = {"c": 0.5, "gamma_b": 0.5, "gamma0": 0.1}
+    # the step size ignores lr: a tiny c (huge Polyak steps) and a huge cap make it blow up
+    divergence_params: ClassVar[dict] = {"c": 1e-3, "gamma_b": 1e8, "gamma0": 1e3}
+    _mode = MODE_FIXED
+
+    def init(self, problem, x0):
+        state = super().init(problem, x0)
+        if self.gamma0 is not None:
+            g0 = float(self.gamma0)
+        else:                                   # probe: client 0's SPS step at x^0
+            g = problem.client_grad(0, x0)
+            g0 = sps(problem.client_value(0, x0), float(g @ g), state["ell"][0], self.c, self.gamma_b)
+        state.update(gamma=g0, gamma_a=np.nan, gamma_b_agg=np.nan, gamma_c=np.nan)
+        return state
+
+    def _kernel_args(self, state, ctx):
+        return dict(c=self.c, gamma_b=self.gamma_b, c0=0.0, c_round=False, gamma_fixed=state["gamma"],
+                    factor=np.ones(ctx.S))
+
+    def local_round(self, state, ctx):
+        msgs = self._run_kernel(state, ctx)
+        if self.aggregation == "c":
+            msgs["last_grad"] = self._last_grads(msgs["y"], state, ctx)
+        return msgs
+
+    def _last_grads(self, Y, state, ctx):
+        # g_i at the last local iterate x_{K-1}^i = y_K + gamma g  =>  g = (x_{K-1} - y_K)/gamma is not
+        # recoverable after the step; recompute it at the last iterate from the kernel's inputs
+        gam = state["gamma"]
+        out = np.empty_like(Y)
+        for s in range(ctx.S):
+            # replay the round (NumPy) only for aggregation (c); K steps of a fixed gamma
+            y = state["x"].copy()
+            for k in range(ctx.K):
+                g = ctx.grad(s, k, y)
+                if k == ctx.K - 1:
+                    out[s] = g
+                y = y - gam * g
+        return out
+
+    def local_round_reference(self, state, ctx):
+        msgs = super().local_round_reference(state, ctx)
+        if self.aggregation == "c":
+            msgs["last_grad"] = self._last_grads(msgs["y"], state, ctx)
+        return msgs
+
+    def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):
+        return state["gamma"], 0, st
+
+    def _after_round(self, state, ctx, messages):
+        ell = state["ell"][ctx.clients]
+        F, gg = messages["last_val"], messages["last_gg"]
+        num = np.maximum(F - ell, 0.0)
+        w = ctx.weights / ctx.weights.sum()
+        ga = float(w @ np.array([sps(f, q, e, self.c, self.gamma_b) for f, q, e in zip(F, gg, ell)]))
+        mg = float(w @ gg)
+        gb = self.gamma_b if mg == 0 else min(float(w @ num) / (self.c * mg), self.gamma_b)
+        gc = np.nan
+        if messages.get("last_grad") is not None:
+            gbar = w @ messages["last_grad"]
+            q = float(gbar @ gbar)
+            gc = self.gamma_b if q == 0 else min(float(w @ num) / (self.c * q), self.gamma_b)
+        new = {"a": ga, "b": gb, "c": gc}[self.aggregation]
+        return {**state, "gamma": new, "gamma_a": ga, "gamma_b_agg": gb, "gamma_c": gc}
+
+    def history_extras(self, state, problem):
+        return {**state["stats"], "gamma_global": state["gamma"], "gamma_a": state["gamma_a"],
+                "gamma_b_agg": state["gamma_b_agg"], "gamma_c": state["gamma_c"]}

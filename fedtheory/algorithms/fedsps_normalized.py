@@ -1,0 +1,86 @@
+r"""FedSPS-Normalized (Mukherjee, Loizou, Stich 2023, Algorithm 2), spec/fedsps.md §2.5.
+
+Local steps as FedSPS; each client sums its step sizes of the round, :math:`\nu_i = \sum_k
+\gamma_{r\tau+k}^i` (all :math:`\tau` of them: the printed algorithm omits the last one and divides by
+zero for :math:`\tau = 1`, spec §2.5; ``nu_literal=True`` reproduces it for :math:`\tau \ge 2`), and the
+server takes the :math:`1/\nu_i`-weighted average of the local models,
+
+.. math:: x \leftarrow \frac{\sum_i \omega_i x_i/\nu_i}{\sum_i \omega_i/\nu_i}
+          = x - \bar\nu_H \sum_i\omega_i \frac{\Delta_i}{\nu_i},\qquad
+          \bar\nu_H = \Bigl(\sum_i\omega_i/\nu_i\Bigr)^{-1}
+
+(:math:`\omega_i = 1/S`: the paper's harmonic-mean form). Equal :math:`\nu_i` gives FedSPS.
+Uplink: the model and one scalar.
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._kernels.sps import MODE_SPS
+from .._validation import Bool, Interval
+from ..exceptions import InvalidParameterError
+from ..registry import register
+from .fedsps import LOWER_BOUND
+from .sps_common import SPSBase, sps
+
+
+@register
+@dataclass(frozen=True)
+class FedSPSNormalized(SPSBase):
+    r"""FedSPS-Normalized: FedSPS local steps, aggregation weighted by the inverse step-size sums.
+
+    Parameters
+    ----------
+    c : float, default 0.5
+    gamma_b : float, default 1
+    lower_bound : float or array (n,), default 0
+    nu_literal : bool, default False
+        Sum only the first tau - 1 step sizes, as printed (needs tau >= 2).
+
+    References
+    ----------
+    S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", App. D.1,
+    Algorithm 2; spec/fedsps.md §2.5.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> ft.run(p, "fedsps_normalized", rounds=5, local_steps=3, lower_bound=-10.0).status
+    'max_rounds'
+    """
+
+    c: float = 0.5
+    gamma_b: float = 1.0
+    lower_bound: object = 0.0
+    nu_literal: bool = False
+
+    name: ClassVar[str] = "fedsps_normalized"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 2; spec/fedsps.md §2.5"
+    constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
+                                   "gamma_b": [Interval(float, 0, None, "neither")],
+                                   "lower_bound": LOWER_BOUND, "nu_literal": [Bool()]}
+    comm: ClassVar[tuple] = (1, 1)
+    test_params: ClassVar[dict] = {"c": 0.5, "gamma_b": 0.5}
+    # the step size ignores lr: a tiny c (huge Polyak steps) and a huge cap make it blow up
+    divergence_params: ClassVar[dict] = {"c": 1e-3, "gamma_b": 1e8}
+    _mode = MODE_SPS
+
+    def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):
+        gam = sps(F, gg, ell, self.c, self.gamma_b)
+        return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= self.gamma_b), st
+
+    def _aggregate(self, state, ctx, messages):
+        G = messages["gammas"]
+        if self.nu_literal:
+            if ctx.K < 2:
+                raise InvalidParameterError("nu_literal=True sums the first tau - 1 step sizes, so the "
+                                            "'local_steps' parameter of run must be >= 2. Got 1 instead.")
+            nu = G[:, :-1].sum(axis=1)
+        else:
+            nu = G.sum(axis=1)
+        w = ctx.weights / np.where(nu > 0, nu, np.inf)
+        if not np.any(w > 0):            # every client took zero steps: nothing moved
+            return state["x"].copy()
+        return state["x"] + (w @ (messages["y"] - state["x"])) / w.sum()

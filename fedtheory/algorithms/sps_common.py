@@ -1,0 +1,135 @@
+r"""Shared machinery of the FedSPS family (spec/fedsps.md §2): the SPS step-size primitive, the
+kernel call, the NumPy twin and the step-size statistics recorded in the history.
+
+Every method runs Algorithm 1's driver: each sampled client starts from the global model and
+takes :math:`\tau` steps :math:`x \leftarrow x - \gamma_t^i g_t^i`, with the value
+:math:`F_i(x_t^i, B)` and the gradient :math:`g_t^i` on the *same* minibatch; only the step-size
+rule :math:`\gamma_t^i` and the aggregation differ between the variants.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels.sps import sps_local_steps
+from ..exceptions import InvalidParameterError
+from .base import Algorithm
+
+STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")
+
+
+def sps(F, gg, ell, c, cap, eps=0.0):
+    """The SPS step size of eq. (2): min{(F - ell)/(c ||g||^2), cap}, clipped at 0; the cap when g = 0."""
+    if gg + eps == 0:
+        return cap
+    return min(max(F - ell, 0.0) / (c * (gg + eps)), cap)
+
+
+def lower_bounds(value, problem, name):
+    """Per-client lower bounds ell_i* (scalar broadcast, or an array of length n)."""
+    ell = np.asarray(value, dtype=np.float64)
+    if ell.ndim == 0:
+        return np.full(problem.n_clients, float(ell))
+    if ell.shape != (problem.n_clients,) or not np.all(np.isfinite(ell)):
+        raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a float or a finite array "
+                                    f"of shape ({problem.n_clients},). Got shape {ell.shape} instead.")
+    return ell
+
+
+def step_stats(G, C):
+    """Step-size statistics of one round: G, C are (S, K) step sizes and cap indicators.
+
+    ``step_intra_cv``: mean over clients of std/mean over the client's K steps;
+    ``step_inter_cv``: mean over steps of std/mean across clients (Fig. 7 of the paper).
+    """
+    if G.size == 0:
+        return {k: np.nan for k in STAT_COLUMNS}
+    def cv(std, mean):
+        ok = mean > 0
+        return float(np.mean(std[ok] / mean[ok])) if ok.any() else np.nan
+    intra = cv(G.std(axis=1), G.mean(axis=1))
+    inter = cv(G.std(axis=0), G.mean(axis=0)) if G.shape[0] > 1 else 0.0
+    return {"step_mean": float(G.mean()), "step_min": float(G.min()), "step_max": float(G.max()),
+            "step_capped_frac": float(C.mean()), "step_intra_cv": float(intra), "step_inter_cv": float(inter)}
+
+
+class SPSBase(Algorithm):
+    """Base of the FedSPS variants (not registered). Subclasses set ``_mode`` and the rule."""
+
+    _mode = 0
+    eps = 0.0
+
+    def _ell(self, problem):
+        return lower_bounds(self.lower_bound, problem, type(self).__name__)
+
+    def init(self, problem, x0):
+        return {"x": x0.copy(), "ell": self._ell(problem), "state": self._init_state(problem),
+                "stats": step_stats(np.zeros((0, 0)), np.zeros((0, 0)))}
+
+    def _init_state(self, problem):
+        return np.zeros(problem.n_clients)
+
+    # parameters of the kernel call (overridden by the variants)
+    def _kernel_args(self, state, ctx):
+        return dict(c=self.c, gamma_b=self.gamma_b, c0=0.0, c_round=False, gamma_fixed=0.0,
+                    factor=np.ones(ctx.S))
+
+    def _run_kernel(self, state, ctx):
+        p = ctx.problem
+        S, K = ctx.S, ctx.K
+        Y = np.empty((S, p.dim))
+        G = np.empty((S, K))
+        C = np.zeros((S, K), dtype=np.int64)
+        lv, lg = np.empty(S), np.empty(S)
+        st = np.ascontiguousarray(state["state"][ctx.clients])
+        a = self._kernel_args(state, ctx)
+        bad = sps_local_steps(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, p.l2, state["x"], self._mode,
+                              float(a["c"]), float(a["gamma_b"]), np.ascontiguousarray(state["ell"][ctx.clients]),
+                              float(a["c0"]), int(ctx.round * K), bool(a["c_round"]), int(K),
+                              float(a["gamma_fixed"]), np.ascontiguousarray(a["factor"], dtype=np.float64), st,
+                              float(self.eps), Y, G, C, lv, lg)
+        return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg,
+                "fail": None if bad < 0 else divmod(bad, K)}
+
+    def local_round(self, state, ctx):
+        return self._run_kernel(state, ctx)
+
+    def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def local_round_reference(self, state, ctx):
+        """NumPy twin of Algorithm 1's driver (spec §2.2) with the variant's rule."""
+        x = state["x"]
+        S, K = ctx.S, ctx.K
+        Y, G, C = np.empty((S, x.shape[0])), np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
+        lv, lg = np.empty(S), np.empty(S)
+        st = state["state"][ctx.clients].copy()
+        for s in range(S):
+            ell = state["ell"][ctx.clients[s]]
+            y = x.copy()                                       # x_{r tau}^i = x^r
+            for k in range(K):
+                F = ctx.value(s, k, y)                         # same minibatch for F and g
+                g = ctx.grad(s, k, y)
+                gg = float(g @ g)
+                gam, cap_hit, st[s] = self._reference_rule(s, ctx.round * K + k, F, gg, ell, st[s], ctx, state)
+                G[s, k], C[s, k] = gam, cap_hit
+                lv[s], lg[s] = F, gg
+                y = y - gam * g
+            Y[s] = y
+        return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg}
+
+    def _aggregate(self, state, ctx, messages):
+        """Plain mean of the local models (Alg. 1), written with the run's aggregation weights."""
+        return state["x"] + ctx.weights @ (messages["y"] - state["x"])
+
+    def server_update(self, state, ctx, messages):
+        st = state["state"]
+        st[ctx.clients] = messages["state"]                   # per-client memory persists
+        new = {**state, "x": self._aggregate(state, ctx, messages), "state": st,
+               "stats": step_stats(messages["gammas"], messages["capped"])}
+        return self._after_round(new, ctx, messages)
+
+    def _after_round(self, state, ctx, messages):
+        return state
+
+    def history_extras(self, state, problem):
+        return dict(state["stats"])
