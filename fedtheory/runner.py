@@ -340,8 +340,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             completed = r
             n_unique = np.unique(clients).size if may_repeat else Sr
             calls = alg.oracle_calls_per_step()
-            counters["grad_evals"] += Sr * K * calls
-            counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes_all[clients].sum()) * K)
+            extra_calls, extra_rows = alg.round_extra_grads(ctx)
+            counters["grad_evals"] += Sr * K * calls + extra_calls
+            counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes_all[clients].sum()) * K) + extra_rows
             down, up = alg.round_comm(ctx, n_unique, state)
             counters["comm_up"] += up
             counters["comm_down"] += down

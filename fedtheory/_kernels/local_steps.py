@@ -171,3 +171,43 @@ def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     first_bad = s * K + k
                 break
     return first_bad
+
+
+@njit(cache=True)
+def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
+                       clients, idx, noise, lrs, l2, x0, gscale, corr, out):
+    """K local steps with a variance-reduced direction (Mime):
+
+        y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; B) - g(x0; B) + corr[s]) ... )
+
+    precisely: d = g(y_k; idx[s, k]) - g(x0; idx[s, k]) (the same minibatch and the same noise
+    sample, which cancels), then y_{k+1} = y_k - lrs[k] * (gscale * d + corr[s]). With ``corr[s]``
+    holding gscale * c + beta * s_mom the Mime update follows. Output and return as
+    :func:`corrected_local_sgd`.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    g = np.empty(d)
+    g0 = np.empty(d)
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = x0[j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x0, l2, g0)
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                y[j] -= lr * (gscale * (g[j] - g0[j]) + corr[s, j])
+                check += y[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

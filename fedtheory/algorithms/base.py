@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.local_steps import corrected_local_sgd, multi_start_local_sgd, perturbed_local_sgd
+from .._kernels.local_steps import (anchored_local_sgd, corrected_local_sgd, multi_start_local_sgd,
+                                   perturbed_local_sgd)
 from .._validation import check_param
 from ..exceptions import InvalidParameterError
 
@@ -92,6 +93,17 @@ class RoundContext:
         bad = multi_start_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                     p.l2, np.ascontiguousarray(X0), float(gscale), float(mu),
                                     _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def local_sgd_anchored(self, x0, gscale, corr):
+        """Mime's local steps: y <- y - eta_k (gscale (g(y; B) - g(x0; B)) + corr_s) (same minibatch).
+
+        Returns ``(Y, fail)`` as :meth:`local_sgd`.
+        """
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        bad = anchored_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
+                                 float(gscale), np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
@@ -226,6 +238,11 @@ class Algorithm:
     def round_comm(self, ctx, n_participants, state):
         """(down, up) d-vectors communicated in this round; ``comm`` per participant by default."""
         return n_participants * self.comm[0], n_participants * self.comm[1]
+
+    def round_extra_grads(self, ctx):
+        """(oracle calls, per-sample gradients) a round spends outside the local steps, e.g. the
+        full client gradients at the server model of Mime; (0, 0) by default."""
+        return 0, 0
 
     def history_extras(self, state, problem):
         """Extra per-evaluation columns (e.g. step-size statistics); empty by default."""

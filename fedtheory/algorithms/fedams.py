@@ -1,0 +1,88 @@
+r"""FedAMS (Wang, Lin, Chen 2022): AMSGrad on the server over FedAvg updates, spec/fedsps.md §3.
+
+Clients run local SGD. With :math:`\Delta^r = \sum_{i\in S_r}\omega_i\Delta_i` and r the number of
+server steps taken (from 1),
+
+.. math::
+
+    m &\leftarrow \beta_1 m + (1-\beta_1)\Delta^r,\quad v \leftarrow \beta_2 v + (1-\beta_2)(\Delta^r)^2,
+    \quad \hat v \leftarrow \max(\hat v, v)\ (\hat v_0 = \epsilon_{AMS}),\\
+    x &\leftarrow x + \frac{\eta}{1-\beta_1^r}\,\frac{m}{\sqrt{\hat v/(1-\beta_2^r)} + \epsilon}
+
+(bias correction as in the FedCAMS code; ``bias_correction=False`` drops both factors).
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._validation import Bool, Interval
+from ..registry import register
+from .fedavg import FedAvg
+
+
+@register
+@dataclass(frozen=True)
+class FedAMS(FedAvg):
+    r"""FedAMS: server-side AMSGrad with a max stabilisation factor.
+
+    Parameters
+    ----------
+    server_lr : float, default 1
+        eta > 0.
+    beta1, beta2 : float, default 0.9, 0.99
+        Moment decays in [0, 1).
+    eps_ams : float, default 1e-3
+        Max stabilisation factor epsilon (initial v-hat), > 0 (grid {1e-8, ..., 1} in the paper).
+    eps : float, default 1e-8
+        Added to the denominator.
+    bias_correction : bool, default True
+
+    References
+    ----------
+    Y. Wang, L. Lin, J. Chen, "Communication-efficient adaptive federated learning", ICML 2022
+    (FedAMS, the FedCAMS code's update); the FedSPS baseline, spec/fedsps.md §3.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> h = ft.run(p, "fedams", rounds=50, local_steps=3, lr=0.05, server_lr=0.05).history
+    >>> bool(h.value.iloc[-1] < h.value.iloc[0])
+    True
+    """
+
+    server_lr: float = 1.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    eps_ams: float = 1e-3
+    eps: float = 1e-8
+    bias_correction: bool = True
+
+    name: ClassVar[str] = "fedams"
+    reference: ClassVar[str] = "Wang, Lin, Chen 2022 (FedAMS); spec/fedsps.md §3"
+    constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
+                                   "beta1": [Interval(float, 0, 1, "left")],
+                                   "beta2": [Interval(float, 0, 1, "left")],
+                                   "eps_ams": [Interval(float, 0, None, "neither")],
+                                   "eps": [Interval(float, 0, None, "left")],
+                                   "bias_correction": [Bool()]}
+    test_params: ClassVar[dict] = {"lr": 0.1, "server_lr": 0.05}
+    reductions: ClassVar[list] = []
+    divergence_params: ClassVar[dict] = {"local_steps": 300}
+
+    def init(self, problem, x0):
+        d = problem.dim
+        return {"x": x0.copy(), "m": np.zeros(d), "v": np.zeros(d), "vhat": np.full(d, self.eps_ams), "steps": 0}
+
+    def server_update(self, state, ctx, messages):
+        D = ctx.weights @ (messages["y"] - state["x"])
+        m = self.beta1 * state["m"] + (1 - self.beta1) * D
+        v = self.beta2 * state["v"] + (1 - self.beta2) * D * D
+        vhat = np.maximum(state["vhat"], v)
+        r = state["steps"] + 1
+        if self.bias_correction:
+            step = self.server_lr / (1 - self.beta1 ** r) * m / (np.sqrt(vhat / (1 - self.beta2 ** r)) + self.eps)
+        else:
+            step = self.server_lr * m / (np.sqrt(vhat) + self.eps)
+        return {"x": state["x"] + step, "m": m, "v": v, "vhat": vhat, "steps": r}
