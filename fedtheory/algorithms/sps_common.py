@@ -12,7 +12,7 @@ import numpy as np
 
 from .._kernels.sps import sps_local_steps
 from ..exceptions import InvalidParameterError
-from .base import Algorithm
+from .base import Algorithm, averaged_step
 
 STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")
 
@@ -119,7 +119,7 @@ class SPSBase(Algorithm):
 
     def _aggregate(self, state, ctx, messages):
         """Plain mean of the local models (Alg. 1), written with the run's aggregation weights."""
-        return state["x"] + ctx.weights @ (messages["y"] - state["x"])
+        return averaged_step(state["x"], ctx.weights, messages["y"], 1.0)
 
     def server_update(self, state, ctx, messages):
         st = state["state"]
