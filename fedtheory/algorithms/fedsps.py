@@ -60,7 +60,8 @@ class FedSPS(SPSBase):
     >>> p = problems.quadratic(4, 3, shared_minimizer=True, hessian="distinct", seed=0)
     >>> lb = [min(p.client_value(i, p.info["x_star"]), 0.0) for i in range(4)]
     >>> res = ft.run(p, "fedsps", rounds=30, local_steps=5, c=0.5, gamma_b=10.0, lower_bound=lb)
-    >>> bool(p.value(res.x) - p.info["f_star"] < 1e-20)     # interpolation: linear convergence
+    >>> import numpy as np
+    >>> bool(np.linalg.norm(res.x - p.info["x_star"]) < 1e-10)     # interpolation: linear convergence
     True
     >>> float(res.history.step_capped_frac.iloc[1])             # the cap never binds here
     0.0
