@@ -61,7 +61,7 @@ class FedSPS(SPSBase):
     >>> lb = [min(p.client_value(i, p.info["x_star"]), 0.0) for i in range(4)]
     >>> res = ft.run(p, "fedsps", rounds=30, local_steps=5, c=0.5, gamma_b=10.0, lower_bound=lb)
     >>> import numpy as np
-    >>> bool(np.linalg.norm(res.x - p.info["x_star"]) < 1e-10)     # interpolation: linear convergence
+    >>> bool(np.linalg.norm(res.x - p.info["x_star"]) < 1e-7)   # F - ell loses digits: sqrt(eps) limit
     True
     >>> float(res.history.step_capped_frac.iloc[1])             # the cap never binds here
     0.0
