@@ -94,3 +94,17 @@ def test_localdescent_experiments_quick(tmp_path):
     assert (abs(e8.ratio / e8.predicted_ratio - 1) < 0.1).all()
     e9 = t["e9_nonuniform_q"].set_index("W")
     assert e9.iloc[0].dist_to_q_minimiser < 1e-8 and e9.iloc[1].dist_to_uniform_minimiser < 1e-8
+
+
+@pytest.mark.slow
+def test_fedsps_reproduction_quick(tmp_path, data_dir):
+    """The LIBSVM reproduction runs end to end; the cap binds on every step, so FedSPS equals FedAvg(1)."""
+    from validation import fedsps_reproduction as fr
+    t = fr.main(["--quick", "--out", str(tmp_path), "--data-dir", data_dir, "--datasets", "mushrooms"])
+    s = t["summary"].set_index("method")
+    sps = s.loc["FedSPS (c=0.5, gb=1)"]
+    assert sps.capped_frac == 1.0
+    avg = s[s.index.str.startswith("FedAvg tuned {'lr': 1.0, 'server_lr': 1.0}")]
+    if len(avg):
+        assert abs(avg.final_loss.iloc[0] - sps.final_loss) < 1e-9
+    assert (tmp_path / "curves.csv").exists() and (tmp_path / "sensitivity.csv").exists()

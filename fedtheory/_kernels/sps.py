@@ -26,7 +26,7 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                          gamma = min(ratio, state[s]) / c_t;  state[s] <- c_t gamma
         MODE_SMOOTH:     gamma = min(ratio / c, factor[s] state[s]);  state[s] <- gamma
         MODE_SMOOTH_LIT: state[s] <- factor[s] state[s];  gamma = min(ratio / c, state[s])
-        MODE_FIXED:      gamma = gamma_fixed
+        MODE_FIXED:      gamma = gamma_fixed (at the cap when gamma_fixed >= gamma_b)
         y <- y - gamma g
 
     ``gammas[s, k]`` receives the step size and ``capped[s, k]`` 1 when the cap bound.
@@ -91,6 +91,7 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                     state[s] = gam
             else:
                 gam = gamma_fixed
+                cap_hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
             gammas[s, k] = gam
             capped[s, k] = cap_hit
             last_val[s] = val

@@ -123,7 +123,7 @@ class FedSPSGlobal(SPSBase):
         return msgs
 
     def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):
-        return state["gamma"], 0, st
+        return state["gamma"], int(state["gamma"] >= self.gamma_b * (1 - 1e-12)), st
 
     def _after_round(self, state, ctx, messages):
         ell = state["ell"][ctx.clients]
