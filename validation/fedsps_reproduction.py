@@ -93,7 +93,8 @@ def curves(p, Xt, yt, label, name, kw, rounds, seeds, B, S, K=5, every=10):
             rows.append(dict(method=label, seed=s, round=rnd, loss=r.value,
                              test_acc=accuracy(Xt, yt, res.iterates[rnd]) if rnd < len(res.iterates) else np.nan,
                              **{k: r.get(k, np.nan) for k in ("step_mean", "step_min", "step_max", "step_capped_frac",
-                                                              "step_intra_cv", "step_inter_cv")},
+                                                              "step_intra_cv", "step_inter_cv",
+                                                              "step_capped_frac_total")},
                              status=res.status, params=str(kw)))
     return rows
 
@@ -131,7 +132,7 @@ def sensitivity(quick, data_dir=None):
         res = _run(p, "fedsps", rounds, 0, 10, 20, 10, c=c, gamma_b=gb)
         h = res.history
         tail = h[h["round"] >= 0.8 * rounds]
-        rows.append(dict(c=c, gamma_b=gb, final_loss=tail.value.mean(), capped_frac=tail.step_capped_frac.mean(),
+        rows.append(dict(c=c, gamma_b=gb, final_loss=tail.value.mean(), capped_frac=h.step_capped_frac_total.iloc[-1],
                          step_mean=tail.step_mean.mean(), test_acc=accuracy(Xt, yt, res.x), status=res.status))
     for lr in (0.1, 1.0):
         res = _run(p, "fedavg", rounds, 0, 10, 20, 10, lr=lr)
@@ -168,9 +169,12 @@ def digits_experiment(quick):
 def summary(df):
     last = df[df["round"] >= 0.9 * df["round"].max()]
     g = last.groupby(["dataset", "method"], sort=False)
-    return g.agg(final_loss=("loss", "mean"), test_acc=("test_acc", "mean"), capped_frac=("step_capped_frac", "mean"),
+    fin = df[df["round"] == df["round"].max()].groupby(["dataset", "method"], sort=False)
+    out = g.agg(final_loss=("loss", "mean"), test_acc=("test_acc", "mean"), capped_frac=("step_capped_frac", "mean"),
                  step_mean=("step_mean", "mean"), intra_cv=("step_intra_cv", "mean"),
-                 inter_cv=("step_inter_cv", "mean")).reset_index()
+                 inter_cv=("step_inter_cv", "mean"))
+    out["capped_frac_all_steps"] = fin.step_capped_frac_total.mean()
+    return out.reset_index()
 
 
 def main(argv=None):

@@ -47,7 +47,9 @@ class FedSPS(SPSBase):
     -----
     The history records the step-size statistics of each round: ``step_mean``, ``step_min``,
     ``step_max``, ``step_capped_frac`` (fraction of steps at the cap), ``step_intra_cv`` and
-    ``step_inter_cv`` (within-client and across-client std/mean, Fig. 7).
+    ``step_inter_cv`` (within-client and across-client std/mean, Fig. 7) of the last round
+    before each evaluation, and ``step_capped_frac_total``, the fraction of all steps so far
+    that were capped.
 
     References
     ----------

@@ -142,5 +142,5 @@ class FedSPSGlobal(SPSBase):
         return {**state, "gamma": new, "gamma_a": ga, "gamma_b_agg": gb, "gamma_c": gc}
 
     def history_extras(self, state, problem):
-        return {**state["stats"], "gamma_global": state["gamma"], "gamma_a": state["gamma_a"],
+        return {**super().history_extras(state, problem), "gamma_global": state["gamma"], "gamma_a": state["gamma_a"],
                 "gamma_b_agg": state["gamma_b_agg"], "gamma_c": state["gamma_c"]}

@@ -15,6 +15,7 @@ from ..exceptions import InvalidParameterError
 from .base import Algorithm, averaged_step
 
 STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")
+# statistics are of the last round before an evaluation; step_capped_frac_total counts every step so far
 
 
 def sps(F, gg, ell, c, cap, eps=0.0):
@@ -63,7 +64,7 @@ class SPSBase(Algorithm):
 
     def init(self, problem, x0):
         return {"x": x0.copy(), "ell": self._ell(problem), "state": self._init_state(problem),
-                "stats": step_stats(np.zeros((0, 0)), np.zeros((0, 0)))}
+                "stats": step_stats(np.zeros((0, 0)), np.zeros((0, 0))), "steps_total": 0, "capped_total": 0}
 
     def _init_state(self, problem):
         return np.zeros(problem.n_clients)
@@ -125,11 +126,14 @@ class SPSBase(Algorithm):
         st = state["state"]
         st[ctx.clients] = messages["state"]                   # per-client memory persists
         new = {**state, "x": self._aggregate(state, ctx, messages), "state": st,
-               "stats": step_stats(messages["gammas"], messages["capped"])}
+               "stats": step_stats(messages["gammas"], messages["capped"]),
+               "steps_total": state["steps_total"] + messages["capped"].size,
+               "capped_total": state["capped_total"] + int(messages["capped"].sum())}
         return self._after_round(new, ctx, messages)
 
     def _after_round(self, state, ctx, messages):
         return state
 
     def history_extras(self, state, problem):
-        return dict(state["stats"])
+        tot = state["steps_total"]
+        return {**state["stats"], "step_capped_frac_total": state["capped_total"] / tot if tot else np.nan}
