@@ -323,7 +323,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             else:
                 noise = np.zeros((0, 0, 0))
             ctx = RoundContext(problem, r - 1, clients, weights, idx, noise,
-                               _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()))
+                               _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()), rng_aux)
             t0 = time.perf_counter()
             if Sr:
                 if backend == "numba":

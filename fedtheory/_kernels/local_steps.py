@@ -211,3 +211,59 @@ def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     first_bad = s * K + k
                 break
     return first_bad
+
+
+@njit(cache=True)
+def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, idx_v, noise, noise_v,
+                   lrs, l2, x0, V0, rho, coupling, out_y, out_v):
+    """FedDeper's alternating local steps (Algorithm 1, lines 5-9) for every sampled client.
+
+    From y_0 = x0 and v_0 = V0[s], for k = 0..K-1 with the minibatch ``idx[s, k]`` for y and
+    ``idx_v[s, k]`` for v (the same array for the paper's single minibatch):
+
+        gy = g(y_k) + noise[s, k];  gv = g(v_k) + noise_v[s, k]
+        v_{k+1} = v_k - eta_k gv                                    (line 8)
+        y_{k+1} = y_k - eta_k gy - rho (w + y_k - 2 x0)              (line 7)
+
+    with w = v_k (coupling 0, the spec's reading), v_{k+1} (1) or v_0 (2).
+    Writes y_K into ``out_y[s]`` and v_K into ``out_v[s]``; returns -1 or s * K + k of the first
+    non-finite iterate.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    gy = np.empty(d)
+    gv = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out_y[s]
+        v = out_v[s]
+        for j in range(d):
+            y[j] = x0[j]
+            v[j] = V0[s, j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, gy)
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_v[s, k], v, l2, gv)
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                gyj = gy[j]
+                gvj = gv[j]
+                if has_noise:
+                    gyj += noise[s, k, j]
+                    gvj += noise_v[s, k, j]
+                vk = v[j]
+                vn = vk - lr * gvj
+                w = vk if coupling == 0 else (vn if coupling == 1 else V0[s, j])
+                y[j] = y[j] - lr * gyj - rho * (w + y[j] - 2.0 * x0[j])
+                v[j] = vn
+                check += y[j] + v[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

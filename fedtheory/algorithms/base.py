@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.local_steps import (anchored_local_sgd, corrected_local_sgd, multi_start_local_sgd,
-                                   perturbed_local_sgd)
+from .._kernels.local_steps import (anchored_local_sgd, corrected_local_sgd, feddeper_local,
+                                   multi_start_local_sgd, perturbed_local_sgd)
 from .._validation import check_param
 from ..exceptions import InvalidParameterError
 
@@ -52,9 +52,12 @@ class RoundContext:
     u : float
         One uniform draw in [0, 1) per round from the run's auxiliary stream, for an
         algorithm's own coin flips (e.g. FedPD's "communicate this round?").
+    rng : numpy.random.Generator or None
+        The run's auxiliary stream, for an algorithm's extra randomness (e.g. FedDeper's
+        independent minibatches for v); drawing from it affects only that algorithm's runs.
     """
 
-    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs, u=0.0):
+    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None):
         self.problem = problem
         self.round = rnd
         self.clients = clients
@@ -63,6 +66,7 @@ class RoundContext:
         self.noise = noise
         self.lrs = lrs
         self.u = u
+        self.rng = rng
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
 
@@ -94,6 +98,14 @@ class RoundContext:
                                     p.l2, np.ascontiguousarray(X0), float(gscale), float(mu),
                                     _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def local_feddeper(self, x0, V0, rho, coupling, idx_v, noise_v):
+        """FedDeper's alternating y/v local steps (see ``feddeper_local``); returns (Y, V, fail)."""
+        p = self.problem
+        Y, V = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
+        bad = feddeper_local(*p.kernel_pack(), self.clients, self.idx, idx_v, self.noise, noise_v, self.lrs, p.l2,
+                             x0, np.ascontiguousarray(V0), float(rho), int(coupling), Y, V)
+        return Y, V, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_anchored(self, x0, gscale, corr):
         """Mime's local steps: y <- y - eta_k (gscale (g(y; B) - g(x0; B)) + corr_s) (same minibatch).

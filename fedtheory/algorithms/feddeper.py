@@ -1,0 +1,165 @@
+r"""FedDeper: depersonalized FL by alternating SGD, Algorithm 1 (spec/feddeper.md §2).
+
+Client i keeps a personalized model :math:`v_i` (:math:`v_{i,0}^0 = x^0`; clients not sampled keep
+theirs). In round t a sampled client starts :math:`y_{i,0} = x^t`, :math:`v_{i,0} = v_i` and takes K
+alternating steps (line 7 uses the current :math:`v_{i,k}`, spec §2.3):
+
+.. math::
+
+    y_{i,k+1} &= y_{i,k} - \eta_l\, g_i(y_{i,k}) - \rho\,(v_{i,k} + y_{i,k} - 2x^t)
+               \quad(\text{SGD on } f_i^\rho(y) = f_i(y) + \tfrac{\rho}{2\eta_l}\|v + y - 2x^t\|^2),\\
+    v_{i,k+1} &= v_{i,k} - \eta_l\, g_i(v_{i,k}),
+
+then mixes :math:`v_i \leftarrow (1-\lambda) v_{i,K} + \lambda y_{i,K}` (eq. 6) and uploads
+:math:`y_{i,K} - x^t`; the server averages, :math:`x^{t+1} = x^t + \frac1S\sum_{i\in S_t}(y_{i,K} - x^t)`.
+Communication as FedAvg (1 down, 1 up); two gradients per local step. ``star=True`` is FedDeper*
+(half the local steps, the same gradient budget as the baselines, §2.5).
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._kernels.sampling import minibatch_rows
+from .._validation import Bool, Interval, Options
+from ..registry import register
+from .base import Algorithm, averaged_step
+
+COUPLING = {"current": 0, "next": 1, "frozen": 2}
+
+
+@register
+@dataclass(frozen=True)
+class FedDeper(Algorithm):
+    r"""FedDeper: a globalized y-model with a reverse-personalization penalty and a personalized v-model.
+
+    Parameters
+    ----------
+    rho : float, default 0.03
+        Dimensionless penalty coefficient rho >= 0 (the paper's varrho; per-step pull rho (v + y - 2x)).
+    mix : float, default 0.5
+        Mixing rate lambda in [0, 1] of eq. (6) (the theory needs [1/2, 1]).
+    minibatch : {"same", "independent"}, default "same"
+        The y- and v-gradients of a step on the same minibatch (and noise sample), or on
+        independent ones (spec A2).
+    v_coupling : {"current", "next", "frozen"}, default "current"
+        Which v enters the y-step: v_{i,k} (spec §2.3), v_{i,k+1} or v_{i,0} (ablations).
+    stale_v : {"x0", "refresh"}, default "x0"
+        A client's first participation uses its v_{i,0} = x^0 (literal) or refreshes it to x^t.
+    star : bool, default False
+        FedDeper*: floor(K/2) local steps per round (at least 1).
+
+    Notes
+    -----
+    ``state["v"]`` holds the personalized models; the history records ``pm_loss``
+    (mean_i f_i(v_i)) and ``gm_local_loss`` (mean_i f_i(x)).
+
+    References
+    ----------
+    "Depersonalized federated learning: tackling statistical heterogeneity by alternating
+    stochastic gradient descent" (FedDeper), Algorithm 1 and eqs. (5)-(6); spec/feddeper.md §2.
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(6, 3, heterogeneity=1.0, seed=0)
+    >>> res = ft.run(p, "feddeper", rounds=50, local_steps=5, lr=0.05, rho=0.02, mix=0.5)
+    >>> res.state["v"].shape, res.status
+    ((6, 3), 'max_rounds')
+    """
+
+    rho: float = 0.03
+    mix: float = 0.5
+    minibatch: str = "same"
+    v_coupling: str = "current"
+    stale_v: str = "x0"
+    star: bool = False
+
+    name: ClassVar[str] = "feddeper"
+    reference: ClassVar[str] = "FedDeper, Algorithm 1; spec/feddeper.md §2"
+    constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "left")],
+                                   "mix": [Interval(float, 0, 1, "both")],
+                                   "minibatch": [Options("same", "independent")],
+                                   "v_coupling": [Options(*COUPLING)],
+                                   "stale_v": [Options("x0", "refresh")],
+                                   "star": [Bool()]}
+    comm: ClassVar[tuple] = (1, 1)
+    stateful_clients: ClassVar[bool] = True
+    test_params: ClassVar[dict] = {"lr": 0.1, "rho": 0.05, "mix": 0.5}
+    reductions: ClassVar[list] = [({"rho": 0.0}, "fedavg", {})]
+
+    def oracle_calls_per_step(self):
+        return 2
+
+    def round_schedule(self, rnd, local_steps):
+        K = max(1, local_steps // 2) if self.star else local_steps
+        return K, rnd * K
+
+    def init(self, problem, x0):
+        return {"x": x0.copy(), "v": np.repeat(x0[None], problem.n_clients, axis=0),
+                "seen": np.zeros(problem.n_clients, dtype=bool)}
+
+    def _v_stream(self, ctx):
+        """Minibatch rows and noise of the v-gradients (the y-stream's own, or independent ones)."""
+        if self.minibatch == "same":
+            return ctx.idx, ctx.noise
+        p = ctx.problem
+        S, K, B = ctx.idx.shape
+        idx_v = ctx.idx
+        if B:
+            u = ctx.rng.random((S, K, B))
+            idx_v = minibatch_rows(u, p.client_ptr[:-1][ctx.clients], p.client_sizes[ctx.clients], False,
+                                   np.empty((S, K, B), dtype=np.int64))
+        noise_v = ctx.noise
+        if ctx.noise.shape[0] > 0:
+            noise_v = p.noise * ctx.rng.standard_normal(ctx.noise.shape)
+        return idx_v, noise_v
+
+    def _starts(self, state, ctx):
+        V0 = state["v"][ctx.clients].copy()
+        if self.stale_v == "refresh":
+            new = ~state["seen"][ctx.clients]
+            V0[new] = state["x"]
+        return V0
+
+    def local_round(self, state, ctx):
+        idx_v, noise_v = self._v_stream(ctx)
+        Y, V, fail = ctx.local_feddeper(state["x"], self._starts(state, ctx), self.rho, COUPLING[self.v_coupling],
+                                        idx_v, noise_v)
+        return {"y": Y, "v": V, "fail": fail}
+
+    def local_round_reference(self, state, ctx):
+        x, rho = state["x"], self.rho
+        idx_v, noise_v = self._v_stream(ctx)
+        V0 = self._starts(state, ctx)
+        Y, V = np.empty_like(V0), np.empty_like(V0)
+        p = ctx.problem
+        for s in range(ctx.S):
+            i = int(ctx.clients[s])
+            y, v = x.copy(), V0[s].copy()
+            for k in range(ctx.K):
+                gy = ctx.grad(s, k, y)                                       # g_i(y_{i,k})
+                gv = p.client_grad(i, v, idx_v[s, k] if idx_v.shape[2] else None)
+                if noise_v.shape[0] > 0:
+                    gv = gv + noise_v[s, k]
+                v_next = v - ctx.lrs[k] * gv                                 # line 8
+                w = {"current": v, "next": v_next, "frozen": V0[s]}[self.v_coupling]
+                y = y - ctx.lrs[k] * gy - rho * (w + y - 2 * x)               # line 7
+                v = v_next
+            Y[s], V[s] = y, v
+        return {"y": Y, "v": V}
+
+    def server_update(self, state, ctx, messages):
+        """Line 10 (mixing, kept on the clients) and line 14 (mean of the uploads)."""
+        c = ctx.clients
+        v = state["v"]
+        v[c] = (1 - self.mix) * messages["v"] + self.mix * messages["y"]
+        seen = state["seen"]
+        seen[c] = True
+        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], 1.0), "v": v, "seen": seen}
+
+    def history_extras(self, state, problem):
+        n = problem.n_clients
+        pm = float(np.mean([problem.client_value(i, state["v"][i]) for i in range(n)]))
+        gm = float(np.mean([problem.client_value(i, state["x"]) for i in range(n)]))
+        return {"pm_loss": pm, "gm_local_loss": gm}
