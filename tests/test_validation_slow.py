@@ -108,3 +108,22 @@ def test_fedsps_reproduction_quick(tmp_path, data_dir):
     if len(avg):                                                  # ... so FedSPS is FedAvg(1)
         assert abs(avg.final_loss.iloc[0] - sps.final_loss) < 1e-2 * sps.final_loss
     assert (tmp_path / "curves.csv").exists() and (tmp_path / "sensitivity.csv").exists()
+
+
+@pytest.mark.slow
+def test_feddeper_experiments_quick(tmp_path):
+    """spec/feddeper.md §7 predictions (E3 bias vs rho K, E4 steady step, E5 instability) on the quick variant."""
+    from validation import feddeper_experiments as fx
+    t = fx.main(["--quick", "--out", str(tmp_path)])
+    e3 = t["e3_fixed_point_bias"]
+    d = e3[(e3.hessian == "distinct") & (e3.method == "feddeper") & (e3.lam == 0.5)].set_index("rhoK")
+    assert d.ratio_to_fedavg.idxmin() in (0.1, 0.112)                 # drift-cancelling rho* K ~ 0.11
+    assert d.ratio_to_fedavg.loc[0.3] > 1                             # the paper's rho K = 0.3: worse than FedAvg
+    sc = e3[(e3.hessian == "distinct") & (e3.method == "scaffold")].grad_norm.iloc[0]
+    assert sc < 1e-10                                                 # SCAFFOLD removes the drift
+    e4 = t["e4_effective_step"]
+    assert (abs(e4.step_over_etaK_measured - e4.h_moving_over_etaK) < 1e-4).all()
+    e5 = t["e5_instability"]
+    runs = e5[e5.multiple.notna()]
+    assert (runs[runs.multiple == 3.0].final_dist > 1e6).all()        # 3x the threshold blows up
+    assert (runs[runs.multiple == 0.5].final_dist < 10).all()         # 0.5x stays bounded

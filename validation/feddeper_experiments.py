@@ -1,0 +1,182 @@
+"""Validation runs of spec/feddeper.md §7 (E2-E5, E7, E9) as result tables.
+
+``python -m validation.feddeper_experiments [--quick] [--out DIR]`` writes CSV and Markdown tables
+to ``DIR`` (default ``validation/results/feddeper``); ``python figures/feddeper.py`` draws the
+figures. The slow test ``tests/test_validation_slow.py::test_feddeper_experiments_quick`` checks
+the predictions.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fedtheory as ft
+import problems
+import validation
+from validation.fedspeed_experiments import hetero_logistic, markdown
+
+
+def hetero_quadratic(n=10, d=5, seed=3, het=1.0):
+    return problems.quadratic(n, d, L=1.0, mu=0.3, heterogeneity=het, seed=seed, hessian="distinct")
+
+
+def _grad_norm_at_limit(p, name, K, lr, rounds, **kw):
+    res = ft.run(p, name, rounds=rounds, local_steps=K, lr=lr, **kw)
+    g = p.grad(res.x)
+    return float(np.sqrt(g @ g)), res.status
+
+
+# ------------------------------------------------------------------------- E3 --
+def e3_fixed_point_bias(quick):
+    """Deterministic, full participation, heterogeneous Hessians: ||grad f(x_inf)|| of FedDeper vs rho K
+    (lambda in {0.5, 1}) against FedAvg, FedProx(mu=1) and SCAFFOLD; equal Hessians as control."""
+    K, lr = 10, 0.005            # a = eta K beta = 0.05 (spec C15)
+    rounds = 3000 if quick else 8000
+    rows = []
+    for hess in ("distinct", "shared"):
+        p = problems.quadratic(10, 5, L=1.0, mu=0.3, heterogeneity=1.0, seed=3, hessian=hess)
+        base = {}
+        for name, kw in (("fedavg", {}), ("fedprox", {"mu": 1.0}), ("scaffold", {})):
+            base[name] = _grad_norm_at_limit(p, name, K, lr, rounds, **kw)[0]
+            rows.append(dict(hessian=hess, method=name, lam=np.nan, rhoK=np.nan, grad_norm=base[name],
+                             ratio_to_fedavg=base[name] / base["fedavg"] if base["fedavg"] > 0 else np.nan))
+        for lam in (0.5, 1.0):
+            for rhoK in (0.02, 0.05, 0.1, 0.112, 0.2, 0.3, 0.5, 0.788):
+                gn, st = _grad_norm_at_limit(p, "feddeper", K, lr, rounds, rho=rhoK / K, mix=lam)
+                rows.append(dict(hessian=hess, method="feddeper", lam=lam, rhoK=rhoK, grad_norm=gn if st == "max_rounds" else np.inf,
+                                 ratio_to_fedavg=gn / base["fedavg"] if base["fedavg"] > 1e-13 else np.nan))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------- E4 --
+def h0(rho, lam, K, eta=1.0):
+    """Effective step at zero curvature: h0 = eta [(S0 - rho S1) - c (1-lam) K / lam] / (1 + c) (spec E4)."""
+    k = np.arange(K)
+    w = (1 - rho) ** (K - 1 - k)
+    S0, S1 = w.sum(), (k * w).sum()
+    c = 1 - (1 - rho) ** K
+    return eta * ((S0 - rho * S1) - c * (1 - lam) * K / lam) / (1 + c)
+
+
+def h_moving(rho, lam, K, eta=1.0):
+    """Steady-state round step when the model moves (identical clients, zero curvature): with
+    e = v_0 - x stationary, Delta x = -eta g [(S0 - rho S1) - c (1-lam) K/lam] / (1 - c (1-lam)/lam)."""
+    k = np.arange(K)
+    w = (1 - rho) ** (K - 1 - k)
+    S0, S1 = w.sum(), (k * w).sum()
+    c = 1 - (1 - rho) ** K
+    return eta * ((S0 - rho * S1) - c * (1 - lam) * K / lam) / (1 - c * (1 - lam) / lam)
+
+
+def e4_effective_step(quick):
+    """Mean round displacement of FedDeper on a nearly flat problem (identical clients, curvature 1e-6)
+    in steady state, against the spec's h0 (derived at a fixed point with Delta x = 0) and against
+    the moving steady state derived here (h_moving); FedAvg's is eta K."""
+    d, n = 3, 4
+    Q = np.eye(d) * 1e-6
+    p = problems.explicit_quadratic(Q, np.tile([1.0, -2.0, 0.5], (n, 1)))
+    K, lr = 10, 0.01
+    rows = []
+    for lam in (0.5, 0.75, 1.0):
+        for rhoK in (0.0, 0.05, 0.1, 0.3, 0.5):
+            res = ft.run(p, "feddeper", rounds=200, local_steps=K, lr=lr, rho=rhoK / K, mix=lam, record_iterates=True)
+            step = res.iterates[-1] - res.iterates[-2]
+            g = p.grad(res.iterates[-2])
+            measured = float(-(step @ g) / (g @ g))
+            rows.append(dict(lam=lam, rhoK=rhoK, step_over_etaK_measured=measured / (lr * K),
+                             h_moving_over_etaK=h_moving(rhoK / K, lam, K) / K,
+                             spec_h0_over_etaK=h0(rhoK / K, lam, K) / K))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------- E5 --
+def rho_crit(p_frac, lam, K):
+    """Linearised instability threshold: c (1 - p lam) > p lam with c = 1 - (1-rho)^K (spec E5)."""
+    r = p_frac * lam / (1 - p_frac * lam) if p_frac * lam < 1 else math.inf
+    if not r < 1:
+        return math.inf
+    return 1 - (1 - r) ** (1 / K)
+
+
+def e5_instability(quick):
+    """Partial participation with stale v: runs at 0.5x, 1x and 3x the linearised threshold rho_crit
+    (n = 20, K = 10, near-zero curvature) for p in {0.1, 0.5}, lambda in {0.5, 1}."""
+    n, K = 20, 10
+    p = problems.quadratic(n, 3, L=0.01, mu=0.005, heterogeneity=0.01, seed=4, hessian="distinct")
+    rounds = 600 if quick else 2000
+    rows = []
+    for pf, lam in ((0.1, 0.5), (0.1, 1.0), (0.5, 0.5)):
+        S = int(pf * n)
+        rc = rho_crit(pf, lam, K)
+        for mult in (0.5, 1.0, 3.0):
+            res = ft.run(p, "feddeper", rounds=rounds, local_steps=K, lr=0.5, rho=mult * rc, mix=lam,
+                         clients_per_round=S, seed=0)
+            dist = float(np.linalg.norm(res.x - p.info["x_star"])) if res.status == "max_rounds" else np.inf
+            rows.append(dict(p=pf, lam=lam, S=S, rho_crit=rc, rhoK_crit=rc * K, multiple=mult, status=res.status,
+                             final_dist=dist, rounds=res.rounds))
+        avg = ft.run(p, "fedavg", rounds=rounds, local_steps=K, lr=0.5, clients_per_round=S, seed=0)
+        rows.append(dict(p=pf, lam=lam, S=S, rho_crit=rc, rhoK_crit=rc * K, multiple=np.nan, status="FedAvg " + avg.status,
+                         final_dist=float(np.linalg.norm(avg.x - p.info["x_star"])), rounds=avg.rounds))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------- E7 --
+def e7_comparison(quick):
+    """Heterogeneous logistic regression (20 clients), K = 10, eta_l = 0.1/L, minibatch 10:
+    FedAvg, FedProx (mu = 1), SCAFFOLD, FedDeper (lambda = 0.5, rho in {0.005, 0.03}) and FedDeper*,
+    S in {2, 10, 20}; final F - F* and ||grad F||^2 (3 seeds)."""
+    p = hetero_logistic()
+    gt = validation.ground_truth(p)
+    L = validation.constants(p, gt).L_max
+    rounds = 150 if quick else 500
+    seeds = 1 if quick else 3
+    methods = {"fedavg": ("fedavg", {}), "fedprox mu=1": ("fedprox", {"mu": 1.0}), "scaffold": ("scaffold", {}),
+               "feddeper rho=0.005": ("feddeper", {"rho": 0.005, "mix": 0.5}),
+               "feddeper rho=0.03": ("feddeper", {"rho": 0.03, "mix": 0.5}),
+               "feddeper* rho=0.03": ("feddeper", {"rho": 0.03, "mix": 0.5, "star": True})}
+    rows = []
+    for S in (2, 10, 20):
+        for label, (name, kw) in methods.items():
+            for s in range(seeds):
+                res = ft.run(p, name, rounds=rounds, local_steps=10, lr=0.1 / L, clients_per_round=S, batch_size=10,
+                             seed=s, reference=gt, eval_every=max(1, rounds // 50), **kw)
+                h = res.history
+                for _, r in h.iterrows():
+                    rows.append(dict(S=S, method=label, seed=s, round=int(r["round"]), subopt=r.suboptimality,
+                                     grad_sq=r.grad_mapping_sq, grad_evals=r.grad_evals, comm_up=r.comm_up,
+                                     status=res.status))
+    return pd.DataFrame(rows)
+
+
+EXPERIMENTS = {"e3_fixed_point_bias": e3_fixed_point_bias, "e4_effective_step": e4_effective_step,
+               "e5_instability": e5_instability, "e7_comparison": e7_comparison}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "feddeper"))
+    ap.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS))
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {}
+    for name in args.only or EXPERIMENTS:
+        t0 = time.perf_counter()
+        tables[name] = df = EXPERIMENTS[name](args.quick)
+        df.to_csv(out / f"{name}.csv", index=False)
+        shown = df if name != "e7_comparison" else \
+            df[df["round"] == df["round"].max()].groupby(["S", "method"], sort=False)[["subopt", "grad_sq"]].mean().reset_index()
+        print(f"{name}: {time.perf_counter() - t0:.1f} s\n{shown.to_string(index=False)}\n", flush=True)
+        (out / f"{name}.md").write_text(f"### {name} ({'quick' if args.quick else 'full'})\n\n"
+                                        f"{EXPERIMENTS[name].__doc__.strip()}\n\n{markdown(shown)}\n")
+    return tables
+
+
+if __name__ == "__main__":
+    main()
