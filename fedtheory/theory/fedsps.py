@@ -453,3 +453,13 @@ def _cases_18(quick=False):
     return [Case("shared-Hessian quadratic with gradient noise", "conforming", build,
                  dict(rounds=60 if quick else 200, local_steps=5, seeds=5 if quick else 20, x0=np.full(3, 2.0),
                       lower_bound=-10.0), {"printed": True, "corrected": True})], []
+
+
+@register_cases("fedsps.theorem_6b")
+def _cases_6b(quick=False):
+    import problems
+
+    def build():
+        return problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
+    return [Case("strongly convex heterogeneous quadratic: plateau(gb/2)/plateau(gb) <= 0.55", "conforming", build,
+                 dict(rounds=3000, local_steps=4, seeds=1), {"printed": True, "corrected": True})], []
