@@ -160,3 +160,27 @@ def constants(problem, gt=None):
                      sigma_g_sq_kind=sg_kind, gradient_diversity=lam, gradient_diversity_kind=lam_kind,
                      notes=notes)
 
+
+
+def feddeper_constants(problem, batch_size=None):
+    """FedDeper's Assumption constants (spec/feddeper.md §4.7): beta, sigma^2 (varsigma), B^2_min and G^2(B^2).
+
+    Quadratics: beta = max_i lambda_max(A_i), B^2_min = max(1, lambda_max(Abar^-1 M Abar^-1)) and
+    G^2(B) = max_x [(1/n) sum ||A_i x - b_i||^2 - B^2 ||Abar x - bbar||^2] (exact); logistic
+    regression: B = 1 and the upper bound G^2 <= mean_i R_i^2, sigma^2 <= max_i mean||a||^2 / b.
+
+    Returns
+    -------
+    dict with ``beta``, ``sigma_sq``, ``B_sq_min``, ``G_sq`` (a function of B^2) and ``notes``.
+
+    Examples
+    --------
+    >>> import problems, validation
+    >>> p = problems.quadratic(5, 3, heterogeneity=2.0, seed=1)        # equal Hessians
+    >>> c = validation.feddeper_constants(p)
+    >>> c["B_sq_min"], round(c["G_sq"](1.0), 10)
+    (1.0, 2.0)
+    """
+    from fedtheory.theory.feddeper import problem_constants
+    beta, s2, B2, G2, notes = problem_constants(problem, batch_size)
+    return dict(beta=beta, sigma_sq=s2, B_sq_min=B2, G_sq=G2, notes=notes)
