@@ -7,6 +7,8 @@ import pytest
 import fedtheory as ft
 
 MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.theory.fedspeed",
+            "fedtheory.theory.localdescent", "fedtheory.theory.fedsps", "fedtheory.theory.feddeper",
+            "fedtheory.topology",
             "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
             "problems.datasets", "problems.partition", "validation.ground_truth", "validation.constants", "validation.theorems"]
