@@ -326,6 +326,21 @@ class FederatedProblem:
             A, t = self.M[rows], self.b[rows]
         return A.T @ self._dloss(A @ x, t) / A.shape[0] + self.l2 * x
 
+    def client_hessian_vector(self, i, x, v, rows=None):
+        """Hessian-vector product of f_i at x along v; with ``rows`` the minibatch Hessian."""
+        x = self._check_x(x)
+        v = np.asarray(v, dtype=np.float64)
+        if self.kind == KIND_QUADRATIC:
+            Q, _ = self.client_data(i)
+            return Q @ v + self.l2 * v
+        if rows is None:
+            A, t = self.client_data(i)
+        else:
+            rows = np.asarray(rows, dtype=np.int64)
+            A, t = self.M[rows], self.b[rows]
+        D = self._d2loss(A @ x, t)
+        return A.T @ (D * (A @ v)) / A.shape[0] + self.l2 * v
+
     def client_hessian(self, i, x):
         """Dense Hessian of f_i at x."""
         x = self._check_x(x)

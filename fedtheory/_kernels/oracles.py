@@ -146,3 +146,51 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
             for j in range(d):
                 g[j] += c * A[r, j]
     return val
+
+
+@njit(cache=True)
+def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v, l2, out):
+    """Write the (minibatch) Hessian-vector product of f_i at x along v into ``out``.
+
+    Least squares: mean_r a_r (a_r^T v); logistic: mean_r s_r (1 - s_r) a_r (a_r^T v) with
+    s_r = sigmoid(a_r^T x); quadratic: Q_i v; plus l2 v.
+    """
+    d = x.shape[0]
+    for j in range(d):
+        out[j] = l2 * v[j]
+    if kind == KIND_QUADRATIC:
+        for r in range(start, end):
+            z = 0.0
+            if sparse:
+                for p in range(indptr[r], indptr[r + 1]):
+                    z += data[p] * v[indices[p]]
+            else:
+                for j in range(d):
+                    z += A[r, j] * v[j]
+            out[r - start] += z
+        return
+    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
+    inv = 1.0 / n_sel
+    for t in range(n_sel):
+        r = rows[t] if rows.shape[0] > 0 else start + t
+        zv = 0.0
+        zx = 0.0
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                zv += data[p] * v[indices[p]]
+                zx += data[p] * x[indices[p]]
+        else:
+            for j in range(d):
+                zv += A[r, j] * v[j]
+                zx += A[r, j] * x[j]
+        w = 1.0
+        if kind != KIND_LEAST_SQUARES:
+            s = 1.0 / (1.0 + np.exp(-zx))
+            w = s * (1.0 - s)
+        c = inv * w * zv
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                out[indices[p]] += c * data[p]
+        else:
+            for j in range(d):
+                out[j] += c * A[r, j]

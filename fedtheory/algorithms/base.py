@@ -99,6 +99,23 @@ class RoundContext:
                                     _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
+    def independent_stream(self):
+        """A second set of minibatch rows (S, K, B) and noise (S, K, d), independent of ``idx`` and
+        ``noise``, drawn from the run's auxiliary stream (two-minibatch methods: FedDeper, pFedFBE).
+        With exact gradients (B = 0) the rows are empty as well."""
+        from .._kernels.sampling import minibatch_rows
+        p = self.problem
+        S, K, B = self.idx.shape
+        idx2 = self.idx
+        if B:
+            u = self.rng.random((S, K, B))
+            idx2 = minibatch_rows(u, p.client_ptr[:-1][self.clients], p.client_sizes[self.clients], False,
+                                  np.empty((S, K, B), dtype=np.int64))
+        noise2 = self.noise
+        if self.noise.shape[0] > 0:
+            noise2 = p.noise * self.rng.standard_normal(self.noise.shape)
+        return idx2, noise2
+
     def local_feddeper(self, x0, V0, rho, coupling, idx_v, noise_v):
         """FedDeper's alternating y/v local steps (see ``feddeper_local``); returns (Y, V, fail)."""
         p = self.problem

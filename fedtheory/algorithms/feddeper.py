@@ -20,7 +20,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.sampling import minibatch_rows
 from .._validation import Bool, Interval, Options
 from ..registry import register
 from .base import Algorithm, averaged_step
@@ -103,17 +102,7 @@ class FedDeper(Algorithm):
         """Minibatch rows and noise of the v-gradients (the y-stream's own, or independent ones)."""
         if self.minibatch == "same":
             return ctx.idx, ctx.noise
-        p = ctx.problem
-        S, K, B = ctx.idx.shape
-        idx_v = ctx.idx
-        if B:
-            u = ctx.rng.random((S, K, B))
-            idx_v = minibatch_rows(u, p.client_ptr[:-1][ctx.clients], p.client_sizes[ctx.clients], False,
-                                   np.empty((S, K, B), dtype=np.int64))
-        noise_v = ctx.noise
-        if ctx.noise.shape[0] > 0:
-            noise_v = p.noise * ctx.rng.standard_normal(ctx.noise.shape)
-        return idx_v, noise_v
+        return ctx.independent_stream()
 
     def _starts(self, state, ctx):
         V0 = state["v"][ctx.clients].copy()

@@ -116,9 +116,9 @@ def check_determinism(name):
 
 def _round_kernels():
     """Every compiled local-round kernel (Numba dispatchers of the local-step modules)."""
-    from .._kernels import sps as _sps
+    from .._kernels import fbe as _fbe, sps as _sps
     out = {}
-    for mod in (_ls, _sps):
+    for mod in (_ls, _sps, _fbe):
         for k, f in vars(mod).items():
             if hasattr(f, "signatures") and hasattr(f, "py_func") and f.__module__ == mod.__name__:
                 out[f"{mod.__name__}.{k}"] = f

@@ -1,0 +1,137 @@
+"""Local steps on forward-backward envelopes and proximal local steps (pFedFBE, FedMiD, FedDualAvg)."""
+import numpy as np
+from numba import njit
+
+from .oracles import client_grad, client_hvp
+
+HVP_NONE = 0       # cheap variant: g = lam Rm
+HVP_EXACT = 1      # g = lam Rm - H Rm with the exact minibatch Hessian-vector product
+HVP_FD = 2         # forward difference (grad(x + delta Rm) - grad(x)) / delta, delta = fd_eps / ||Rm||
+
+
+@njit(cache=True)
+def _soft(u, t):
+    if u > t:
+        return u - t
+    if u < -t:
+        return u + t
+    return 0.0
+
+
+@njit(cache=True)
+def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx_g, idx_h, noise,
+                    lrs, l2, x0, lam, tau, hvp_mode, fd_eps, out):
+    """K pFedFBE local steps (Algorithm 1, eq. 9) for every sampled client, h = tau ||.||_1.
+
+        v  = grad f~(x; B_g) + noise;   th = soft(x - v/lam, tau/lam);   Rm = x - th
+        Hv = H(x; B_H) Rm (exact), (grad f~(x + d Rm; B_H) - grad f~(x; B_H))/d (forward
+             difference, d = fd_eps/||Rm||), or 0 (cheap)
+        x <- x - eta_k (lam Rm - Hv)
+
+    ``idx_g``/``idx_h`` are the (S, K, B) rows of the two minibatches (B = 0: full client data).
+    Returns -1 or s * K + k of the first non-finite iterate.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    v = np.empty(d)
+    rm = np.empty(d)
+    hv = np.empty(d)
+    g2 = np.empty(d)
+    xp = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    t = tau / lam
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        x = out[s]
+        for j in range(d):
+            x[j] = x0[j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_g[s, k], x, l2, v)
+            nrm = 0.0
+            for j in range(d):
+                vj = v[j]
+                if has_noise:
+                    vj += noise[s, k, j]
+                rm[j] = x[j] - _soft(x[j] - vj / lam, t)
+                nrm += rm[j] * rm[j]
+            if hvp_mode == HVP_EXACT:
+                client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], x, rm, l2, hv)
+            elif hvp_mode == HVP_FD and nrm > 0.0:
+                delta = fd_eps / np.sqrt(nrm)
+                for j in range(d):
+                    xp[j] = x[j] + delta * rm[j]
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], xp, l2, g2)
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], x, l2, hv)
+                for j in range(d):
+                    hv[j] = (g2[j] - hv[j]) / delta
+            else:
+                for j in range(d):
+                    hv[j] = 0.0
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                x[j] -= lr * (lam * rm[j] - hv[j])
+                check += x[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad
+
+
+@njit(cache=True)
+def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, x0,
+                   tau, dual, t0_thresh, out_x, out_z):
+    """Proximal local SGD for h = tau ||.||_1, every sampled client from x0.
+
+    Primal (FedMiD, ``dual`` False):  x <- soft(x - eta_k g(x), eta_k tau).
+    Dual (FedDualAvg, ``dual`` True): z_0 = x0 (the dual vector); x_k = soft(z_k, (t0_thresh +
+    sum_{j<k} eta_j) tau); z_{k+1} = z_k - eta_k g(x_k). ``out_z`` receives z_K, ``out_x`` x_K.
+    """
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    g = np.empty(d)
+    xk = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        x = out_x[s]
+        z = out_z[s]
+        for j in range(d):
+            x[j] = x0[j]
+            z[j] = x0[j]
+        acc = t0_thresh
+        for k in range(K):
+            lr = lrs[k]
+            if dual:
+                for j in range(d):
+                    xk[j] = _soft(z[j], acc * tau)
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], xk, l2, g)
+                check = 0.0
+                for j in range(d):
+                    gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
+                    z[j] -= lr * gj
+                    check += z[j]
+                acc += lr
+                for j in range(d):
+                    x[j] = _soft(z[j], acc * tau)
+            else:
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x, l2, g)
+                check = 0.0
+                for j in range(d):
+                    gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
+                    x[j] = _soft(x[j] - lr * gj, lr * tau)
+                    check += x[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

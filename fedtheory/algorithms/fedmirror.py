@@ -1,0 +1,81 @@
+r"""FedMiD ("Fedmirror"): federated mirror descent with the mirror map 1/2||.||^2, i.e. local
+proximal SGD (Yuan, Zaheer, Reddi 2021), spec/pfedfbe.md §5.
+
+.. math:: x_{i,k+1} = \operatorname{prox}_{\eta_l h}\bigl(x_{i,k} - \eta_l \nabla\tilde f_i(x_{i,k}; B)\bigr),
+          \qquad x^{t+1} = x^t + \eta_g \frac1S\sum_{i\in S_t}(x_{i,K} - x^t),
+
+with h the problem's :math:`\ell_1\|\cdot\|_1`; ``server_prox`` optionally applies
+:math:`\operatorname{prox}_{c h}` to the server average with c = eta_g eta_l or eta_g eta_l K (public
+re-implementations differ, spec §5). With eta_l = 1/lambda it equals cheap pFedFBE (spec §3.4).
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._kernels.fbe import prox_local_sgd
+from .._validation import Interval, Options
+from ..registry import register
+from .base import Algorithm, averaged_step
+from .pfedfbe import soft
+
+
+@register
+@dataclass(frozen=True)
+class FedMiD(Algorithm):
+    r"""FedMiD: local proximal SGD steps, server average (optionally followed by a prox).
+
+    Parameters
+    ----------
+    server_lr : float, default 1
+    server_prox : {"none", "eta_g*eta_l", "eta_g*eta_l*K"}, default "none"
+
+    References
+    ----------
+    H. Yuan, M. Zaheer, S. Reddi, "Federated composite optimization", ICML 2021 (FedMiD);
+    spec/pfedfbe.md §5.
+
+    Examples
+    --------
+    >>> import numpy as np, fedtheory as ft, problems
+    >>> rng = np.random.default_rng(0)
+    >>> p = problems.lasso([rng.normal(size=(30, 5)) for _ in range(4)], [rng.normal(size=30) for _ in range(4)], l1=0.1)
+    >>> ft.run(p, "fedmirror", rounds=20, local_steps=5, lr=0.05).status
+    'max_rounds'
+    """
+
+    server_lr: float = 1.0
+    server_prox: str = "none"
+
+    name: ClassVar[str] = "fedmirror"
+    reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); spec/pfedfbe.md §5"
+    constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
+                                   "server_prox": [Options("none", "eta_g*eta_l", "eta_g*eta_l*K")]}
+    test_params: ClassVar[dict] = {"lr": 0.1}
+
+    def check_problem(self, problem):
+        """Any smooth problem, or the l1-composite lasso."""
+
+    def local_round(self, state, ctx):
+        p = ctx.problem
+        X, Z = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
+        bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["x"], float(p.l1),
+                             False, 0.0, X, Z)
+        return {"y": X, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+
+    def local_round_reference(self, state, ctx):
+        p = ctx.problem
+        Y = np.empty((ctx.S, p.dim))
+        for s in range(ctx.S):
+            x = state["x"].copy()
+            for k in range(ctx.K):
+                x = soft(x - ctx.lrs[k] * ctx.grad(s, k, x), ctx.lrs[k] * p.l1)     # prox_{eta h}(x - eta g)
+            Y[s] = x
+        return {"y": Y}
+
+    def server_update(self, state, ctx, messages):
+        x = averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)
+        if self.server_prox != "none":
+            c = self.server_lr * float(np.mean(ctx.lrs)) * (ctx.K if self.server_prox.endswith("*K") else 1)
+            x = soft(x, c * ctx.problem.l1)
+        return {**state, "x": x}
