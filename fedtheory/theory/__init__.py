@@ -135,4 +135,4 @@ def mean_stderr(values):
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
-from . import feddeper, fedspeed, fedsps, localdescent  # noqa: E402,F401  (registration)
+from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)
