@@ -9,6 +9,7 @@ F(x) = sum_i w_i f_i(x) + h(x).
 ``logistic``              logistic loss with labels in {-1, +1}
 ``quadratic``             1/2 x^T Q_i x - c_i^T x with exactly known L, mu, heterogeneity
 ``explicit_quadratic``    1/2 x^T Q_i x - c_i^T x from given matrices (a paper's exact example)
+``federated_lasso``       pFedFBE's lasso settings (I) and (II) with known per-client signals
 ``libsvm``                logistic regression on a LIBSVM data set, partitioned
 ``breast_cancer``         logistic regression on scikit-learn's breast cancer data
 ``digits``                one-vs-rest logistic regression on scikit-learn's digits
@@ -18,14 +19,15 @@ from .least_squares import lasso, least_squares
 from .logistic import logistic
 from .quadratic import quadratic
 from .explicit import explicit_quadratic
+from .federated_lasso import federated_lasso
 from .datasets import breast_cancer, digits, libsvm, load_libsvm, LIBSVM_DATASETS
 from .partition import partition_indices, PARTITIONS
 
-__all__ = ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "libsvm", "breast_cancer",
+__all__ = ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer",
            "digits", "load_libsvm", "partition_indices", "PARTITIONS", "LIBSVM_DATASETS",
            "available"]
 
 
 def available():
     """Names of the problem factories."""
-    return ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "libsvm", "breast_cancer", "digits"]
+    return ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer", "digits"]

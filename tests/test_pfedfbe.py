@@ -179,3 +179,39 @@ def test_lemma_1_constant_bounds_the_measured_lipschitz_constant():
         for i in range(p.n_clients):
             worst = max(worst, np.linalg.norm(th.fbe_grad(p, i, x, lam) - th.fbe_grad(p, i, y, lam)) / np.linalg.norm(x - y))
     assert worst <= c["L_F"]
+
+
+@given(seed=st.integers(0, 1000), lam=st.floats(1.0, 1000.0))
+def test_personalization_shift_bound(seed, lam):
+    """|theta_i(x)_j - x_j| <= (|d_j f_i(x)| + tau)/lam for h = tau ||.||_1 (spec §2.4, check 10)."""
+    p, _, _ = lasso_problem(seed % 20)
+    x = np.random.default_rng(seed).normal(size=5)
+    for i in range(p.n_clients):
+        g = p.client_grad(i, x)
+        shift = np.abs(th.prox_point(p, i, x, lam) - x)
+        assert np.all(shift <= (np.abs(g) + p.l1) / lam * (1 + 1e-12) + 1e-15)
+
+
+def test_full_variant_diverges_when_a_client_has_L_above_lam():
+    """spec §3.4 / check 3: the factor 1 - eta q (1 - q/lam) exceeds 1 for q > lam, for every eta > 0
+    (here every client has curvature 3 > lam = 2.5 along e_1: F is unbounded below)."""
+    Q = [np.diag([3.0, 1.0]), np.diag([3.0, 0.5])]
+    p = problems.explicit_quadratic(Q, [[1.0, 0.0], [0.0, 1.0]])
+    full = ft.run(p, "pfedfbe", rounds=3000, local_steps=2, lr=0.05, lam=2.5)
+    assert full.status == "diverged" or np.linalg.norm(full.x) > 1e6
+    ok = ft.run(p, "pfedfbe", rounds=3000, local_steps=2, lr=0.05, lam=4.0)
+    assert ok.status == "max_rounds" and np.linalg.norm(ok.x) < 10
+
+
+def test_federated_lasso_generator_and_support_metrics():
+    p = problems.federated_lasso("II", n_clients=5, dim=30, samples=40, seed=1)
+    W = p.info["w_clients"]
+    assert W.shape == (5, 30) and np.all((W != 0).sum(1) == 10) and np.all(W[:, :8] == 1.0)
+    q = problems.federated_lasso("II", n_clients=5, dim=30, samples=40, seed=1, normalization="mse")
+    from fedtheory.constants import client_smoothness
+    assert client_smoothness(q).max() == pytest.approx(2 * client_smoothness(p).max(), rel=1e-12)
+    res = ft.run(p, "pfedfbe", rounds=5, local_steps=3, lr=1e-3, lam=500.0)
+    for col in ("pm_precision", "pm_recall", "pm_f1", "gm_f1", "pm_shift_inf"):
+        assert col in res.history
+    from fedtheory.metrics import support_scores
+    assert support_scores(W[0], W[0]) == (1.0, 1.0, 1.0)

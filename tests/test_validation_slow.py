@@ -127,3 +127,15 @@ def test_feddeper_experiments_quick(tmp_path):
     runs = e5[e5.multiple.notna()]
     assert (runs[runs.multiple == 3.0].final_dist > 1e6).all()        # 3x the threshold blows up
     assert (runs[runs.multiple == 0.5].final_dist < 10).all()         # 0.5x stays bounded
+
+
+@pytest.mark.slow
+def test_pfedfbe_reproduction_quick(tmp_path):
+    """Setting (II): MSE diverges, 1/2-MSE personalization moves < 0.01 (recall capped at 0.8), cheap == FedMiD."""
+    from validation import pfedfbe_reproduction as pr
+    s = pr.main(["--quick", "--out", str(tmp_path)])["summary"].set_index(["setting", "normalization", "method"])
+    assert s.loc[("II", "mse", "pFedFBE full (lam=2000)")].objective > 100     # growing: 16 at x0 = 0
+    half = s.loc[("II", "half_mse", "pFedFBE full (lam=2000)")]
+    assert half.pm_shift_inf < 0.01 and half.pm_recall <= 0.8 + 1e-12
+    cheap = s.loc[("II", "half_mse", "pFedFBE cheap (lam=2000)")].objective
+    assert abs(cheap - s.loc[("II", "half_mse", "FedMiD")].objective) < 1e-12 * cheap
