@@ -136,6 +136,7 @@ def test_pfedfbe_reproduction_quick(tmp_path):
     s = pr.main(["--quick", "--out", str(tmp_path)])["summary"].set_index(["setting", "normalization", "method"])
     assert s.loc[("II", "mse", "pFedFBE full (lam=2000)")].objective > 100     # growing: 16 at x0 = 0
     half = s.loc[("II", "half_mse", "pFedFBE full (lam=2000)")]
-    assert half.pm_shift_inf < 0.01 and half.pm_recall <= 0.8 + 1e-12
+    assert half.pm_shift_inf < 0.01                              # below the support threshold ...
+    assert abs(half.pm_recall - half.gm_recall) < 0.02          # ... so personalization adds no support
     cheap = s.loc[("II", "half_mse", "pFedFBE cheap (lam=2000)")].objective
     assert abs(cheap - s.loc[("II", "half_mse", "FedMiD")].objective) < 1e-12 * cheap
