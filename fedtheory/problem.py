@@ -119,7 +119,10 @@ class FederatedProblem:
     weights : ndarray of shape (n,), optional
         Client weights w_i (normalised to sum 1); uniform 1/n by default.
     l2, l1 : float
-        Ridge weight inside every f_i and the l1 weight of h.
+        Ridge weight inside every f_i and the weight tau of h.
+    reg : {"l1", "group", "nuclear"}
+        h = tau ||x||_1, tau sum_g ||x_g||_2 (``groups``: a group id per coordinate, -1 for an
+        unpenalized coordinate) or tau ||X||_* with X = x.reshape(``mat_shape``) (row-major).
     noise : float
         Standard deviation of additive Gaussian noise per gradient coordinate that the
         runner adds to every local gradient (sigma^2 = d * noise^2).
@@ -130,7 +133,7 @@ class FederatedProblem:
     """
 
     def __init__(self, kind, M, b, client_ptr, weights=None, l2=0.0, l1=0.0, noise=0.0,
-                 name="problem", info=None):
+                 name="problem", info=None, reg="l1", groups=None, mat_shape=None):
         self.kind = int(kind)
         self.sparse = sp.issparse(M)
         self.M = M
@@ -143,6 +146,22 @@ class FederatedProblem:
             if not (np.isfinite(v) and v >= 0):
                 raise DataError(f"{name}: {pname!r} must be a finite float >= 0, got {v!r}.")
         self.l2, self.l1, self.noise = float(l2), float(l1), float(noise)
+        if reg not in ("l1", "group", "nuclear"):
+            raise DataError(f"{name}: 'reg' must be 'l1', 'group' or 'nuclear', got {reg!r}.")
+        self.reg = reg
+        self.groups = None
+        self.mat_shape = None
+        if reg == "group":
+            g = np.asarray(groups, dtype=np.int64) if groups is not None else None
+            if g is None or g.shape != (self.dim,):
+                raise DataError(f"{name}: reg='group' needs 'groups', one group id per coordinate "
+                                f"(length {self.dim}); got {None if g is None else g.shape}.")
+            self.groups = np.ascontiguousarray(g)
+        if reg == "nuclear":
+            if mat_shape is None or int(np.prod(mat_shape)) != self.dim:
+                raise DataError(f"{name}: reg='nuclear' needs 'mat_shape' (m1, m2) with m1 * m2 = {self.dim}; "
+                                f"got {mat_shape!r}.")
+            self.mat_shape = (int(mat_shape[0]), int(mat_shape[1]))
         self.name = name
         self.info = dict(info or {})
         self.client_sizes = np.diff(self.client_ptr)
@@ -209,6 +228,10 @@ class FederatedProblem:
         if self._key is None:
             h = hashlib.sha256()
             h.update(f"{self.kind}|{self.l2!r}|{self.l1!r}|{self.dim}|{self.sparse}".encode())
+            if self.reg != "l1":
+                h.update(f"|{self.reg}|{self.mat_shape}".encode())
+                if self.groups is not None:
+                    h.update(self.groups.tobytes())
             if self.sparse:
                 for arr in (self.M.data, self.M.indices.astype(np.int64), self.M.indptr.astype(np.int64)):
                     h.update(np.ascontiguousarray(arr).tobytes())
@@ -252,8 +275,22 @@ class FederatedProblem:
         return float(self._row_w @ self._loss(z, self.b) + 0.5 * self.l2 * x @ x)
 
     def h_value(self, x):
-        """Value of the non-smooth part h(x) = l1 ||x||_1."""
-        return self.l1 * float(np.abs(x).sum())
+        """Value of the non-smooth part h(x) (tau ||x||_1, tau sum_g ||x_g|| or tau ||X||_*)."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.l1 == 0:
+            return 0.0
+        if self.reg == "l1":
+            return self.l1 * float(np.abs(x).sum())
+        if self.reg == "group":
+            return self.l1 * float(sum(np.linalg.norm(x[self.groups == g]) for g in np.unique(self.groups) if g >= 0))
+        return self.l1 * float(np.linalg.svd(x.reshape(self.mat_shape), compute_uv=False).sum())
+
+    def reg_pack(self):
+        """(reg code 0/1/2, group ids (d,) or empty, m1, m2) for the proximal kernels."""
+        code = {"l1": 0, "group": 1, "nuclear": 2}[self.reg]
+        groups = self.groups if self.groups is not None else np.zeros(0, dtype=np.int64)
+        m1, m2 = self.mat_shape if self.mat_shape is not None else (0, 0)
+        return code, groups, m1, m2
 
     def value(self, x):
         """F(x) = sum_i w_i f_i(x) + h(x)."""
@@ -283,11 +320,25 @@ class FederatedProblem:
         return H + self.l2 * np.eye(self.dim)
 
     def prox(self, x, step):
-        """Proximal operator of step * h: soft-thresholding at step * l1."""
+        """Proximal operator of step * h: soft thresholding (l1), block soft thresholding (group)
+        or singular-value thresholding (nuclear) at t = step * tau."""
         x = np.asarray(x, dtype=np.float64)
         if self.l1 == 0:
             return x.copy()
-        return np.sign(x) * np.maximum(np.abs(x) - step * self.l1, 0.0)
+        t = step * self.l1
+        if self.reg == "l1":
+            return np.sign(x) * np.maximum(np.abs(x) - t, 0.0)
+        if self.reg == "group":
+            out = x.copy()
+            for g in np.unique(self.groups):
+                if g < 0:
+                    continue
+                m = self.groups == g
+                nrm = np.linalg.norm(x[m])
+                out[m] = 0.0 if nrm <= t else x[m] * (1 - t / nrm)
+            return out
+        U, sv, Vt = np.linalg.svd(x.reshape(self.mat_shape), full_matrices=False)
+        return ((U * np.maximum(sv - t, 0.0)) @ Vt).ravel()
 
     def gradient_mapping_sq(self, x, step):
         """||G_step(x)||^2 with G = (x - prox_{step h}(x - step grad))/step (= ||grad||^2 if h=0)."""

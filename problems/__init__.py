@@ -6,6 +6,8 @@ F(x) = sum_i w_i f_i(x) + h(x).
 ========================  =====================================================
 ``least_squares``         1/(2 m_i) ||A_i x - b_i||^2 + l2/2 ||x||^2
 ``lasso``                 least squares + l1 ||x||_1
+``group_lasso``           least squares + tau sum_g ||x_g||_2
+``matrix_completion``     least squares on <X, W> + tau ||W||_* (pFedFBE's setting)
 ``logistic``              logistic loss with labels in {-1, +1}
 ``quadratic``             1/2 x^T Q_i x - c_i^T x with exactly known L, mu, heterogeneity
 ``explicit_quadratic``    1/2 x^T Q_i x - c_i^T x from given matrices (a paper's exact example)
@@ -15,7 +17,8 @@ F(x) = sum_i w_i f_i(x) + h(x).
 ``digits``                one-vs-rest logistic regression on scikit-learn's digits
 ========================  =====================================================
 """
-from .least_squares import lasso, least_squares
+from .least_squares import group_lasso, lasso, least_squares
+from .matrix_completion import matrix_completion
 from .logistic import logistic
 from .quadratic import quadratic
 from .explicit import explicit_quadratic
@@ -23,11 +26,11 @@ from .federated_lasso import federated_lasso
 from .datasets import breast_cancer, digits, libsvm, load_libsvm, LIBSVM_DATASETS
 from .partition import partition_indices, PARTITIONS
 
-__all__ = ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer",
+__all__ = ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer",
            "digits", "load_libsvm", "partition_indices", "PARTITIONS", "LIBSVM_DATASETS",
            "available"]
 
 
 def available():
     """Names of the problem factories."""
-    return ["least_squares", "lasso", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer", "digits"]
+    return ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer", "digits"]

@@ -59,3 +59,22 @@ def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
     M, t, ptr = _as_client_arrays(A, b, "problems.lasso", labels=False)
     return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, l1=l1,
                             noise=noise, name="lasso")
+
+
+def group_lasso(A, b, l1, groups, l2=0.0, weights=None, noise=0.0):
+    r"""Federated group lasso: least squares clients plus :math:`h(x) = \tau\sum_g \|x_g\|_2`.
+
+    Parameters are those of :func:`lasso`, with ``groups`` a group id per coordinate (ids
+    0, 1, ...; -1 marks an unpenalized coordinate such as an intercept).
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> rng = np.random.default_rng(0)
+    >>> p = problems.group_lasso([rng.normal(size=(20, 4))], [rng.normal(size=20)], l1=0.1, groups=[0, 0, 1, 1])
+    >>> p.reg, round(p.h_value(np.array([3.0, 4.0, 0.0, 0.0])), 12)
+    ('group', 0.5)
+    """
+    M, t, ptr = _as_client_arrays(A, b, "problems.group_lasso", labels=False)
+    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, l1=l1, noise=noise,
+                            name="group_lasso", reg="group", groups=groups)

@@ -19,11 +19,52 @@ def _soft(u, t):
 
 
 @njit(cache=True)
-def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx_g, idx_h, noise,
-                    lrs, l2, x0, lam, tau, hvp_mode, fd_eps, out):
-    """K pFedFBE local steps (Algorithm 1, eq. 9) for every sampled client, h = tau ||.||_1.
+def prox_vec(u, t, reg, groups, m1, m2, out):
+    """out = prox of t * h at u: h = ||.||_1 (reg 0), sum_g ||u_g||_2 over the group ids in
+    ``groups`` (reg 1; id -1 = unpenalized), or the nuclear norm of u.reshape(m1, m2) (reg 2)."""
+    d = u.shape[0]
+    if reg == 0:
+        for j in range(d):
+            out[j] = _soft(u[j], t)
+    elif reg == 1:
+        ng = 0
+        for j in range(d):
+            if groups[j] + 1 > ng:
+                ng = groups[j] + 1
+        nrm = np.zeros(ng)
+        for j in range(d):
+            if groups[j] >= 0:
+                nrm[groups[j]] += u[j] * u[j]
+        for j in range(d):
+            gj = groups[j]
+            if gj < 0:
+                out[j] = u[j]
+            else:
+                n_ = np.sqrt(nrm[gj])
+                out[j] = 0.0 if n_ <= t else u[j] * (1.0 - t / n_)
+    else:
+        X = np.empty((m1, m2))
+        for a in range(m1):
+            for c in range(m2):
+                X[a, c] = u[a * m2 + c]
+        U, sv, Vt = np.linalg.svd(X, full_matrices=False)
+        r = sv.shape[0]
+        for q in range(r):
+            sv[q] = sv[q] - t if sv[q] > t else 0.0
+        for a in range(m1):
+            for c in range(m2):
+                acc = 0.0
+                for q in range(r):
+                    acc += U[a, q] * sv[q] * Vt[q, c]
+                out[a * m2 + c] = acc
 
-        v  = grad f~(x; B_g) + noise;   th = soft(x - v/lam, tau/lam);   Rm = x - th
+
+@njit(cache=True)
+def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx_g, idx_h, noise,
+                    lrs, l2, x0, lam, tau, hvp_mode, fd_eps, reg, groups, m1, m2, out):
+    """K pFedFBE local steps (Algorithm 1, eq. 9) for every sampled client (h of ``prox_vec``).
+
+        v  = grad f~(x; B_g) + noise;   th = prox_{h/lam}(x - v/lam);   Rm = x - th
         Hv = H(x; B_H) Rm (exact), (grad f~(x + d Rm; B_H) - grad f~(x; B_H))/d (forward
              difference, d = fd_eps/||Rm||), or 0 (cheap)
         x <- x - eta_k (lam Rm - Hv)
@@ -51,12 +92,15 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             x[j] = x0[j]
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_g[s, k], x, l2, v)
-            nrm = 0.0
             for j in range(d):
                 vj = v[j]
                 if has_noise:
                     vj += noise[s, k, j]
-                rm[j] = x[j] - _soft(x[j] - vj / lam, t)
+                xp[j] = x[j] - vj / lam
+            prox_vec(xp, t, reg, groups, m1, m2, rm)
+            nrm = 0.0
+            for j in range(d):
+                rm[j] = x[j] - rm[j]
                 nrm += rm[j] * rm[j]
             if hvp_mode == HVP_EXACT:
                 client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], x, rm, l2, hv)
@@ -85,8 +129,8 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
 
 @njit(cache=True)
 def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, x0,
-                   tau, dual, t0_thresh, out_x, out_z):
-    """Proximal local SGD for h = tau ||.||_1, every sampled client from x0.
+                   tau, dual, t0_thresh, reg, groups, m1, m2, out_x, out_z):
+    """Proximal local SGD for h of ``prox_vec`` (weight tau), every sampled client from x0.
 
     Primal (FedMiD, ``dual`` False):  x <- soft(x - eta_k g(x), eta_k tau).
     Dual (FedDualAvg, ``dual`` True): z_0 = x0 (the dual vector); x_k = soft(z_k, (t0_thresh +
@@ -112,8 +156,7 @@ def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, client
         for k in range(K):
             lr = lrs[k]
             if dual:
-                for j in range(d):
-                    xk[j] = _soft(z[j], acc * tau)
+                prox_vec(z, acc * tau, reg, groups, m1, m2, xk)
                 client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], xk, l2, g)
                 check = 0.0
                 for j in range(d):
@@ -121,14 +164,15 @@ def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                     z[j] -= lr * gj
                     check += z[j]
                 acc += lr
-                for j in range(d):
-                    x[j] = _soft(z[j], acc * tau)
+                prox_vec(z, acc * tau, reg, groups, m1, m2, x)
             else:
                 client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x, l2, g)
-                check = 0.0
                 for j in range(d):
                     gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
-                    x[j] = _soft(x[j] - lr * gj, lr * tau)
+                    xk[j] = x[j] - lr * gj
+                prox_vec(xk, lr * tau, reg, groups, m1, m2, x)
+                check = 0.0
+                for j in range(d):
                     check += x[j]
             if not np.isfinite(check):
                 if first_bad < 0:

@@ -63,7 +63,7 @@ class FedDualAvg(Algorithm):
         p = ctx.problem
         X, Z = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
         bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["z"], float(p.l1),
-                             True, float(state["acc"]), X, Z)
+                             True, float(state["acc"]), *p.reg_pack(), X, Z)
         return {"z": Z, "fail": None if bad < 0 else divmod(bad, ctx.K)}
 
     def local_round_reference(self, state, ctx):
@@ -72,7 +72,7 @@ class FedDualAvg(Algorithm):
         for s in range(ctx.S):
             z, acc = state["z"].copy(), state["acc"]
             for k in range(ctx.K):
-                x = soft(z, acc * p.l1)                       # x_{i,k} = prox_{eta~_{t,k} h}(z_{i,k})
+                x = p.prox(z, acc)                            # x_{i,k} = prox_{eta~_{t,k} h}(z_{i,k})
                 z = z - ctx.lrs[k] * ctx.grad(s, k, x)
                 acc += ctx.lrs[k]
             Z[s] = z
@@ -81,4 +81,4 @@ class FedDualAvg(Algorithm):
     def server_update(self, state, ctx, messages):
         z = averaged_step(state["z"], ctx.weights, messages["z"], self.server_lr)
         acc = state["acc"] + self.server_lr * float(ctx.lrs.sum())
-        return {"x": soft(z, acc * ctx.problem.l1), "z": z, "acc": acc}
+        return {"x": ctx.problem.prox(z, acc), "z": z, "acc": acc}

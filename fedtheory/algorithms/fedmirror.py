@@ -60,7 +60,7 @@ class FedMiD(Algorithm):
         p = ctx.problem
         X, Z = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
         bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["x"], float(p.l1),
-                             False, 0.0, X, Z)
+                             False, 0.0, *p.reg_pack(), X, Z)
         return {"y": X, "fail": None if bad < 0 else divmod(bad, ctx.K)}
 
     def local_round_reference(self, state, ctx):
@@ -69,7 +69,7 @@ class FedMiD(Algorithm):
         for s in range(ctx.S):
             x = state["x"].copy()
             for k in range(ctx.K):
-                x = soft(x - ctx.lrs[k] * ctx.grad(s, k, x), ctx.lrs[k] * p.l1)     # prox_{eta h}(x - eta g)
+                x = p.prox(x - ctx.lrs[k] * ctx.grad(s, k, x), ctx.lrs[k])          # prox_{eta h}(x - eta g)
             Y[s] = x
         return {"y": Y}
 
@@ -77,5 +77,5 @@ class FedMiD(Algorithm):
         x = averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)
         if self.server_prox != "none":
             c = self.server_lr * float(np.mean(ctx.lrs)) * (ctx.K if self.server_prox.endswith("*K") else 1)
-            x = soft(x, c * ctx.problem.l1)
+            x = ctx.problem.prox(x, c)
         return {**state, "x": x}

@@ -111,7 +111,8 @@ class PFedFBE(Algorithm):
         Y = np.empty((ctx.S, p.dim))
         idx_h = self._h_stream(ctx) if self._hvp != HVP_NONE else ctx.idx
         bad = fbe_local_steps(*p.kernel_pack(), ctx.clients, ctx.idx, np.ascontiguousarray(idx_h), ctx.noise, ctx.lrs,
-                              p.l2, state["x"], float(self.lam), float(p.l1), self._hvp, float(self.fd_eps), Y)
+                              p.l2, state["x"], float(self.lam), float(p.l1), self._hvp, float(self.fd_eps),
+                              *p.reg_pack(), Y)
         return {"y": Y, "fail": None if bad < 0 else divmod(bad, ctx.K)}
 
     def local_round_reference(self, state, ctx):
@@ -123,7 +124,7 @@ class PFedFBE(Algorithm):
             x = state["x"].copy()
             for k in range(ctx.K):
                 v = ctx.grad(s, k, x)                                          # grad f~(x; B_g)
-                R = x - soft(x - v / lam, p.l1 / lam)                          # x - theta
+                R = x - p.prox(x - v / lam, 1.0 / lam)                         # x - theta
                 rows_h = idx_h[s, k] if idx_h.shape[2] else None
                 if self._hvp == HVP_EXACT:
                     Hv = p.client_hessian_vector(i, x, R, rows_h)
@@ -141,7 +142,7 @@ class PFedFBE(Algorithm):
 
     def personalized(self, problem, x):
         """theta_i(x) = prox_{h/lam}(x - grad f_i(x)/lam) for every client (full local gradients)."""
-        return np.array([soft(x - problem.client_grad(i, x) / self.lam, problem.l1 / self.lam)
+        return np.array([problem.prox(x - problem.client_grad(i, x) / self.lam, 1.0 / self.lam)
                          for i in range(problem.n_clients)])
 
     def history_extras(self, state, problem):
@@ -155,4 +156,11 @@ class PFedFBE(Algorithm):
                 pr, rc, f1 = client_support_scores(models, W)
                 out.update({f"{tag}_precision": pr, f"{tag}_recall": rc, f"{tag}_f1": f1})
             out["pm_shift_inf"] = float(np.max(np.abs(th - state["x"])))
+        Wm = (problem.info or {}).get("W_clients")
+        if Wm is not None and problem.mat_shape is not None:    # rank (sigma > 0.01) and recovery error
+            sv = [np.linalg.svd(t.reshape(problem.mat_shape), compute_uv=False) for t in th]
+            out["pm_rank"] = float(np.mean([(v > 0.01).sum() for v in sv]))
+            out["gm_rank"] = float((np.linalg.svd(state["x"].reshape(problem.mat_shape), compute_uv=False) > 0.01).sum())
+            out["pm_recovery"] = float(np.mean(np.linalg.norm(th - Wm, axis=1)))
+            out["gm_recovery"] = float(np.mean(np.linalg.norm(state["x"] - Wm, axis=1)))
         return out

@@ -32,15 +32,15 @@ def soft(u, t):
 
 def prox_point(problem, i, x, lam):
     """T_i(x) = prox_{h/lam}(x - grad f_i(x)/lam) (the personalized model)."""
-    return soft(x - problem.client_grad(i, x) / lam, problem.l1 / lam)
+    return problem.prox(x - problem.client_grad(i, x) / lam, 1.0 / lam)
 
 
 def fbe_value(problem, i, x, lam):
     """F_i(x) by the closed form (5)."""
     g = problem.client_grad(i, x)
     u = x - g / lam
-    p = soft(u, problem.l1 / lam)
-    M = problem.l1 * np.abs(p).sum() + lam / 2 * np.sum((p - u) ** 2)
+    p = problem.prox(u, 1.0 / lam)
+    M = problem.h_value(p) + lam / 2 * np.sum((p - u) ** 2)
     return float(problem.client_value(i, x) - g @ g / (2 * lam) + M)
 
 
@@ -138,7 +138,7 @@ def simulate(problem, rounds, K, eta, lam, S=None, b=None, seed=0, x0=None, hvp=
                     rows = lo + rng.choice(m, b, replace=False)
                     rows_h = lo + rng.choice(m, b, replace=False)
                 v = problem.client_grad(int(i), X[s], rows)
-                th = soft(X[s] - v / lam, problem.l1 / lam)
+                th = problem.prox(X[s] - v / lam, 1.0 / lam)
                 pts.append(th)
                 Rm = X[s] - th
                 Hv = problem.client_hessian_vector(int(i), X[s], Rm, rows_h) if hvp == "exact" else 0.0
