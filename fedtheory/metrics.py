@@ -33,3 +33,25 @@ def client_support_scores(models, w_clients, threshold=0.01):
         models = np.repeat(models[None], len(w_clients), axis=0)
     s = np.array([support_scores(m, w, threshold) for m, w in zip(models, w_clients)])
     return tuple(float(v) for v in s.mean(axis=0))
+
+
+def personalized_extras(problem, models, x):
+    """History columns for personalized models ``models`` (n, d) and the global model x:
+    ``pm_value`` (mean of f_i + h at the personalized models), support precision / recall / F1
+    (problems with ``info["w_clients"]``) and rank / recovery error (``info["W_clients"]``)."""
+    n = problem.n_clients
+    out = {"pm_value": float(np.mean([problem.client_value(i, models[i]) + problem.h_value(models[i])
+                                      for i in range(n)]))}
+    info = problem.info or {}
+    if info.get("w_clients") is not None:
+        for tag, m in (("pm", models), ("gm", x)):
+            pr, rc, f1 = client_support_scores(m, info["w_clients"])
+            out.update({f"{tag}_precision": pr, f"{tag}_recall": rc, f"{tag}_f1": f1})
+    if info.get("W_clients") is not None and problem.mat_shape is not None:
+        W = info["W_clients"]
+        out["pm_rank"] = float(np.mean([(np.linalg.svd(m.reshape(problem.mat_shape), compute_uv=False) > 0.01).sum()
+                                        for m in models]))
+        out["gm_rank"] = float((np.linalg.svd(x.reshape(problem.mat_shape), compute_uv=False) > 0.01).sum())
+        out["pm_recovery"] = float(np.mean(np.linalg.norm(models - W, axis=1)))
+        out["gm_recovery"] = float(np.mean(np.linalg.norm(x - W, axis=1)))
+    return out

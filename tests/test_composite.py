@@ -97,12 +97,14 @@ def test_prox_identities_group_and_nuclear(seed, gamma, tau):
     assert npb.h_value(P) <= npb.h_value(V) + 1e-12
 
 
-@pytest.mark.parametrize("name", ["pfedfbe", "fedmirror", "feddual"])
+@pytest.mark.parametrize("name", ["pfedfbe", "fedmirror", "feddual", "ditto", "pfedme", "pfedprox"])
 def test_composite_kernels_match_numpy_twins(name):
     """The Numba prox (block soft thresholding, SVT) equals problem.prox: same iterates both backends."""
     gp, _, _ = group_problem(1)
     mc = problems.matrix_completion(n_clients=4, shape=(5, 4), samples=30, seed=1, shared_rank=2)
-    kw = {"pfedfbe": dict(lam=60.0, lr=0.005), "fedmirror": dict(lr=0.02), "feddual": dict(lr=0.02)}[name]
+    kw = {"pfedfbe": dict(lam=60.0, lr=0.005), "fedmirror": dict(lr=0.02), "feddual": dict(lr=0.02),
+          "ditto": dict(lr=0.02), "pfedme": dict(lr=0.02, eta_p=0.01, lam_p=2.0, inner=2),
+          "pfedprox": dict(lr=0.02, mu=0.1)}[name]
     for p in (gp, mc):
         for extra in ({}, dict(batch_size=5, clients_per_round=2)):
             a = ft.run(p, name, rounds=4, local_steps=3, seed=2, record_iterates=True, **kw, **extra).iterates

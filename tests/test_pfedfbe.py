@@ -215,3 +215,51 @@ def test_federated_lasso_generator_and_support_metrics():
         assert col in res.history
     from fedtheory.metrics import support_scores
     assert support_scores(W[0], W[0]) == (1.0, 1.0, 1.0)
+
+
+def test_ditto_pfedme_pfedprox_rules():
+    """Personalization baselines follow spec §5 (own loops, deterministic, lasso)."""
+    p, A, b = lasso_problem(8)
+    eta, K, R, tau = 0.02, 3, 4, 0.1
+    g = [lambda x, a=a, t=t: a.T @ (a @ x - t) / len(t) for a, t in zip(A, b)]
+    # Ditto (lam_d = 0.5): FedMiD global, personal prox steps pulled to x^t
+    x, V = np.zeros(5), np.zeros((4, 5))
+    for _ in range(R):
+        ys = []
+        for i in range(4):
+            y, v = x.copy(), V[i].copy()
+            for _ in range(K):
+                y = soft(y - eta * g[i](y), eta * tau)
+                v = soft(v - eta * (g[i](v) + 0.5 * (v - x)), eta * tau)
+            ys.append(y)
+            V[i] = v
+        x = np.mean(ys, axis=0)
+    r = ft.run(p, "ditto", rounds=R, local_steps=K, lr=eta, lam_d=0.5)
+    assert np.abs(r.x - x).max() <= 1e-12 and np.abs(r.state["v"] - V).max() <= 1e-12
+    # pFedMe (lam_p = 2, eta_p = 0.05, inner 3, beta = 0.8, weight decay 0.001)
+    x, Th = np.zeros(5), np.zeros((4, 5))
+    for _ in range(R):
+        ws = []
+        for i in range(4):
+            w, th = x.copy(), x.copy()
+            for _ in range(K):
+                for _ in range(3):
+                    th = soft(th - 0.05 * (g[i](th) + 2.0 * (th - w) + 0.001 * th), 0.05 * tau)
+                w = w - eta * 2.0 * (w - th)
+            ws.append(w)
+            Th[i] = th
+        x = 0.2 * x + 0.8 * np.mean(ws, axis=0)
+    r = ft.run(p, "pfedme", rounds=R, local_steps=K, lr=eta, lam_p=2.0, eta_p=0.05, inner=3, beta=0.8)
+    assert np.abs(r.x - x).max() <= 1e-12 and np.abs(r.state["theta"] - Th).max() <= 1e-12
+    # personalized FedProx (mu = 0.3)
+    x = np.zeros(5)
+    for _ in range(R):
+        ys = []
+        for i in range(4):
+            y = x.copy()
+            for _ in range(K):
+                y = soft(y - eta * (g[i](y) + 0.3 * (y - x)), eta * tau)
+            ys.append(y)
+        x = np.mean(ys, axis=0)
+    r = ft.run(p, "pfedprox", rounds=R, local_steps=K, lr=eta, mu=0.3)
+    assert np.abs(r.x - x).max() <= 1e-12

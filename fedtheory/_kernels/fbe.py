@@ -179,3 +179,81 @@ def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                     first_bad = s * K + k
                 break
     return first_bad
+
+
+@njit(cache=True)
+def anchored_prox_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
+                      anchor, mu, tau, reg, groups, m1, m2, out):
+    """K proximal steps with a pull to ``anchor``: y_0 = X0[s],
+    y <- prox_{eta_k tau h}(y - eta_k (g(y; B) + mu (y - anchor))) (Ditto's personal model, FedProx
+    with a composite h). Returns -1 or s * K + k of the first non-finite iterate."""
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = X0.shape[1]
+    first_bad = -1
+    g = np.empty(d)
+    u = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        y = out[s]
+        for j in range(d):
+            y[j] = X0[s, j]
+        for k in range(K):
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
+            lr = lrs[k]
+            for j in range(d):
+                gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
+                u[j] = y[j] - lr * (gj + mu * (y[j] - anchor[j]))
+            prox_vec(u, lr * tau, reg, groups, m1, m2, y)
+            check = 0.0
+            for j in range(d):
+                check += y[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad
+
+
+@njit(cache=True)
+def pfedme_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, x0,
+                 lam_p, eta_p, inner, wd, tau, reg, groups, m1, m2, out_w, out_theta):
+    """pFedMe's local rounds (T Dinh et al. 2020, with a prox for h): w_0 = theta_0 = x0; for each step k
+    with one minibatch, ``inner`` times theta <- prox_{eta_p tau h}(theta - eta_p (g(theta; B) + lam_p
+    (theta - w) + wd theta)), then w <- w - eta_k lam_p (w - theta). theta is warm-started across k."""
+    S = clients.shape[0]
+    K = lrs.shape[0]
+    d = x0.shape[0]
+    first_bad = -1
+    g = np.empty(d)
+    u = np.empty(d)
+    has_noise = noise.shape[0] > 0
+    for s in range(S):
+        i = clients[s]
+        start = client_ptr[i]
+        end = client_ptr[i + 1]
+        w = out_w[s]
+        th = out_theta[s]
+        for j in range(d):
+            w[j] = x0[j]
+            th[j] = x0[j]
+        for k in range(K):
+            for _ in range(inner):
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], th, l2, g)
+                for j in range(d):
+                    gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
+                    u[j] = th[j] - eta_p * (gj + lam_p * (th[j] - w[j]) + wd * th[j])
+                prox_vec(u, eta_p * tau, reg, groups, m1, m2, th)
+            lr = lrs[k]
+            check = 0.0
+            for j in range(d):
+                w[j] -= lr * lam_p * (w[j] - th[j])
+                check += w[j] + th[j]
+            if not np.isfinite(check):
+                if first_bad < 0:
+                    first_bad = s * K + k
+                break
+    return first_bad

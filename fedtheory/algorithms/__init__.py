@@ -1,4 +1,4 @@
 """Registered algorithms, one file each (see :func:`fedtheory.algorithms`)."""
-from . import (fedadam, fedadmm, fedams, fedavg, fedcm, feddeper, feddual, feddyn, fedmirror, fedpd,  # noqa: F401
-               fedprox, fedsps, fedsps_dec, fedsps_global, fedsps_normalized, fedspeed, lfd, mime, nfsgd,
-               pfedfbe, scaffold)  # (registration side effects)
+from . import (ditto, fedadam, fedadmm, fedams, fedavg, fedcm, feddeper, feddual, feddyn, fedmirror,  # noqa: F401
+               fedpd, fedprox, fedsps, fedsps_dec, fedsps_global, fedsps_normalized, fedspeed, lfd, mime, nfsgd,
+               pfedfbe, pfedme, pfedprox, scaffold)  # (registration side effects)

@@ -146,21 +146,9 @@ class PFedFBE(Algorithm):
                          for i in range(problem.n_clients)])
 
     def history_extras(self, state, problem):
+        from ..metrics import personalized_extras
         th = self.personalized(problem, state["x"])
-        pm = np.mean([problem.client_value(i, th[i]) + problem.h_value(th[i]) for i in range(problem.n_clients)])
-        out = {"pm_value": float(pm)}
-        W = (problem.info or {}).get("w_clients")
-        if W is not None:                    # support recovery at the paper's 0.01 threshold (spec §8.1)
-            from ..metrics import client_support_scores
-            for tag, models in (("pm", th), ("gm", state["x"])):
-                pr, rc, f1 = client_support_scores(models, W)
-                out.update({f"{tag}_precision": pr, f"{tag}_recall": rc, f"{tag}_f1": f1})
+        out = personalized_extras(problem, th, state["x"])
+        if (problem.info or {}).get("w_clients") is not None:
             out["pm_shift_inf"] = float(np.max(np.abs(th - state["x"])))
-        Wm = (problem.info or {}).get("W_clients")
-        if Wm is not None and problem.mat_shape is not None:    # rank (sigma > 0.01) and recovery error
-            sv = [np.linalg.svd(t.reshape(problem.mat_shape), compute_uv=False) for t in th]
-            out["pm_rank"] = float(np.mean([(v > 0.01).sum() for v in sv]))
-            out["gm_rank"] = float((np.linalg.svd(state["x"].reshape(problem.mat_shape), compute_uv=False) > 0.01).sum())
-            out["pm_recovery"] = float(np.mean(np.linalg.norm(th - Wm, axis=1)))
-            out["gm_recovery"] = float(np.mean(np.linalg.norm(state["x"] - Wm, axis=1)))
         return out
