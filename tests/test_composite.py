@@ -95,6 +95,10 @@ def test_prox_identities_group_and_nuclear(seed, gamma, tau):
     proj = (U_ @ np.diag(np.minimum(s_, tau)) @ Vt_).ravel()                 # projection on the spectral ball
     assert np.allclose(V, P + gamma * proj, atol=1e-10)
     assert npb.h_value(P) <= npb.h_value(V) + 1e-12
+    # optimality: S = (V - P)/gamma is a subgradient of tau ||.||_* at P: ||S||_2 <= tau, <S, P> = tau ||P||_*
+    S_ = ((V - P) / gamma).reshape(4, 3)
+    assert np.linalg.norm(S_, 2) <= tau * (1 + 1e-9) + 1e-12
+    assert np.sum(S_ * P.reshape(4, 3)) == pytest.approx(npb.h_value(P), rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("name", ["pfedfbe", "fedmirror", "feddual", "ditto", "pfedme", "pfedprox"])
