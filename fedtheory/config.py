@@ -165,7 +165,7 @@ def load(path_or_text, path=None):
     cfg = Config({}, {}, {}, where, text)
     for t in data:
         if t not in TABLES or not isinstance(data[t], dict):
-            raise cfg.error(t, None, f"unknown table; expected [problem], [run] and optionally [grid]")
+            raise cfg.error(t, None, "unknown table; expected [problem], [run] and optionally [grid]")
     if "problem" not in data:
         raise ConfigError(f"{where}: missing table [problem] (with name = a problems factory)")
     if "run" not in data:

@@ -77,7 +77,6 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
     >>> len(fig.axes[0].lines)
     2
     """
-    import matplotlib.pyplot as plt  # noqa: F401  (backend set by the caller)
     y = y or default_metric(df)
     if y not in df:
         raise ValueError(f"The 'y' parameter of rate_plot must be a column of the table "

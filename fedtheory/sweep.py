@@ -11,7 +11,6 @@ import functools
 import json
 
 import numpy as np
-import pandas as pd
 
 from .config import load, run_id
 from .results import ResultsStore, flatten_params

@@ -3,17 +3,14 @@
 ``python figures/fedspeed.py [--results validation/results/fedspeed] [--out figures]`` reads the
 tables written by ``python -m validation.fedspeed_experiments`` and writes PNGs.
 """
-import argparse
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from _render import render  # noqa: E402
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def theorem_vs_T(df):
@@ -113,21 +110,7 @@ FIGURES = {"e8_corollary": ("fedspeed_theorem_vs_T.png", theorem_vs_T),
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=str(ROOT / "validation" / "results" / "fedspeed"))
-    ap.add_argument("--out", default=str(ROOT / "figures"))
-    args = ap.parse_args(argv)
-    res, out = Path(args.results), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for table, (fname, fn) in FIGURES.items():
-        path = res / f"{table}.csv"
-        if not path.exists():
-            print(f"skip {fname}: {path} missing")
-            continue
-        fig = fn(pd.read_csv(path))
-        fig.savefig(out / fname, dpi=150)
-        plt.close(fig)
-        print(f"wrote {out / fname}")
+    render(FIGURES, "fedspeed", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

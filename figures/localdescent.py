@@ -2,17 +2,13 @@
 
 ``python figures/localdescent.py [--results validation/results/localdescent] [--out figures]``.
 """
-import argparse
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from _render import render  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def admissible_eta(df):
@@ -120,21 +116,7 @@ FIGURES = {"e3_admissible_eta": ("localdescent_admissible_eta.png", admissible_e
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=str(ROOT / "validation" / "results" / "localdescent"))
-    ap.add_argument("--out", default=str(ROOT / "figures"))
-    args = ap.parse_args(argv)
-    res, out = Path(args.results), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for table, (fname, fn) in FIGURES.items():
-        path = res / f"{table}.csv"
-        if not path.exists():
-            print(f"skip {fname}: {path} missing")
-            continue
-        fig = fn(pd.read_csv(path))
-        fig.savefig(out / fname, dpi=150)
-        plt.close(fig)
-        print(f"wrote {out / fname}")
+    render(FIGURES, "localdescent", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,7 @@ the predictions.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,8 @@ import pandas as pd
 import fedtheory as ft
 import problems
 import validation
-from validation.fedspeed_experiments import hetero_logistic, markdown
+from validation.experiments import run_experiments
+from validation.fedspeed_experiments import hetero_logistic
 
 
 def hetero_quadratic(n=10, d=5, seed=3, het=1.0):
@@ -245,25 +244,16 @@ EXPERIMENTS = {"e2_drift_vs_K": e2_drift_vs_K, "e3_fixed_point_bias": e3_fixed_p
                "e7_comparison": e7_comparison, "e8_theorem2": e8_theorem2, "e9_sweeps": e9_sweeps}
 
 
+def _shown(name, df):
+    if name != "e7_comparison":
+        return df
+    last = df[df["round"] == df["round"].max()]
+    return last.groupby(["S", "method"], sort=False)[["subopt", "grad_sq"]].mean().reset_index()
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "feddeper"))
-    ap.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS))
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tables = {}
-    for name in args.only or EXPERIMENTS:
-        t0 = time.perf_counter()
-        tables[name] = df = EXPERIMENTS[name](args.quick)
-        df.to_csv(out / f"{name}.csv", index=False)
-        shown = df if name != "e7_comparison" else \
-            df[df["round"] == df["round"].max()].groupby(["S", "method"], sort=False)[["subopt", "grad_sq"]].mean().reset_index()
-        print(f"{name}: {time.perf_counter() - t0:.1f} s\n{shown.to_string(index=False)}\n", flush=True)
-        (out / f"{name}.md").write_text(f"### {name} ({'quick' if args.quick else 'full'})\n\n"
-                                        f"{EXPERIMENTS[name].__doc__.strip()}\n\n{markdown(shown)}\n")
-    return tables
+    return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "feddeper",
+                           __doc__.splitlines()[0], argv, shown=_shown)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ per-client feature shift and label prior, l2 = 1e-3) with a certified optimum.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import fedspeed as th
+from validation.experiments import run_experiments
 
 A_SPEC = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
 S_NOISE = 0.45
@@ -243,35 +242,8 @@ EXPERIMENTS = {"e3_no_drift": e3_no_drift, "e4_perturbation_bias": e4_perturbati
                "e9_fixed_budget": e9_fixed_budget}
 
 
-def markdown(df, digits=3):
-    """A pipe table (no extra dependency)."""
-    def fmt(v):
-        if isinstance(v, (float, np.floating)):
-            return "nan" if np.isnan(v) else f"{v:.{digits}g}"
-        return str(v)
-    head = "| " + " | ".join(df.columns) + " |"
-    sep = "|" + "---|" * len(df.columns)
-    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, sep] + body)
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and seeds")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "fedspeed"))
-    ap.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), help="subset of experiments")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tables = {}
-    for name in args.only or EXPERIMENTS:
-        t0 = time.perf_counter()
-        tables[name] = df = EXPERIMENTS[name](args.quick)
-        df.to_csv(out / f"{name}.csv", index=False)
-        print(f"{name}: {time.perf_counter() - t0:.1f} s\n{df.to_string(index=False)}\n", flush=True)
-        (out / f"{name}.md").write_text(f"### {name} ({'quick' if args.quick else 'full'})\n\n"
-                                        f"{EXPERIMENTS[name].__doc__.strip()}\n\n{markdown(df)}\n")
-    return tables
+    return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "fedspeed", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 import fedtheory as ft
 import problems
-from validation.fedspeed_experiments import markdown
+from validation.experiments import markdown
 
 ETA_L = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 ETA = (1e-3, 1e-2, 1e-1, 1.0)

@@ -7,9 +7,7 @@ Markdown table per experiment to ``DIR`` (default ``validation/results/localdesc
 """
 from __future__ import annotations
 
-import argparse
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ import problems
 import validation
 from fedtheory.theory import localdescent as ld
 from fedtheory.topology import mixing_matrix, zeta
-from validation.fedspeed_experiments import markdown
+from validation.experiments import run_experiments
 
 
 def shared_quadratic(n=8, d=6, seed=6, noise=0.0, weights=None):
@@ -333,22 +331,7 @@ EXPERIMENTS = {"e1_lfgd_validity": e1_lfgd_validity, "e2_distinct_minimizers": e
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and seeds")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "localdescent"))
-    ap.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), help="subset of experiments")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tables = {}
-    for name in args.only or EXPERIMENTS:
-        t0 = time.perf_counter()
-        tables[name] = df = EXPERIMENTS[name](args.quick)
-        df.to_csv(out / f"{name}.csv", index=False)
-        print(f"{name}: {time.perf_counter() - t0:.1f} s\n{df.to_string(index=False)}\n", flush=True)
-        (out / f"{name}.md").write_text(f"### {name} ({'quick' if args.quick else 'full'})\n\n"
-                                        f"{EXPERIMENTS[name].__doc__.strip()}\n\n{markdown(df)}\n")
-    return tables
+    return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "localdescent", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from .._kernels.fbe import prox_local_sgd
 from .._validation import Interval, Options
 from ..registry import register
 from .base import Algorithm, averaged_step
-from .pfedfbe import soft
 
 
 @register

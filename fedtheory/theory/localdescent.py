@@ -465,7 +465,7 @@ def _virtual_average_grad_sq(problem, T, E, eta, S, seed, x0, W=None):
     NFSGD (mixing matrix W), with xbar the virtual average at every local step (spec §4.3-4.4),
     and the 99th percentile of the multi-point diversity of the clients' iterates (lambda_traj)."""
     rng = np.random.default_rng(seed)
-    n, d = problem.n_clients, problem.dim
+    n = problem.n_clients
     q = problem.weights
     X = np.repeat(np.asarray(x0, dtype=float)[None], n, axis=0)
     idx, w = np.arange(n), q

@@ -1,0 +1,30 @@
+"""Shared command line of the figure scripts: read the result tables, draw, save the PNGs."""
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def render(figures, results, description, argv=None):
+    """``figures`` maps a table name (``results/<name>.csv``) to ``(png name, fn(DataFrame) -> Figure)``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--results", default=str(ROOT / "validation" / "results" / results))
+    ap.add_argument("--out", default=str(ROOT / "figures"))
+    args = ap.parse_args(argv)
+    res, out = Path(args.results), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for table, (fname, fn) in figures.items():
+        path = res / f"{table}.csv"
+        if not path.exists():
+            print(f"skip {fname}: {path} missing")
+            continue
+        fig = fn(pd.read_csv(path))
+        fig.savefig(out / fname, dpi=150)
+        plt.close(fig)
+        print(f"wrote {out / fname}")
