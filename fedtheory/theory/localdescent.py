@@ -193,6 +193,20 @@ def _not_applicable(name, variant, reason):
     return Verification(name, variant, False, reason, [], float("nan"), float("nan"))
 
 
+def _assumption_constants(problem, batch_size=None, noise_model=True):
+    """(lambda_sup, sigma^2, B, C1) of Assumptions 1-3, or a string saying why they do not exist
+    (no closed form, or clients without a shared minimiser: sup Lambda = inf, spec §3.1)."""
+    try:
+        lam = diversity_sup(problem)
+        sigma2, B, C1 = _sigma2_B(problem, batch_size) if noise_model else (0.0, 1, 0.0)
+    except ValueError as e:
+        return str(e)
+    if not math.isfinite(lam):
+        return ("the clients do not share a minimiser, so sup Lambda = inf "
+                "(Assumption: bounded gradient diversity fails; spec §3.1)")
+    return lam, sigma2, B, C1
+
+
 @register_theorem("localdescent.theorem_4_1")
 def theorem_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=None, variant="corrected",
                 seeds=10, x0=None, trajectory=True, measurement=None):
@@ -229,13 +243,10 @@ def theorem_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=No
     check_param("variant", variant, [Options(*VARIANTS)], name)
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("seeds", seeds, [Interval(int, 1, None)], name)
-    try:
-        lam = diversity_sup(problem)
-    except ValueError as e:
-        return _not_applicable(name, variant, str(e))
-    if not math.isfinite(lam):
-        return _not_applicable(name, variant, "the clients do not share a minimiser, so sup Lambda = inf "
-                                              "(Assumption: bounded gradient diversity fails; spec §3.1)")
+    consts = _assumption_constants(problem, noise_model=False)
+    if isinstance(consts, str):
+        return _not_applicable(name, variant, consts)
+    lam = consts[0]
     L, mu = pl_constants(problem)
     E = local_steps
     if lr is None:
@@ -381,13 +392,10 @@ def theorem_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_roun
     from ..runner import run
     name = "localdescent.theorem_4_2"
     check_param("variant", variant, [Options(*VARIANTS)], name)
-    try:
-        lam = diversity_sup(problem)
-        sigma2, B, C1 = _sigma2_B(problem, batch_size)
-    except ValueError as e:
-        return _not_applicable(name, variant, str(e))
-    if not math.isfinite(lam):
-        return _not_applicable(name, variant, "the clients do not share a minimiser (sup Lambda = inf)")
+    consts = _assumption_constants(problem, batch_size)
+    if isinstance(consts, str):
+        return _not_applicable(name, variant, consts)
+    lam, sigma2, B, C1 = consts
     L, mu = pl_constants(problem)
     E, S = local_steps, clients_per_round or problem.n_clients
     if alpha is None:
@@ -516,13 +524,10 @@ def theorem_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, variant
     from .._validation import Options, check_param
     name = "localdescent.theorem_4_4"
     check_param("variant", variant, [Options(*VARIANTS)], name)
-    try:
-        lam = diversity_sup(problem)
-        sigma2, B, C1 = _sigma2_B(problem, None)
-    except ValueError as e:
-        return _not_applicable(name, variant, str(e))
-    if not math.isfinite(lam):
-        return _not_applicable(name, variant, "the clients do not share a minimiser (sup Lambda = inf)")
+    consts = _assumption_constants(problem, None)
+    if isinstance(consts, str):
+        return _not_applicable(name, variant, consts)
+    lam, sigma2, B, C1 = consts
     L, _ = pl_constants(problem)
     E, S = local_steps, clients_per_round or problem.n_clients
     T = rounds * E
@@ -563,13 +568,10 @@ def theorem_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, var
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n):
         return _not_applicable(name, variant, "Theorem 4.7 is proved for uniform client weights q = 1/n")
-    try:
-        lam = diversity_sup(problem)
-        sigma2, B, C1 = _sigma2_B(problem, None)
-    except ValueError as e:
-        return _not_applicable(name, variant, str(e))
-    if not math.isfinite(lam):
-        return _not_applicable(name, variant, "the clients do not share a minimiser (sup Lambda = inf)")
+    consts = _assumption_constants(problem, None)
+    if isinstance(consts, str):
+        return _not_applicable(name, variant, consts)
+    lam, sigma2, B, C1 = consts
     Wm = mixing_matrix(topology, n) if W is None else check_mixing(W)
     z = zeta_of(Wm)
     L, _ = pl_constants(problem)
