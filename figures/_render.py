@@ -11,6 +11,14 @@ import pandas as pd  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def finish(fig, ax, **legend):
+    """Last lines of a one-panel figure: legend (``fontsize=7`` unless given), log-scale grid, tight layout."""
+    ax.legend(**{"fontsize": 7, **legend})
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def render(figures, results, description, argv=None):
     """``figures`` maps a table name (``results/<name>.csv``) to ``(png name, fn(DataFrame) -> Figure)``."""
     ap = argparse.ArgumentParser(description=description)

@@ -7,7 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from _render import render  # noqa: E402
+from _render import finish, render  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -26,10 +26,7 @@ def bias(df):
     ax.set_ylabel(r"$\|\nabla f(x_\infty)\|$ (deterministic, full participation)")
     ax.set_title("FedDeper rescales client drift: bias vs rho K\n(heterogeneous Hessians; diverges beyond the h0 pole)",
                  fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def instability(df):
@@ -46,10 +43,7 @@ def instability(df):
     ax.set_xlabel(r"$\rho / \rho_{crit}$ (linearised stale-v threshold)")
     ax.set_ylabel(r"final $\|x - x^*\|$")
     ax.set_title("Partial participation: stale personalized models make FedDeper unstable", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def comparison(df):

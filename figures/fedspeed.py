@@ -8,7 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from _render import render  # noqa: E402
+from _render import finish, render  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -26,10 +26,7 @@ def theorem_vs_T(df):
     ax.set_xlabel("communication rounds T  (K = 2T, $\\eta_l=\\lambda/K$, $\\rho=0.1/\\sqrt{T}$)")
     ax.set_ylabel(r"$\frac{1}{T}\sum_{t=1}^{T-1}\mathbb{E}\|\nabla F(z^t)\|^2$")
     ax.set_title("FedSpeed Theorem 4.4: bound vs measured\n(Corollary 4.5 schedule, noisy quadratic, n = 10)", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def floor_vs_K(df):
@@ -45,10 +42,7 @@ def floor_vs_K(df):
     ax.set_title("FedSpeed noise floor scales as 1/K and 1/n\n(the variance the proof of Theorem 4.4 drops)", fontsize=10)
     ax.set_xticks(sorted(df.K.unique()), [str(k) for k in sorted(df.K.unique())])
     ax.minorticks_off()
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def server_floor(df):
@@ -62,10 +56,7 @@ def server_floor(df):
     ax.set_xlabel("clients per round S (n = 20), exact gradients")
     ax.set_ylabel(r"mean $\|x^t - x^*\|$ over the last 200 rounds")
     ax.set_title("FedSpeed server under partial participation:\nAlg. 1 line 16 ('alg1') vs released code ('dyn')", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, ncol=2)
 
 
 def audit(df):
@@ -96,10 +87,7 @@ def fixed_budget(df):
     ax.set_title("Robustness to K at a fixed local budget\n(heterogeneous logistic, S = 5 of 20, B = 10)", fontsize=10)
     ax.set_xticks(sorted(df.K.unique()), [str(k) for k in sorted(df.K.unique())])
     ax.minorticks_off()
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 FIGURES = {"e8_corollary": ("fedspeed_theorem_vs_T.png", theorem_vs_T),

@@ -7,7 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from _render import render  # noqa: E402
+from _render import finish, render  # noqa: E402
 
 
 
@@ -25,10 +25,7 @@ def admissible_eta(df):
     ax.set_xlabel("local steps E")
     ax.set_ylabel(r"largest admissible $\eta L$")
     ax.set_title("Theorem 4.1: admissible step vs E\n(empirical rate bound holds vs the conditions)", fontsize=10)
-    ax.legend(fontsize=6, ncol=2)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, fontsize=6, ncol=2)
 
 
 def rounds_per_efold(df):
@@ -46,10 +43,7 @@ def rounds_per_efold(df):
     ax.set_ylabel("communication rounds per e-fold of f - f*")
     ax.set_title(f"LFGD: rounds per e-fold ($\\kappa$={df.kappa.iloc[0]:.2f}, $\\lambda$={df.lam_sup.iloc[0]:.3f})\n"
                  "thin lines: asymptotes 2 kappa sqrt(lambda), 4 lambda kappa^2", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def plateau(df):
@@ -63,10 +57,7 @@ def plateau(df):
     ax.set_xlabel("local steps E")
     ax.set_ylabel(r"plateau of $f - f^*$")
     ax.set_title("Distinct minimisers: local GD plateau (Theorems 4.1-4.7 not applicable)", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 def topology(df):
@@ -102,10 +93,7 @@ def nonconvex(df):
     ax.set_xlabel("local steps E")
     ax.set_ylabel(r"$\frac{1}{T}\sum_t\|\nabla f(\bar x^{(t)})\|^2$")
     ax.set_title(f"Theorem 4.4, $\\eta=\\sqrt{{S/T}}/L$, T={int(df['T'].iloc[0])}: linear speed-up in S", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax)
 
 
 FIGURES = {"e3_admissible_eta": ("localdescent_admissible_eta.png", admissible_eta),
