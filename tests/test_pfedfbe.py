@@ -20,29 +20,41 @@ def soft(u, t):
     return np.sign(u) * np.maximum(np.abs(u) - t, 0)
 
 
+def reference_rounds(A, b, R, K, step):
+    """Plain-loop reference: R rounds of K local ``y = step(y, A_i, b_i, round, k)`` per client from the
+    average, started at 0, with full participation and equal weights."""
+    x = np.zeros(A[0].shape[1])
+    for r in range(R):
+        ys = []
+        for a, t in zip(A, b):
+            y = x.copy()
+            for k in range(K):
+                y = step(y, a, t, r, k)
+            ys.append(y)
+        x = np.mean(ys, axis=0)
+    return x
+
+
+
 @pytest.mark.parametrize("mode", ["exact", "cheap", "fd"])
 def test_pfedfbe_rule_on_lasso(mode):
     """Deterministic pFedFBE follows eq. (9) with its own gradient and Hessian formulas."""
     p, A, b = lasso_problem(1)
     lam, eta, K, R, tau = 40.0, 0.01, 4, 6, 0.1
-    x = np.zeros(5)
-    for _ in range(R):
-        ys = []
-        for a, t in zip(A, b):
-            y = x.copy()
-            for _ in range(K):
-                g = a.T @ (a @ y - t) / len(t)
-                Rm = y - soft(y - g / lam, tau / lam)
-                if mode == "exact":
-                    Hv = a.T @ (a @ Rm) / len(t)
-                elif mode == "fd":
-                    dl = 1e-4 / np.linalg.norm(Rm)
-                    Hv = (a.T @ (a @ (y + dl * Rm) - t) / len(t) - g) / dl
-                else:
-                    Hv = 0.0
-                y = y - eta * (lam * Rm - Hv)
-            ys.append(y)
-        x = np.mean(ys, axis=0)
+
+    def step(y, a, t, r, k):
+        g = a.T @ (a @ y - t) / len(t)
+        Rm = y - soft(y - g / lam, tau / lam)
+        if mode == "exact":
+            Hv = a.T @ (a @ Rm) / len(t)
+        elif mode == "fd":
+            dl = 1e-4 / np.linalg.norm(Rm)
+            Hv = (a.T @ (a @ (y + dl * Rm) - t) / len(t) - g) / dl
+        else:
+            Hv = 0.0
+        return y - eta * (lam * Rm - Hv)
+
+    x = reference_rounds(A, b, R, K, step)
     kw = {"exact": {}, "cheap": {"variant": "cheap"}, "fd": {"fd_eps": 1e-4}}[mode]
     res = ft.run(p, "pfedfbe", rounds=R, local_steps=K, lr=eta, lam=lam, **kw)
     tol = 1e-10 if mode != "fd" else 1e-9
@@ -52,26 +64,14 @@ def test_pfedfbe_rule_on_lasso(mode):
 def test_fedmirror_and_feddual_rules():
     p, A, b = lasso_problem(2)
     eta, K, R, tau = 0.05, 3, 5, 0.1
-    x = np.zeros(5)
-    for _ in range(R):
-        ys = []
-        for a, t in zip(A, b):
-            y = x.copy()
-            for _ in range(K):
-                y = soft(y - eta * a.T @ (a @ y - t) / len(t), eta * tau)
-            ys.append(y)
-        x = np.mean(ys, axis=0)
+    x = reference_rounds(A, b, R, K, lambda y, a, t, r, k: soft(y - eta * a.T @ (a @ y - t) / len(t), eta * tau))
     assert np.abs(ft.run(p, "fedmirror", rounds=R, local_steps=K, lr=eta).x - x).max() <= 1e-12
-    z, acc = np.zeros(5), 0.0
-    for t_ in range(R):
-        zs = []
-        for a, t in zip(A, b):
-            zi = z.copy()
-            for k in range(K):
-                xk = soft(zi, (eta * t_ * K + eta * k) * tau)
-                zi = zi - eta * a.T @ (a @ xk - t) / len(t)
-            zs.append(zi)
-        z = np.mean(zs, axis=0)
+
+    def dual_step(z, a, t, r, k):
+        xk = soft(z, (eta * r * K + eta * k) * tau)
+        return z - eta * a.T @ (a @ xk - t) / len(t)
+
+    z = reference_rounds(A, b, R, K, dual_step)
     x = soft(z, eta * R * K * tau)
     assert np.abs(ft.run(p, "feddual", rounds=R, local_steps=K, lr=eta).x - x).max() <= 1e-12
 
