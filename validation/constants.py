@@ -26,6 +26,7 @@ import numpy as np
 
 from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from fedtheory.constants import client_smoothness, smoothness, strong_convexity
+from fedtheory.theory.localdescent import diversity, quadratic_diversity_sup
 
 from .ground_truth import ground_truth
 
@@ -59,19 +60,7 @@ class Constants:
         return out
 
 
-def gradient_diversity(grads, q):
-    r"""Gradient diversity :math:`\Lambda = \sum_j q_j\|g_j\|^2 / \|\sum_j q_j g_j\|^2`.
-
-    Conventions of spec/localdescent.md §3.1: 1 when the numerator is 0, +inf when only
-    the denominator is 0.
-    """
-    grads = np.asarray(grads, dtype=np.float64)
-    num = float(q @ np.sum(grads * grads, axis=1))
-    gbar = q @ grads
-    den = float(gbar @ gbar)
-    if num == 0:
-        return 1.0
-    return np.inf if den == 0 else num / den
+gradient_diversity = diversity   # one definition: fedtheory.theory.localdescent.diversity
 
 
 def _row_norms_sq(problem):
@@ -145,10 +134,7 @@ def constants(problem, gt=None):
         lam, lam_kind = np.inf, "unbounded"
         notes["gradient_diversity"] = "clients are not all stationary at x* (no shared minimiser)"
     elif Hs is not None:
-        Abar = np.einsum("i,ijk->jk", w, Hs)
-        M = np.einsum("i,ijk,ikl->jl", w, Hs, Hs)
-        Ainv = np.linalg.inv(Abar)
-        lam, lam_kind = float(np.linalg.eigvalsh(Ainv @ M @ Ainv)[-1]), "exact"
+        lam, lam_kind = quadratic_diversity_sup(Hs, w), "exact"
     else:
         lam, lam_kind = (L / mu if mu > 0 else np.inf), "bound"
         notes["gradient_diversity"] = "shared minimiser: sup Lambda <= kappa = L/mu (spec/localdescent.md §3.1)"

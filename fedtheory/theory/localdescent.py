@@ -75,10 +75,24 @@ def diversity_sup(problem):
         raise ValueError("diversity_sup has a closed form for quadratics only; use trajectory_diversity.")
     if not shared_minimizer(problem):
         return math.inf
-    As, _ = parts
-    q = problem.weights
-    Ab = np.einsum("j,jab->ab", q, As)
-    M = np.einsum("j,jab,jbc->ac", q, As, As)
+    return quadratic_diversity_sup(parts[0], problem.weights)
+
+
+def quadratic_diversity_sup(hessians, q):
+    r""":math:`\sup_x \Lambda(x, q) = \lambda_{\max}(\bar A^{-1} M \bar A^{-1})` for clients
+    :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (spec/localdescent.md §3.1),
+    with :math:`\bar A = \sum_j q_j A_j` and :math:`M = \sum_j q_j A_j^2`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> quadratic_diversity_sup(np.array([np.eye(2), np.eye(2)]), np.array([0.5, 0.5]))   # identical clients
+    1.0
+    """
+    Hs = np.asarray(hessians, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    Ab = np.einsum("j,jab->ab", q, Hs)
+    M = np.einsum("j,jab,jbc->ac", q, Hs, Hs)
     Ai = np.linalg.inv(Ab)
     return float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1])
 
