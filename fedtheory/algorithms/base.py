@@ -18,9 +18,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._kernels.fbe import anchored_prox_sgd, fbe_local_steps, pfedme_local, prox_local_sgd
 from .._kernels.local_steps import (anchored_local_sgd, corrected_local_sgd, feddeper_local,
                                    multi_start_local_sgd, perturbed_local_sgd)
+from .._kernels.sps import sps_local_steps
 from .._validation import check_param
+from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
 _EMPTY2 = np.zeros((0, 0))
@@ -151,6 +154,64 @@ class RoundContext:
                                   _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
+    def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
+        """K local steps with a stochastic Polyak step size (see ``sps_local_steps``).
+
+        ``ell``, ``factor`` and the per-client step-size memory ``st`` (updated in place) are
+        NumPy arrays of the S sampled clients. Returns ``(Y, G, C, last_val, last_gg, fail)``:
+        the local models, the (S, K) step sizes and cap indicators, F and ||g||^2 of each
+        client's last step (NumPy), and the failure as in :meth:`local_sgd`.
+        """
+        p = self.problem
+        S, K = self.S, self.K
+        Y, G, C = np.empty((S, p.dim)), np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
+        lv, lg = np.empty(S), np.empty(S)
+        bad = sps_local_steps(*p.kernel_pack(), self.clients, self.idx, self.noise, p.l2, x0, int(mode),
+                              float(c), float(gamma_b), np.ascontiguousarray(ell), float(c0), int(self.round * K),
+                              bool(c_round), int(K), float(gamma_fixed),
+                              np.ascontiguousarray(factor, dtype=np.float64), st, float(eps), Y, G, C, lv, lg)
+        return Y, G, C, lv, lg, (None if bad < 0 else divmod(bad, K))
+
+    def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
+        """Proximal local SGD of FedMiD (``dual`` False) or FedDualAvg (True) for h of the problem
+        (see ``prox_local_sgd``). Returns ``(X, Z, fail)``: primal and dual local iterates."""
+        p = self.problem
+        X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
+        bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
+                             float(p.l1), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
+        return X, Z, (None if bad < 0 else divmod(bad, self.K))
+
+    def anchored_prox_sgd(self, X0, anchor, mu):
+        """K proximal steps pulled to ``anchor`` from y_0 = X0[s] (see ``anchored_prox_sgd``).
+        Returns ``(Y, fail)``."""
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        bad = anchored_prox_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2,
+                                np.ascontiguousarray(X0), anchor, float(mu), float(p.l1), *p.reg_pack(), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
+        """pFedMe's local rounds (see ``pfedme_local``). Returns ``(W, Theta, fail)``."""
+        p = self.problem
+        W, Th = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
+        bad = pfedme_local(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
+                           float(lam_p), float(eta_p), int(inner), float(wd), float(p.l1), *p.reg_pack(), W, Th)
+        return W, Th, (None if bad < 0 else divmod(bad, self.K))
+
+    def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
+        """pFedFBE's local steps (see ``fbe_local_steps``) with Hessian minibatch rows ``idx_h``.
+        Returns ``(Y, fail)``."""
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        bad = fbe_local_steps(*p.kernel_pack(), self.clients, self.idx, np.ascontiguousarray(idx_h), self.noise,
+                              self.lrs, p.l2, x0, float(lam), float(p.l1), int(hvp_mode), float(fd_eps),
+                              *p.reg_pack(), Y)
+        return Y, (None if bad < 0 else divmod(bad, self.K))
+
+    def full_grads(self, x):
+        """Exact client gradients grad f_i(x) of the sampled clients, shape (S, d)."""
+        return np.array([self.problem.client_grad(int(i), x) for i in self.clients])
+
     # -- NumPy path (reference twins) -----------------------------------------------
     def value(self, s, k, y):
         """Minibatch value F_i(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""
@@ -241,7 +302,7 @@ class Algorithm:
 
     def init(self, problem, x0):
         """Initial state: a dict with at least ``x``."""
-        return {"x": x0.copy()}
+        return {"x": copy(x0)}
 
     def local_round(self, state, ctx):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -14,9 +14,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import anchored_prox_sgd, prox_local_sgd
 from .._validation import Interval
 from ..registry import register
+from ..arrays import copy, repeat_rows
 from .base import Algorithm, averaged_step
 
 
@@ -64,18 +64,12 @@ class Ditto(Algorithm):
         return 2
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "v": np.repeat(x0[None], problem.n_clients, axis=0)}
+        return {"x": copy(x0), "v": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):
-        p = ctx.problem
-        X, Z, V = (np.empty((ctx.S, p.dim)) for _ in range(3))
-        bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["x"], float(p.l1),
-                             False, 0.0, *p.reg_pack(), X, Z)
-        bad2 = anchored_prox_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2,
-                                 np.ascontiguousarray(state["v"][ctx.clients]), state["x"], float(self.lam_d),
-                                 float(p.l1), *p.reg_pack(), V)
-        bad = bad if bad >= 0 else bad2
-        return {"y": X, "v": V, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        X, _, fail = ctx.prox_sgd(state["x"])
+        V, fail2 = ctx.anchored_prox_sgd(state["v"][ctx.clients], state["x"], self.lam_d)
+        return {"y": X, "v": V, "fail": fail if fail is not None else fail2}
 
     def local_round_reference(self, state, ctx):
         p, x = ctx.problem, state["x"]

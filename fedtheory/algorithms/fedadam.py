@@ -16,9 +16,9 @@ r = t + 1 the number of server steps taken. Communication: 1 down, 1 up.
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 
 from .._validation import Bool, Interval
+from ..arrays import copy, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg
 
@@ -78,7 +78,7 @@ class FedAdam(FedAvg):
 
     def init(self, problem, x0):
         d = problem.dim
-        return {"x": x0.copy(), "m": np.zeros(d), "v": np.zeros(d), "steps": 0}
+        return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "steps": 0}
 
     def server_update(self, state, ctx, messages):
         D = ctx.weights @ (messages["y"] - state["x"])
@@ -86,7 +86,7 @@ class FedAdam(FedAvg):
         v = self.beta2 * state["v"] + (1 - self.beta2) * D * D
         r = state["steps"] + 1
         if self.bias_correction:
-            step = self.server_lr / (1 - self.beta1 ** r) * m / (np.sqrt(v / (1 - self.beta2 ** r)) + self.tau)
+            step = self.server_lr / (1 - self.beta1 ** r) * m / (sqrt(v / (1 - self.beta2 ** r)) + self.tau)
         else:
-            step = self.server_lr * m / (np.sqrt(v) + self.tau)
+            step = self.server_lr * m / (sqrt(v) + self.tau)
         return {"x": state["x"] + step, "m": m, "v": v, "steps": r}

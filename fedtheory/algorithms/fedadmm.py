@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval
+from ..arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -67,8 +68,8 @@ class FedADMM(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1, "rho": 0.5}
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "dual": np.zeros((problem.n_clients, problem.dim)),
-                "xhat": np.repeat(x0[None], problem.n_clients, axis=0)}
+        return {"x": copy(x0), "dual": zeros(x0, (problem.n_clients, problem.dim)),
+                "xhat": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):
         x = state["x"]

@@ -14,9 +14,9 @@ server steps taken (from 1),
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 
 from .._validation import Bool, Interval
+from ..arrays import copy, full, maximum, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg
 
@@ -73,16 +73,16 @@ class FedAMS(FedAvg):
 
     def init(self, problem, x0):
         d = problem.dim
-        return {"x": x0.copy(), "m": np.zeros(d), "v": np.zeros(d), "vhat": np.full(d, self.eps_ams), "steps": 0}
+        return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "vhat": full(x0, d, self.eps_ams), "steps": 0}
 
     def server_update(self, state, ctx, messages):
         D = ctx.weights @ (messages["y"] - state["x"])
         m = self.beta1 * state["m"] + (1 - self.beta1) * D
         v = self.beta2 * state["v"] + (1 - self.beta2) * D * D
-        vhat = np.maximum(state["vhat"], v)
+        vhat = maximum(state["vhat"], v)
         r = state["steps"] + 1
         if self.bias_correction:
-            step = self.server_lr / (1 - self.beta1 ** r) * m / (np.sqrt(vhat / (1 - self.beta2 ** r)) + self.eps)
+            step = self.server_lr / (1 - self.beta1 ** r) * m / (sqrt(vhat / (1 - self.beta2 ** r)) + self.eps)
         else:
-            step = self.server_lr * m / (np.sqrt(vhat) + self.eps)
+            step = self.server_lr * m / (sqrt(vhat) + self.eps)
         return {"x": state["x"] + step, "m": m, "v": v, "vhat": vhat, "steps": r}

@@ -15,6 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval
+from ..arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -57,10 +58,10 @@ class FedCM(Algorithm):
     reductions: ClassVar[list] = [({"alpha": 1.0}, "fedavg", {})]
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "momentum": np.zeros(problem.dim)}
+        return {"x": copy(x0), "momentum": zeros(x0, problem.dim)}
 
     def local_round(self, state, ctx):
-        corr = np.broadcast_to((1.0 - self.alpha) * state["momentum"], (ctx.S, ctx.problem.dim))
+        corr = broadcast_rows((1.0 - self.alpha) * state["momentum"], ctx.S)
         Y, fail = ctx.local_sgd(state["x"], gscale=self.alpha, corr=corr)
         return {"y": Y, "fail": fail}
 

@@ -21,6 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Bool, Interval, Options
+from ..arrays import copy, repeat_rows
 from ..registry import register
 from .base import Algorithm, averaged_step
 
@@ -95,7 +96,7 @@ class FedDeper(Algorithm):
         return K, rnd * K
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "v": np.repeat(x0[None], problem.n_clients, axis=0),
+        return {"x": copy(x0), "v": repeat_rows(x0, problem.n_clients),
                 "seen": np.zeros(problem.n_clients, dtype=bool)}
 
     def _v_stream(self, ctx):

@@ -16,9 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import prox_local_sgd
 from .._validation import Interval
 from ..registry import register
+from ..arrays import copy
 from .base import Algorithm, averaged_step
 
 
@@ -56,14 +56,11 @@ class FedDualAvg(Algorithm):
         """Any smooth problem, or the l1-composite lasso."""
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "z": x0.copy(), "acc": 0.0}
+        return {"x": copy(x0), "z": copy(x0), "acc": 0.0}
 
     def local_round(self, state, ctx):
-        p = ctx.problem
-        X, Z = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
-        bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["z"], float(p.l1),
-                             True, float(state["acc"]), *p.reg_pack(), X, Z)
-        return {"z": Z, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        _, Z, fail = ctx.prox_sgd(state["z"], dual=True, t0_thresh=state["acc"])
+        return {"z": Z, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         p = ctx.problem

@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval
+from ..arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -61,8 +62,8 @@ class FedDyn(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1, "alpha": 0.5}
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "grad_i": np.zeros((problem.n_clients, problem.dim)),
-                "h": np.zeros(problem.dim)}
+        return {"x": copy(x0), "grad_i": zeros(x0, (problem.n_clients, problem.dim)),
+                "h": zeros(x0, problem.dim)}
 
     def local_round(self, state, ctx):
         x = state["x"]

@@ -13,7 +13,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import prox_local_sgd
 from .._validation import Interval, Options
 from ..registry import register
 from .base import Algorithm, averaged_step
@@ -56,11 +55,8 @@ class FedMiD(Algorithm):
         """Any smooth problem, or the l1-composite lasso."""
 
     def local_round(self, state, ctx):
-        p = ctx.problem
-        X, Z = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
-        bad = prox_local_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["x"], float(p.l1),
-                             False, 0.0, *p.reg_pack(), X, Z)
-        return {"y": X, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        X, _, fail = ctx.prox_sgd(state["x"])
+        return {"y": X, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         p = ctx.problem

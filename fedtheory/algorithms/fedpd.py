@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval
+from ..arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -67,8 +68,8 @@ class FedPD(Algorithm):
     reductions: ClassVar[list] = []
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "dual": np.zeros((problem.n_clients, problem.dim)),
-                "anchor": np.repeat(x0[None], problem.n_clients, axis=0), "synced": True}
+        return {"x": copy(x0), "dual": zeros(x0, (problem.n_clients, problem.dim)),
+                "anchor": repeat_rows(x0, problem.n_clients), "synced": True}
 
     def _communicates(self, ctx):
         return ctx.u >= self.p

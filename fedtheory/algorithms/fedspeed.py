@@ -33,6 +33,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval, Options
+from ..arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -106,8 +107,8 @@ class FedSpeed(Algorithm):
         return 2 if self.alpha * self.rho != 0 else 1
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "ghat": np.zeros((problem.n_clients, problem.dim)),
-                "gbar": np.zeros(problem.dim), "z": None, "gamma": None, "constant_gamma": True}
+        return {"x": copy(x0), "ghat": zeros(x0, (problem.n_clients, problem.dim)),
+                "gbar": zeros(x0, problem.dim), "z": None, "gamma": None, "constant_gamma": True}
 
     def local_round(self, state, ctx):
         x = state["x"]

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._kernels.sps import MODE_SPS
 from .._validation import Bool, Interval
+from ..arrays import copy
 from ..exceptions import InvalidParameterError
 from ..registry import register
 from .fedsps import LOWER_BOUND
@@ -82,5 +83,5 @@ class FedSPSNormalized(SPSBase):
             nu = G.sum(axis=1)
         w = ctx.weights / np.where(nu > 0, nu, np.inf)
         if not np.any(w > 0):            # every client took zero steps: nothing moved
-            return state["x"].copy()
+            return copy(state["x"])
         return state["x"] + (w @ (messages["y"] - state["x"])) / w.sum()

@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval, Options
+from ..arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm
 
@@ -70,20 +71,20 @@ class Mime(Algorithm):
         return ctx.S, int(ctx.problem.client_sizes[ctx.clients].sum())
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "s": np.zeros(problem.dim)}
+        return {"x": copy(x0), "s": zeros(x0, problem.dim)}
 
     def _full_grads(self, state, ctx):
-        return np.array([ctx.problem.client_grad(int(i), state["x"]) for i in ctx.clients])
+        return ctx.full_grads(state["x"])
 
     def local_round(self, state, ctx):
         x, b = state["x"], self.beta
         Gx = self._full_grads(state, ctx)
         if self.variant == "mimelite":
-            corr = np.broadcast_to(b * state["s"], (ctx.S, x.shape[0]))
+            corr = broadcast_rows(b * state["s"], ctx.S)
             Y, fail = ctx.local_sgd(x, gscale=1 - b, corr=corr)
         else:
             c = ctx.weights @ Gx / ctx.weights.sum()
-            corr = np.broadcast_to((1 - b) * c + b * state["s"], (ctx.S, x.shape[0]))
+            corr = broadcast_rows((1 - b) * c + b * state["s"], ctx.S)
             Y, fail = ctx.local_sgd_anchored(x, 1 - b, corr)
         return {"y": Y, "gx": Gx, "fail": fail}
 

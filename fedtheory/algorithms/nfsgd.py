@@ -20,6 +20,7 @@ import numpy as np
 
 from .._validation import ArrayLike, Interval, NoneOk, Options
 from ..exceptions import InvalidParameterError
+from ..arrays import as_like, copy, repeat_rows
 from ..registry import register
 from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
 from .base import Algorithm
@@ -92,7 +93,7 @@ class NFSGD(Algorithm):
         W = self.mixing(problem)
         off = W.copy()
         np.fill_diagonal(off, 0.0)
-        return {"x": x0.copy(), "X": np.repeat(x0[None], problem.n_clients, axis=0), "W": W,
+        return {"x": copy(x0), "X": repeat_rows(x0, problem.n_clients), "W": as_like(W, x0),
                 "zeta": zeta(W, problem.weights), "messages": int(np.count_nonzero(off))}
 
     def round_comm(self, ctx, n_participants, state):

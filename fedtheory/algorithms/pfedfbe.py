@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import HVP_EXACT, HVP_FD, HVP_NONE, fbe_local_steps
+from .._kernels.fbe import HVP_EXACT, HVP_FD, HVP_NONE
 from .._validation import Interval, Options
 from ..registry import register
 from .base import Algorithm, averaged_step
@@ -107,13 +107,9 @@ class PFedFBE(Algorithm):
         return ctx.independent_stream()[0]
 
     def local_round(self, state, ctx):
-        p = ctx.problem
-        Y = np.empty((ctx.S, p.dim))
         idx_h = self._h_stream(ctx) if self._hvp != HVP_NONE else ctx.idx
-        bad = fbe_local_steps(*p.kernel_pack(), ctx.clients, ctx.idx, np.ascontiguousarray(idx_h), ctx.noise, ctx.lrs,
-                              p.l2, state["x"], float(self.lam), float(p.l1), self._hvp, float(self.fd_eps),
-                              *p.reg_pack(), Y)
-        return {"y": Y, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        Y, fail = ctx.fbe_steps(state["x"], self.lam, self._hvp, self.fd_eps, idx_h)
+        return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         p, lam = ctx.problem, self.lam

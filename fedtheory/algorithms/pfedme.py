@@ -15,9 +15,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import pfedme_local
 from .._validation import Interval
 from ..registry import register
+from ..arrays import copy, repeat_rows
 from .base import Algorithm
 
 
@@ -80,15 +80,11 @@ class PFedMe(Algorithm):
         return self.inner
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "theta": np.repeat(x0[None], problem.n_clients, axis=0)}
+        return {"x": copy(x0), "theta": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):
-        p = ctx.problem
-        W, Th = np.empty((ctx.S, p.dim)), np.empty((ctx.S, p.dim))
-        bad = pfedme_local(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, state["x"],
-                           float(self.lam_p), float(self.eta_p), int(self.inner), float(self.weight_decay),
-                           float(p.l1), *p.reg_pack(), W, Th)
-        return {"w": W, "theta": Th, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        W, Th, fail = ctx.pfedme_steps(state["x"], self.lam_p, self.eta_p, self.inner, self.weight_decay)
+        return {"w": W, "theta": Th, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         p, x = ctx.problem, state["x"]

@@ -13,9 +13,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import anchored_prox_sgd
 from .._validation import Interval
 from ..registry import register
+from ..arrays import broadcast_rows, copy, repeat_rows
 from .base import Algorithm, averaged_step
 
 
@@ -55,15 +55,12 @@ class PFedProx(Algorithm):
         """Any smooth problem, or a composite one (l1, group, nuclear)."""
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "personal": np.repeat(x0[None], problem.n_clients, axis=0)}
+        return {"x": copy(x0), "personal": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):
-        p, x = ctx.problem, state["x"]
-        Y = np.empty((ctx.S, p.dim))
-        X0 = np.ascontiguousarray(np.broadcast_to(x, (ctx.S, p.dim)))
-        bad = anchored_prox_sgd(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, ctx.lrs, p.l2, X0, x, float(self.mu),
-                                float(p.l1), *p.reg_pack(), Y)
-        return {"y": Y, "fail": None if bad < 0 else divmod(bad, ctx.K)}
+        x = state["x"]
+        Y, fail = ctx.anchored_prox_sgd(broadcast_rows(x, ctx.S), x, self.mu)
+        return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):
         p, x = ctx.problem, state["x"]

@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validation import Interval
+from ..arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm, averaged_step
 
@@ -58,8 +59,8 @@ class Scaffold(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1}
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "c": np.zeros(problem.dim),
-                "c_i": np.zeros((problem.n_clients, problem.dim))}
+        return {"x": copy(x0), "c": zeros(x0, problem.dim),
+                "c_i": zeros(x0, (problem.n_clients, problem.dim))}
 
     def local_round(self, state, ctx):
         c_old = state["c_i"][ctx.clients]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.sps import sps_local_steps
 from ..exceptions import InvalidParameterError
+from ..arrays import copy
 from .base import Algorithm, averaged_step
 
 STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")
@@ -63,7 +63,7 @@ class SPSBase(Algorithm):
         return lower_bounds(self.lower_bound, problem, type(self).__name__)
 
     def init(self, problem, x0):
-        return {"x": x0.copy(), "ell": self._ell(problem), "state": self._init_state(problem),
+        return {"x": copy(x0), "ell": self._ell(problem), "state": self._init_state(problem),
                 "stats": step_stats(np.zeros((0, 0)), np.zeros((0, 0))), "steps_total": 0, "capped_total": 0}
 
     def _init_state(self, problem):
@@ -75,21 +75,11 @@ class SPSBase(Algorithm):
                     factor=np.ones(ctx.S))
 
     def _run_kernel(self, state, ctx):
-        p = ctx.problem
-        S, K = ctx.S, ctx.K
-        Y = np.empty((S, p.dim))
-        G = np.empty((S, K))
-        C = np.zeros((S, K), dtype=np.int64)
-        lv, lg = np.empty(S), np.empty(S)
         st = np.ascontiguousarray(state["state"][ctx.clients])
         a = self._kernel_args(state, ctx)
-        bad = sps_local_steps(*p.kernel_pack(), ctx.clients, ctx.idx, ctx.noise, p.l2, state["x"], self._mode,
-                              float(a["c"]), float(a["gamma_b"]), np.ascontiguousarray(state["ell"][ctx.clients]),
-                              float(a["c0"]), int(ctx.round * K), bool(a["c_round"]), int(K),
-                              float(a["gamma_fixed"]), np.ascontiguousarray(a["factor"], dtype=np.float64), st,
-                              float(self.eps), Y, G, C, lv, lg)
-        return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg,
-                "fail": None if bad < 0 else divmod(bad, K)}
+        Y, G, C, lv, lg, fail = ctx.sps_steps(state["x"], self._mode, a["c"], a["gamma_b"], state["ell"][ctx.clients],
+                                              a["c0"], a["c_round"], a["gamma_fixed"], a["factor"], st, self.eps)
+        return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg, "fail": fail}
 
     def local_round(self, state, ctx):
         return self._run_kernel(state, ctx)

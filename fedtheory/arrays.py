@@ -1,0 +1,81 @@
+"""Array operations shared by the NumPy (numba/python backends) and torch algorithm states.
+
+The algorithms' ``init`` and ``server_update`` are written once and run on NumPy arrays (numba
+and python backends) or on torch tensors (torch backend). Arithmetic operators (``+ - * / @``,
+indexing, in-place row assignment) behave the same on both; the few constructors and
+element-wise functions that do not are dispatched here, without importing torch.
+
+Examples
+--------
+>>> import numpy as np
+>>> from fedtheory import arrays
+>>> arrays.repeat_rows(np.array([1.0, 2.0]), 2)
+array([[1., 2.],
+       [1., 2.]])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def is_tensor(a):
+    """True for a torch tensor (checked by type, so torch is never imported here)."""
+    return type(a).__module__.split(".")[0] == "torch"
+
+
+def copy(a):
+    """A copy of ``a`` (``ndarray.copy`` or ``Tensor.clone``)."""
+    return a.clone() if is_tensor(a) else a.copy()
+
+
+def zeros(like, shape):
+    """Zeros of ``shape`` with the dtype (and device) of ``like``."""
+    return like.new_zeros(shape) if is_tensor(like) else np.zeros(shape, dtype=like.dtype)
+
+
+def full(like, shape, value):
+    """An array of ``shape`` filled with ``value``, with the dtype (and device) of ``like``."""
+    return like.new_full(shape, float(value)) if is_tensor(like) else np.full(shape, value, dtype=like.dtype)
+
+
+def repeat_rows(x, n):
+    """The (n, d) array whose every row is the vector ``x`` (a copy)."""
+    return x.unsqueeze(0).repeat(n, 1) if is_tensor(x) else np.repeat(x[None], n, axis=0)
+
+
+def broadcast_rows(x, n):
+    """A read-only (n, d) view whose every row is ``x`` (no copy)."""
+    return x.unsqueeze(0).expand(n, -1) if is_tensor(x) else np.broadcast_to(x, (n, x.shape[0]))
+
+
+def sqrt(a):
+    """Element-wise square root."""
+    return a.sqrt() if is_tensor(a) else np.sqrt(a)
+
+
+def maximum(a, b):
+    """Element-wise maximum of two arrays of the same kind."""
+    if is_tensor(a):
+        import torch
+        return torch.maximum(a, b)
+    return np.maximum(a, b)
+
+
+def dot(a, b):
+    """The inner product of two vectors as a Python float."""
+    return float(a @ b)
+
+
+def to_numpy(a):
+    """A NumPy array of ``a`` (a tensor is moved to the host); non-arrays are returned as they are."""
+    if is_tensor(a):
+        return a.detach().cpu().numpy()
+    return a
+
+
+def as_like(a, like):
+    """The NumPy array ``a`` as an array of the kind, dtype (and device) of ``like``."""
+    if is_tensor(like):
+        import torch
+        return torch.as_tensor(a, dtype=like.dtype, device=like.device)
+    return a
