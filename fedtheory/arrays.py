@@ -30,12 +30,16 @@ def copy(a):
 
 def zeros(like, shape):
     """Zeros of ``shape`` with the dtype (and device) of ``like``."""
-    return like.new_zeros(shape) if is_tensor(like) else np.zeros(shape, dtype=like.dtype)
+    if is_tensor(like):
+        return like.new_zeros(tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),))
+    return np.zeros(shape, dtype=like.dtype)
 
 
 def full(like, shape, value):
     """An array of ``shape`` filled with ``value``, with the dtype (and device) of ``like``."""
-    return like.new_full(shape, float(value)) if is_tensor(like) else np.full(shape, value, dtype=like.dtype)
+    if is_tensor(like):
+        return like.new_full(tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),), float(value))
+    return np.full(shape, value, dtype=like.dtype)
 
 
 def repeat_rows(x, n):
@@ -79,3 +83,16 @@ def as_like(a, like):
         import torch
         return torch.as_tensor(a, dtype=like.dtype, device=like.device)
     return a
+
+
+class HostView(dict):
+    """A read-only NumPy view of an algorithm state: tensors are copied to the host on access.
+
+    The torch backend hands it to ``history_extras``, which is written for NumPy states.
+    """
+
+    def __getitem__(self, key):
+        return to_numpy(super().__getitem__(key))
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default

@@ -13,6 +13,7 @@ import math
 from ._kernels.sampling import minibatch_rows, sample_clients
 from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
+from .arrays import HostView, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
@@ -145,11 +146,15 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     record_iterates : bool, default False
         Keep x^0..x^R in ``result.iterates``.
     backend : {"numba", "python", "torch"}
-        Numba kernels, or the NumPy twins of the papers' pseudo-code. Both follow the same
-        trajectory from the same index arrays. "torch" is the optional deep-learning backend
-        (not available in this release).
+        Numba kernels, or the NumPy twins of the papers' pseudo-code. All follow the same
+        trajectory from the same index arrays. "torch" (optional extra ``fedtheory[torch]``) runs
+        the same update rules on tensors (:mod:`fedtheory.backends.torch`): float64 for the
+        convex problems (the numba iterates to rounding), the network's dtype for a
+        :class:`~fedtheory.backends.torch.DeepProblem` (required for one). Per-client state is
+        then kept in preallocated tensors and ``result.state`` holds tensors.
     device : str, optional
-        Torch device (torch backend only).
+        Torch device ("cpu", "cuda", "cuda:1", ...); None picks "cuda" when available, else
+        "cpu". Torch backend only.
     eval_every : int, default 1
         Evaluate every this many rounds (round 0 and the last round always).
     callback : callable, optional
@@ -192,9 +197,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     ('max_rounds', 21)
     """
     c = "run"
-    if not isinstance(problem, FederatedProblem):
+    deep = bool(getattr(problem, "is_deep", False))
+    if not isinstance(problem, FederatedProblem) and not deep:
         raise InvalidParameterError(f"The 'problem' parameter of run must be a FederatedProblem "
-                                    f"(see the problems package). Got {type(problem).__name__} instead.")
+                                    f"(see the problems package) or a torch DeepProblem. Got "
+                                    f"{type(problem).__name__} instead.")
     alg_cls = get_algorithm(algorithm)
     check_param("rounds", rounds, [Interval(int, 0, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
@@ -218,9 +225,18 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                 f"{batch_size!r} instead.")
         hi = None if batch_replacement else min_m
         check_param("batch_size", batch_size, [Interval(int, 1, hi)], c)
+    if deep and backend != "torch":
+        raise InvalidParameterError(f"The 'backend' parameter of run must be 'torch' for a DeepProblem (a torch "
+                                    f"network). Got {backend!r} instead.")
+    if device is not None and backend != "torch":
+        raise InvalidParameterError(f"The 'device' parameter of run applies to backend='torch' only and must be "
+                                    f"None with backend={backend!r}. Got {device!r} instead.")
+    oracles = None
     if backend == "torch":
-        raise NotImplementedError("backend='torch' is not available in this release of fedtheory; "
-                                  "use backend='numba' or 'python'.")
+        from .backends import require_torch
+        require_torch()
+        from .backends.torch import make_oracles
+        oracles = make_oracles(problem, device)
     if "q" in alg_cls.hyperparameters() and q is None:
         q = hyperparameters.get("q")
     alg = alg_cls.create(**hyperparameters)
@@ -266,9 +282,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     # --- initial point
     d = problem.dim
     if x0 is None:
-        x0 = np.zeros(d)
+        x0 = problem.initial_point() if deep else np.zeros(d)
     else:
-        x0 = np.array(x0, dtype=np.float64, order="C")     # a contiguous copy
+        x0 = np.array(to_numpy(x0), dtype=np.float64, order="C")     # a contiguous copy
         if x0.shape != (d,):
             raise InvalidParameterError(f"The 'x0' parameter of run must be an array of shape ({d},). "
                                         f"Got an array of shape {x0.shape} instead.")
@@ -280,23 +296,31 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     ss = np.random.SeedSequence(seed)
     rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
     rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
-    state = alg.init(problem, x0)
+    if oracles is None:
+        state = alg.init(problem, x0)
+    else:                                  # the same rules on tensors (fedtheory.arrays helpers)
+        state = alg.init(oracles, oracles.tensor(x0))
     B = batch_size or 0
     starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
     L_eval = _eval_step(problem)
-    rows, iterates, sampled = [], ([x0.copy()] if record_iterates else None), []
+    context_cls = None
+    if oracles is not None:
+        from .backends.torch.context import TorchRoundContext as context_cls
+    rows, iterates, sampled = [], ([np.array(x0, dtype=np.float64)] if record_iterates else None), []
     counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
     status, message = "max_rounds", f"completed {rounds} rounds"
 
     def evaluate(r):
-        x = state["x"]
+        x = to_numpy(state["x"])
         row = {"round": r, **counters, "value": problem.value(x),
                "grad_mapping_sq": problem.gradient_mapping_sq(x, L_eval)}
         if reference is not None:
             row["suboptimality"] = row["value"] - reference.f
             diff = x - reference.x
             row["dist_sq"] = float(diff @ diff)
-        row.update(alg.history_extras(state, problem))
+        if deep:
+            row.update(problem.eval_extras(x))
+        row.update(alg.history_extras(state if oracles is None else HostView(state), problem))
         rows.append(row)
         return row
 
@@ -322,11 +346,12 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                 noise = problem.noise * rng_data.standard_normal((Sr, K, d))
             else:
                 noise = np.zeros((0, 0, 0))
-            ctx = RoundContext(problem, r - 1, clients, weights, idx, noise,
-                               _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()), rng_aux)
+            ctx = (RoundContext if oracles is None else context_cls)(
+                problem if oracles is None else oracles, r - 1, clients, weights, idx, noise,
+                _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()), rng_aux)
             t0 = time.perf_counter()
             if Sr:
-                if backend == "numba":
+                if backend != "python":        # numba kernels, or their torch counterparts
                     msgs = alg.local_round(state, ctx)
                 else:
                     msgs = alg.local_round_reference(state, ctx)
@@ -347,11 +372,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
             counters["comm_up"] += up
             counters["comm_down"] += down
             if record_iterates:
-                iterates.append(state["x"].copy())
-            if not math.isfinite(state["x"].sum()):          # NaN or inf anywhere
+                iterates.append(np.array(to_numpy(state["x"]), dtype=np.float64))
+            if not math.isfinite(float(state["x"].sum())):          # NaN or inf anywhere
                 status, message = "diverged", f"round {r}: the global model became non-finite after aggregation"
                 break
-            stop = callback is not None and bool(callback(r, state["x"]))
+            stop = callback is not None and bool(callback(r, to_numpy(state["x"])))
             if r % eval_every == 0 or r == rounds or stop:
                 row = evaluate(r)
                 if not np.isfinite(row["value"]):
@@ -368,7 +393,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     if bar is not None:
         bar.close()
     hist = pd.DataFrame(rows)
-    return RunResult(x=state["x"], status=status, message=message,
+    return RunResult(x=np.array(to_numpy(state["x"]), dtype=np.float64), status=status, message=message,
                      rounds=completed, grad_evals=counters["grad_evals"],
                      sample_grads=counters["sample_grads"], comm_up=counters["comm_up"],
                      comm_down=counters["comm_down"], history=hist,

@@ -106,7 +106,7 @@ class FedDeper(Algorithm):
         return ctx.independent_stream()
 
     def _starts(self, state, ctx):
-        V0 = state["v"][ctx.clients].copy()
+        V0 = copy(state["v"][ctx.clients])
         if self.stale_v == "refresh":
             new = ~state["seen"][ctx.clients]
             V0[new] = state["x"]

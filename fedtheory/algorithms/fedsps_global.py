@@ -23,6 +23,7 @@ import numpy as np
 
 from .._kernels.sps import MODE_FIXED
 from .._validation import Interval, NoneOk, Options
+from ..arrays import as_like, to_numpy, zeros
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps
@@ -105,7 +106,7 @@ class FedSPSGlobal(SPSBase):
         # g_i at the last local iterate x_{K-1}^i = y_K + gamma g  =>  g = (x_{K-1} - y_K)/gamma is not
         # recoverable after the step; recompute it at the last iterate from the kernel's inputs
         gam = state["gamma"]
-        out = np.empty_like(Y)
+        out = zeros(Y, tuple(Y.shape))
         for s in range(ctx.S):
             # replay the round (NumPy) only for aggregation (c); K steps of a fixed gamma
             y = state["x"].copy()
@@ -129,13 +130,14 @@ class FedSPSGlobal(SPSBase):
         ell = state["ell"][ctx.clients]
         F, gg = messages["last_val"], messages["last_gg"]
         num = np.maximum(F - ell, 0.0)
-        w = ctx.weights / ctx.weights.sum()
+        w = to_numpy(ctx.weights)
+        w = w / w.sum()
         ga = float(w @ np.array([sps(f, q, e, self.c, self.gamma_b) for f, q, e in zip(F, gg, ell)]))
         mg = float(w @ gg)
         gb = self.gamma_b if mg == 0 else min(float(w @ num) / (self.c * mg), self.gamma_b)
         gc = np.nan
         if messages.get("last_grad") is not None:
-            gbar = w @ messages["last_grad"]
+            gbar = to_numpy(as_like(w, messages["last_grad"]) @ messages["last_grad"])
             q = float(gbar @ gbar)
             gc = self.gamma_b if q == 0 else min(float(w @ num) / (self.c * q), self.gamma_b)
         new = {"a": ga, "b": gb, "c": gc}[self.aggregation]

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._kernels.sps import MODE_SPS
 from .._validation import Bool, Interval
-from ..arrays import copy
+from ..arrays import as_like, copy
 from ..exceptions import InvalidParameterError
 from ..registry import register
 from .fedsps import LOWER_BOUND
@@ -81,7 +81,7 @@ class FedSPSNormalized(SPSBase):
             nu = G[:, :-1].sum(axis=1)
         else:
             nu = G.sum(axis=1)
-        w = ctx.weights / np.where(nu > 0, nu, np.inf)
-        if not np.any(w > 0):            # every client took zero steps: nothing moved
+        w = ctx.weights / as_like(np.where(nu > 0, nu, np.inf), ctx.weights)
+        if not bool((w > 0).any()):            # every client took zero steps: nothing moved
             return copy(state["x"])
         return state["x"] + (w @ (messages["y"] - state["x"])) / w.sum()

@@ -1,0 +1,31 @@
+"""Execution backends of :func:`fedtheory.run`.
+
+* ``"numba"`` (default): the compiled kernels of :mod:`fedtheory._kernels`, called through
+  :class:`fedtheory.algorithms.base.RoundContext`;
+* ``"python"``: the NumPy twins of the papers' pseudo-code (``local_round_reference``);
+* ``"torch"`` (optional extra ``pip install "fedtheory[torch]"``): :mod:`fedtheory.backends.torch`,
+  the same update rules on torch tensors, on CPU or GPU, for the convex problems (float64, the same
+  iterates as numba) and for deep networks (:class:`fedtheory.backends.torch.DeepProblem`).
+
+All three follow one trajectory for one seed: the runner draws the sampled clients, the minibatch
+rows and the noise in NumPy and hands the same index arrays to every backend.
+"""
+
+
+def torch_available():
+    """True when the optional torch extra is installed."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def require_torch(what="backend='torch'"):
+    """Import and return torch, or raise an ImportError naming the extra to install."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(f"{what} needs PyTorch, an optional extra of fedtheory: "
+                          "pip install \"fedtheory[torch]\" (torch==2.13.0).") from e
+    return torch

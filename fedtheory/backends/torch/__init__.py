@@ -1,0 +1,39 @@
+"""The torch backend (optional extra ``pip install "fedtheory[torch]"``).
+
+``fedtheory.run(problem, name, backend="torch", device=...)`` runs a registered algorithm's update
+rules on flat parameter tensors, on CPU or GPU:
+
+* on the convex problems of :mod:`problems` in float64, with the numba backend's iterates (the
+  oracles differentiate the same losses with autograd; see :mod:`.oracles`);
+* on deep networks through :class:`DeepProblem` (an ``nn.Module`` evaluated on flat parameters with
+  ``torch.func.functional_call``: no per-client model construction), with the models of
+  :mod:`.models` and the image data of :mod:`problems.vision`.
+
+Examples
+--------
+>>> import fedtheory as ft, problems
+>>> p = problems.quadratic(4, 3, heterogeneity=1.0, seed=0)
+>>> a = ft.run(p, "scaffold", rounds=5, local_steps=3, lr=0.1, backend="torch", device="cpu")
+>>> b = ft.run(p, "scaffold", rounds=5, local_steps=3, lr=0.1)
+>>> bool(abs(a.x - b.x).max() < 1e-12)
+True
+"""
+from .. import require_torch
+
+require_torch()
+
+from .context import TorchRoundContext  # noqa: E402
+from .deep import DeepOracles, DeepProblem  # noqa: E402
+from .oracles import ConvexOracles, TorchOracles, resolve_device  # noqa: E402
+
+
+def make_oracles(problem, device=None):
+    """Torch oracles of ``problem`` on ``device`` (None: cuda when available, else cpu)."""
+    dev = resolve_device(device)
+    if getattr(problem, "is_deep", False):
+        return problem.oracles(dev)
+    return ConvexOracles(problem, dev)
+
+
+__all__ = ["DeepProblem", "DeepOracles", "ConvexOracles", "TorchOracles", "TorchRoundContext",
+           "make_oracles", "resolve_device"]

@@ -1,0 +1,308 @@
+r"""The torch round context: every local-update primitive of :class:`RoundContext` on tensors.
+
+Each method has the signature and the update rule of its NumPy/Numba counterpart in
+:class:`fedtheory.algorithms.base.RoundContext` (the docstrings there give the math; the kernels
+of :mod:`fedtheory._kernels` are the reference). The sampled clients, the minibatch rows and the
+noise are the runner's NumPy arrays, so the three backends follow one trajectory. Local models
+are written into one preallocated (S, d) tensor per message; per-client state stays in the
+algorithm's preallocated (n, d) tensors.
+
+Divergence is detected as in the kernels: the first (client slot, local step) whose iterate is
+not finite is reported as ``fail = (s, k)``; the finiteness flags of a client's steps stay on the
+device and are read once per client.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..._kernels.fbe import HVP_EXACT, HVP_FD
+from ..._kernels.sps import MODE_DEC, MODE_SMOOTH, MODE_SMOOTH_LIT, MODE_SPS
+from ...algorithms.base import RoundContext
+
+
+class TorchRoundContext(RoundContext):
+    """:class:`RoundContext` whose ``problem`` is a :class:`~.oracles.TorchOracles` and whose
+    ``weights`` are a tensor; the primitives return tensors."""
+
+    def __init__(self, oracles, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None):
+        super().__init__(oracles, rnd, clients, oracles.tensor(weights), idx, noise, lrs, u, rng)
+        self._noise_t = None
+
+    # ----------------------------------------------------------------- helpers
+    def _noise(self, noise=None):
+        if noise is None:
+            if self._noise_t is None and self.noise.shape[0] > 0:
+                self._noise_t = self.problem.tensor(self.noise)
+            return self._noise_t
+        return self.problem.tensor(noise) if noise.shape[0] > 0 else None
+
+    def _g(self, s, k, y, idx=None, noise=None):
+        """Stochastic gradient of sampled client s at local step k (minibatch rows and noise)."""
+        idx = self.idx if idx is None else idx
+        rows = idx[s, k] if idx.shape[2] > 0 else None
+        g = self.problem.grad(int(self.clients[s]), y, rows)
+        return g if noise is None else g + noise[s, k]
+
+    def _rows_of(self, s, k, idx=None):
+        idx = self.idx if idx is None else idx
+        return idx[s, k] if idx.shape[2] > 0 else None
+
+    def _empty(self, n=None):
+        return torch.empty((self.S if n is None else n, self.problem.dim), dtype=self.problem.dtype,
+                           device=self.problem.device)
+
+    def _row(self, a, s):
+        """Row s of an (S, d) correction (tensor or NumPy), or None."""
+        if a is None:
+            return None
+        return a[s] if torch.is_tensor(a) else self.problem.tensor(np.asarray(a[s]))
+
+    def _vec(self, a):
+        return a if torch.is_tensor(a) else self.problem.tensor(np.asarray(a))
+
+    @staticmethod
+    def _finish(flags, s, K, fail):
+        """Record the first non-finite local step of client slot s (one device read per client)."""
+        if fail is not None or not flags:
+            return fail
+        ok = torch.stack(flags).cpu().numpy()
+        if ok.all():
+            return None
+        return (s, int(np.flatnonzero(~ok)[0]))
+
+    # ----------------------------------------------------------------- primitives
+    def _sgd_loop(self, starts, gscale, mu, anchors, corr):
+        Y = self._empty()
+        noise = self._noise()
+        fail = None
+        for s in range(self.S):
+            y = starts(s).clone()
+            anchor = anchors(s)
+            c = self._row(corr, s)
+            flags = []
+            for k in range(self.K):
+                g = self._g(s, k, y, noise=noise)
+                step = gscale * g
+                if mu != 0.0:
+                    step = step + mu * (y - anchor)
+                if c is not None:
+                    step = step + c
+                y = y - float(self.lrs[k]) * step
+                flags.append(torch.isfinite(y).all())
+            Y[s] = y
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, fail
+
+    def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
+        anchor = x0 if anchor is None else self._vec(anchor)
+        return self._sgd_loop(lambda s: x0, float(gscale), float(mu), lambda s: anchor, corr)
+
+    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
+        X0 = self._vec(X0)
+        return self._sgd_loop(lambda s: X0[s], float(gscale), float(mu), lambda s: X0[s], corr)
+
+    def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
+        anchor = x0 if anchor is None else self._vec(anchor)
+        Y = self._empty()
+        noise = self._noise()
+        perturb = alpha != 0.0 and rho != 0.0
+        fail = None
+        for s in range(self.S):
+            y = x0.clone()
+            c = self._row(corr, s)
+            flags = []
+            for k in range(self.K):
+                g = self._g(s, k, y, noise=noise)
+                if perturb:
+                    r = rho / (float(torch.linalg.vector_norm(g)) + eps) if normalized else rho
+                    g2 = self._g(s, k, y + r * g, noise=noise)            # same minibatch and noise
+                    g = (1.0 - alpha) * g + alpha * g2
+                step = g + mu * (y - anchor)
+                if c is not None:
+                    step = step + c
+                y = y - float(self.lrs[k]) * step
+                flags.append(torch.isfinite(y).all())
+            Y[s] = y
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, fail
+
+    def local_sgd_anchored(self, x0, gscale, corr):
+        Y = self._empty()
+        fail = None
+        for s in range(self.S):
+            y = x0.clone()
+            c = self._row(corr, s)
+            flags = []
+            for k in range(self.K):
+                d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
+                y = y - float(self.lrs[k]) * (gscale * d + c)
+                flags.append(torch.isfinite(y).all())
+            Y[s] = y
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, fail
+
+    def local_feddeper(self, x0, V0, rho, coupling, idx_v, noise_v):
+        V0 = self._vec(V0)
+        Y, V = self._empty(), self._empty()
+        noise, nv = self._noise(), self._noise(noise_v)
+        fail = None
+        for s in range(self.S):
+            y, v = x0.clone(), V0[s].clone()
+            flags = []
+            for k in range(self.K):
+                gy = self._g(s, k, y, noise=noise)
+                gv = self._g(s, k, v, idx=idx_v, noise=nv)
+                lr = float(self.lrs[k])
+                vn = v - lr * gv
+                w = v if coupling == 0 else (vn if coupling == 1 else V0[s])
+                y = y - lr * gy - rho * (w + y - 2.0 * x0)
+                v = vn
+                flags.append(torch.isfinite(y).all() & torch.isfinite(v).all())
+            Y[s], V[s] = y, v
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, V, fail
+
+    def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
+        S, K = self.S, self.K
+        Y = self._empty()
+        G, C = np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
+        lv, lg = np.empty(S), np.empty(S)
+        noise = self._noise()
+        t0 = self.round * K
+        fail = None
+        for s in range(S):
+            y = x0.clone()
+            flags = []
+            for k in range(K):
+                val, g = self.problem.value_grad(int(self.clients[s]), y, self._rows_of(s, k))
+                if noise is not None:
+                    g = g + noise[s, k]
+                val, gg = float(val), float(g @ g)
+                num = max(val - float(ell[s]), 0.0)
+                inf_ratio = gg + eps == 0.0
+                ratio = 0.0 if inf_ratio else num / (gg + eps)
+                if mode == MODE_SPS:
+                    gam, hit = (gamma_b, 1) if inf_ratio or ratio / c >= gamma_b else (ratio / c, 0)
+                elif mode == MODE_DEC:
+                    tt = (t0 + k) // K if c_round else t0 + k
+                    ct = c0 * np.sqrt(tt + 1.0)
+                    m, hit = (st[s], 1) if inf_ratio or ratio >= st[s] else (ratio, 0)
+                    gam = m / ct
+                    st[s] = ct * gam
+                elif mode in (MODE_SMOOTH, MODE_SMOOTH_LIT):
+                    if mode == MODE_SMOOTH:
+                        cap = factor[s] * st[s]
+                    else:
+                        st[s] = factor[s] * st[s]
+                        cap = st[s]
+                    gam, hit = (cap, 1) if inf_ratio or ratio / c >= cap else (ratio / c, 0)
+                    if mode == MODE_SMOOTH:
+                        st[s] = gam
+                else:
+                    gam = gamma_fixed
+                    hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
+                G[s, k], C[s, k], lv[s], lg[s] = gam, hit, val, gg
+                y = y - gam * g
+                flags.append(torch.isfinite(y).all())
+            Y[s] = y
+            fail = self._finish(flags, s, K, fail)
+        return Y, G, C, lv, lg, fail
+
+    def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
+        p = self.problem
+        X, Z = self._empty(), self._empty()
+        noise = self._noise()
+        tau = p.l1
+        fail = None
+        for s in range(self.S):
+            x, z = x0.clone(), x0.clone()
+            acc = float(t0_thresh)
+            flags = []
+            for k in range(self.K):
+                lr = float(self.lrs[k])
+                if dual:
+                    g = self._g(s, k, p.prox_t(z, acc * tau), noise=noise)
+                    z = z - lr * g
+                    acc += lr
+                    x = p.prox_t(z, acc * tau)
+                    flags.append(torch.isfinite(z).all())
+                else:
+                    x = p.prox_t(x - lr * self._g(s, k, x, noise=noise), lr * tau)
+                    flags.append(torch.isfinite(x).all())
+            X[s], Z[s] = x, z
+            fail = self._finish(flags, s, self.K, fail)
+        return X, Z, fail
+
+    def anchored_prox_sgd(self, X0, anchor, mu):
+        p = self.problem
+        X0, anchor = self._vec(X0), self._vec(anchor)
+        Y = self._empty()
+        noise = self._noise()
+        fail = None
+        for s in range(self.S):
+            y = X0[s].clone()
+            flags = []
+            for k in range(self.K):
+                lr = float(self.lrs[k])
+                y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.l1)
+                flags.append(torch.isfinite(y).all())
+            Y[s] = y
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, fail
+
+    def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
+        p = self.problem
+        W, Th = self._empty(), self._empty()
+        noise = self._noise()
+        fail = None
+        for s in range(self.S):
+            w, th = x0.clone(), x0.clone()
+            flags = []
+            for k in range(self.K):
+                for _ in range(inner):
+                    g = self._g(s, k, th, noise=noise)
+                    th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.l1)
+                w = w - float(self.lrs[k]) * lam_p * (w - th)
+                flags.append(torch.isfinite(w).all() & torch.isfinite(th).all())
+            W[s], Th[s] = w, th
+            fail = self._finish(flags, s, self.K, fail)
+        return W, Th, fail
+
+    def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
+        p = self.problem
+        Y = self._empty()
+        noise = self._noise()
+        t = p.l1 / lam
+        fail = None
+        for s in range(self.S):
+            x = x0.clone()
+            i = int(self.clients[s])
+            flags = []
+            for k in range(self.K):
+                v = self._g(s, k, x, noise=noise)
+                rm = x - p.prox_t(x - v / lam, t)
+                rows_h = self._rows_of(s, k, idx_h)
+                nrm = float(rm @ rm)
+                if hvp_mode == HVP_EXACT:
+                    hv = p.hvp(i, x, rm, rows_h)
+                elif hvp_mode == HVP_FD and nrm > 0.0:
+                    delta = fd_eps / np.sqrt(nrm)
+                    hv = (p.grad(i, x + delta * rm, rows_h) - p.grad(i, x, rows_h)) / delta
+                else:
+                    hv = torch.zeros_like(x)
+                x = x - float(self.lrs[k]) * (lam * rm - hv)
+                flags.append(torch.isfinite(x).all())
+            Y[s] = x
+            fail = self._finish(flags, s, self.K, fail)
+        return Y, fail
+
+    def full_grads(self, x):
+        return torch.stack([self.problem.client_grad(int(i), x) for i in self.clients])
+
+    # twins' oracles (used by a few algorithms outside the primitives, e.g. FedSPS-Global (c))
+    def value(self, s, k, y):
+        return float(self.problem.value_grad(int(self.clients[s]), y, self._rows_of(s, k))[0])
+
+    def grad(self, s, k, y):
+        return self._g(s, k, y, noise=self._noise())
