@@ -80,9 +80,18 @@ def test_composite_problem_rejected_by_smooth_methods():
         ft.run(lasso, "fedavg", rounds=1)
 
 
-def test_torch_backend_says_unavailable(p):
-    with pytest.raises(NotImplementedError, match="backend='torch' is not available"):
+def test_torch_backend_without_torch_names_the_extra(p, monkeypatch):
+    import sys
+    for mod in [m for m in sys.modules if m == "torch" or m.startswith(("torch.", "fedtheory.backends.torch"))]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "torch", None)          # import torch -> ImportError
+    with pytest.raises(ImportError, match=r"fedtheory\[torch\]"):
         ft.run(p, "fedavg", rounds=1, backend="torch")
+
+
+def test_device_only_with_torch_backend(p):
+    with pytest.raises(InvalidParameterError, match="'device' parameter of run applies to backend='torch' only"):
+        ft.run(p, "fedavg", rounds=1, device="cpu")
 
 
 def test_divergence_names_round_and_client():
