@@ -15,6 +15,7 @@ F(x) = sum_i w_i f_i(x) + h(x).
 ``libsvm``                logistic regression on a LIBSVM data set, partitioned
 ``breast_cancer``         logistic regression on scikit-learn's breast cancer data
 ``digits``                one-vs-rest logistic regression on scikit-learn's digits
+``vision``                image data (MNIST, CIFAR-10/100, digits) and ``image_problem`` (torch)
 ========================  =====================================================
 """
 from .least_squares import group_lasso, lasso, least_squares
@@ -25,10 +26,11 @@ from .explicit import explicit_quadratic
 from .federated_lasso import federated_lasso
 from .datasets import breast_cancer, digits, libsvm, load_libsvm, LIBSVM_DATASETS
 from .partition import partition_indices, PARTITIONS
+from . import vision
 
 __all__ = ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer",
            "digits", "load_libsvm", "partition_indices", "PARTITIONS", "LIBSVM_DATASETS",
-           "available"]
+           "available", "vision"]
 
 
 def available():

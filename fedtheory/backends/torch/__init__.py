@@ -25,6 +25,7 @@ require_torch()
 from .context import TorchRoundContext  # noqa: E402
 from .deep import DeepOracles, DeepProblem  # noqa: E402
 from .oracles import ConvexOracles, TorchOracles, resolve_device  # noqa: E402
+from . import models  # noqa: E402
 
 
 def make_oracles(problem, device=None):
@@ -35,5 +36,5 @@ def make_oracles(problem, device=None):
     return ConvexOracles(problem, dev)
 
 
-__all__ = ["DeepProblem", "DeepOracles", "ConvexOracles", "TorchOracles", "TorchRoundContext",
+__all__ = ["models", "DeepProblem", "DeepOracles", "ConvexOracles", "TorchOracles", "TorchRoundContext",
            "make_oracles", "resolve_device"]

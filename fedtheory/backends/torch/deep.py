@@ -71,6 +71,7 @@ class DeepProblem:
     l1 = 0.0
     reg = "l1"
     is_composite = False
+    mat_shape = None
 
     def __init__(self, model, X, y, parts, X_test=None, y_test=None, l2=0.0, weights=None,
                  dtype=torch.float32, eval_grad=True, eval_batch=2048, name="deep"):
@@ -172,6 +173,14 @@ class DeepProblem:
         o = self._eval()
         return o.grad(int(i), o.tensor(x), rows).double().cpu().numpy()
 
+    def h_value(self, x):
+        """The non-smooth part h(x): 0 (a deep problem is smooth)."""
+        return 0.0
+
+    def prox(self, x, step):
+        """Proximal map of step * h = 0: the identity (a copy)."""
+        return np.array(x, dtype=np.float64)
+
     def eval_extras(self, x):
         """Training accuracy, and test loss and accuracy when a test set was given."""
         return self._eval().accuracy_extras(x)
@@ -216,7 +225,7 @@ class DeepOracles(TorchOracles):
                 part = (self.row_w[sl] * per).sum()
                 if need_grad:
                     g += torch.autograd.grad(part, xx)[0]
-            total += float(part)
+            total += float(part.detach())
         total += 0.5 * self.l2 * float(x @ x)
         if need_grad:
             g = g + self.l2 * x
