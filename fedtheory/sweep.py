@@ -31,7 +31,6 @@ def build_problem(problem_args):
 
 def run_point(problem_args, run_args):
     """Run one configuration point; return its history with run_id, param_* and status columns."""
-    from . import __version__
     from .runner import run
     p = build_problem(problem_args)
     kw = dict(run_args)
@@ -43,10 +42,17 @@ def run_point(problem_args, run_args):
     if "x0" in kw and kw["x0"] is not None:
         kw["x0"] = np.asarray(kw["x0"], dtype=float)
     res = run(p, alg, reference=ref, **kw)
+    return history_frame(problem_args, run_args, res)
+
+
+def history_frame(problem_args, run_args, res):
+    """``(run_id, table)``: a run's history with the results store's run_id, param_*, status, seed
+    and version columns (the rows :class:`~fedtheory.results.ResultsStore` and ``fedtheory plot`` read)."""
+    from . import __version__
     h = res.history.copy()
     rid = run_id(problem_args, run_args)
     cols = {"run_id": rid, **flatten_params(problem_args, run_args), "status": res.status,
-            "seed": int(kw.get("seed", 0)), "version": __version__}
+            "seed": int(run_args.get("seed", 0)), "version": __version__}
     for k, v in cols.items():
         h[k] = v
     return rid, h[list(cols) + [c for c in res.history.columns]]

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._kernels.sps import MODE_FIXED
 from .._validation import Interval, NoneOk, Options
-from ..arrays import as_like, to_numpy, zeros
+from ..arrays import as_like, copy, to_numpy, zeros
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps
@@ -109,7 +109,7 @@ class FedSPSGlobal(SPSBase):
         out = zeros(Y, tuple(Y.shape))
         for s in range(ctx.S):
             # replay the round (NumPy) only for aggregation (c); K steps of a fixed gamma
-            y = state["x"].copy()
+            y = copy(state["x"])
             for k in range(ctx.K):
                 g = ctx.grad(s, k, y)
                 if k == ctx.K - 1:

@@ -1,0 +1,261 @@
+"""The torch backend: the same iterates as numba on convex problems (float64), every rule on a
+small network, the deep problem's oracles, models, image loaders and errors."""
+import gzip
+import io
+import pickle
+import tarfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fedtheory as ft
+import problems
+from fedtheory.exceptions import InvalidParameterError
+from fedtheory.registry import get_algorithm
+
+torch = pytest.importorskip("torch")   # the [torch] extra is installed in CI: these tests run there
+from fedtheory.backends.torch import DeepProblem, models  # noqa: E402
+
+COMPOSITE = ("fedmirror", "feddual", "ditto", "pfedme", "pfedprox", "pfedfbe")
+
+
+def _logistic(sparse=False, seed=0):
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((24, 7)) * (rng.random((24, 7)) < (0.4 if sparse else 1.0)) for _ in range(6)]
+    y = [np.where(rng.random(24) < 0.5, -1.0, 1.0) for _ in range(6)]
+    return problems.logistic([sp.csr_matrix(a) for a in A] if sparse else A, y, l2=0.01)
+
+
+def _least_squares(l1=0.0, seed=1):
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((20, 6)) for _ in range(5)]
+    b = [rng.standard_normal(20) + i for i in range(5)]
+    return problems.lasso(A, b, l1=l1) if l1 else problems.least_squares(A, b, l2=0.01)
+
+
+def _both(p, name, **kw):
+    kw = dict(dict(rounds=8, local_steps=3, lr=0.1, seed=4, record_iterates=True), **kw)
+    a = ft.run(p, name, **kw)
+    b = ft.run(p, name, backend="torch", device="cpu", **kw)
+    assert a.status == b.status == "max_rounds"
+    return a, b
+
+
+# ------------------------------------------------------------------ same iterates as numba (done-when)
+DONE_WHEN = [("fedavg", {}), ("scaffold", {}), ("fedspeed", dict(lam=10.0, alpha=0.5, rho=0.1)),
+             ("fedspeed", dict(lam=10.0, alpha=0.5, rho=0.1, perturbation="sam", server="dyn")),
+             ("fedsps", dict(c=0.5, gamma_b=1.0)), ("fedsps", dict(c=0.5, gamma_b=1.0, smoothing="sps_code"))]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("name,hp", DONE_WHEN)
+def test_torch_equals_numba_with_sampling_and_minibatches(name, hp, sparse):
+    a, b = _both(_logistic(sparse), name, clients_per_round=3, batch_size=5, **hp)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-10
+    assert [c.tolist() for c in a.sampled] == [c.tolist() for c in b.sampled]
+    assert a.grad_evals == b.grad_evals and a.comm_up == b.comm_up
+
+
+def test_fedsps_step_sizes_and_history_identical():
+    a, b = _both(_logistic(), "fedsps", clients_per_round=3, batch_size=5, c=0.5, gamma_b=5.0)
+    num = [c for c in a.history.columns if c != "time"]
+    np.testing.assert_allclose(b.history[num].to_numpy(float), a.history[num].to_numpy(float), rtol=1e-9, atol=1e-12)
+    assert 0 < a.history.step_capped_frac_total.iloc[-1] < 1          # the Polyak branch is exercised
+
+
+@pytest.mark.parametrize("name", sorted(ft.algorithms()))
+def test_every_algorithm_torch_equals_numba(name):
+    cls = get_algorithm(name)
+    kw = dict(cls.test_params)
+    if not cls.full_participation_only and name != "nfsgd":
+        kw.setdefault("clients_per_round", 3)
+    kw.setdefault("batch_size", 5)
+    p = _least_squares(l1=0.05) if name in COMPOSITE else _least_squares()
+    a, b = _both(p, name, **kw)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-10
+
+
+@pytest.mark.parametrize("name,hp", [("fedsps_global", dict(aggregation="c", gamma_b=1.0)),
+                                     ("pfedfbe", dict(lam=20.0, variant="full", fd_eps=1e-4)),
+                                     ("feddeper", dict(rho=0.05, minibatch="independent", stale_v="refresh")),
+                                     ("fedsps_dec", dict(c_index="round"))])
+def test_variant_paths_torch_equals_numba(name, hp):
+    p = _least_squares(l1=0.05) if name == "pfedfbe" else _logistic()
+    a, b = _both(p, name, clients_per_round=3, batch_size=5, **hp)
+    tol = 1e-8 if name == "pfedfbe" else 1e-10       # forward-difference HVP divides rounding by fd_eps
+    assert np.abs(a.iterates - b.iterates).max() <= tol
+
+
+def test_group_and_nuclear_prox_in_torch():
+    rng = np.random.default_rng(0)
+    A = [rng.standard_normal((15, 6)) for _ in range(3)]
+    b = [rng.standard_normal(15) for _ in range(3)]
+    g = problems.group_lasso(A, b, l1=0.3, groups=[0, 0, 1, 1, -1, 2])
+    mc = problems.matrix_completion(n_clients=3, shape=(4, 4), samples=12, l_nuc=0.2, shared_rank=2, seed=0)
+    for p in (g, mc):
+        a, b2 = _both(p, "fedmirror", batch_size=4)
+        assert np.abs(a.iterates - b2.iterates).max() <= 1e-10
+
+
+def test_gradient_noise_stream_is_shared():
+    p = problems.quadratic(4, 3, heterogeneity=1.0, noise=0.3, seed=0)
+    a, b = _both(p, "scaffold", clients_per_round=2)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-12
+
+
+def test_divergence_is_reported_with_round_and_client():
+    kw = dict(rounds=20, local_steps=5, lr=1e200, clients_per_round=3)
+    a = ft.run(_least_squares(), "fedavg", backend="torch", device="cpu", **kw)
+    b = ft.run(_least_squares(), "fedavg", **kw)
+    assert a.status == b.status == "diverged"
+    assert a.message == b.message and "non-finite local iterate at local step" in a.message
+
+
+# ------------------------------------------------------------------ deep problems
+def _digits_problem(model=None, n=8, partition="iid"):
+    model = model or models.mlp(64, 10, hidden=(32,), seed=0)
+    return problems.vision.image_problem("digits", model, n_clients=n, partition=partition, seed=0, eval_grad=True)
+
+
+RULE_HP = {"fedspeed": dict(lam=10.0, alpha=0.5, rho=0.05), "fedsps": dict(c=0.5, gamma_b=0.5),
+           "fedsps_dec": dict(c0=0.5, gamma_b=0.5), "fedsps_normalized": dict(gamma_b=0.5),
+           "fedsps_global": dict(gamma_b=0.5), "feddyn": dict(alpha=0.1), "fedadmm": dict(rho=0.1),
+           "fedpd": dict(eta=10.0), "pfedfbe": dict(lam=15.0), "fedadam": dict(server_lr=0.03),
+           "fedams": dict(server_lr=0.03)}
+
+
+@pytest.mark.parametrize("name", sorted(ft.algorithms()))
+def test_digits_mlp_trains_with_every_rule(name):
+    p = _digits_problem()
+    kw = dict(rounds=8, local_steps=5, lr=0.1, batch_size=16, backend="torch", device="cpu", seed=0)
+    if not get_algorithm(name).full_participation_only and name != "nfsgd":
+        kw["clients_per_round"] = 4
+    r = ft.run(p, name, **kw, **RULE_HP.get(name, {}))
+    v = r.history.value.to_numpy()
+    assert r.status == "max_rounds" and np.isfinite(v).all()
+    assert v[-1] < 0.99 * v[0], f"{name}: training loss {v[0]:.4f} -> {v[-1]:.4f}"
+    assert {"train_acc", "test_acc", "test_loss"} <= set(r.history.columns)
+
+
+def test_deep_run_is_deterministic_and_small_cnn_trains():
+    p = _digits_problem(models.cnn(1, 8, convs=[(4, 3)], fcs=[16], seed=1), partition="shards")
+    kw = dict(rounds=6, local_steps=5, lr=0.2, clients_per_round=4, batch_size=16, backend="torch", device="cpu")
+    a, b = ft.run(p, "scaffold", **kw), ft.run(p, "scaffold", **kw)
+    np.testing.assert_array_equal(a.x, b.x)
+    assert a.history.value.iloc[-1] < a.history.value.iloc[0]
+
+
+def test_deep_global_gradient_is_weighted_sum_of_client_gradients():
+    X, y = problems.vision.load_digits_images(flatten=True)
+    parts = problems.partition_indices(y, 4, "quantity_skew", seed=0)
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    p = DeepProblem(models.mlp(64, 10, hidden=(8,), seed=0), X, y, parts, l2=0.01, weights=w,
+                    dtype=torch.float64, eval_batch=97)            # chunks cut across clients
+    x = p.initial_point()
+    g = p.grad(x)
+    ref = sum(w[i] * p.client_grad(i, x) for i in range(4))
+    np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-13)
+    assert abs(p.value(x) - sum(w[i] * p.client_value(i, x) for i in range(4))) < 1e-12
+
+
+def test_deep_hvp_matches_gradient_difference():
+    p = _digits_problem(models.mlp(64, 10, hidden=(8,), seed=0))
+    p = DeepProblem(p.model, p.X.numpy(), p.y.numpy(), [np.arange(50), np.arange(50, 120)], dtype=torch.float64)
+    o = p.oracles("cpu")
+    x = o.tensor(p.initial_point())
+    v = o.tensor(np.random.default_rng(0).standard_normal(p.dim))
+    h = 1e-6
+    fd = (o.grad(1, x + h * v) - o.grad(1, x - h * v)) / (2 * h)
+    torch.testing.assert_close(o.hvp(1, x, v), fd, rtol=1e-5, atol=1e-7)
+
+
+def test_model_parameter_counts():
+    count = lambda m: sum(q.numel() for q in m.parameters())      # noqa: E731
+    assert count(models.lenet5()) == 61706                         # LeNet-5 on 28x28 inputs
+    assert count(models.resnet18_gn(10)) == 11181642               # torchvision ResNet-18, 10 classes
+    assert count(models.mlp(784, 10)) == 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10
+    assert count(models.feddeper_cnn_mnist()) == 320 + 18496 + 3136 * 1024 + 1024 + 1024 * 512 + 512 + 5130
+    assert models.feddeper_cnn_cifar()(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert models.resnet18_gn(100)(torch.zeros(2, 3, 32, 32)).shape == (2, 100)
+    assert not list(models.resnet18_gn().buffers())
+
+
+# ------------------------------------------------------------------ errors
+def test_deep_problem_errors():
+    X, y = problems.vision.load_digits_images(flatten=True)
+    parts = problems.partition_indices(y, 3, "iid", seed=0)
+    bn = torch.nn.Sequential(torch.nn.Linear(64, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 10))
+    with pytest.raises(InvalidParameterError, match="no buffers"):
+        DeepProblem(bn, X, y, parts)
+    with pytest.raises(InvalidParameterError, match="same number of samples"):
+        DeepProblem(models.mlp(64, 10, hidden=(4,)), X[:10], y, parts)
+    p = DeepProblem(models.mlp(64, 10, hidden=(4,)), X, y, parts)
+    with pytest.raises(InvalidParameterError, match="must be 'torch' for a DeepProblem"):
+        ft.run(p, "fedavg", rounds=1)
+    if not torch.cuda.is_available():
+        with pytest.raises(InvalidParameterError, match="no CUDA device"):
+            ft.run(p, "fedavg", rounds=1, backend="torch", device="cuda")
+    with pytest.raises(InvalidParameterError, match="'device' parameter of run must be a torch device"):
+        ft.run(p, "fedavg", rounds=1, backend="torch", device="gpu0")
+
+
+# ------------------------------------------------------------------ loaders (offline)
+def _idx_gz(path, arr):
+    header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_mnist_loader_reads_idx_files(tmp_path):
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (5, 28, 28))
+    labels = rng.integers(0, 10, 5)
+    for kind in ("train", "t10k"):
+        _idx_gz(tmp_path / f"{kind}-images-idx3-ubyte.gz", imgs)
+        _idx_gz(tmp_path / f"{kind}-labels-idx1-ubyte.gz", labels)
+    X, y, Xt, yt = problems.vision.load_mnist(data_dir=tmp_path, download=False)
+    assert X.shape == (5, 1, 28, 28) and X.dtype == np.float32
+    np.testing.assert_array_equal(X[:, 0] * 255, imgs)
+    np.testing.assert_array_equal(yt, labels)
+
+
+def test_cifar_loader_reads_archive(tmp_path):
+    rng = np.random.default_rng(0)
+    batches = {f"data_batch_{k}": rng.integers(0, 256, (2, 3072)) for k in range(1, 6)}
+    batches["test_batch"] = rng.integers(0, 256, (3, 3072))
+    with tarfile.open(tmp_path / "cifar-10-python.tar.gz", "w:gz") as tar:
+        for name, data in batches.items():
+            raw = pickle.dumps({"data": data.astype(np.uint8), "labels": list(range(len(data)))})
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+    X, y, Xt, yt = problems.vision.load_cifar10(data_dir=tmp_path, download=False, normalize=False)
+    assert X.shape == (10, 3, 32, 32) and Xt.shape == (3, 3, 32, 32)
+    np.testing.assert_array_equal(X[0].reshape(-1) * 255, batches["data_batch_1"][0])
+    Xn = problems.vision.load_cifar10(data_dir=tmp_path, download=False)[0]
+    np.testing.assert_allclose(Xn[0, 1], (X[0, 1] - 0.482) / 0.243, rtol=1e-5)
+
+
+def test_offline_loader_says_where_to_put_files(tmp_path, monkeypatch):
+    import urllib.request
+    monkeypatch.setenv("FEDTHEORY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FEDTHEORY_DATA", str(tmp_path / "data"))
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("no network")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(FileNotFoundError, match=r"(?s)mnist is not available.*download failed.*"
+                                                r"train-images-idx3-ubyte\.gz.*data.mnist"):
+        problems.vision.load_mnist()
+    with pytest.raises(FileNotFoundError, match=r"(?s)cifar10 is not available \(download=False\).*cache.cifar10"):
+        problems.vision.load_cifar10(download=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a lent accelerator)")
+def test_cuda_float64_matches_numba():
+    p = _logistic()
+    kw = dict(rounds=5, local_steps=3, lr=0.1, clients_per_round=3, batch_size=5, record_iterates=True)
+    a = ft.run(p, "scaffold", **kw)
+    b = ft.run(p, "scaffold", backend="torch", device="cuda", **kw)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-10
