@@ -148,8 +148,11 @@ class DeepProblem:
 
     # NumPy-facing oracles (as FederatedProblem's), used by the runner's evaluations
     def value(self, x):
-        """F(x) = sum_i w_i f_i(x) (float)."""
-        return self._eval().global_value_grad(x, need_grad=False)[0]
+        """F(x) = sum_i w_i f_i(x) (float). The same pass counts the training accuracy, which
+        :meth:`eval_extras` at the same x reuses."""
+        v, _, acc = self._eval().global_value_grad(x, need_grad=False)
+        self._last = (np.asarray(x, dtype=np.float64).tobytes(), acc)
+        return v
 
     def grad(self, x):
         """grad F(x) as a float64 array."""
@@ -183,7 +186,9 @@ class DeepProblem:
 
     def eval_extras(self, x):
         """Training accuracy, and test loss and accuracy when a test set was given."""
-        return self._eval().accuracy_extras(x)
+        last = getattr(self, "_last", None)
+        acc = last[1] if last is not None and last[0] == np.asarray(x, dtype=np.float64).tobytes() else None
+        return self._eval().accuracy_extras(x, acc)
 
 
 class DeepOracles(TorchOracles):
@@ -214,31 +219,33 @@ class DeepOracles(TorchOracles):
         return [slice(a, min(a + b, n)) for a in range(0, n, b)]
 
     def global_value_grad(self, x, need_grad):
-        """(F(x), grad F(x) or None) over all clients, in chunks."""
+        """(F(x), grad F(x) or None, training accuracy) over all clients, in chunks."""
         x = self.tensor(x)
-        total = 0.0
+        total, correct = 0.0, 0
         g = torch.zeros_like(x) if need_grad else None
         for sl in self._chunks(self.X.shape[0]):
             with torch.set_grad_enabled(need_grad):
                 xx = x.detach().requires_grad_(need_grad)
-                per = F.cross_entropy(self._forward(xx, self.X[sl]), self.y[sl], reduction="none")
+                out = self._forward(xx, self.X[sl])
+                per = F.cross_entropy(out, self.y[sl], reduction="none")
                 part = (self.row_w[sl] * per).sum()
                 if need_grad:
                     g += torch.autograd.grad(part, xx)[0]
             total += float(part.detach())
+            correct += int((out.detach().argmax(1) == self.y[sl]).sum())
         total += 0.5 * self.l2 * float(x @ x)
+        acc = correct / self.X.shape[0]
         if need_grad:
             g = g + self.l2 * x
-            return total, g.double().cpu().numpy()
-        return total, None
+            return total, g.double().cpu().numpy(), acc
+        return total, None, acc
 
     @torch.no_grad()
-    def accuracy_extras(self, x):
+    def accuracy_extras(self, x, train_acc=None):
+        if train_acc is None:
+            train_acc = self.global_value_grad(x, need_grad=False)[2]
         x = self.tensor(x)
-        correct = 0
-        for sl in self._chunks(self.X.shape[0]):
-            correct += int((self._forward(x, self.X[sl]).argmax(1) == self.y[sl]).sum())
-        out = {"train_acc": correct / self.X.shape[0]}
+        out = {"train_acc": train_acc}
         if self.X_test is not None:
             loss, correct = 0.0, 0
             for sl in self._chunks(self.X_test.shape[0]):
