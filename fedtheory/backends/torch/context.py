@@ -82,14 +82,19 @@ class TorchRoundContext(RoundContext):
             c = self._row(corr, s)
             flags = []
             for k in range(self.K):
-                g = self._g(s, k, y, noise=noise)
-                step = gscale * g
-                if mu != 0.0:
-                    step = step + mu * (y - anchor)
-                if c is not None:
-                    step = step + c
-                y = y - float(self.lrs[k]) * step
-                flags.append(torch.isfinite(y).all())
+                g = self._g(s, k, y, noise=noise)           # a fresh tensor: updated in place
+                lr = float(self.lrs[k])
+                if mu == 0.0 and c is None:
+                    y.add_(g, alpha=-lr * gscale)
+                else:
+                    if gscale != 1.0:
+                        g.mul_(gscale)
+                    if mu != 0.0:
+                        g.add_(y - anchor, alpha=mu)
+                    if c is not None:
+                        g.add_(c)
+                    y.add_(g, alpha=-lr)
+                flags.append(torch.isfinite(y.sum()))
             Y[s] = y
             fail = self._finish(flags, s, self.K, fail)
         return Y, fail
@@ -118,11 +123,12 @@ class TorchRoundContext(RoundContext):
                     r = rho / (float(torch.linalg.vector_norm(g)) + eps) if normalized else rho
                     g2 = self._g(s, k, y + r * g, noise=noise)            # same minibatch and noise
                     g = (1.0 - alpha) * g + alpha * g2
-                step = g + mu * (y - anchor)
+                if mu != 0.0:
+                    g = g + mu * (y - anchor)
                 if c is not None:
-                    step = step + c
-                y = y - float(self.lrs[k]) * step
-                flags.append(torch.isfinite(y).all())
+                    g = g + c
+                y.add_(g, alpha=-float(self.lrs[k]))
+                flags.append(torch.isfinite(y.sum()))
             Y[s] = y
             fail = self._finish(flags, s, self.K, fail)
         return Y, fail
@@ -137,7 +143,7 @@ class TorchRoundContext(RoundContext):
             for k in range(self.K):
                 d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
                 y = y - float(self.lrs[k]) * (gscale * d + c)
-                flags.append(torch.isfinite(y).all())
+                flags.append(torch.isfinite(y.sum()))
             Y[s] = y
             fail = self._finish(flags, s, self.K, fail)
         return Y, fail
@@ -158,7 +164,7 @@ class TorchRoundContext(RoundContext):
                 w = v if coupling == 0 else (vn if coupling == 1 else V0[s])
                 y = y - lr * gy - rho * (w + y - 2.0 * x0)
                 v = vn
-                flags.append(torch.isfinite(y).all() & torch.isfinite(v).all())
+                flags.append(torch.isfinite(y.sum() + v.sum()))
             Y[s], V[s] = y, v
             fail = self._finish(flags, s, self.K, fail)
         return Y, V, fail
@@ -204,7 +210,7 @@ class TorchRoundContext(RoundContext):
                     hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
                 G[s, k], C[s, k], lv[s], lg[s] = gam, hit, val, gg
                 y = y - gam * g
-                flags.append(torch.isfinite(y).all())
+                flags.append(torch.isfinite(y.sum()))
             Y[s] = y
             fail = self._finish(flags, s, K, fail)
         return Y, G, C, lv, lg, fail
@@ -226,10 +232,10 @@ class TorchRoundContext(RoundContext):
                     z = z - lr * g
                     acc += lr
                     x = p.prox_t(z, acc * tau)
-                    flags.append(torch.isfinite(z).all())
+                    flags.append(torch.isfinite(z.sum()))
                 else:
                     x = p.prox_t(x - lr * self._g(s, k, x, noise=noise), lr * tau)
-                    flags.append(torch.isfinite(x).all())
+                    flags.append(torch.isfinite(x.sum()))
             X[s], Z[s] = x, z
             fail = self._finish(flags, s, self.K, fail)
         return X, Z, fail
@@ -246,7 +252,7 @@ class TorchRoundContext(RoundContext):
             for k in range(self.K):
                 lr = float(self.lrs[k])
                 y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.l1)
-                flags.append(torch.isfinite(y).all())
+                flags.append(torch.isfinite(y.sum()))
             Y[s] = y
             fail = self._finish(flags, s, self.K, fail)
         return Y, fail
@@ -264,7 +270,7 @@ class TorchRoundContext(RoundContext):
                     g = self._g(s, k, th, noise=noise)
                     th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.l1)
                 w = w - float(self.lrs[k]) * lam_p * (w - th)
-                flags.append(torch.isfinite(w).all() & torch.isfinite(th).all())
+                flags.append(torch.isfinite(w.sum() + th.sum()))
             W[s], Th[s] = w, th
             fail = self._finish(flags, s, self.K, fail)
         return W, Th, fail
@@ -292,7 +298,7 @@ class TorchRoundContext(RoundContext):
                 else:
                     hv = torch.zeros_like(x)
                 x = x - float(self.lrs[k]) * (lam * rm - hv)
-                flags.append(torch.isfinite(x).all())
+                flags.append(torch.isfinite(x.sum()))
             Y[s] = x
             fail = self._finish(flags, s, self.K, fail)
         return Y, fail
