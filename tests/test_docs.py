@@ -13,7 +13,9 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.topology",
             "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
-            "problems.datasets", "problems.partition", "validation.ground_truth", "validation.constants", "validation.theorems"]
+            "problems.datasets", "problems.partition", "validation.ground_truth", "validation.constants", "validation.theorems",
+            "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
+            "fedtheory.backends.torch.models", "problems.vision"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))
 
 
@@ -37,5 +39,13 @@ def test_public_factories_have_examples():
     import validation
     for f in (problems.least_squares, problems.lasso, problems.logistic, problems.quadratic, problems.libsvm,
               problems.breast_cancer, problems.digits, problems.partition_indices, validation.ground_truth,
-              validation.constants, ft.run, problems.explicit_quadratic, validation.verify):
+              validation.constants, ft.run, problems.explicit_quadratic, validation.verify,
+              problems.vision.load_mnist, problems.vision.load_digits_images, problems.vision.image_problem):
+        assert "Examples" in f.__doc__, f.__name__
+
+
+def test_torch_entry_points_have_examples():
+    pytest.importorskip("torch")
+    from fedtheory.backends.torch import DeepProblem, models
+    for f in (DeepProblem, models.mlp, models.cnn):
         assert "Examples" in f.__doc__, f.__name__

@@ -66,7 +66,7 @@ def cnn(in_channels=1, side=28, convs=((32, 3), (64, 3)), fcs=(1024, 512), n_cla
     Examples
     --------
     >>> sum(p.numel() for p in cnn(1, 8, convs=[(4, 3)], fcs=[16]).parameters())
-    1238
+    1250
     """
     return _seeded(lambda: _conv_net(in_channels, side, list(convs), list(fcs), n_classes), seed)
 
