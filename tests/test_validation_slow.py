@@ -140,3 +140,19 @@ def test_pfedfbe_reproduction_quick(tmp_path):
     assert abs(half.pm_recall - half.gm_recall) < 0.02          # ... so personalization adds no support
     cheap = s.loc[("II", "half_mse", "pFedFBE cheap (lam=2000)")].objective
     assert abs(cheap - s.loc[("II", "half_mse", "FedMiD")].objective) < 1e-12 * cheap
+
+
+@pytest.mark.slow
+def test_deep_reproduction_script_smoke_offline(tmp_path):
+    """The deep reproduction script end to end on the offline digits stand-in: it stores a results
+    table that ``fedtheory plot`` reads (the paper-scale runs need the data sets and a GPU)."""
+    pytest.importorskip("torch")
+    import pandas as pd
+    from validation import deep_reproduction
+    d = deep_reproduction.run_experiment("fedsps_lenet_mnist", quick=True, dataset="digits", out=tmp_path,
+                                         log=lambda *a: None)
+    df = pd.read_parquet(d / "results.parquet")
+    assert df.run_id.nunique() == 8 and {"test_acc", "train_acc", "param_algorithm"} <= set(df.columns)
+    from fedtheory.__main__ import main
+    assert main(["plot", str(d), "--y", "test_acc", "--out", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 0
