@@ -28,29 +28,32 @@ class TorchRoundContext(RoundContext):
     def __init__(self, oracles, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None):
         super().__init__(oracles, rnd, clients, oracles.tensor(weights), idx, noise, lrs, u, rng)
         self._noise_t = None
+        self._idx_t = None
 
     # ----------------------------------------------------------------- helpers
     def _noise(self, noise=None):
+        """The round's noise (or another (S, K, d) noise array) as a tensor, None without noise."""
         if noise is None:
             if self._noise_t is None and self.noise.shape[0] > 0:
                 self._noise_t = self.problem.tensor(self.noise)
             return self._noise_t
         return self.problem.tensor(noise) if noise.shape[0] > 0 else None
 
+    def _index(self, idx=None):
+        """Minibatch rows (S, K, B) as a long tensor on the device (the round's own: moved once),
+        or None for exact gradients."""
+        if idx is None or idx is self.idx:
+            if self._idx_t is None and self.idx.shape[2] > 0:
+                self._idx_t = torch.as_tensor(self.idx, device=self.problem.device)
+            return self._idx_t
+        return torch.as_tensor(idx, device=self.problem.device) if idx.shape[2] > 0 else None
+
     def _g(self, s, k, y, idx=None, noise=None):
-        """Stochastic gradient of sampled client s at local step k (minibatch rows and noise)."""
-        idx = self.idx if idx is None else idx
-        rows = idx[s, k] if idx.shape[2] > 0 else None
-        g = self.problem.grad(int(self.clients[s]), y, rows)
+        """Stochastic gradient of sampled client s at local step k: rows ``idx`` (an :meth:`_index`
+        tensor; None for the round's own) plus ``noise[s, k]``."""
+        idx = self._index() if idx is None else idx
+        g = self.problem.grad(int(self.clients[s]), y, None if idx is None else idx[s, k])
         return g if noise is None else g + noise[s, k]
-
-    def _rows_of(self, s, k, idx=None):
-        idx = self.idx if idx is None else idx
-        return idx[s, k] if idx.shape[2] > 0 else None
-
-    def _empty(self, n=None):
-        return torch.empty((self.S if n is None else n, self.problem.dim), dtype=self.problem.dtype,
-                           device=self.problem.device)
 
     def _row(self, a, s):
         """Row s of an (S, d) correction (tensor or NumPy), or None."""
@@ -61,22 +64,31 @@ class TorchRoundContext(RoundContext):
     def _vec(self, a):
         return a if torch.is_tensor(a) else self.problem.tensor(np.asarray(a))
 
-    @staticmethod
-    def _finish(flags, s, K, fail):
-        """Record the first non-finite local step of client slot s (one device read per client)."""
-        if fail is not None or not flags:
-            return fail
-        ok = torch.stack(flags).cpu().numpy()
-        if ok.all():
-            return None
-        return (s, int(np.flatnonzero(~ok)[0]))
+    def _clients(self, n_out, client):
+        """Run ``client(s) -> (outputs, flags)`` for every sampled client slot s.
+
+        ``outputs`` are ``n_out`` d-vectors, written into preallocated (S, d) tensors; ``flags``
+        holds one 0-d finiteness tensor per local step, read once per client to find the first
+        non-finite (slot, step). Returns the tensors and that failure (or None).
+        """
+        p = self.problem
+        outs = [torch.empty((self.S, p.dim), dtype=p.dtype, device=p.device) for _ in range(n_out)]
+        fail = None
+        for s in range(self.S):
+            res, flags = client(s)
+            for out, r in zip(outs, res):
+                out[s] = r
+            if fail is None and flags:
+                ok = torch.stack(flags).cpu().numpy()
+                if not ok.all():
+                    fail = (s, int(np.flatnonzero(~ok)[0]))
+        return (*outs, fail)
 
     # ----------------------------------------------------------------- primitives
     def _sgd_loop(self, starts, gscale, mu, anchors, corr):
-        Y = self._empty()
         noise = self._noise()
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             y = starts(s).clone()
             anchor = anchors(s)
             c = self._row(corr, s)
@@ -95,9 +107,8 @@ class TorchRoundContext(RoundContext):
                         g.add_(c)
                     y.add_(g, alpha=-lr)
                 flags.append(torch.isfinite(y.sum()))
-            Y[s] = y
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, fail
+            return (y,), flags
+        return self._clients(1, client)
 
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
         anchor = x0 if anchor is None else self._vec(anchor)
@@ -109,11 +120,10 @@ class TorchRoundContext(RoundContext):
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         anchor = x0 if anchor is None else self._vec(anchor)
-        Y = self._empty()
         noise = self._noise()
         perturb = alpha != 0.0 and rho != 0.0
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             y = x0.clone()
             c = self._row(corr, s)
             flags = []
@@ -129,14 +139,11 @@ class TorchRoundContext(RoundContext):
                     g = g + c
                 y.add_(g, alpha=-float(self.lrs[k]))
                 flags.append(torch.isfinite(y.sum()))
-            Y[s] = y
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, fail
+            return (y,), flags
+        return self._clients(1, client)
 
     def local_sgd_anchored(self, x0, gscale, corr):
-        Y = self._empty()
-        fail = None
-        for s in range(self.S):
+        def client(s):
             y = x0.clone()
             c = self._row(corr, s)
             flags = []
@@ -144,44 +151,40 @@ class TorchRoundContext(RoundContext):
                 d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
                 y = y - float(self.lrs[k]) * (gscale * d + c)
                 flags.append(torch.isfinite(y.sum()))
-            Y[s] = y
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, fail
+            return (y,), flags
+        return self._clients(1, client)
 
     def local_feddeper(self, x0, V0, rho, coupling, idx_v, noise_v):
         V0 = self._vec(V0)
-        Y, V = self._empty(), self._empty()
-        noise, nv = self._noise(), self._noise(noise_v)
-        fail = None
-        for s in range(self.S):
+        noise, nv, iv = self._noise(), self._noise(noise_v), self._index(idx_v)
+
+        def client(s):
             y, v = x0.clone(), V0[s].clone()
             flags = []
             for k in range(self.K):
                 gy = self._g(s, k, y, noise=noise)
-                gv = self._g(s, k, v, idx=idx_v, noise=nv)
+                gv = self._g(s, k, v, idx=iv, noise=nv)
                 lr = float(self.lrs[k])
                 vn = v - lr * gv
                 w = v if coupling == 0 else (vn if coupling == 1 else V0[s])
                 y = y - lr * gy - rho * (w + y - 2.0 * x0)
                 v = vn
                 flags.append(torch.isfinite(y.sum() + v.sum()))
-            Y[s], V[s] = y, v
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, V, fail
+            return (y, v), flags
+        return self._clients(2, client)
 
     def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
         S, K = self.S, self.K
-        Y = self._empty()
         G, C = np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
         lv, lg = np.empty(S), np.empty(S)
-        noise = self._noise()
+        noise, idx = self._noise(), self._index()
         t0 = self.round * K
-        fail = None
-        for s in range(S):
+
+        def client(s):
             y = x0.clone()
             flags = []
             for k in range(K):
-                val, g = self.problem.value_grad(int(self.clients[s]), y, self._rows_of(s, k))
+                val, g = self.problem.value_grad(int(self.clients[s]), y, None if idx is None else idx[s, k])
                 if noise is not None:
                     g = g + noise[s, k]
                 val, gg = float(val), float(g @ g)
@@ -209,60 +212,54 @@ class TorchRoundContext(RoundContext):
                     gam = gamma_fixed
                     hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
                 G[s, k], C[s, k], lv[s], lg[s] = gam, hit, val, gg
-                y = y - gam * g
+                y.add_(g, alpha=-gam)
                 flags.append(torch.isfinite(y.sum()))
-            Y[s] = y
-            fail = self._finish(flags, s, K, fail)
+            return (y,), flags
+        Y, fail = self._clients(1, client)
         return Y, G, C, lv, lg, fail
 
     def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
         p = self.problem
-        X, Z = self._empty(), self._empty()
         noise = self._noise()
         tau = p.l1
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             x, z = x0.clone(), x0.clone()
             acc = float(t0_thresh)
             flags = []
             for k in range(self.K):
                 lr = float(self.lrs[k])
                 if dual:
-                    g = self._g(s, k, p.prox_t(z, acc * tau), noise=noise)
-                    z = z - lr * g
+                    z = z - lr * self._g(s, k, p.prox_t(z, acc * tau), noise=noise)
                     acc += lr
                     x = p.prox_t(z, acc * tau)
                     flags.append(torch.isfinite(z.sum()))
                 else:
                     x = p.prox_t(x - lr * self._g(s, k, x, noise=noise), lr * tau)
                     flags.append(torch.isfinite(x.sum()))
-            X[s], Z[s] = x, z
-            fail = self._finish(flags, s, self.K, fail)
-        return X, Z, fail
+            return (x, z), flags
+        return self._clients(2, client)
 
     def anchored_prox_sgd(self, X0, anchor, mu):
         p = self.problem
         X0, anchor = self._vec(X0), self._vec(anchor)
-        Y = self._empty()
         noise = self._noise()
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             y = X0[s].clone()
             flags = []
             for k in range(self.K):
                 lr = float(self.lrs[k])
                 y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.l1)
                 flags.append(torch.isfinite(y.sum()))
-            Y[s] = y
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, fail
+            return (y,), flags
+        return self._clients(1, client)
 
     def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
         p = self.problem
-        W, Th = self._empty(), self._empty()
         noise = self._noise()
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             w, th = x0.clone(), x0.clone()
             flags = []
             for k in range(self.K):
@@ -271,24 +268,21 @@ class TorchRoundContext(RoundContext):
                     th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.l1)
                 w = w - float(self.lrs[k]) * lam_p * (w - th)
                 flags.append(torch.isfinite(w.sum() + th.sum()))
-            W[s], Th[s] = w, th
-            fail = self._finish(flags, s, self.K, fail)
-        return W, Th, fail
+            return (w, th), flags
+        return self._clients(2, client)
 
     def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
         p = self.problem
-        Y = self._empty()
-        noise = self._noise()
+        noise, ih = self._noise(), self._index(idx_h)
         t = p.l1 / lam
-        fail = None
-        for s in range(self.S):
+
+        def client(s):
             x = x0.clone()
             i = int(self.clients[s])
             flags = []
             for k in range(self.K):
-                v = self._g(s, k, x, noise=noise)
-                rm = x - p.prox_t(x - v / lam, t)
-                rows_h = self._rows_of(s, k, idx_h)
+                rm = x - p.prox_t(x - self._g(s, k, x, noise=noise) / lam, t)
+                rows_h = None if ih is None else ih[s, k]
                 nrm = float(rm @ rm)
                 if hvp_mode == HVP_EXACT:
                     hv = p.hvp(i, x, rm, rows_h)
@@ -299,16 +293,16 @@ class TorchRoundContext(RoundContext):
                     hv = torch.zeros_like(x)
                 x = x - float(self.lrs[k]) * (lam * rm - hv)
                 flags.append(torch.isfinite(x.sum()))
-            Y[s] = x
-            fail = self._finish(flags, s, self.K, fail)
-        return Y, fail
+            return (x,), flags
+        return self._clients(1, client)
 
     def full_grads(self, x):
         return torch.stack([self.problem.client_grad(int(i), x) for i in self.clients])
 
     # twins' oracles (used by a few algorithms outside the primitives, e.g. FedSPS-Global (c))
     def value(self, s, k, y):
-        return float(self.problem.value_grad(int(self.clients[s]), y, self._rows_of(s, k))[0])
+        idx = self._index()
+        return float(self.problem.value_grad(int(self.clients[s]), y, None if idx is None else idx[s, k])[0])
 
     def grad(self, s, k, y):
         return self._g(s, k, y, noise=self._noise())

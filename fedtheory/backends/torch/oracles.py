@@ -61,6 +61,8 @@ class TorchOracles:
         """Absolute rows of client i: the minibatch ``rows`` or the whole client."""
         if rows is None or len(rows) == 0:
             return slice(int(self.client_ptr[i]), int(self.client_ptr[i + 1]))
+        if torch.is_tensor(rows):                # the context's rows, already on the device
+            return rows
         return torch.as_tensor(np.asarray(rows), dtype=torch.long, device=self.device)
 
     def _loss(self, i, y, rows):  # pragma: no cover - abstract
