@@ -65,11 +65,6 @@ def maximum(a, b):
     return np.maximum(a, b)
 
 
-def dot(a, b):
-    """The inner product of two vectors as a Python float."""
-    return float(a @ b)
-
-
 def to_numpy(a):
     """A NumPy array of ``a`` (a tensor is moved to the host); non-arrays are returned as they are."""
     if is_tensor(a):

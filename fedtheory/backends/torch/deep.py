@@ -151,7 +151,7 @@ class DeepProblem:
         """F(x) = sum_i w_i f_i(x) (float). The same pass counts the training accuracy, which
         :meth:`eval_extras` at the same x reuses."""
         v, _, acc = self._eval().global_value_grad(x, need_grad=False)
-        self._last = (np.asarray(x, dtype=np.float64).tobytes(), acc)
+        self._last = (x, acc)               # the runner asks eval_extras of the same array next
         return v
 
     def grad(self, x):
@@ -187,8 +187,7 @@ class DeepProblem:
     def eval_extras(self, x):
         """Training accuracy, and test loss and accuracy when a test set was given."""
         last = getattr(self, "_last", None)
-        acc = last[1] if last is not None and last[0] == np.asarray(x, dtype=np.float64).tobytes() else None
-        return self._eval().accuracy_extras(x, acc)
+        return self._eval().accuracy_extras(x, last[1] if last is not None and last[0] is x else None)
 
 
 class DeepOracles(TorchOracles):
