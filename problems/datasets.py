@@ -31,8 +31,9 @@ def cache_dir():
     return Path(base) / "fedtheory"
 
 
-def _sha256(path):
-    h = hashlib.sha256()
+def file_digest(path, algorithm="sha256"):
+    """Hex digest of a file, read in 1 MiB chunks (``algorithm``: any :mod:`hashlib` name)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
@@ -63,7 +64,7 @@ def _download(name, fname):
     tmp = dest / (fname + ".part")
     with urllib.request.urlopen(LIBSVM_URL.format(file=fname), timeout=60) as r, open(tmp, "wb") as f:
         shutil.copyfileobj(r, f)
-    digest = _sha256(tmp)
+    digest = file_digest(tmp)
     if name in LIBSVM_DATASETS and digest != LIBSVM_DATASETS[name][2]:
         tmp.unlink()
         raise OSError(f"downloaded {fname} has sha256 {digest}, expected {LIBSVM_DATASETS[name][2]}; "
@@ -116,7 +117,7 @@ def load_libsvm(name, data_dir=None, download=True):
                 f"downloaded ({err}). Put the file from {LIBSVM_URL.format(file=fname)} into one of "
                 f"those directories, or pass data_dir=... (known data sets: {known}).")
     elif name in LIBSVM_DATASETS and path.name.endswith(".bz2"):
-        digest = _sha256(path)
+        digest = file_digest(path)
         if digest != LIBSVM_DATASETS[name][2]:
             raise OSError(f"{path} has sha256 {digest}, expected {LIBSVM_DATASETS[name][2]} "
                           f"for {name!r}: the file is corrupt or a different version.")

@@ -12,7 +12,6 @@ into the cache and their MD5 checked, and offline an error says where to put the
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import pickle
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .datasets import cache_dir
+from .datasets import cache_dir, file_digest
 from .partition import partition_indices
 
 MNIST_URLS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storage.googleapis.com/cvdf-datasets/mnist/")
@@ -53,14 +52,6 @@ def _dirs(name, data_dir):
     return dirs
 
 
-def _md5(path):
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _fetch(name, files, urls, data_dir, download):
     """Paths of ``files`` (name -> md5) from the search directories, downloading what is missing."""
     dirs = _dirs(name, data_dir)
@@ -89,7 +80,7 @@ def _fetch(name, files, urls, data_dir, download):
             if err is not None:
                 tmp.unlink(missing_ok=True)
                 raise FileNotFoundError(_missing(name, files, dirs, f"the download failed: {err}")) from None
-            digest = _md5(tmp)
+            digest = file_digest(tmp, "md5")
             if digest != md5:
                 tmp.unlink()
                 raise OSError(f"downloaded {f} has md5 {digest}, expected {md5}; the file was removed.")
