@@ -18,7 +18,7 @@ from typing import ClassVar
 
 
 from .._validation import Bool, Interval
-from ..arrays import copy, sqrt, zeros
+from ..arrays import copy, maximum, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg
 
@@ -81,12 +81,27 @@ class FedAdam(FedAvg):
         return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "steps": 0}
 
     def server_update(self, state, ctx, messages):
-        D = ctx.weights @ (messages["y"] - state["x"])
-        m = self.beta1 * state["m"] + (1 - self.beta1) * D
-        v = self.beta2 * state["v"] + (1 - self.beta2) * D * D
-        r = state["steps"] + 1
-        if self.bias_correction:
-            step = self.server_lr / (1 - self.beta1 ** r) * m / (sqrt(v / (1 - self.beta2 ** r)) + self.tau)
-        else:
-            step = self.server_lr * m / (sqrt(v) + self.tau)
-        return {"x": state["x"] + step, "m": m, "v": v, "steps": r}
+        return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.tau,
+                                    self.bias_correction)
+
+
+def adaptive_server_step(state, ctx, messages, lr, beta1, beta2, eps, bias_correction, amsgrad=False):
+    r"""Adam (or AMSGrad with ``amsgrad``) on the averaged update :math:`\Delta = \sum_S \omega_i \Delta_i`.
+
+    m <- b1 m + (1 - b1) Delta;  v <- b2 v + (1 - b2) Delta^2;  s = v, or vhat <- max(vhat, v) with
+    ``amsgrad``;  x <- x + lr/(1 - b1^r) m / (sqrt(s/(1 - b2^r)) + eps) with bias correction (r the
+    server steps so far, from 1), x <- x + lr m / (sqrt(s) + eps) without. FedAdam and FedAMS.
+    """
+    D = ctx.weights @ (messages["y"] - state["x"])
+    m = beta1 * state["m"] + (1 - beta1) * D
+    v = beta2 * state["v"] + (1 - beta2) * D * D
+    s = maximum(state["vhat"], v) if amsgrad else v
+    r = state["steps"] + 1
+    if bias_correction:
+        step = lr / (1 - beta1 ** r) * m / (sqrt(s / (1 - beta2 ** r)) + eps)
+    else:
+        step = lr * m / (sqrt(s) + eps)
+    new = {"x": state["x"] + step, "m": m, "v": v, "steps": r}
+    if amsgrad:
+        new["vhat"] = s
+    return new

@@ -16,8 +16,9 @@ from typing import ClassVar
 
 
 from .._validation import Bool, Interval
-from ..arrays import copy, full, maximum, sqrt, zeros
+from ..arrays import copy, full, zeros
 from ..registry import register
+from .fedadam import adaptive_server_step
 from .fedavg import FedAvg
 
 
@@ -76,13 +77,5 @@ class FedAMS(FedAvg):
         return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "vhat": full(x0, d, self.eps_ams), "steps": 0}
 
     def server_update(self, state, ctx, messages):
-        D = ctx.weights @ (messages["y"] - state["x"])
-        m = self.beta1 * state["m"] + (1 - self.beta1) * D
-        v = self.beta2 * state["v"] + (1 - self.beta2) * D * D
-        vhat = maximum(state["vhat"], v)
-        r = state["steps"] + 1
-        if self.bias_correction:
-            step = self.server_lr / (1 - self.beta1 ** r) * m / (sqrt(vhat / (1 - self.beta2 ** r)) + self.eps)
-        else:
-            step = self.server_lr * m / (sqrt(vhat) + self.eps)
-        return {"x": state["x"] + step, "m": m, "v": v, "vhat": vhat, "steps": r}
+        return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.eps,
+                                    self.bias_correction, amsgrad=True)
