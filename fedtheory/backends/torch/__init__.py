@@ -18,6 +18,8 @@ Examples
 >>> bool(abs(a.x - b.x).max() < 1e-12)
 True
 """
+import weakref
+
 from .. import require_torch
 
 require_torch()
@@ -28,12 +30,19 @@ from .oracles import ConvexOracles, TorchOracles, resolve_device  # noqa: E402
 from . import models  # noqa: E402
 
 
+_CONVEX = weakref.WeakKeyDictionary()      # problem -> {device: ConvexOracles}: data moved once
+
+
 def make_oracles(problem, device=None):
-    """Torch oracles of ``problem`` on ``device`` (None: cuda when available, else cpu)."""
+    """Torch oracles of ``problem`` on ``device`` (None: cuda when available, else cpu), built once
+    per problem and device (the data are converted and moved to the device once per sweep)."""
     dev = resolve_device(device)
     if getattr(problem, "is_deep", False):
         return problem.oracles(dev)
-    return ConvexOracles(problem, dev)
+    per = _CONVEX.setdefault(problem, {})
+    if dev not in per:
+        per[dev] = ConvexOracles(problem, dev)
+    return per[dev]
 
 
 __all__ = ["models", "DeepProblem", "DeepOracles", "ConvexOracles", "TorchOracles", "TorchRoundContext",
