@@ -259,3 +259,14 @@ def test_cuda_float64_matches_numba():
     a = ft.run(p, "scaffold", **kw)
     b = ft.run(p, "scaffold", backend="torch", device="cuda", **kw)
     assert np.abs(a.iterates - b.iterates).max() <= 1e-10
+
+
+def test_download_with_wrong_md5_is_rejected_and_removed(tmp_path, monkeypatch):
+    import urllib.request
+    monkeypatch.setenv("FEDTHEORY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FEDTHEORY_DATA", raising=False)
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: io.BytesIO(b"not the archive"))
+    with pytest.raises(OSError, match=r"cifar-10-python\.tar\.gz has md5 [0-9a-f]{32}, expected "
+                                      r"c58f30108f718f92721af3b95e74349a"):
+        problems.vision.load_cifar10()
+    assert list((tmp_path / "cache" / "cifar10").iterdir()) == []
