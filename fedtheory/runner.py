@@ -17,6 +17,7 @@ from .arrays import HostView, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
+from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
 
@@ -50,6 +51,8 @@ class RunResult:
         Final algorithm state (control variates, duals, ...).
     sampled : list of int64 arrays
         Participating clients of each round (duplicates kept when replicated).
+    trace : fedtheory.trace.Trace or None
+        Per-round, per-client recorded sequences when ``trace=...`` was given.
     """
 
     x: np.ndarray
@@ -68,6 +71,7 @@ class RunResult:
     seed: int = 0
     backend: str = "numba"
     time: float = 0.0
+    trace: object = field(default=None, repr=False)
 
 
 def _step_sizes(lr, t0, K, const=None):
@@ -114,8 +118,8 @@ class _Sampler:
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
         *, eval_every=1, callback=None, progress=False, sampling=None, q=None,
-        participation=None, batch_replacement=False, reference=None, tol=None,
-        **hyperparameters):
+        participation=None, batch_replacement=False, reference=None, tol=None, trace=None,
+        trace_max_mb=1024.0, **hyperparameters):
     r"""Run a federated algorithm on a problem.
 
     With ``batch_size=None`` and ``clients_per_round=None`` the run is deterministic and is
@@ -179,6 +183,17 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         ``dist_sq`` columns.
     tol : float, optional
         Stop with "converged" when the squared gradient mapping norm is <= tol.
+    trace : bool, str or sequence of str, optional
+        Record, per round and per participating client, the sequences the algorithm declares in
+        ``traceables`` (``ft.describe`` lists them): True records all of them, a name or a list
+        records those. Every traced round also keeps the broadcast model x^t, the participants,
+        their weights, the step sizes, the minibatch rows and the noise. The result is
+        ``result.trace`` (:class:`fedtheory.trace.Trace`). Off by default: a local path costs
+        8 S (K + 1) d bytes per round; the numba, python and torch backends record the same
+        values (to rounding).
+    trace_max_mb : float, default 1024
+        Upper bound on the memory of the trace, checked before the run from S, K, d and the
+        rounds (an error names the estimate and how to lower it).
     **hyperparameters
         The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
 
@@ -196,209 +211,279 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     >>> res.status, res.history.shape[0]
     ('max_rounds', 21)
     """
-    c = "run"
-    deep = bool(getattr(problem, "is_deep", False))
-    if not isinstance(problem, FederatedProblem) and not deep:
-        raise InvalidParameterError(f"The 'problem' parameter of run must be a FederatedProblem "
-                                    f"(see the problems package) or a torch DeepProblem. Got "
-                                    f"{type(problem).__name__} instead.")
-    alg_cls = get_algorithm(algorithm)
-    check_param("rounds", rounds, [Interval(int, 0, None)], c)
-    check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
-    if not callable(lr):
-        check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
-    n = problem.n_clients
-    check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, n)], c)
-    check_param("seed", seed, [Interval(int, 0, None)], c)
-    check_param("record_iterates", record_iterates, [Bool()], c)
-    check_param("backend", backend, [Options("numba", "python", "torch")], c)
-    check_param("eval_every", eval_every, [Interval(int, 1, None)], c)
-    check_param("sampling", sampling, [NoneOk(), Options(*SAMPLING)], c)
-    check_param("batch_replacement", batch_replacement, [Bool()], c)
-    check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
-    min_m = int(problem.client_sizes.min())
-    if batch_size is not None:
-        if problem.kind == KIND_QUADRATIC:
-            raise InvalidParameterError(
-                "The 'batch_size' parameter of run must be None for a quadratic problem (it has no "
-                "samples; use its 'noise' for stochastic gradients). Got "
-                f"{batch_size!r} instead.")
-        hi = None if batch_replacement else min_m
-        check_param("batch_size", batch_size, [Interval(int, 1, hi)], c)
-    if deep and backend != "torch":
-        raise InvalidParameterError(f"The 'backend' parameter of run must be 'torch' for a DeepProblem (a torch "
-                                    f"network). Got {backend!r} instead.")
-    if device is not None and backend != "torch":
-        raise InvalidParameterError(f"The 'device' parameter of run applies to backend='torch' only and must be "
-                                    f"None with backend={backend!r}. Got {device!r} instead.")
-    oracles = None
-    if backend == "torch":
-        from .backends import require_torch
-        require_torch()
-        from .backends.torch import make_oracles
-        oracles = make_oracles(problem, device)
-    if "q" in alg_cls.hyperparameters() and q is None:
-        q = hyperparameters.get("q")
-    alg = alg_cls.create(**hyperparameters)
-    alg.check_problem(problem)
-    if alg.full_participation_only and (clients_per_round not in (None, n) or sampling is not None):
-        raise InvalidParameterError(
-            f"{alg.name!r} is defined for full participation only, so the 'clients_per_round' "
-            f"parameter of run must be None or {n} and 'sampling' None. Got "
-            f"clients_per_round={clients_per_round!r}, sampling={sampling!r} instead.")
+    job = _Job(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0,
+               record_iterates, backend, device, eval_every, callback, sampling, q, participation,
+               batch_replacement, reference, tol, trace, trace_max_mb, hyperparameters)
+    job.evaluate(0)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=rounds, desc=job.alg.name)
+    with np.errstate(all="ignore"):
+        for r in range(1, rounds + 1):
+            stop = job.round(r)
+            if bar is not None and job.completed == r:
+                bar.update(1)
+            if stop:
+                break
+    if bar is not None:
+        bar.close()
+    return job.result()
 
-    # --- sampling scheme
-    if sampling in ("uniform", "with_replacement") and clients_per_round is None:
-        raise InvalidParameterError(
-            f"sampling={sampling!r} draws clients_per_round clients per round, so the "
-            "'clients_per_round' parameter of run must be an int in the range "
-            f"[1, {n}]. Got None instead.")
-    mode = "full"
-    if clients_per_round is not None or sampling == "bernoulli":
-        mode = sampling or alg.default_sampling
-    replicate = bool(getattr(alg, "replicate_duplicates", False))
-    qv = None
-    if mode == "with_replacement" or q is not None:
-        qv = problem.weights if q is None else np.asarray(q, dtype=np.float64)
-        if qv.shape != (n,) or not np.allclose(qv, problem.weights, rtol=1e-12, atol=1e-15):
-            raise InvalidParameterError(
-                "The 'q' parameter of run must equal the problem's client weights (q are both the "
-                "sampling probabilities and the objective weights); build the problem with "
-                f"weights=q. Got q={np.asarray(q).tolist()!r} instead.")
-    if mode == "with_replacement" and alg.stateful_clients and replicate:
-        raise InvalidParameterError(f"{alg.name!r} keeps per-client state, so duplicate draws cannot "
-                                    "be independent replicas; use replicate_duplicates=False.")
-    if participation is not None and mode != "bernoulli":
-        raise InvalidParameterError("The 'participation' parameter of run is the probability of "
-                                    "sampling='bernoulli' and must be None otherwise. "
-                                    f"Got {participation!r} with sampling={sampling!r} instead.")
-    if mode == "bernoulli":
-        if participation is None:
-            participation = (clients_per_round or n) / n
-        check_param("participation", participation, [Interval(float, 0, 1, "right")], c)
-    S = clients_per_round if clients_per_round is not None else n
-    sampler = _Sampler(problem, mode, S, qv, replicate, participation)
 
-    # --- initial point
-    d = problem.dim
-    if x0 is None:
-        x0 = problem.initial_point() if deep else np.zeros(d)
-    else:
+class _Job:
+    """One run's phases: setup (validation, sampler, streams, state), round, evaluation, result."""
+
+    # ------------------------------------------------------------------ setup
+    def __init__(self, problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
+                 x0, record_iterates, backend, device, eval_every, callback, sampling, q, participation,
+                 batch_replacement, reference, tol, trace, trace_max_mb, hyperparameters):
+        self.problem, self.rounds, self.local_steps, self.lr = problem, rounds, local_steps, lr
+        self.seed, self.backend, self.eval_every, self.callback = seed, backend, eval_every, callback
+        self.reference, self.tol, self.record = reference, tol, record_iterates
+        self.deep = bool(getattr(problem, "is_deep", False))
+        alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
+                                        batch_size, seed, record_iterates, backend, device, eval_every,
+                                        sampling, batch_replacement, tol)
+        self.oracles = None
+        if backend == "torch":
+            from .backends import require_torch
+            require_torch()
+            from .backends.torch import make_oracles
+            self.oracles = make_oracles(problem, device)
+        if "q" in alg_cls.hyperparameters() and q is None:
+            q = hyperparameters.get("q")
+        self.alg = alg = alg_cls.create(**hyperparameters)
+        alg.check_problem(problem)
+        self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
+        self.x0 = self._initial_point(x0)
+        self.trace = _TraceRecorder.create(trace, alg, problem, rounds, local_steps,
+                                           clients_per_round, batch_size, trace_max_mb)
+        self.const_lrs = None if callable(lr) else np.full(local_steps, float(lr))
+        ss = np.random.SeedSequence(seed)
+        self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
+        self.rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
+        if self.oracles is None:
+            self.state = alg.init(problem, self.x0)
+        else:                                  # the same rules on tensors (fedtheory.arrays helpers)
+            self.state = alg.init(self.oracles, self.oracles.tensor(self.x0))
+        self.context_cls = RoundContext
+        if self.oracles is not None:
+            from .backends.torch.context import TorchRoundContext
+            self.context_cls = TorchRoundContext
+        self.B = batch_size or 0
+        self.batch_replacement = batch_replacement
+        self.L_eval = _eval_step(problem)
+        self.rows, self.sampled = [], []
+        self.iterates = [np.array(self.x0, dtype=np.float64)] if record_iterates else None
+        self.counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
+        self.status, self.message = "max_rounds", f"completed {rounds} rounds"
+        self.completed = 0
+
+    @staticmethod
+    def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
+                         record_iterates, backend, device, eval_every, sampling, batch_replacement, tol):
+        c = "run"
+        deep = bool(getattr(problem, "is_deep", False))
+        if not isinstance(problem, FederatedProblem) and not deep:
+            raise InvalidParameterError(f"The 'problem' parameter of run must be a FederatedProblem "
+                                        f"(see the problems package) or a torch DeepProblem. Got "
+                                        f"{type(problem).__name__} instead.")
+        alg_cls = get_algorithm(algorithm)
+        check_param("rounds", rounds, [Interval(int, 0, None)], c)
+        check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
+        if not callable(lr):
+            check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
+        n = problem.n_clients
+        check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, n)], c)
+        check_param("seed", seed, [Interval(int, 0, None)], c)
+        check_param("record_iterates", record_iterates, [Bool()], c)
+        check_param("backend", backend, [Options("numba", "python", "torch")], c)
+        check_param("eval_every", eval_every, [Interval(int, 1, None)], c)
+        check_param("sampling", sampling, [NoneOk(), Options(*SAMPLING)], c)
+        check_param("batch_replacement", batch_replacement, [Bool()], c)
+        check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
+        min_m = int(problem.client_sizes.min())
+        if batch_size is not None:
+            if problem.kind == KIND_QUADRATIC:
+                raise InvalidParameterError(
+                    "The 'batch_size' parameter of run must be None for a quadratic problem (it has no "
+                    "samples; use its 'noise' for stochastic gradients). Got "
+                    f"{batch_size!r} instead.")
+            hi = None if batch_replacement else min_m
+            check_param("batch_size", batch_size, [Interval(int, 1, hi)], c)
+        if deep and backend != "torch":
+            raise InvalidParameterError(f"The 'backend' parameter of run must be 'torch' for a DeepProblem (a torch "
+                                        f"network). Got {backend!r} instead.")
+        if device is not None and backend != "torch":
+            raise InvalidParameterError(f"The 'device' parameter of run applies to backend='torch' only and must be "
+                                        f"None with backend={backend!r}. Got {device!r} instead.")
+        return alg_cls
+
+    def _make_sampler(self, alg, clients_per_round, sampling, q, participation):
+        """The sampling scheme: full participation, uniform, with replacement or Bernoulli."""
+        problem, n, c = self.problem, self.problem.n_clients, "run"
+        if alg.full_participation_only and (clients_per_round not in (None, n) or sampling is not None):
+            raise InvalidParameterError(
+                f"{alg.name!r} is defined for full participation only, so the 'clients_per_round' "
+                f"parameter of run must be None or {n} and 'sampling' None. Got "
+                f"clients_per_round={clients_per_round!r}, sampling={sampling!r} instead.")
+        if sampling in ("uniform", "with_replacement") and clients_per_round is None:
+            raise InvalidParameterError(
+                f"sampling={sampling!r} draws clients_per_round clients per round, so the "
+                "'clients_per_round' parameter of run must be an int in the range "
+                f"[1, {n}]. Got None instead.")
+        mode = "full"
+        if clients_per_round is not None or sampling == "bernoulli":
+            mode = sampling or alg.default_sampling
+        replicate = bool(getattr(alg, "replicate_duplicates", False))
+        qv = None
+        if mode == "with_replacement" or q is not None:
+            qv = problem.weights if q is None else np.asarray(q, dtype=np.float64)
+            if qv.shape != (n,) or not np.allclose(qv, problem.weights, rtol=1e-12, atol=1e-15):
+                raise InvalidParameterError(
+                    "The 'q' parameter of run must equal the problem's client weights (q are both the "
+                    "sampling probabilities and the objective weights); build the problem with "
+                    f"weights=q. Got q={np.asarray(q).tolist()!r} instead.")
+        if mode == "with_replacement" and alg.stateful_clients and replicate:
+            raise InvalidParameterError(f"{alg.name!r} keeps per-client state, so duplicate draws cannot "
+                                        "be independent replicas; use replicate_duplicates=False.")
+        if participation is not None and mode != "bernoulli":
+            raise InvalidParameterError("The 'participation' parameter of run is the probability of "
+                                        "sampling='bernoulli' and must be None otherwise. "
+                                        f"Got {participation!r} with sampling={sampling!r} instead.")
+        if mode == "bernoulli":
+            if participation is None:
+                participation = (clients_per_round or n) / n
+            check_param("participation", participation, [Interval(float, 0, 1, "right")], c)
+        S = clients_per_round if clients_per_round is not None else n
+        return _Sampler(problem, mode, S, qv, replicate, participation), mode
+
+    def _initial_point(self, x0):
+        d = self.problem.dim
+        if x0 is None:
+            return self.problem.initial_point() if self.deep else np.zeros(d)
         x0 = np.array(to_numpy(x0), dtype=np.float64, order="C")     # a contiguous copy
         if x0.shape != (d,):
             raise InvalidParameterError(f"The 'x0' parameter of run must be an array of shape ({d},). "
                                         f"Got an array of shape {x0.shape} instead.")
         if not np.all(np.isfinite(x0)):
             raise InvalidParameterError("The 'x0' parameter of run must be finite. Got NaN/inf entries.")
+        return x0
 
-    const_lrs = None if callable(lr) else np.full(local_steps, float(lr))
-    may_repeat = mode == "with_replacement"
-    ss = np.random.SeedSequence(seed)
-    rng_clients, rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
-    rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
-    if oracles is None:
-        state = alg.init(problem, x0)
-    else:                                  # the same rules on tensors (fedtheory.arrays helpers)
-        state = alg.init(oracles, oracles.tensor(x0))
-    B = batch_size or 0
-    starts_all, sizes_all = problem.client_ptr[:-1], problem.client_sizes
-    L_eval = _eval_step(problem)
-    context_cls = None
-    if oracles is not None:
-        from .backends.torch.context import TorchRoundContext as context_cls
-    rows, iterates, sampled = [], ([np.array(x0, dtype=np.float64)] if record_iterates else None), []
-    counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
-    status, message = "max_rounds", f"completed {rounds} rounds"
+    # ------------------------------------------------------------------ one round
+    def _context(self, r, clients, weights):
+        """The round context of round r (1-based): minibatch rows, noise and step sizes."""
+        p, alg = self.problem, self.alg
+        Sr = clients.shape[0]
+        K, t0 = alg.round_schedule(r - 1, self.local_steps)
+        if self.B:
+            u = self.rng_data.random((Sr, K, self.B))
+            idx = minibatch_rows(u, p.client_ptr[:-1][clients], p.client_sizes[clients], self.batch_replacement,
+                                 np.empty((Sr, K, self.B), dtype=np.int64))
+        else:
+            idx = np.zeros((Sr, K, 0), dtype=np.int64)
+        if p.noise > 0:
+            noise = p.noise * self.rng_data.standard_normal((Sr, K, p.dim))
+        else:
+            noise = np.zeros((0, 0, 0))
+        ctx = self.context_cls(p if self.oracles is None else self.oracles, r - 1, clients, weights, idx, noise,
+                               _step_sizes(self.lr, t0, K, self.const_lrs), float(self.rng_aux.random()),
+                               self.rng_aux)
+        if self.trace is not None:
+            ctx.want = self.trace.paths
+        return ctx
 
-    def evaluate(r):
+    def round(self, r):
+        """Run round r (1-based); returns True when the run stops after it."""
+        alg, state, counters = self.alg, self.state, self.counters
+        clients, weights = self.sampler(self.rng_clients)
+        self.sampled.append(clients)
+        ctx = self._context(r, clients, weights)
+        x_start = to_numpy(state["x"]).copy() if self.trace is not None else None
+        Sr = ctx.S
+        t0 = time.perf_counter()
+        msgs = {}
+        if Sr:
+            if self.backend != "python":        # numba kernels, or their torch counterparts
+                msgs = alg.local_round(state, ctx)
+            else:
+                msgs = alg.local_round_reference(state, ctx)
+            bad = _first_nonfinite(msgs, ctx)
+            if bad is not None:
+                self.status, self.message = "diverged", f"round {r}: {bad}"
+                counters["time"] += time.perf_counter() - t0
+                if self.trace is not None:
+                    self.trace.add(r - 1, ctx, x_start, msgs, None)
+                return True
+            self.state = state = alg.server_update(state, ctx, msgs)
+        counters["time"] += time.perf_counter() - t0
+        if self.trace is not None:
+            self.trace.add(r - 1, ctx, x_start, msgs, state)
+        self.completed = r
+        self._count(ctx, clients)
+        if self.record:
+            self.iterates.append(np.array(to_numpy(state["x"]), dtype=np.float64))
+        if not math.isfinite(float(state["x"].sum())):          # NaN or inf anywhere
+            self.status = "diverged"
+            self.message = f"round {r}: the global model became non-finite after aggregation"
+            return True
+        stop = self.callback is not None and bool(self.callback(r, to_numpy(state["x"])))
+        if r % self.eval_every == 0 or r == self.rounds or stop:
+            row = self.evaluate(r)
+            if not np.isfinite(row["value"]):
+                self.status, self.message = "diverged", f"round {r}: F(x) is not finite ({row['value']})"
+                return True
+            if self.tol is not None and row["grad_mapping_sq"] <= self.tol:
+                self.status = "converged"
+                self.message = f"round {r}: squared gradient mapping norm <= tol={self.tol}"
+                return True
+        if stop:
+            self.status, self.message = "callback_stop", f"callback asked to stop after round {r}"
+            return True
+        return False
+
+    def _count(self, ctx, clients):
+        """Oracle calls, per-sample gradients and communication of the round."""
+        alg, counters = self.alg, self.counters
+        Sr, K, B = ctx.S, ctx.K, self.B
+        n_unique = np.unique(clients).size if self.mode == "with_replacement" else Sr
+        calls = alg.oracle_calls_per_step()
+        extra_calls, extra_rows = alg.round_extra_grads(ctx)
+        counters["grad_evals"] += Sr * K * calls + extra_calls
+        sizes = self.problem.client_sizes
+        counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes[clients].sum()) * K) + extra_rows
+        down, up = alg.round_comm(ctx, n_unique, self.state)
+        counters["comm_up"] += up
+        counters["comm_down"] += down
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, r):
+        """One history row at round r: counters, F(x), the gradient mapping and the extras."""
+        problem, state = self.problem, self.state
         x = to_numpy(state["x"])
-        row = {"round": r, **counters, "value": problem.value(x),
-               "grad_mapping_sq": problem.gradient_mapping_sq(x, L_eval)}
-        if reference is not None:
-            row["suboptimality"] = row["value"] - reference.f
-            diff = x - reference.x
+        row = {"round": r, **self.counters, "value": problem.value(x),
+               "grad_mapping_sq": problem.gradient_mapping_sq(x, self.L_eval)}
+        if self.reference is not None:
+            row["suboptimality"] = row["value"] - self.reference.f
+            diff = x - self.reference.x
             row["dist_sq"] = float(diff @ diff)
-        if deep:
+        if self.deep:
             row.update(problem.eval_extras(x))
-        row.update(alg.history_extras(state if oracles is None else HostView(state), problem))
-        rows.append(row)
+        row.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
+        self.rows.append(row)
         return row
 
-    evaluate(0)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=rounds, desc=alg.name)
-    r = completed = 0
-    with np.errstate(all="ignore"):
-        for r in range(1, rounds + 1):
-            clients, weights = sampler(rng_clients)
-            sampled.append(clients)
-            Sr = clients.shape[0]
-            K, t0 = alg.round_schedule(r - 1, local_steps)
-            if B:
-                u = rng_data.random((Sr, K, B))
-                idx = minibatch_rows(u, starts_all[clients], sizes_all[clients], batch_replacement,
-                                     np.empty((Sr, K, B), dtype=np.int64))
-            else:
-                idx = np.zeros((Sr, K, 0), dtype=np.int64)
-            if problem.noise > 0:
-                noise = problem.noise * rng_data.standard_normal((Sr, K, d))
-            else:
-                noise = np.zeros((0, 0, 0))
-            ctx = (RoundContext if oracles is None else context_cls)(
-                problem if oracles is None else oracles, r - 1, clients, weights, idx, noise,
-                _step_sizes(lr, t0, K, const_lrs), float(rng_aux.random()), rng_aux)
-            t0 = time.perf_counter()
-            if Sr:
-                if backend != "python":        # numba kernels, or their torch counterparts
-                    msgs = alg.local_round(state, ctx)
-                else:
-                    msgs = alg.local_round_reference(state, ctx)
-                bad = _first_nonfinite(msgs, ctx)
-                if bad is not None:
-                    status, message = "diverged", f"round {r}: {bad}"
-                    counters["time"] += time.perf_counter() - t0
-                    break
-                state = alg.server_update(state, ctx, msgs)
-            counters["time"] += time.perf_counter() - t0
-            completed = r
-            n_unique = np.unique(clients).size if may_repeat else Sr
-            calls = alg.oracle_calls_per_step()
-            extra_calls, extra_rows = alg.round_extra_grads(ctx)
-            counters["grad_evals"] += Sr * K * calls + extra_calls
-            counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes_all[clients].sum()) * K) + extra_rows
-            down, up = alg.round_comm(ctx, n_unique, state)
-            counters["comm_up"] += up
-            counters["comm_down"] += down
-            if record_iterates:
-                iterates.append(np.array(to_numpy(state["x"]), dtype=np.float64))
-            if not math.isfinite(float(state["x"].sum())):          # NaN or inf anywhere
-                status, message = "diverged", f"round {r}: the global model became non-finite after aggregation"
-                break
-            stop = callback is not None and bool(callback(r, to_numpy(state["x"])))
-            if r % eval_every == 0 or r == rounds or stop:
-                row = evaluate(r)
-                if not np.isfinite(row["value"]):
-                    status, message = "diverged", f"round {r}: F(x) is not finite ({row['value']})"
-                    break
-                if tol is not None and row["grad_mapping_sq"] <= tol:
-                    status, message = "converged", f"round {r}: squared gradient mapping norm <= tol={tol}"
-                    break
-            if bar is not None:
-                bar.update(1)
-            if stop:
-                status, message = "callback_stop", f"callback asked to stop after round {r}"
-                break
-    if bar is not None:
-        bar.close()
-    hist = pd.DataFrame(rows)
-    return RunResult(x=np.array(to_numpy(state["x"]), dtype=np.float64), status=status, message=message,
-                     rounds=completed, grad_evals=counters["grad_evals"],
-                     sample_grads=counters["sample_grads"], comm_up=counters["comm_up"],
-                     comm_down=counters["comm_down"], history=hist,
-                     iterates=np.array(iterates) if record_iterates else None, state=state, sampled=sampled,
-                     algorithm=alg, seed=seed, backend=backend, time=counters["time"])
+    # ------------------------------------------------------------------ result
+    def result(self):
+        c = self.counters
+        return RunResult(x=np.array(to_numpy(self.state["x"]), dtype=np.float64), status=self.status,
+                         message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
+                         sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
+                         history=pd.DataFrame(self.rows),
+                         iterates=np.array(self.iterates) if self.record else None, state=self.state,
+                         sampled=self.sampled, algorithm=self.alg, seed=self.seed, backend=self.backend,
+                         time=c["time"], trace=None if self.trace is None else self.trace.result())
 
 
 def _eval_step(problem):

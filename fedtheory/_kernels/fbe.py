@@ -2,6 +2,7 @@
 import numpy as np
 from numba import njit
 
+from .trace import record
 from .oracles import client_grad, client_hvp
 
 HVP_NONE = 0       # cheap variant: g = lam Rm
@@ -61,7 +62,7 @@ def prox_vec(u, t, reg, groups, m1, m2, out):
 
 @njit(cache=True)
 def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx_g, idx_h, noise,
-                    lrs, l2, x0, lam, tau, hvp_mode, fd_eps, reg, groups, m1, m2, out):
+                    lrs, l2, x0, lam, tau, hvp_mode, fd_eps, reg, groups, m1, m2, out, path, path_prox):
     """K pFedFBE local steps (Algorithm 1, eq. 9) for every sampled client (h of ``prox_vec``).
 
         v  = grad f~(x; B_g) + noise;   th = prox_{h/lam}(x - v/lam);   Rm = x - th
@@ -70,6 +71,7 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
         x <- x - eta_k (lam Rm - Hv)
 
     ``idx_g``/``idx_h`` are the (S, K, B) rows of the two minibatches (B = 0: full client data).
+    ``path`` records x_k (k = 0..K) and ``path_prox`` th_k (k = 0..K-1) when not empty (traces).
     Returns -1 or s * K + k of the first non-finite iterate.
     """
     S = clients.shape[0]
@@ -90,6 +92,7 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
         x = out[s]
         for j in range(d):
             x[j] = x0[j]
+        record(path, s, 0, x)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_g[s, k], x, l2, v)
             for j in range(d):
@@ -98,6 +101,7 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                     vj += noise[s, k, j]
                 xp[j] = x[j] - vj / lam
             prox_vec(xp, t, reg, groups, m1, m2, rm)
+            record(path_prox, s, k, rm)
             nrm = 0.0
             for j in range(d):
                 rm[j] = x[j] - rm[j]
@@ -120,6 +124,7 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             for j in range(d):
                 x[j] -= lr * (lam * rm[j] - hv[j])
                 check += x[j]
+            record(path, s, k + 1, x)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k

@@ -2,12 +2,13 @@
 import numpy as np
 from numba import njit
 
+from .trace import record
 from .oracles import client_grad
 
 
 @njit(cache=True)
 def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                        clients, idx, noise, lrs, l2, x0, gscale, mu, anchor, corr, out):
+                        clients, idx, noise, lrs, l2, x0, gscale, mu, anchor, corr, out, path):
     """Run K corrected local SGD steps for every sampled client of a round.
 
     For client ``clients[s]`` and step k = 0..K-1, starting from y_0 = x0:
@@ -17,7 +18,8 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
 
     ``idx`` has shape (S, K, B) of absolute minibatch rows, or (S, K, 0) for exact
     client gradients; ``noise`` has shape (S, K, d) or (0, 0, 0) for none; ``corr``
-    has shape (S, d) or (0, 0) for none. The final y_K is written into ``out[s]``.
+    has shape (S, d) or (0, 0) for none. The final y_K is written into ``out[s]``;
+    ``path`` of shape (S, K + 1, d), or (0, 0, 0), receives y_0..y_K (traces, :mod:`.trace`).
     FedAvg, FedProx, SCAFFOLD, FedDyn, FedCM and LFD are all instances.
 
     Returns -1 when every local iterate stayed finite, else ``s * K + k`` for the first
@@ -37,6 +39,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
         y = out[s]
         for j in range(d):
             y[j] = x0[j]
+        record(path, s, 0, y)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
             lr = lrs[k]
@@ -50,6 +53,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     step += corr[s, j]
                 y[j] -= lr * step
                 check += y[j]
+            record(path, s, k + 1, y)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k
@@ -60,7 +64,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
 @njit(cache=True)
 def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                         clients, idx, noise, lrs, l2, x0, alpha, rho, normalized, eps,
-                        mu, anchor, corr, out):
+                        mu, anchor, corr, out, path):
     """K local steps with a SAM-type quasi-gradient (FedSpeed, Alg. 1 lines 7-11).
 
     For client ``clients[s]`` and step k, with the minibatch ``idx[s, k]`` and the noise
@@ -92,6 +96,7 @@ def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
         y = out[s]
         for j in range(d):
             y[j] = x0[j]
+        record(path, s, 0, y)
         for k in range(K):
             rows = idx[s, k]
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, y, l2, g)
@@ -121,6 +126,7 @@ def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     step += corr[s, j]
                 y[j] -= lr * step
                 check += y[j]
+            record(path, s, k + 1, y)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k
@@ -130,7 +136,7 @@ def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
 
 @njit(cache=True)
 def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                          clients, idx, noise, lrs, l2, X0, gscale, mu, corr, out):
+                          clients, idx, noise, lrs, l2, X0, gscale, mu, corr, out, path):
     """K corrected local SGD steps, each client from its own start ``X0[s]``.
 
         y_0 = X0[s],  y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; idx[s, k]) + noise[s, k])
@@ -153,6 +159,7 @@ def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
         y = out[s]
         for j in range(d):
             y[j] = X0[s, j]
+        record(path, s, 0, y)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
             lr = lrs[k]
@@ -166,6 +173,7 @@ def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
                     step += corr[s, j]
                 y[j] -= lr * step
                 check += y[j]
+            record(path, s, k + 1, y)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k
@@ -175,7 +183,7 @@ def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
 
 @njit(cache=True)
 def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                       clients, idx, noise, lrs, l2, x0, gscale, corr, out):
+                       clients, idx, noise, lrs, l2, x0, gscale, corr, out, path):
     """K local steps with a variance-reduced direction (Mime):
 
         y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; B) - g(x0; B) + corr[s]) ... )
@@ -198,6 +206,7 @@ def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
         y = out[s]
         for j in range(d):
             y[j] = x0[j]
+        record(path, s, 0, y)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x0, l2, g0)
@@ -206,6 +215,7 @@ def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
             for j in range(d):
                 y[j] -= lr * (gscale * (g[j] - g0[j]) + corr[s, j])
                 check += y[j]
+            record(path, s, k + 1, y)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k
@@ -215,7 +225,7 @@ def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
 
 @njit(cache=True)
 def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, idx_v, noise, noise_v,
-                   lrs, l2, x0, V0, rho, coupling, out_y, out_v):
+                   lrs, l2, x0, V0, rho, coupling, out_y, out_v, path_y, path_v):
     """FedDeper's alternating local steps (Algorithm 1, lines 5-9) for every sampled client.
 
     From y_0 = x0 and v_0 = V0[s], for k = 0..K-1 with the minibatch ``idx[s, k]`` for y and
@@ -226,7 +236,8 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
         y_{k+1} = y_k - eta_k gy - rho (w + y_k - 2 x0)              (line 7)
 
     with w = v_k (coupling 0, the spec's reading), v_{k+1} (1) or v_0 (2).
-    Writes y_K into ``out_y[s]`` and v_K into ``out_v[s]``; returns -1 or s * K + k of the first
+    Writes y_K into ``out_y[s]`` and v_K into ``out_v[s]`` (and y_0..y_K, v_0..v_K into ``path_y``,
+    ``path_v`` when they are not empty); returns -1 or s * K + k of the first
     non-finite iterate.
     """
     S = clients.shape[0]
@@ -245,6 +256,8 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
         for j in range(d):
             y[j] = x0[j]
             v[j] = V0[s, j]
+        record(path_y, s, 0, y)
+        record(path_v, s, 0, v)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, gy)
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_v[s, k], v, l2, gv)
@@ -262,6 +275,8 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                 y[j] = y[j] - lr * gyj - rho * (w + y[j] - 2.0 * x0[j])
                 v[j] = vn
                 check += y[j] + v[j]
+            record(path_y, s, k + 1, y)
+            record(path_v, s, k + 1, v)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k

@@ -2,6 +2,7 @@
 import numpy as np
 from numba import njit
 
+from .trace import record
 from .oracles import client_value_grad
 
 MODE_SPS = 0          # FedSPS: min{(F - l)/(c ||g||^2), gamma_b}
@@ -14,7 +15,7 @@ MODE_FIXED = 4        # FedSPS-Global: a given gamma for every step
 @njit(cache=True)
 def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, l2, x0,
                     mode, c, gamma_b, ell, c0, t0, c_round, K_round, gamma_fixed, factor, state,
-                    eps, out, gammas, capped, last_val, last_gg):
+                    eps, out, gammas, capped, last_val, last_gg, path):
     """K local SGD steps with a stochastic Polyak step size for every sampled client.
 
     For client ``clients[s]`` and local step k (global counter t = t0 + k), with the same
@@ -31,6 +32,7 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
 
     ``gammas[s, k]`` receives the step size and ``capped[s, k]`` 1 when the cap bound.
     ``last_val[s]`` and ``last_gg[s]`` hold F and ||g||^2 of the last step (FedSPS-Global).
+    ``path`` (S, K + 1, d), or (0, 0, 0), receives y_0..y_K (traces).
     Returns -1, or s * K + k of the first non-finite iterate.
     """
     S = clients.shape[0]
@@ -46,6 +48,7 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
         y = out[s]
         for j in range(d):
             y[j] = x0[j]
+        record(path, s, 0, y)
         for k in range(K):
             val = client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
             gg = 0.0
@@ -100,6 +103,7 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             for j in range(d):
                 y[j] -= gam * g[j]
                 check += y[j]
+            record(path, s, k + 1, y)
             if not np.isfinite(check):
                 if first_bad < 0:
                     first_bad = s * K + k

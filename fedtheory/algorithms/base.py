@@ -27,6 +27,7 @@ from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
 _EMPTY2 = np.zeros((0, 0))
+_EMPTY3 = np.zeros((0, 0, 0))
 
 
 def averaged_step(x, weights, Y, server_lr):
@@ -72,6 +73,27 @@ class RoundContext:
         self.rng = rng
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
+        self.want = frozenset()       # local paths to record (set by the runner for trace=...)
+        self.traced = {}              # name -> (S, K + 1, d) recorded local iterates
+
+    # -- traces (run(..., trace=...)) -------------------------------------------------
+    def path(self, name):
+        """The (S, K + 1, d) buffer into which a kernel records the local path ``name``
+        (NaN-filled; entries after a divergence stay NaN), or an empty (0, 0, 0) array when
+        the run does not trace it."""
+        if name not in self.want:
+            return _EMPTY3
+        buf = self.traced.get(name)
+        if buf is None:
+            buf = self.traced[name] = np.full((self.S, self.K + 1, self.problem.dim), np.nan)
+        return buf
+
+    def record(self, name, s, k, y):
+        """Record iterate ``y`` of client slot ``s`` after local step ``k`` (0: the start) of the
+        local path ``name`` (the NumPy twins and the torch context; kernels use :meth:`path`)."""
+        if name in self.want:
+            from ..arrays import to_numpy
+            self.path(name)[s, k] = to_numpy(y)
 
     # -- Numba path -----------------------------------------------------------------
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
@@ -86,7 +108,7 @@ class RoundContext:
         Y = np.empty((self.S, p.dim))
         bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                   p.l2, x0, float(gscale), float(mu), x0 if anchor is None else anchor,
-                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
@@ -99,7 +121,7 @@ class RoundContext:
         Y = np.empty((self.S, p.dim))
         bad = multi_start_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                     p.l2, np.ascontiguousarray(X0), float(gscale), float(mu),
-                                    _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+                                    _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def independent_stream(self):
@@ -124,7 +146,8 @@ class RoundContext:
         p = self.problem
         Y, V = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
         bad = feddeper_local(*p.kernel_pack(), self.clients, self.idx, idx_v, self.noise, noise_v, self.lrs, p.l2,
-                             x0, np.ascontiguousarray(V0), float(rho), int(coupling), Y, V)
+                             x0, np.ascontiguousarray(V0), float(rho), int(coupling), Y, V,
+                             self.path("local"), self.path("personal"))
         return Y, V, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_anchored(self, x0, gscale, corr):
@@ -135,7 +158,7 @@ class RoundContext:
         p = self.problem
         Y = np.empty((self.S, p.dim))
         bad = anchored_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
-                                 float(gscale), np.ascontiguousarray(corr), Y)
+                                 float(gscale), np.ascontiguousarray(corr), Y, self.path("local"))
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
@@ -151,7 +174,7 @@ class RoundContext:
         bad = perturbed_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
                                   p.l2, x0, float(alpha), float(rho), bool(normalized), float(eps),
                                   float(mu), x0 if anchor is None else anchor,
-                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y)
+                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
@@ -169,7 +192,7 @@ class RoundContext:
         bad = sps_local_steps(*p.kernel_pack(), self.clients, self.idx, self.noise, p.l2, x0, int(mode),
                               float(c), float(gamma_b), np.ascontiguousarray(ell), float(c0), int(self.round * K),
                               bool(c_round), int(K), float(gamma_fixed),
-                              np.ascontiguousarray(factor, dtype=np.float64), st, float(eps), Y, G, C, lv, lg)
+                              np.ascontiguousarray(factor, dtype=np.float64), st, float(eps), Y, G, C, lv, lg, self.path("local"))
         return Y, G, C, lv, lg, (None if bad < 0 else divmod(bad, K))
 
     def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
@@ -205,7 +228,7 @@ class RoundContext:
         Y = np.empty((self.S, p.dim))
         bad = fbe_local_steps(*p.kernel_pack(), self.clients, self.idx, np.ascontiguousarray(idx_h), self.noise,
                               self.lrs, p.l2, x0, float(lam), float(p.l1), int(hvp_mode), float(fd_eps),
-                              *p.reg_pack(), Y)
+                              *p.reg_pack(), Y, self.path("local"), self.path("prox_point"))
         return Y, (None if bad < 0 else divmod(bad, self.K))
 
     def full_grads(self, x):
@@ -257,6 +280,12 @@ class Algorithm:
     divergence_params : dict
         Overrides of the common suite's divergence check (lr=50, K=5) for methods whose
         server step is bounded (Adam-type), which need more local steps to overflow.
+    traceables : dict
+        Sequences that ``run(..., trace=...)`` can record, ``{name: (source, description)}``.
+        ``source`` is ``"path"`` (a local path recorded by the round context: (S, K + 1, d) per
+        round; every primitive records ``"local"``), ``"message"`` (the entry of the round's
+        messages, one row per participating client) or ``"state"`` (the entry of the state after
+        the server update). The default declares the local iterates ``"local"``.
     """
 
     name: ClassVar[str] = "algorithm"
@@ -270,6 +299,8 @@ class Algorithm:
     reductions: ClassVar[list] = []
     full_participation_only: ClassVar[bool] = False
     divergence_params: ClassVar[dict] = {}
+    traceables: ClassVar[dict] = {"local": ("path", "local iterates y_{i,k}, k = 0..K, of each participating "
+                                                     "client (row s: client clients[s])")}
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

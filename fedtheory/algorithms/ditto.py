@@ -52,6 +52,7 @@ class Ditto(Algorithm):
     lam_d: float = 0.1
 
     name: ClassVar[str] = "ditto"
+    traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Li, Hu, Beirami, Smith 2021 (Ditto); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"lam_d": [Interval(float, 0, None, "left")]}
     stateful_clients: ClassVar[bool] = True

@@ -84,8 +84,10 @@ class FedADMM(Algorithm):
         for s in range(ctx.S):
             yi = state["dual"][ctx.clients[s]]
             xi = x.copy()
+            ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
                 xi = xi - ctx.lrs[k] * (ctx.grad(s, k, xi) + yi + r * (xi - x))
+                ctx.record("local", s, k + 1, xi)
             D[s] = yi + r * (xi - x)                       # dual ascent
             H[s] = xi + D[s] / r                           # augmented model
         return {"dual": D, "xhat": H}

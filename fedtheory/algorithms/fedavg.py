@@ -62,8 +62,10 @@ class FedAvg(Algorithm):
         Y = np.empty((ctx.S, x.shape[0]))
         for s in range(ctx.S):
             y = x.copy()                                  # y_{i,0} = x^t
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 y = y - ctx.lrs[k] * ctx.grad(s, k, y)    # y <- y - eta_l g(y; xi)
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
 

@@ -70,9 +70,11 @@ class FedCM(Algorithm):
         Y = np.empty((ctx.S, x.shape[0]))
         for s in range(ctx.S):
             y = x.copy()
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 v = a * ctx.grad(s, k, y) + (1 - a) * m          # v = a g + (1 - a) Delta^t
                 y = y - ctx.lrs[k] * v
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
 

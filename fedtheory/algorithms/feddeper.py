@@ -76,6 +76,10 @@ class FedDeper(Algorithm):
     star: bool = False
 
     name: ClassVar[str] = "feddeper"
+    traceables: ClassVar[dict] = {
+        "local": ("path", "y_{i,k}, k = 0..K: the globalized local model of each participating client"),
+        "personal": ("path", "v_{i,k}, k = 0..K: the personalized local model (line 8)"),
+        "v": ("state", "v_i of every client after the round's mixing (eq. 6), shape (n, d)")}
     reference: ClassVar[str] = "FedDeper, Algorithm 1; spec/feddeper.md §2"
     constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "left")],
                                    "mix": [Interval(float, 0, 1, "both")],
@@ -127,6 +131,8 @@ class FedDeper(Algorithm):
         for s in range(ctx.S):
             i = int(ctx.clients[s])
             y, v = x.copy(), V0[s].copy()
+            ctx.record("local", s, 0, y)
+            ctx.record("personal", s, 0, v)
             for k in range(ctx.K):
                 gy = ctx.grad(s, k, y)                                       # g_i(y_{i,k})
                 gv = p.client_grad(i, v, idx_v[s, k] if idx_v.shape[2] else None)
@@ -136,6 +142,8 @@ class FedDeper(Algorithm):
                 w = {"current": v, "next": v_next, "frozen": V0[s]}[self.v_coupling]
                 y = y - ctx.lrs[k] * gy - rho * (w + y - 2 * x)               # line 7
                 v = v_next
+                ctx.record("local", s, k + 1, y)
+                ctx.record("personal", s, k + 1, v)
             Y[s], V[s] = y, v
         return {"y": Y, "v": V}
 

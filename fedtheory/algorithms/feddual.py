@@ -48,6 +48,7 @@ class FedDualAvg(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "feddual"
+    traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedDualAvg); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     test_params: ClassVar[dict] = {"lr": 0.1}

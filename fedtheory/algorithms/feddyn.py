@@ -77,8 +77,10 @@ class FedDyn(Algorithm):
         for s in range(ctx.S):
             gi = state["grad_i"][ctx.clients[s]]
             y = x.copy()
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - gi + a * (y - x))
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "grad_i": state["grad_i"][ctx.clients] - a * (Y - x)}
 

@@ -46,6 +46,7 @@ class FedMiD(Algorithm):
     server_prox: str = "none"
 
     name: ClassVar[str] = "fedmirror"
+    traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "server_prox": [Options("none", "eta_g*eta_l", "eta_g*eta_l*K")]}

@@ -94,8 +94,10 @@ class FedPD(Algorithm):
             i = ctx.clients[s]
             x0, lam = state["anchor"][i], state["dual"][i]
             xi = x0.copy()
+            ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
                 xi = xi - ctx.lrs[k] * (ctx.grad(s, k, xi) + lam + (xi - x0) / self.eta)
+                ctx.record("local", s, k + 1, xi)
             Y[s] = xi
         return {"y": Y}
 

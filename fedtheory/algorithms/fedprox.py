@@ -61,9 +61,11 @@ class FedProx(Algorithm):
         Y = np.empty((ctx.S, x.shape[0]))
         for s in range(ctx.S):
             y = x.copy()
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 # y <- y - eta_l (g(y; xi) + mu (y - x^t))
                 y = y - ctx.lrs[k] * (ctx.grad(s, k, y) + self.mu * (y - x))
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
 

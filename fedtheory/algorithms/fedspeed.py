@@ -91,6 +91,11 @@ class FedSpeed(Algorithm):
     server: str = "alg1"
 
     name: ClassVar[str] = "fedspeed"
+    traceables: ClassVar[dict] = {
+        "local": ("path", "x_{i,k}, k = 0..K: the local iterates (line 11)"),
+        "ghat": ("message", "ghat_i after the round (line 13), one row per participating client"),
+        "z": ("state", "z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t, the auxiliary sequence of the analysis"),
+        "gbar": ("state", "gbar^t, the mean prox-correction after the round")}
     reference: ClassVar[str] = "Sun et al. 2023 (FedSpeed), Algorithm 1; spec/fedspeed.md §2"
     constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
                                    "alpha": [Interval(float, 0, 1, "both")],
@@ -125,6 +130,7 @@ class FedSpeed(Algorithm):
         for s in range(ctx.S):
             ghat = state["ghat"][ctx.clients[s]]
             xi = x.copy()                                                 # line 4: x_{i,0} = x^t
+            ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
                 g1 = ctx.grad(s, k, xi)                                   # line 7
                 r = self.rho / (np.linalg.norm(g1) + SAM_EPS) if self.perturbation == "sam" else self.rho
@@ -134,6 +140,7 @@ class FedSpeed(Algorithm):
                 else:
                     gt = g1
                 xi = xi - ctx.lrs[k] * (gt - ghat + (xi - x) / lam)      # line 11
+                ctx.record("local", s, k + 1, xi)
             Y[s] = xi
             G[s] = ghat - (xi - x) / lam                                  # line 13
         return {"y": Y, "ghat": G}

@@ -95,12 +95,14 @@ class Mime(Algorithm):
         Y = np.empty((ctx.S, x.shape[0]))
         for s in range(ctx.S):
             y = x.copy()
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 if self.variant == "mime":
                     g = ctx.grad(s, k, y) - ctx.grad(s, k, x) + c      # same minibatch (and noise)
                 else:
                     g = ctx.grad(s, k, y)
                 y = y - ctx.lrs[k] * ((1 - b) * g + b * s_mom)
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "gx": Gx}
 

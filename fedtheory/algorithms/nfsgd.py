@@ -107,8 +107,10 @@ class NFSGD(Algorithm):
         Y = np.empty((ctx.S, ctx.problem.dim))
         for s in range(ctx.S):
             y = state["X"][ctx.clients[s]].copy()          # each client from its own model
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
 

@@ -81,6 +81,9 @@ class PFedFBE(Algorithm):
     hvp_batch: str = "independent"
 
     name: ClassVar[str] = "pfedfbe"
+    traceables: ClassVar[dict] = {
+        "local": ("path", "x_{i,k}, k = 0..K: the local iterates of eq. (9)"),
+        "prox_point": ("path", "theta_{i,k} = prox_{h/lam}(x_{i,k} - v_{i,k}/lam), k = 0..K-1 (entry K is NaN)")}
     reference: ClassVar[str] = "pFedFBE, Algorithm 1 and eq. (9); spec/pfedfbe.md §3"
     constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
                                    "fd_eps": [Interval(float, 0, None, "left")],
@@ -118,9 +121,12 @@ class PFedFBE(Algorithm):
         for s in range(ctx.S):
             i = int(ctx.clients[s])
             x = state["x"].copy()
+            ctx.record("local", s, 0, x)
             for k in range(ctx.K):
                 v = ctx.grad(s, k, x)                                          # grad f~(x; B_g)
-                R = x - p.prox(x - v / lam, 1.0 / lam)                         # x - theta
+                th = p.prox(x - v / lam, 1.0 / lam)                            # theta_{i,k}
+                ctx.record("prox_point", s, k, th)
+                R = x - th                                                     # x - theta
                 rows_h = idx_h[s, k] if idx_h.shape[2] else None
                 if self._hvp == HVP_EXACT:
                     Hv = p.client_hessian_vector(i, x, R, rows_h)
@@ -130,6 +136,7 @@ class PFedFBE(Algorithm):
                 else:
                     Hv = np.zeros_like(x)
                 x = x - ctx.lrs[k] * (lam * R - Hv)                            # eq. (9)
+                ctx.record("local", s, k + 1, x)
             Y[s] = x
         return {"y": Y}
 

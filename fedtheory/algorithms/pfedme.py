@@ -64,6 +64,7 @@ class PFedMe(Algorithm):
     weight_decay: float = 0.001
 
     name: ClassVar[str] = "pfedme"
+    traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "T Dinh, Tran, Nguyen 2020 (pFedMe); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"lam_p": [Interval(float, 0, None, "neither")],
                                    "eta_p": [Interval(float, 0, None, "neither")],

@@ -46,6 +46,7 @@ class PFedProx(Algorithm):
     mu: float = 0.1
 
     name: ClassVar[str] = "pfedprox"
+    traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Li et al. 2020 (FedProx), personalized reading of spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")]}
     stateful_clients: ClassVar[bool] = True

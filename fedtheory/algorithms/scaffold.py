@@ -75,8 +75,10 @@ class Scaffold(Algorithm):
         for s in range(ctx.S):
             c_i = state["c_i"][ctx.clients[s]]
             y = x.copy()
+            ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - c_i + c)   # y <- y - eta (g - c_i + c)
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         # c_i^+ = c_i - c + (x^t - y_K) / (K eta_l), uploaded as Delta c_i = c_i^+ - c_i
         c_new = state["c_i"][ctx.clients] - c + (x - Y) / ctx.lrs.sum()

@@ -58,6 +58,10 @@ class SPSBase(Algorithm):
 
     _mode = 0
     eps = 0.0
+    traceables = {
+        "local": ("path", "x_{t}^i, the local iterates of each participating client (k = 0..tau)"),
+        "gammas": ("message", "gamma_{t}^i, the step size of each local step, shape (S, tau)"),
+        "capped": ("message", "1 where the step size hit its cap, shape (S, tau)")}
 
     def _ell(self, problem):
         return lower_bounds(self.lower_bound, problem, type(self).__name__)
@@ -97,6 +101,7 @@ class SPSBase(Algorithm):
         for s in range(S):
             ell = state["ell"][ctx.clients[s]]
             y = x.copy()                                       # x_{r tau}^i = x^r
+            ctx.record("local", s, 0, y)
             for k in range(K):
                 F = ctx.value(s, k, y)                         # same minibatch for F and g
                 g = ctx.grad(s, k, y)
@@ -105,6 +110,7 @@ class SPSBase(Algorithm):
                 G[s, k], C[s, k] = gam, cap_hit
                 lv[s], lg[s] = F, gg
                 y = y - gam * g
+                ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg}
 

@@ -230,9 +230,52 @@ def check_divergence_reported(name):
         res.message
 
 
+def check_trace(name):
+    """``trace=True`` leaves the run bit-identical, records every declared sequence with its shape,
+    and the numba kernels and the NumPy twin record the same values (1e-12), dense and CSR,
+    with sampling and minibatches."""
+    cls = get_algorithm(name)
+    ps = suite_problems()
+    if not cls.traceables:
+        try:
+            run(ps["least_squares"], name, rounds=1, trace=True, **_params(name))
+        except InvalidParameterError as e:
+            assert "declares no traceable" in str(e), str(e)
+            return
+        raise AssertionError(f"{name}: trace=True accepted although nothing is declared")
+    for key in ("least_squares", "logistic_csr"):
+        kw = _params(name, rounds=4, local_steps=3, seed=2, batch_size=4, **_sampled(name, 3))
+        plain = run(ps[key], name, **kw)
+        a = run(ps[key], name, trace=True, **kw)
+        b = run(ps[key], name, trace=True, backend="python", **kw)
+        assert np.array_equal(plain.x, a.x), f"{name}: tracing changed the run"
+        assert plain.history.drop(columns="time").equals(a.history.drop(columns="time"))
+        assert len(a.trace) == 4 and tuple(a.trace.names) == tuple(sorted(cls.traceables))
+        for t, (ra, rb) in enumerate(zip(a.trace, b.trace)):
+            assert np.array_equal(ra.clients, plain.sampled[t]), f"{name}: traced clients differ"
+            assert ra.idx.shape == (ra.S, ra.K, 4)
+            for nm in a.trace.names:
+                src = cls.traceables[nm][0]
+                va, vb = ra.data.get(nm), rb.data.get(nm)
+                assert (va is None) == (vb is None), f"{name}: {nm!r} recorded by one backend only"
+                if va is None:
+                    continue
+                va, vb = np.asarray(va, dtype=float), np.asarray(vb, dtype=float)
+                if src == "path":
+                    assert va.shape == (ra.S, ra.K + 1, ps[key].dim), (nm, va.shape)
+                    assert np.all(np.isfinite(va[:, :ra.K])), f"{name}: {nm!r} has NaN entries"
+                err = np.nanmax(np.abs(va - vb)) if va.size else 0.0
+                assert err <= 1e-12 * max(1.0, np.nanmax(np.abs(va)) if va.size else 1.0), \
+                    f"{name} on {key}: traced {nm!r} differs between numba and python by {err:.3e} (round {t})"
+        if "local" in a.trace.names and not cls.stateful_clients and name not in ("nfsgd", "fedpd"):
+            r0 = a.trace[0]
+            assert np.array_equal(r0["local"][:, 0], np.broadcast_to(r0.x, r0["local"][:, 0].shape)), \
+                f"{name}: the local path does not start at the broadcast model"
+
+
 ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
               check_backends_agree, check_reductions, check_fixed_point_or_drift,
-              check_convergence_smoke, check_history_schema, check_divergence_reported)
+              check_convergence_smoke, check_history_schema, check_divergence_reported, check_trace)
 
 
 def yield_checks(name):

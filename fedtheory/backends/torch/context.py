@@ -93,6 +93,7 @@ class TorchRoundContext(RoundContext):
             anchor = anchors(s)
             c = self._row(corr, s)
             flags = []
+            self.record("local", s, 0, y)
             for k in range(self.K):
                 g = self._g(s, k, y, noise=noise)           # a fresh tensor: updated in place
                 lr = float(self.lrs[k])
@@ -106,6 +107,7 @@ class TorchRoundContext(RoundContext):
                     if c is not None:
                         g.add_(c)
                     y.add_(g, alpha=-lr)
+                self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
             return (y,), flags
         return self._clients(1, client)
@@ -127,6 +129,7 @@ class TorchRoundContext(RoundContext):
             y = x0.clone()
             c = self._row(corr, s)
             flags = []
+            self.record("local", s, 0, y)
             for k in range(self.K):
                 g = self._g(s, k, y, noise=noise)
                 if perturb:
@@ -138,6 +141,7 @@ class TorchRoundContext(RoundContext):
                 if c is not None:
                     g = g + c
                 y.add_(g, alpha=-float(self.lrs[k]))
+                self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
             return (y,), flags
         return self._clients(1, client)
@@ -147,9 +151,11 @@ class TorchRoundContext(RoundContext):
             y = x0.clone()
             c = self._row(corr, s)
             flags = []
+            self.record("local", s, 0, y)
             for k in range(self.K):
                 d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
                 y = y - float(self.lrs[k]) * (gscale * d + c)
+                self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
             return (y,), flags
         return self._clients(1, client)
@@ -161,6 +167,8 @@ class TorchRoundContext(RoundContext):
         def client(s):
             y, v = x0.clone(), V0[s].clone()
             flags = []
+            self.record("local", s, 0, y)
+            self.record("personal", s, 0, v)
             for k in range(self.K):
                 gy = self._g(s, k, y, noise=noise)
                 gv = self._g(s, k, v, idx=iv, noise=nv)
@@ -169,6 +177,8 @@ class TorchRoundContext(RoundContext):
                 w = v if coupling == 0 else (vn if coupling == 1 else V0[s])
                 y = y - lr * gy - rho * (w + y - 2.0 * x0)
                 v = vn
+                self.record("local", s, k + 1, y)
+                self.record("personal", s, k + 1, v)
                 flags.append(torch.isfinite(y.sum() + v.sum()))
             return (y, v), flags
         return self._clients(2, client)
@@ -183,6 +193,7 @@ class TorchRoundContext(RoundContext):
         def client(s):
             y = x0.clone()
             flags = []
+            self.record("local", s, 0, y)
             for k in range(K):
                 val, g = self.problem.value_grad(int(self.clients[s]), y, None if idx is None else idx[s, k])
                 if noise is not None:
@@ -213,6 +224,7 @@ class TorchRoundContext(RoundContext):
                     hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
                 G[s, k], C[s, k], lv[s], lg[s] = gam, hit, val, gg
                 y.add_(g, alpha=-gam)
+                self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
             return (y,), flags
         Y, fail = self._clients(1, client)
@@ -280,8 +292,11 @@ class TorchRoundContext(RoundContext):
             x = x0.clone()
             i = int(self.clients[s])
             flags = []
+            self.record("local", s, 0, x)
             for k in range(self.K):
-                rm = x - p.prox_t(x - self._g(s, k, x, noise=noise) / lam, t)
+                th = p.prox_t(x - self._g(s, k, x, noise=noise) / lam, t)
+                self.record("prox_point", s, k, th)
+                rm = x - th
                 rows_h = None if ih is None else ih[s, k]
                 nrm = float(rm @ rm)
                 if hvp_mode == HVP_EXACT:
@@ -292,6 +307,7 @@ class TorchRoundContext(RoundContext):
                 else:
                     hv = torch.zeros_like(x)
                 x = x - float(self.lrs[k]) * (lam * rm - hv)
+                self.record("local", s, k + 1, x)
                 flags.append(torch.isfinite(x.sum()))
             return (x,), flags
         return self._clients(1, client)

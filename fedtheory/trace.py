@@ -1,0 +1,225 @@
+r"""Traces of a run: what happened inside each round, recorded by the registered algorithm itself.
+
+``fedtheory.run(problem, name, ..., trace=True)`` returns ``result.trace``, a :class:`Trace`
+with one :class:`RoundTrace` per round t = 0, 1, ... (the round that maps :math:`x^t` to
+:math:`x^{t+1}`). Theorems about local iterates (virtual averages, drift, step sizes,
+personalized models) are measured on these traces, so a verdict is about the code users run.
+
+What a round records
+--------------------
+Always: ``x`` (the broadcast model :math:`x^t`), ``clients`` (S,), ``weights`` (S,), ``lrs``
+(K,), ``idx`` (S, K, B) minibatch rows (B = 0: exact gradients) and ``noise`` (S, K, d) or
+(0, 0, 0). Then every requested traceable the algorithm declares (``Algorithm.traceables``):
+
+* ``"path"`` sequences, shape (S, K + 1, d): entry ``[s, k]`` is the iterate of client
+  ``clients[s]`` after k local steps (k = 0: the start). Recorded by the Numba kernels, the
+  NumPy twins and the torch context alike; steps after a divergence are NaN.
+* ``"message"`` sequences: the round's message of that name (one row per participant).
+* ``"state"`` sequences: the state entry of that name after the server update.
+
+Memory
+------
+A path costs ``8 S (K + 1) d`` bytes per round, the minibatch rows ``8 S K B`` and the noise
+``8 S K d``. The runner estimates the total before the run and refuses a trace larger than
+``trace_max_mb`` (default 1024 MB), naming the estimate.
+
+Examples
+--------
+>>> import fedtheory as ft, problems
+>>> p = problems.quadratic(4, 3, seed=0)
+>>> res = ft.run(p, "fedavg", rounds=3, local_steps=2, lr=0.1, trace=True)
+>>> len(res.trace), res.trace[0]["local"].shape          # 3 rounds; S = 4, K + 1 = 3, d = 3
+(3, (4, 3, 3))
+>>> bool((res.trace[0]["local"][:, -1].mean(0) == res.trace[1].x).all())   # x^1 = mean of y_K
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .arrays import to_numpy
+from .exceptions import InvalidParameterError
+
+__all__ = ["Trace", "RoundTrace"]
+
+
+@dataclass
+class RoundTrace:
+    """What round t recorded (see the module docstring).
+
+    Attributes
+    ----------
+    round : int
+        t, 0-based: the round from x^t to x^{t+1}.
+    x : ndarray (d,)
+        Broadcast model x^t.
+    clients, weights : ndarray (S,)
+        Participants and their aggregation weights.
+    lrs : ndarray (K,)
+        Local step sizes of the round.
+    idx : ndarray (S, K, B)
+        Minibatch rows (absolute) of each client and step; B = 0 for exact gradients.
+    noise : ndarray (S, K, d) or (0, 0, 0)
+        Additive gradient noise drawn for each client and step.
+    data : dict
+        The traced sequences by name; ``rt[name]`` reads one.
+    completed : bool
+        False for a round that diverged in its local phase (no server update).
+    """
+
+    round: int
+    x: np.ndarray
+    clients: np.ndarray
+    weights: np.ndarray
+    lrs: np.ndarray
+    idx: np.ndarray
+    noise: np.ndarray
+    data: dict = field(default_factory=dict)
+    completed: bool = True
+
+    def __getitem__(self, name):
+        try:
+            return self.data[name]
+        except KeyError:
+            raise KeyError(f"{name!r} was not traced in this run; traced: {sorted(self.data)}") from None
+
+    @property
+    def K(self):
+        return int(self.lrs.shape[0])
+
+    @property
+    def S(self):
+        return int(self.clients.shape[0])
+
+    def virtual_average(self, name="local"):
+        r"""Per-step weighted average :math:`\bar x_k = \sum_s w_s y_{s,k} / \sum_s w_s` of a path,
+        shape (K + 1, d)."""
+        Y = self[name]
+        w = self.weights / self.weights.sum()
+        return np.einsum("s,skd->kd", w, Y)
+
+
+@dataclass
+class Trace:
+    """The rounds of a traced run (a sequence of :class:`RoundTrace`).
+
+    Attributes
+    ----------
+    names : tuple of str
+        The traced sequences.
+    declared : dict
+        The algorithm's declaration ``{name: (source, description)}`` of those names.
+    rounds : list of RoundTrace
+    """
+
+    names: tuple
+    declared: dict
+    rounds: list
+
+    def __len__(self):
+        return len(self.rounds)
+
+    def __getitem__(self, t):
+        return self.rounds[t]
+
+    def __iter__(self):
+        return iter(self.rounds)
+
+    def stack(self, name):
+        """``np.stack`` of a sequence over the rounds (it must have the same shape in every round,
+        e.g. under full participation)."""
+        return np.stack([rt[name] for rt in self.rounds])
+
+    @property
+    def nbytes(self):
+        """Bytes held by the recorded arrays."""
+        tot = 0
+        for rt in self.rounds:
+            tot += sum(a.nbytes for a in (rt.x, rt.clients, rt.weights, rt.lrs, rt.idx, rt.noise))
+            tot += sum(np.asarray(a).nbytes for a in rt.data.values())
+        return tot
+
+    def __repr__(self):
+        return f"Trace({len(self.rounds)} rounds, names={list(self.names)}, {self.nbytes / 2 ** 20:.3g} MB)"
+
+
+def _copy(a):
+    return None if a is None else np.array(to_numpy(a), copy=True)
+
+
+class _TraceRecorder:
+    """Collects the RoundTraces of one run (used by :func:`fedtheory.run`)."""
+
+    def __init__(self, names, declared):
+        self.names = tuple(names)
+        self.declared = {k: declared[k] for k in self.names}
+        self.paths = frozenset(k for k in self.names if declared[k][0] == "path")
+        self.rounds = []
+
+    @classmethod
+    def create(cls, trace, alg, problem, rounds, local_steps, clients_per_round, batch_size, max_mb):
+        """Validate ``trace`` against the algorithm's declaration and the memory bound; None when off."""
+        if trace is None or trace is False:
+            return None
+        declared = dict(type(alg).traceables)
+        if trace is True:
+            names = sorted(declared)
+        elif isinstance(trace, str):
+            names = [trace]
+        else:
+            try:
+                names = list(trace)
+            except TypeError:
+                raise InvalidParameterError(f"The 'trace' parameter of run must be None, a bool, a name or a "
+                                            f"sequence of names. Got {trace!r} instead.") from None
+        if not declared:
+            raise InvalidParameterError(f"The 'trace' parameter of run must be None for {alg.name!r}: the "
+                                        f"algorithm declares no traceable sequence. Got {trace!r} instead.")
+        unknown = [k for k in names if not isinstance(k, str) or k not in declared]
+        if unknown or not names:
+            raise InvalidParameterError(f"The 'trace' parameter of run must name sequences that {alg.name!r} "
+                                        f"declares: {sorted(declared)} (or be True for all). Got {trace!r} "
+                                        f"instead.")
+        if not (isinstance(max_mb, (int, float)) and not isinstance(max_mb, bool) and max_mb > 0):
+            raise InvalidParameterError(f"The 'trace_max_mb' parameter of run must be a float in the range "
+                                        f"(0, inf). Got {max_mb!r} instead.")
+        n, d = problem.n_clients, problem.dim
+        S = n if clients_per_round is None else clients_per_round
+        K, B = local_steps, batch_size or 0
+        per_round = 8 * (d + 3 * S + K + S * K * B + (S * K * d if problem.noise > 0 else 0))
+        for k in names:
+            src = declared[k][0]
+            per_round += 8 * (S * (K + 1) * d if src == "path" else (n * d if src == "state" else S * max(d, K)))
+        est = per_round * rounds / 2 ** 20
+        if est > max_mb:
+            raise InvalidParameterError(
+                f"The trace of this run would take about {est:.4g} MB, more than trace_max_mb={max_mb!r}: "
+                f"trace fewer names (of {sorted(declared)}), run fewer rounds, or raise 'trace_max_mb'.")
+        return cls(names, declared)
+
+    def add(self, t, ctx, x_start, msgs, state):
+        """Record round t (``state`` None: the round diverged before the server update)."""
+        data = {}
+        for k in self.names:
+            src = self.declared[k][0]
+            if src == "path":
+                buf = ctx.traced.get(k)
+                if buf is None:
+                    if ctx.S:
+                        raise RuntimeError(f"{k!r} is declared as a traceable path but the round's local "
+                                           "update did not record it (a bug in the algorithm).")
+                    buf = np.zeros((0, ctx.K + 1, x_start.shape[0]))
+                data[k] = buf
+            elif src == "message":
+                if k in msgs:
+                    data[k] = _copy(msgs[k])
+            elif state is not None:
+                data[k] = _copy(state.get(k))
+        self.rounds.append(RoundTrace(t, x_start, np.array(ctx.clients), np.array(to_numpy(ctx.weights)),
+                                      np.array(ctx.lrs), np.array(ctx.idx), np.array(ctx.noise), data,
+                                      state is not None))
+
+    def result(self):
+        return Trace(self.names, self.declared, self.rounds)
