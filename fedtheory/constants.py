@@ -5,6 +5,8 @@ Hessian :math:`A^\top \mathrm{diag}(\omega\,\sigma'(z)) A + \ell_2 I` is largest
 Loewner order) at z = 0 where :math:`\sigma' = 1/4`, so the Hessian at x = 0 gives the exact
 smoothness constant :math:`L = \sup_x \lambda_{\max}(\nabla^2 F(x))`.
 """
+import math
+
 import numpy as np
 
 from ._kernels.oracles import KIND_LOGISTIC
@@ -35,3 +37,39 @@ def strong_convexity(problem):
     if problem.kind == KIND_LOGISTIC:
         return problem.l2
     return max(float(np.linalg.eigvalsh(problem.hessian(np.zeros(problem.dim)))[0]), 0.0)
+
+
+def diversity(G, q):
+    r"""Gradient diversity :math:`\sum_j q_j\|g_j\|^2/\|\sum_j q_j g_j\|^2` of the rows of G.
+
+    Single-point (Definition 1) when the rows are gradients at one x, multi-point (what the
+    proofs use) when row j is client j's gradient at its own iterate. 1 when the numerator is
+    0, +inf when only the denominator is.
+    """
+    G = np.asarray(G, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    num = float(q @ np.sum(G * G, axis=1))
+    gbar = q @ G
+    den = float(gbar @ gbar)
+    if num == 0:
+        return 1.0
+    return math.inf if den == 0 else num / den
+
+
+def quadratic_diversity_sup(hessians, q):
+    r""":math:`\sup_x \Lambda(x, q) = \lambda_{\max}(\bar A^{-1} M \bar A^{-1})` for clients
+    :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (spec/localdescent.md §3.1),
+    with :math:`\bar A = \sum_j q_j A_j` and :math:`M = \sum_j q_j A_j^2`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> quadratic_diversity_sup(np.array([np.eye(2), np.eye(2)]), np.array([0.5, 0.5]))   # identical clients
+    1.0
+    """
+    Hs = np.asarray(hessians, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    Ab = np.einsum("j,jab->ab", q, Hs)
+    M = np.einsum("j,jab,jbc->ac", q, Hs, Hs)
+    Ai = np.linalg.inv(Ab)
+    return float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1])

@@ -13,7 +13,8 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.topology",
             "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
-            "problems.datasets", "problems.partition", "validation.ground_truth", "validation.constants", "validation.theorems",
+            "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.problem_constants", "validation.theorems",
+            "fedtheory.trace", "fedtheory.theory.engine",
             "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
             "fedtheory.backends.torch.models", "problems.vision"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))

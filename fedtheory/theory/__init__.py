@@ -12,15 +12,30 @@ import numpy as np
 
 THEOREMS = {}
 CASES = {}
+SPECS = {}
 
 
-class Condition(NamedTuple):
-    """A named inequality ``value <= limit`` (or as the name says) and whether it holds."""
-
+class _Condition(NamedTuple):
     name: str
     value: float
     limit: float
     ok: bool
+
+
+class Condition(_Condition):
+    """A named inequality ``value <= limit`` (or as the name says) and whether it holds.
+
+    A 4-tuple ``(name, value, limit, ok)`` (API.md) with a ``role``: ``"stated"`` (in the
+    theorem), ``"hidden"`` (needed by the proof but not stated) or ``"informational"``.
+    """
+
+    def __new__(cls, name, value, limit, ok, role="stated"):
+        self = super().__new__(cls, name, value, limit, bool(ok))
+        self.role = role
+        return self
+
+    def __getnewargs__(self):
+        return (*tuple(self), self.role)
 
 
 @dataclass
@@ -32,10 +47,11 @@ class Verification:
     name, variant : str
         Theorem and bound variant ("printed" as in the paper, or a corrected one).
     applicable : bool
-        False when a side condition of the variant fails; ``reason`` names which.
+        False when a condition the variant requires fails (or the bound is not a finite
+        positive number); ``reason`` names which.
     reason : str
     conditions : list of Condition
-        Every stated and hidden condition: (name, value, limit, ok).
+        Every stated, hidden and informational condition: (name, value, limit, ok), ``.role``.
     measured, bound, ratio : float
         Measured left-hand side (mean over seeds), right-hand side, measured / bound.
     stderr : float
@@ -44,6 +60,12 @@ class Verification:
         measured <= bound.
     details : dict
         Terms of the bound and the constants used.
+    runs : list of RunResult
+        The runs of the registered algorithm behind the verdict, one per seed.
+    algorithm : str
+        The registered algorithm measured.
+    run_kwargs : dict
+        ``fedtheory.run(problem, v.algorithm, **v.run_kwargs)`` reproduces ``v.runs[0].x``.
     """
 
     name: str
@@ -54,7 +76,10 @@ class Verification:
     measured: float
     bound: float
     stderr: float = float("nan")
-    details: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict, repr=False)
+    runs: list = field(default_factory=list, repr=False)
+    algorithm: str = ""
+    run_kwargs: dict = field(default_factory=dict, repr=False)
 
     @property
     def ratio(self):
@@ -64,14 +89,34 @@ class Verification:
     def holds(self):
         return bool(self.measured <= self.bound)
 
-    def report(self):
-        """A plain-text summary: verdict, bound vs measured and every condition."""
-        lines = [f"{self.name} [{self.variant}]: {'holds' if self.holds else 'VIOLATED'} "
-                 f"(measured {self.measured:.4g} +- {self.stderr:.2g}, bound {self.bound:.4g}, "
-                 f"ratio {self.ratio:.3g}); applicable: {self.applicable}"
-                 + ("" if self.applicable else f" ({self.reason})")]
+    @property
+    def failed_conditions(self):
+        """Names of the conditions that fail, by role: ``{"stated": [...], "hidden": [...], ...}``."""
+        out = {}
         for c in self.conditions:
-            lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.value:.4g} vs {c.limit:.4g}")
+            if not c.ok:
+                out.setdefault(getattr(c, "role", "stated"), []).append(c.name)
+        return out
+
+    def verdict(self):
+        """"holds", "VIOLATED" or "NOT APPLICABLE" (never a violation when not applicable)."""
+        if not self.applicable:
+            return "NOT APPLICABLE"
+        return "holds" if self.holds else "VIOLATED"
+
+    def report(self):
+        """A plain-text summary: verdict, bound vs measured and every condition with its role."""
+        if self.applicable:
+            head = (f"{self.name} [{self.variant}]: {self.verdict()} (measured {self.measured:.4g} +- "
+                    f"{self.stderr:.2g}, bound {self.bound:.4g}, ratio {self.ratio:.3g})")
+        else:
+            head = f"{self.name} [{self.variant}]: NOT APPLICABLE: {self.reason}"
+            if self.measured == self.measured:
+                head += f" (measured {self.measured:.4g}; no verdict)"
+        lines = [head]
+        for c in self.conditions:
+            lines.append(f"  [{'ok' if c.ok else 'FAIL'}] ({getattr(c, 'role', 'stated')}) {c.name}: "
+                         f"{c.value:.4g} vs {c.limit:.4g}")
         return "\n".join(lines)
 
     def __str__(self):
@@ -127,12 +172,6 @@ def register_cases(name):
     return deco
 
 
-def mean_stderr(values):
-    """Mean and standard error of the mean (nan for a single value)."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), float("nan")
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
-
+from .engine import NotApplicable, TheoremSpec, Variant, check, mean_stderr, register_spec  # noqa: E402,F401
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)

@@ -179,8 +179,8 @@ def theorem_1(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, cl
     x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
     fs = problem.info.get("f_star") if problem.info else None
     if fs is None:
-        import validation
-        fs = validation.ground_truth(problem).f
+        from ..truth import ground_truth
+        fs = ground_truth(problem).f
     if measurement is None:
         lhs, gT = [], []
         for s in range(seeds):

@@ -22,6 +22,23 @@ step sizes and the raw perturbation. Bound variants (:func:`bounds`):
   diagnostic estimate of the missing term, not a proven theorem).
 
 Conditions (:func:`conditions`): the stated S1-S4 and the hidden H1-H4 of spec §4.4.
+
+The measurement runs the registered ``fedspeed`` (raw perturbation, "alg1" server) through
+``fedtheory.run``; the left-hand side comes from its history (``z_grad_sq``) and the bound's
+data-dependent inputs (z^1, the corrections of round 0) from its trace.
+
+Examples
+--------
+>>> import numpy as np, fedtheory as ft, problems, validation
+>>> A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
+>>> p = problems.explicit_quadratic(A, np.zeros((1, 5)), noise=0.45)
+>>> eta = 0.05 / (32 * np.sqrt(6))
+>>> v = validation.verify("fedspeed.theorem_4_4", p, rounds=4000, local_steps=2, lr=eta,
+...                       lam=eta / 0.6, x0=p.info["x_star"])
+>>> v.applicable, v.holds         # spec §4.6 case C2: the printed bound fails
+(True, False)
+>>> bool(np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x))
+True
 """
 from __future__ import annotations
 
@@ -29,7 +46,8 @@ import math
 
 import numpy as np
 
-from . import Case, Condition, RateStudy, Verification, mean_stderr, register_cases, register_theorem
+from . import Case, Condition, RateStudy, register_cases
+from .engine import NotApplicable, TheoremSpec, Variant, register_spec
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -182,97 +200,10 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
     return L, float(var.max()) + noise_var, sg, notes
 
 
-def measure(problem, rounds, local_steps, lr, lam, alpha, rho, seeds=1, x0=None, batch_size=None,
-            f_star=None):
-    """Measured LHS(T) of Theorem 4.4 and the data-dependent inputs of the bound.
-
-    Runs FedSpeed (raw perturbation, full participation, Alg. 1 server) for ``seeds`` seeds.
-    Returns a dict with ``lhs`` (mean over seeds), ``lhs_stderr``, ``lhs_per_seed``,
-    ``F1gap`` (E F(z^1) - F*), ``A0``, ``B0`` and the per-round mean curve ``z_grad_sq``.
-    """
-    from ..runner import run
-    if f_star is None:
-        f_star = problem.info.get("f_star") if problem.info else None
-    if f_star is None:
-        import validation
-        f_star = validation.ground_truth(problem).f
-    T = rounds
-    kw = dict(local_steps=local_steps, lr=lr, lam=lam, alpha=alpha, rho=rho, perturbation="raw",
-              server="alg1", batch_size=batch_size, x0=x0)
-    lhs, F1, A0, B0, curves = [], [], [], [], []
-    for s in range(seeds):
-        res = run(problem, "fedspeed", rounds=T, seed=s, **kw)
-        if res.status != "max_rounds":
-            raise RuntimeError(f"FedSpeed did not complete the run for seed {s}: {res.message}")
-        h = res.history
-        zg = h.loc[(h["round"] >= 1) & (h["round"] <= T - 1), "z_grad_sq"].to_numpy()
-        lhs.append(zg.sum() / T)
-        curves.append(h["z_grad_sq"].to_numpy())
-        first = run(problem, "fedspeed", rounds=1, seed=s, **kw)        # the same round 0
-        st = first.state
-        F1.append(problem.value(st["z"]) - f_star)
-        A0.append(float(np.mean(np.sum(st["ghat"] ** 2, axis=1))))
-        B0.append(float(st["gbar"] @ st["gbar"]))
-    m, se = mean_stderr(lhs)
-    return dict(lhs=m, lhs_stderr=se, lhs_per_seed=lhs, F1gap=float(np.mean(F1)),
-                A0=float(np.mean(A0)), B0=float(np.mean(B0)),
-                z_grad_sq=np.mean(np.array(curves), axis=0))
-
-
-@register_theorem("fedspeed.theorem_4_4")
-def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0,
-                variant="printed", seeds=1, x0=None, batch_size=None, batch_replacement=False,
-                f_star=None, measurement=None):
-    r"""Check Theorem 4.4 of FedSpeed on ``problem``.
-
-    Parameters
-    ----------
-    problem : FederatedProblem
-        Shared-Hessian quadratic (exact constants) or logistic regression (bounded constants).
-    rounds : int
-        T.
-    local_steps : int
-        K.
-    lr : float, optional
-        Constant local step eta_l; default half its cap 1/(32 sqrt(3K) L).
-    lam : float, optional
-        Prox coefficient lambda; default eta_l / 0.6 (q = 0.6).
-    alpha, rho : float
-        Perturbation weight and raw ascent step.
-    variant : {"printed", "derived", "corrected"}
-        Which right-hand side (module docstring).
-    seeds : int
-        Independent runs averaged for the expectations (standard error reported).
-    x0 : array, optional
-        Initial model.
-    batch_size : int, optional
-        Minibatch size (logistic); None = exact client gradients (+ the problem's noise).
-    f_star : float, optional
-        F*; default from ``problem.info`` or :func:`validation.ground_truth`.
-    measurement : dict, optional
-        ``details["measurement"]`` of a previous call with the same settings (another variant):
-        reused instead of running again.
-
-    Returns
-    -------
-    Verification
-        ``applicable`` is False when a stated condition fails (a hidden one too for the
-        "derived" and "corrected" variants); every condition is listed either way.
-
-    Examples
-    --------
-    >>> import numpy as np, problems, validation
-    >>> A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
-    >>> p = problems.explicit_quadratic(A, np.zeros((1, 5)), noise=0.45)
-    >>> eta = 0.05 / (32 * np.sqrt(6))
-    >>> v = validation.verify("fedspeed.theorem_4_4", p, rounds=4000, local_steps=2, lr=eta,
-    ...                       lam=eta / 0.6, x0=p.info["x_star"])
-    >>> v.applicable, v.holds         # spec §4.6 case C2: the printed bound fails
-    (True, False)
-    """
-    from .._validation import Interval, Options, check_param
+def _setup(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0, seeds=1, x0=None,
+           batch_size=None, batch_replacement=False, f_star=None):
+    from .._validation import Interval, check_param
     c = "fedspeed.theorem_4_4"
-    check_param("variant", variant, [Options(*VARIANTS)], c)
     check_param("rounds", rounds, [Interval(int, 2, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
     check_param("seeds", seeds, [Interval(int, 1, None)], c)
@@ -282,25 +213,77 @@ def theorem_4_4(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.
     try:
         L, sl2, sg2, notes = problem_constants(problem, batch_size, batch_replacement)
     except ValueError as e:
-        return Verification("fedspeed.theorem_4_4", variant, False, str(e), [], float("nan"),
-                            float("nan"))
+        raise NotApplicable(str(e)) from None
     if lr is None:
         lr = 0.5 / (32 * math.sqrt(3 * K) * L)
     if lam is None:
         lam = lr / 0.6
     check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
     check_param("lam", lam, [Interval(float, 0, None, "neither")], c)
-    stated, hidden, info = conditions(L, lam, lr, K, alpha, rho, n)
-    required = stated if variant == "printed" else stated + hidden
-    failed = [cd.name for cd in required if not cd.ok]
-    m = measurement if measurement is not None else \
-        measure(problem, T, K, lr, lam, alpha, rho, seeds, x0, batch_size, f_star)
-    b = bounds(L, lam, lr, K, alpha, rho, n, T, m["F1gap"], m["A0"], m["B0"], sg2, sl2)
-    details = dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam,
-                   alpha=alpha, rho=rho, seeds=seeds, bounds=b, measurement=m)
-    return Verification("fedspeed.theorem_4_4", variant, not failed,
-                        "; ".join(f"fails {f}" for f in failed), stated + hidden + info,
-                        m["lhs"], b[variant], m["lhs_stderr"], details)
+    if f_star is None:
+        f_star = problem.info.get("f_star") if problem.info else None
+    if f_star is None:
+        from ..truth import ground_truth
+        f_star = ground_truth(problem).f
+    return dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam, alpha=alpha,
+                rho=rho, seeds=seeds, x0=x0, batch_size=batch_size, batch_replacement=batch_replacement,
+                f_star=f_star)
+
+
+def _run_kwargs(st):
+    """FedSpeed as the theorem states it: raw perturbation, full participation, Alg. 1 server;
+    the trace keeps z^1 and the corrections of round 0 (the bound's data-dependent inputs)."""
+    return dict(rounds=st["T"], local_steps=st["K"], lr=st["lr"], lam=st["lam"], alpha=st["alpha"],
+                rho=st["rho"], perturbation="raw", server="alg1", batch_size=st["batch_size"],
+                batch_replacement=st["batch_replacement"], x0=st["x0"], trace=("z", "ghat", "gbar"))
+
+
+def measure(st, runs):
+    """LHS(T) = (1/T) sum_{t=1}^{T-1} ||grad F(z^t)||^2 from the history of each run, and the bound's
+    inputs F(z^1) - F*, A0 = mean_i ||ghat_i^0||^2, B0 = ||gbar^0||^2 from round 0 of its trace."""
+    T = st["T"]
+    lhs, F1, A0, B0, curves = [], [], [], [], []
+    for s, res in enumerate(runs["main"]):
+        if res.status != "max_rounds":
+            raise RuntimeError(f"FedSpeed did not complete the run for seed {s}: {res.message}")
+        h = res.history
+        zg = h.loc[(h["round"] >= 1) & (h["round"] <= T - 1), "z_grad_sq"].to_numpy()
+        lhs.append(zg.sum() / T)
+        curves.append(h["z_grad_sq"].to_numpy())
+        r0 = res.trace[0]
+        F1.append(st["problem"].value(r0["z"]) - st["f_star"])
+        A0.append(float(np.mean(np.sum(r0["ghat"] ** 2, axis=1))))
+        B0.append(float(r0["gbar"] @ r0["gbar"]))
+    return dict(values=lhs, F1gap=float(np.mean(F1)), A0=float(np.mean(A0)), B0=float(np.mean(B0)),
+                z_grad_sq=np.mean(np.array(curves), axis=0))
+
+
+def _conditions(st, m):
+    stated, hidden, info = conditions(st["L"], st["lam"], st["lr"], st["K"], st["alpha"], st["rho"], st["n"])
+    return (stated + [Condition(*c, role="hidden") for c in hidden]
+            + [Condition(*c, role="informational") for c in info])
+
+
+def _bounds(st, m):
+    return bounds(st["L"], st["lam"], st["lr"], st["K"], st["alpha"], st["rho"], st["n"], st["T"],
+                  m["F1gap"], m["A0"], m["B0"], st["sigma_g_sq"], st["sigma_l_sq"])
+
+
+def _bound(variant):
+    return lambda st, m: _bounds(st, m)[variant]
+
+
+SPEC = register_spec(TheoremSpec(
+    name="fedspeed.theorem_4_4", algorithm="fedspeed",
+    statement=r"(1/T) sum_{t=1}^{T-1} E||grad F(z^t)||^2 <= RHS (eq. 6-7), z^t = x^t + lam (2 - 1/gamma) gbar^{t-1}",
+    setup=_setup, run_kwargs=_run_kwargs, measure=measure, conditions=_conditions,
+    variants={"printed": Variant("eq. (6)-(7) as printed", _bound("printed"), ("stated",)),
+              "derived": Variant("the proof with errata E1 (spurious lambda in Phi) and E2 (eta_l^2 in the A0 "
+                                 "term) fixed", _bound("derived"), ("stated", "hidden")),
+              "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
+                                   "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
+    details=lambda st, m: {"bounds": _bounds(st, m)},
+    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5"))
 
 
 # -- default cases of ``fedtheory verify`` (spec §4.6, §7 E6 and E8) ---------------------------

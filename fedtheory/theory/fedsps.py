@@ -94,8 +94,8 @@ def _gt(problem):
     info = problem.info or {}
     if "x_star" in info and "f_star" in info:
         return np.asarray(info["x_star"]), float(info["f_star"])
-    import validation
-    gt = validation.ground_truth(problem)
+    from ..truth import ground_truth
+    gt = ground_truth(problem)
     return gt.x, gt.f
 
 
@@ -112,8 +112,8 @@ def client_minima(problem):
             else:
                 out.append(float(-0.5 * c @ np.linalg.solve(Q, c)))
         return np.array(out)
-    import validation
-    return np.asarray(validation.ground_truth(problem).client_f)
+    from ..truth import ground_truth
+    return np.asarray(ground_truth(problem).client_f)
 
 
 def _lower_bound_condition(problem, ell, batch_size=None):

@@ -21,29 +21,13 @@ import math
 
 import numpy as np
 
+from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, Verification, mean_stderr, register_cases, register_theorem
 
 VARIANTS = ("printed", "corrected")
 
 
 # --------------------------------------------------------------------------- diversity --
-def diversity(G, q):
-    r"""Gradient diversity :math:`\sum_j q_j\|g_j\|^2/\|\sum_j q_j g_j\|^2` of the rows of G.
-
-    Single-point (Definition 1) when the rows are gradients at one x, multi-point (what the
-    proofs use) when row j is client j's gradient at its own iterate. 1 when the numerator is
-    0, +inf when only the denominator is.
-    """
-    G = np.asarray(G, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
-    num = float(q @ np.sum(G * G, axis=1))
-    gbar = q @ G
-    den = float(gbar @ gbar)
-    if num == 0:
-        return 1.0
-    return math.inf if den == 0 else num / den
-
-
 def _quadratic_parts(problem):
     from .._kernels.oracles import KIND_QUADRATIC
     if problem.kind != KIND_QUADRATIC:
@@ -59,8 +43,8 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
     if x_star is None:
         x_star = problem.info.get("x_star") if problem.info else None
     if x_star is None:
-        import validation
-        x_star = validation.ground_truth(problem).x
+        from ..truth import ground_truth
+        x_star = ground_truth(problem).x
     scale = max(1.0, max(float(np.linalg.norm(problem.client_grad(i, np.zeros(problem.dim))))
                          for i in range(problem.n_clients)))
     return all(np.linalg.norm(problem.client_grad(i, x_star)) <= tol * scale for i in range(problem.n_clients))
@@ -76,25 +60,6 @@ def diversity_sup(problem):
     if not shared_minimizer(problem):
         return math.inf
     return quadratic_diversity_sup(parts[0], problem.weights)
-
-
-def quadratic_diversity_sup(hessians, q):
-    r""":math:`\sup_x \Lambda(x, q) = \lambda_{\max}(\bar A^{-1} M \bar A^{-1})` for clients
-    :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (spec/localdescent.md §3.1),
-    with :math:`\bar A = \sum_j q_j A_j` and :math:`M = \sum_j q_j A_j^2`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> quadratic_diversity_sup(np.array([np.eye(2), np.eye(2)]), np.array([0.5, 0.5]))   # identical clients
-    1.0
-    """
-    Hs = np.asarray(hessians, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
-    Ab = np.einsum("j,jab->ab", q, Hs)
-    M = np.einsum("j,jab,jbc->ac", q, Hs, Hs)
-    Ai = np.linalg.inv(Ab)
-    return float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1])
 
 
 def pl_constants(problem):
@@ -198,8 +163,8 @@ def _lfgd_conditions(eta, L, mu, lam, E, lam_traj=None):
 def _f_star(problem):
     fs = problem.info.get("f_star") if problem.info else None
     if fs is None:
-        import validation
-        fs = validation.ground_truth(problem).f
+        from ..truth import ground_truth
+        fs = ground_truth(problem).f
     return fs
 
 

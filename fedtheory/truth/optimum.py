@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
-from fedtheory.constants import smoothness
-from fedtheory.problem import FederatedProblem
+from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
+from ..constants import smoothness
+from ..problem import FederatedProblem
 
 _VERSION = "gt-v2"   # v2: info records whether client optima were computed
 

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedtheory._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
-from fedtheory.constants import client_smoothness, smoothness, strong_convexity
-from fedtheory.theory.localdescent import diversity, quadratic_diversity_sup
+from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
+from ..constants import client_smoothness, diversity, quadratic_diversity_sup, smoothness, strong_convexity
 
-from .ground_truth import ground_truth
+from .optimum import ground_truth
 
 
 @dataclass
@@ -60,7 +59,7 @@ class Constants:
         return out
 
 
-gradient_diversity = diversity   # one definition: fedtheory.theory.localdescent.diversity
+gradient_diversity = diversity   # one definition: fedtheory.constants.diversity
 
 
 def _row_norms_sq(problem):
@@ -167,6 +166,6 @@ def feddeper_constants(problem, batch_size=None):
     >>> c["B_sq_min"], round(c["G_sq"](1.0), 10)
     (1.0, 2.0)
     """
-    from fedtheory.theory.feddeper import problem_constants
+    from ..theory.feddeper import problem_constants
     beta, s2, B2, G2, notes = problem_constants(problem, batch_size)
     return dict(beta=beta, sigma_sq=s2, B_sq_min=B2, G_sq=G2, notes=notes)

@@ -1,0 +1,218 @@
+r"""One engine for every theorem: a theorem is a :class:`TheoremSpec`, the engine runs it.
+
+A spec declares, once:
+
+* the registered **algorithm** and the ``fedtheory.run`` arguments of its measurement
+  (:attr:`TheoremSpec.run_kwargs`), with the **traces** it needs (``trace=...`` of the runner);
+* its **setup**: the problem constants and resolved defaults (a :class:`NotApplicable` raised
+  there says why the theorem does not apply to the problem at all);
+* its **conditions**, each a :class:`~fedtheory.theory.Condition` with a role: ``"stated"``
+  (in the theorem), ``"hidden"`` (needed by the proof, not stated) or ``"informational"``;
+* its **bound** for each :class:`Variant` (which roles the variant requires, one sentence on
+  what it is);
+* its **left-hand side**, computed from the runs' histories and traces
+  (:attr:`TheoremSpec.measure`).
+
+:func:`check` turns a spec into a :class:`~fedtheory.theory.Verification`. Every measured
+quantity comes from ``fedtheory.run`` of the registered algorithm, and the verification keeps
+the runs: ``ft.run(problem, v.algorithm, **v.run_kwargs)`` reproduces ``v.runs[0].x`` bit for
+bit. A bound that is not a finite positive number makes the check not applicable, with the
+reason. Register a spec with :func:`register_spec`; ``validation.verify(name, ...)`` then runs it.
+
+Examples
+--------
+A complete theorem: gradient descent (FedAvg with one client and one local step) on an
+L-smooth, mu-strongly convex quadratic contracts the gap, f(x^T) - f* <= (1 - mu eta)^T (f(x^0) - f*)
+for eta <= 1/L.
+
+>>> import numpy as np, problems
+>>> from fedtheory.theory import Condition
+>>> from fedtheory.theory.engine import TheoremSpec, Variant, check
+>>> def setup(problem, rounds=20, lr=0.5, seeds=1):
+...     L, mu = problem.info["L"], problem.info["mu"]
+...     return dict(T=rounds, lr=lr, L=L, mu=mu, seeds=seeds, f_star=problem.info["f_star"])
+>>> spec = TheoremSpec(
+...     name="example.gd_contraction", algorithm="fedavg", statement="f(x^T) - f* <= (1 - mu eta)^T f0",
+...     setup=setup,
+...     run_kwargs=lambda st: dict(rounds=st["T"], local_steps=1, lr=st["lr"], x0=np.ones(3)),
+...     measure=lambda st, runs: dict(values=[st["problem"].value(r.x) - st["f_star"] for r in runs["main"]]),
+...     conditions=lambda st, m: [Condition("eta <= 1/L", st["lr"], 1 / st["L"], st["lr"] <= 1 / st["L"])],
+...     variants={"printed": Variant("as stated", lambda st, m: (1 - st["mu"] * st["lr"]) ** st["T"]
+...                                  * (st["problem"].value(np.ones(3)) - st["f_star"]))})
+>>> p = problems.quadratic(1, 3, L=1.0, mu=0.2, seed=0)
+>>> v = check(spec, p, rounds=20, lr=0.5)
+>>> v.applicable, v.holds, v.algorithm, len(v.runs)
+(True, True, 'fedavg', 1)
+>>> check(spec, p, rounds=20, lr=1.5).reason                     # a stated condition fails
+'fails eta <= 1/L'
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+ROLES = ("stated", "hidden", "informational")
+
+
+class NotApplicable(Exception):
+    """Raised by a spec's setup when the theorem does not apply to the problem (the message says
+    why); ``conditions`` lists the conditions that could be evaluated."""
+
+    def __init__(self, reason, conditions=()):
+        super().__init__(reason)
+        self.reason = reason
+        self.conditions = list(conditions)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A bound variant: what it is (one sentence), which condition roles it requires, its bound.
+
+    ``bound(setup, measurement) -> float``.
+    """
+
+    description: str
+    bound: Callable
+    requires: tuple = ("stated",)
+
+
+@dataclass
+class TheoremSpec:
+    """Declaration of a theorem check (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        Registered name, ``"<paper>.theorem_<n>"``.
+    algorithm : str
+        Registered algorithm the measurement runs.
+    statement : str
+        The inequality checked, in words or LaTeX (shown by ``describe``).
+    setup : callable
+        ``setup(problem, **params) -> dict``: resolved parameters and constants (raise
+        :class:`NotApplicable` when the theorem cannot apply). The dict must hold ``"seeds"``.
+    run_kwargs : callable
+        ``run_kwargs(setup) -> dict`` of ``fedtheory.run`` arguments (no ``seed``).
+    measure : callable
+        ``measure(setup, runs) -> dict`` with ``"values"`` (the left-hand side per seed) and any
+        other measured term the bound or the conditions use.
+    conditions : callable
+        ``conditions(setup, measurement) -> list of Condition`` (roles set).
+    variants : dict
+        ``{variant name: Variant}``; ``"printed"`` is exactly what the paper prints.
+    default_variant : str
+    extra_runs : callable, optional
+        ``extra_runs(setup) -> {label: (algorithm, run kwargs)}``: further runs of registered
+        algorithms per seed (e.g. a full-participation round for a constant); passed to
+        ``measure`` as ``runs[label]``.
+    reference : str
+        Paper, theorem and equations.
+    details : callable, optional
+        ``details(setup, measurement) -> dict`` merged into ``Verification.details`` (terms of
+        the bound, diagnostics).
+    """
+
+    name: str
+    algorithm: str
+    statement: str
+    setup: Callable
+    run_kwargs: Callable
+    measure: Callable
+    conditions: Callable
+    variants: dict
+    default_variant: str = "printed"
+    extra_runs: Callable | None = None
+    reference: str = ""
+    details: Callable | None = None
+
+
+def _runs(problem, spec, setup, measurement):
+    """The measurement runs (reused from a previous variant's measurement when given)."""
+    from ..runner import run
+    if measurement is not None and "runs" in measurement:
+        return measurement["runs"], measurement["run_kwargs"]
+    kwargs = dict(spec.run_kwargs(setup))
+    runs = {"main": [run(problem, spec.algorithm, seed=s, **kwargs) for s in range(setup["seeds"])]}
+    if spec.extra_runs is not None:
+        for label, (alg, kw) in spec.extra_runs(setup).items():
+            runs[label] = [run(problem, alg, seed=s, **kw) for s in range(setup["seeds"])]
+    return runs, kwargs
+
+
+def mean_stderr(values):
+    """Mean and standard error of the mean (nan for a single value)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return float(v.mean()), float("nan")
+    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
+
+
+def check(spec, problem, variant=None, measurement=None, **params):
+    """Run the theorem check declared by ``spec`` on ``problem``; returns a Verification.
+
+    Parameters
+    ----------
+    spec : TheoremSpec
+    problem : FederatedProblem
+    variant : str, optional
+        One of ``spec.variants`` (default ``spec.default_variant``).
+    measurement : dict, optional
+        ``details["measurement"]`` of a previous check with the same parameters (another
+        variant): its runs are reused.
+    **params
+        The theorem's parameters (``rounds``, ``local_steps``, ``seeds``, hyperparameters, ...).
+    """
+    from .._validation import Options, check_param
+    from . import Verification
+    variant = spec.default_variant if variant is None else variant
+    check_param("variant", variant, [Options(*spec.variants)], spec.name)
+    var = spec.variants[variant]
+    try:
+        setup = spec.setup(problem, **params)
+        setup.setdefault("problem", problem)
+    except NotApplicable as e:
+        return Verification(spec.name, variant, False, e.reason, e.conditions, float("nan"), float("nan"),
+                            algorithm=spec.algorithm)
+    runs, kwargs = _runs(problem, spec, setup, measurement)
+    if measurement is not None and "runs" in measurement:
+        m = measurement
+    else:
+        m = dict(spec.measure(setup, runs))
+        m["runs"], m["run_kwargs"] = runs, kwargs
+    conds = list(spec.conditions(setup, m))
+    for c in conds:
+        if c.role not in ROLES:
+            raise ValueError(f"{spec.name}: condition {c.name!r} has role {c.role!r}; roles are {ROLES}")
+    failed = [c for c in conds if c.role in var.requires and not c.ok]
+    mean, se = mean_stderr(m["values"])
+    bound = float(var.bound(setup, m))
+    reason = "; ".join(f"fails {c.name}" for c in failed)
+    if not failed and not (math.isfinite(bound) and bound > 0):
+        reason = (f"the bound is not a finite positive number ({bound:.4g}): a condition of the theorem "
+                  "fails for these constants")
+        failed = [None]
+    details = {k: v for k, v in setup.items()}
+    details["measurement"] = m
+    details["variant_description"] = var.description
+    if spec.details is not None:
+        details.update(spec.details(setup, m))
+    return Verification(spec.name, variant, not failed, reason, conds, mean, bound, se, details,
+                        runs=list(runs["main"]), algorithm=spec.algorithm,
+                        run_kwargs=dict(kwargs, seed=0))
+
+
+def register_spec(spec):
+    """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it."""
+    from . import SPECS, THEOREMS
+
+    def theorem(problem, variant=None, measurement=None, **params):
+        return check(spec, problem, variant=variant, measurement=measurement, **params)
+    theorem.__name__ = spec.name.replace(".", "_")
+    theorem.__doc__ = f"{spec.statement}\n\n{spec.reference}"
+    theorem.spec = spec
+    THEOREMS[spec.name] = theorem
+    SPECS[spec.name] = spec
+    return spec

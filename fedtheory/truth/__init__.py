@@ -1,0 +1,11 @@
+"""Ground truth and problem constants, owned by the library (``validation`` re-exports them).
+
+* :func:`ground_truth`: the certified optimum x*, F*, each client's f_i*, with a polish to ~1e-12
+  and a cache (see :mod:`fedtheory.truth.optimum`);
+* :func:`constants`: L, L_max, mu and each paper's heterogeneity measure, computed from the data
+  (see :mod:`fedtheory.truth.problem_constants`).
+"""
+from .problem_constants import Constants, constants, feddeper_constants
+from .optimum import GroundTruth, ground_truth
+
+__all__ = ["ground_truth", "GroundTruth", "constants", "Constants", "feddeper_constants"]
