@@ -50,7 +50,7 @@ EPILOGS = {
 
 def _demo(args):
     import problems
-    import validation
+    from . import truth
 
     from . import run
 
@@ -61,8 +61,8 @@ def _demo(args):
         print(f"[demo] {e}\n[demo] falling back to scikit-learn's breast cancer data.", file=sys.stderr)
         p = problems.breast_cancer(n_clients=20, l2=args.l2)
         label = f"breast cancer, 20 clients, l2={args.l2}"
-    gt = validation.ground_truth(p)
-    c = validation.constants(p, gt)
+    gt = truth.ground_truth(p)
+    c = truth.constants(p, gt)
     print(f"Problem: logistic regression on {label}")
     print(f"Certified optimum: F* = {gt.f:.15f}  (gradient norm at x*: {gt.residual:.1e})")
     print(f"Constants: L = {c.L:.4g}, mu = {c.mu:.4g}, zeta_*^2 = {c.zeta_star_sq:.4g}")
@@ -112,7 +112,13 @@ def _sweep(args):
 
 
 def _verify(args):
+    from .theory import THEOREMS
     from .verification import verify_all
+    unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
+    if unknown:
+        print(f"error: unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
+              f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
+        return 2
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
@@ -181,10 +187,10 @@ def main(argv=None):
     try:
         if args.cmd == "list":
             import problems
-            import validation
+            from .theory import THEOREMS
             print("algorithms:", ", ".join(algorithms()))
             print("problems:  ", ", ".join(problems.available()))
-            print("theorems:  ", ", ".join(validation.theorems()) or "(none registered yet)")
+            print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
         elif args.cmd == "describe":
             print(json.dumps(describe(args.name), indent=2, default=str))
         elif args.cmd == "demo":

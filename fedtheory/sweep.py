@@ -37,8 +37,8 @@ def run_point(problem_args, run_args):
     alg = kw.pop("algorithm")
     ref = None
     if kw.pop("reference", False):
-        import validation
-        ref = validation.ground_truth(p)
+        from . import truth
+        ref = truth.ground_truth(p)
     if "x0" in kw and kw["x0"] is not None:
         kw["x0"] = np.asarray(kw["x0"], dtype=float)
     res = run(p, alg, reference=ref, **kw)
@@ -66,8 +66,8 @@ def warm_up(points):
         key = json.dumps(prob, sort_keys=True)
         p = build_problem(prob)
         if rn.get("reference") and key not in seen_prob:
-            import validation
-            validation.ground_truth(p)
+            from . import truth
+            truth.ground_truth(p)
             seen_prob.add(key)
         sig = (rn["algorithm"], key)
         if sig not in seen_alg:

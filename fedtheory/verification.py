@@ -17,7 +17,19 @@ import pandas as pd
 from .theory import CASES, THEOREMS
 
 COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "measured", "stderr", "bound", "ratio",
-           "fitted_rate", "predicted_rate", "verdict"]
+           "fitted_rate", "predicted_rate", "verdict", "failing_conditions"]
+
+
+def failing_conditions(conditions):
+    """The failing conditions by name, each tagged with its role: "[stated] S1: ...; [info] H2 ..."."""
+    tag = {"stated": "stated", "hidden": "hidden", "informational": "info"}
+    out = []
+    for c in conditions:
+        if not c.ok:
+            name = f"[{tag.get(getattr(c, 'role', 'stated'), 'stated')}] {c.name}"
+            if name not in out:
+                out.append(name)
+    return "; ".join(out) or "-"
 
 
 def _verdict(holds, expected, kind):
@@ -53,10 +65,13 @@ def run_cases(quick=False, theorems=None, progress=None):
                 n_ok = sum(c.ok for c in v.conditions)
                 rows.append(dict(theorem=name, case=item.label, kind=item.kind, variant=variant,
                                  conditions_ok=f"{n_ok}/{len(v.conditions)}" + ("" if v.applicable else " (n/a)"),
-                                 measured=v.measured, stderr=v.stderr, bound=v.bound, ratio=v.ratio,
+                                 measured=v.measured, stderr=v.stderr,
+                                 bound=v.bound if v.applicable else np.nan,
+                                 ratio=v.ratio if v.applicable else np.nan,
                                  fitted_rate=np.nan, predicted_rate=np.nan,
                                  verdict=_verdict(v.holds, expected, item.kind) if v.applicable
-                                 else f"not applicable: {v.reason}"))
+                                 else f"NOT APPLICABLE: {v.reason}",
+                                 failing_conditions=failing_conditions(v.conditions)))
         else:                                     # a RateStudy
             meas, se, bounds = [], [], {var: [] for var in item.variants}
             conds = []
@@ -72,6 +87,7 @@ def run_cases(quick=False, theorems=None, progress=None):
             slope = float(np.polyfit(np.log(item.Ts), np.log(meas), 1)[0])
             tail = float(np.polyfit(np.log(item.Ts[-3:]), np.log(meas[-3:]), 1)[0])
             ok_rate = tail <= item.predicted_slope + 0.25
+            failing = failing_conditions([c for v in conds for c in v.conditions])
             for variant in item.variants:
                 held = all(m <= b for m, b in zip(meas, bounds[variant]))
                 n_ok = min(sum(c.ok for c in v.conditions) for v in conds)
@@ -81,7 +97,8 @@ def run_cases(quick=False, theorems=None, progress=None):
                                  ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail,
                                  predicted_rate=item.predicted_slope,
                                  verdict=("holds" if held else "VIOLATED") + (", rate as predicted" if ok_rate
-                                                                                 else ", rate SLOWER than predicted")))
+                                                                                 else ", rate SLOWER than predicted"),
+                                 failing_conditions=failing))
             studies.append(dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se,
                                 bounds=bounds, slope=slope, tail_slope=tail, predicted=item.predicted_slope,
                                 note=item.note))
@@ -125,7 +142,7 @@ def write_report(df, studies, out, quick, seconds):
         fig.savefig(out / fname, dpi=150)
         plt.close(fig)
         figs.append((fname, s))
-    cases = df[(df.kind != "rate") & df.ratio.notna()]
+    cases = df[(df.kind != "rate") & df.ratio.notna() & ~df.verdict.astype(str).str.startswith("NOT APPLICABLE")]
     if len(cases):
         fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(cases)), 4))
         labels = [f"{r.case.split(':')[0]}\n{r.variant}" for r in cases.itertuples()]
@@ -146,7 +163,9 @@ def write_report(df, studies, out, quick, seconds):
              "(mean over seeds, with its standard error), `bound` the right-hand side of the variant "
              "(`printed` as in the paper, `corrected` per the spec's errata), `ratio` = measured / bound. "
              "Rate studies fit the log-log slope of the measured left-hand side against T over the last "
-             "three T values, and compare it with the predicted order.", "",
+             "three T values, and compare it with the predicted order. A case whose variant requires a "
+             "condition that fails is NOT APPLICABLE (no verdict); `failing_conditions` names every failing "
+             "condition with its role (stated, hidden, info).", "",
              format_table(df, markdown=True), ""]
     if len(cases):
         lines += ["![ratios](ratios.png)", ""]

@@ -1,0 +1,89 @@
+"""run(..., trace=...): what a traced round records, on every backend, and its errors."""
+import numpy as np
+import pytest
+
+import fedtheory as ft
+import problems
+from fedtheory.exceptions import InvalidParameterError
+from fedtheory.testing.checks import suite_problems
+
+
+def _run(p, name, backend, **kw):
+    return ft.run(p, name, rounds=3, local_steps=3, lr=0.05, seed=4, trace=True, backend=backend, **kw)
+
+
+@pytest.mark.parametrize("name,kw", [("fedavg", dict(clients_per_round=3, batch_size=4)),
+                                     ("feddeper", dict(clients_per_round=3, batch_size=4, rho=0.05)),
+                                     ("fedsps", dict(clients_per_round=3, batch_size=4, c=0.5, gamma_b=0.5)),
+                                     ("fedspeed", dict(batch_size=4, lam=1.0, alpha=0.5, rho=0.1)),
+                                     ("pfedfbe", dict(clients_per_round=3, batch_size=4, lam=5.0)),
+                                     ("lfd", dict(clients_per_round=3, batch_size=4)),
+                                     ("scaffold", dict(clients_per_round=3, batch_size=4))])
+def test_torch_trace_equals_numba_trace(name, kw):
+    pytest.importorskip("torch")
+    p = suite_problems()["logistic_csr"]
+    a, b = _run(p, name, "numba", **kw), _run(p, name, "torch", **kw)
+    assert a.trace.names == b.trace.names
+    for ra, rb in zip(a.trace, b.trace):
+        assert np.array_equal(ra.clients, rb.clients) and np.array_equal(ra.idx, rb.idx)
+        for nm in a.trace.names:
+            va, vb = np.asarray(ra[nm], dtype=float), np.asarray(rb[nm], dtype=float)
+            assert va.shape == vb.shape, nm
+            if va.size:
+                assert np.nanmax(np.abs(va - vb)) <= 1e-10, (name, nm)
+
+
+def test_local_path_is_the_local_sgd_recursion():
+    """FedAvg's traced path satisfies y_{k+1} = y_k - eta g_i(y_k; rows_k) with the traced rows,
+    recomputed here from the problem's own gradient; its last point averages to the next model."""
+    p = suite_problems()["least_squares"]
+    res = ft.run(p, "fedavg", rounds=2, local_steps=4, lr=0.05, clients_per_round=3, batch_size=5, seed=1,
+                 trace=True)
+    for t, rt in enumerate(res.trace):
+        Y = rt["local"]
+        for s, i in enumerate(rt.clients):
+            for k in range(rt.K):
+                g = p.client_grad(int(i), Y[s, k], rt.idx[s, k])
+                assert np.allclose(Y[s, k + 1], Y[s, k] - rt.lrs[k] * g, rtol=1e-13, atol=1e-14)
+        nxt = res.trace[t + 1].x if t + 1 < len(res.trace) else res.x
+        assert np.allclose(rt.weights @ (Y[:, -1] - rt.x) + rt.x, nxt, rtol=1e-13, atol=1e-14)
+
+
+def test_virtual_average_and_stack():
+    p = problems.quadratic(4, 3, seed=0, noise=0.1)
+    res = ft.run(p, "fedavg", rounds=3, local_steps=2, lr=0.1, trace="local")
+    rt = res.trace[1]
+    assert np.allclose(rt.virtual_average()[0], rt.x)
+    assert res.trace.stack("local").shape == (3, 4, 3, 3)
+    assert rt.noise.shape == (4, 2, 3) and res.trace.nbytes > 0
+    assert "3 rounds" in repr(res.trace)
+    with pytest.raises(KeyError, match="not traced"):
+        rt["gammas"]
+
+
+def test_trace_errors_name_the_declared_sequences():
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(InvalidParameterError, match=r"'trace' parameter of run must name sequences .*'local'"):
+        ft.run(p, "fedavg", rounds=2, trace="nope")
+    with pytest.raises(InvalidParameterError, match="declares no traceable"):
+        ft.run(p, "fedmirror", rounds=2, trace=True)
+    with pytest.raises(InvalidParameterError, match="trace_max_mb"):
+        ft.run(p, "fedavg", rounds=2, trace=True, trace_max_mb=-1)
+
+
+def test_trace_memory_bound_is_checked_before_the_run():
+    p = problems.quadratic(50, 40, seed=0)
+    with pytest.raises(InvalidParameterError, match=r"about [0-9.e+]+ MB, more than trace_max_mb=0.5"):
+        ft.run(p, "fedavg", rounds=100, local_steps=10, trace=True, trace_max_mb=0.5)
+    res = ft.run(p, "fedavg", rounds=2, local_steps=10, trace=True, trace_max_mb=0.5)
+    assert res.trace.nbytes < 0.5 * 2 ** 20
+
+
+def test_diverged_round_is_traced_with_nan_after_the_failure():
+    p = suite_problems()["least_squares"]
+    res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=50.0, trace=True)
+    assert res.status == "diverged"
+    last = res.trace[-1]
+    if not last.completed:                     # divergence inside a local phase
+        assert np.isnan(last["local"]).any() or not np.isfinite(last["local"]).all()
+    assert len(res.trace) >= res.rounds

@@ -1,0 +1,87 @@
+"""Verdict reports: what failed is named; a non-applicable case never reads VIOLATED; the engine keeps
+the runs of the registered algorithm."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fedtheory as ft
+import problems
+import validation
+from fedtheory.theory import CASES, THEOREMS, Condition, Verification
+from fedtheory.verification import failing_conditions
+
+
+def _na():
+    conds = [Condition("S1: eta <= 1/L", 2.0, 1.0, False),
+             Condition("H2 (hidden): drift", 0.5, 1.0, True, role="hidden"),
+             Condition("H4 as printed", 3.0, 1.0, False, role="informational")]
+    return Verification("x.theorem", "printed", False, "fails S1: eta <= 1/L", conds, 0.3, -5.0)
+
+
+def test_not_applicable_report_names_failures_and_never_says_violated():
+    v = _na()
+    text = v.report()
+    assert "NOT APPLICABLE" in text and "VIOLATED" not in text
+    assert "fails S1: eta <= 1/L" in text.splitlines()[0]
+    assert "[FAIL] (informational) H4 as printed" in text
+    assert v.verdict() == "NOT APPLICABLE"
+    assert v.failed_conditions == {"stated": ["S1: eta <= 1/L"], "informational": ["H4 as printed"]}
+
+
+def test_condition_is_a_four_tuple_with_a_role():
+    c = Condition("a", 1.0, 2.0, True, role="hidden")
+    name, value, limit, ok = c
+    assert (name, value, limit, ok) == ("a", 1.0, 2.0, True) and c.role == "hidden"
+    assert Condition("b", 1.0, 0.0, False).role == "stated"
+
+
+def test_table_lists_failing_conditions_with_roles():
+    assert failing_conditions(_na().conditions) == "[stated] S1: eta <= 1/L; [info] H4 as printed"
+    assert failing_conditions([Condition("a", 0.0, 1.0, True)]) == "-"
+
+
+def test_run_cases_marks_not_applicable_rows(monkeypatch):
+    """A case whose check is not applicable gets verdict NOT APPLICABLE, no bound and no ratio."""
+    from fedtheory import verification
+    from fedtheory.theory import Case
+
+    def fake(problem, variant="printed", measurement=None, **kw):
+        return _na()
+    monkeypatch.setitem(THEOREMS, "x.theorem", fake)
+    monkeypatch.setitem(CASES, "x.theorem", lambda quick: ([Case("c", "conforming", lambda: None, {},
+                                                                  {"printed": True})], []))
+    df, _ = verification.run_cases(theorems=["x.theorem"], progress=False)
+    row = df.iloc[0]
+    assert row.verdict.startswith("NOT APPLICABLE: fails S1")
+    assert np.isnan(row.bound) and np.isnan(row.ratio)
+    assert "[info] H4 as printed" in row.failing_conditions
+
+
+def test_unknown_theorem_exits_2_lists_theorems_and_writes_nothing(tmp_path):
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, "-m", "fedtheory", "verify", "--theorem", "nope", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "unknown theorem 'nope'" in r.stderr and "fedspeed.theorem_4_4" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_verification_keeps_the_runs_and_reproduces_them():
+    A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
+    p = problems.explicit_quadratic(A, np.random.default_rng(1).normal(size=(3, 5)) @ A, noise=0.3)
+    v = validation.verify("fedspeed.theorem_4_4", p, rounds=50, local_steps=2, seeds=2)
+    assert v.algorithm == "fedspeed" and len(v.runs) == 2
+    again = ft.run(p, v.algorithm, **v.run_kwargs)
+    assert np.array_equal(again.x, v.runs[0].x)
+    assert not np.array_equal(v.runs[0].x, v.runs[1].x)
+
+
+@pytest.mark.parametrize("name", sorted(THEOREMS))
+def test_every_theorem_is_a_spec_measured_through_run(name):
+    """Each registered theorem is declared as a TheoremSpec (no private simulator)."""
+    assert hasattr(THEOREMS[name], "spec"), f"{name} is not declared as a TheoremSpec"
+    spec = THEOREMS[name].spec
+    assert spec.algorithm in ft.algorithms()
+    assert "printed" in spec.variants
