@@ -23,4 +23,5 @@ def describe(name):
     cls = get_algorithm(name)
     return {"name": cls.name, "reference": cls.reference, "hyperparameters": cls.hyperparameters(),
             "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
+            "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
             "doc": (cls.__doc__ or "").strip().splitlines()[0]}
