@@ -160,11 +160,105 @@ def test_theorem_1_holds_and_conditions():
         v = validation.verify("pfedfbe.theorem_1", p, rounds=20, local_steps=3, clients_per_round=2, batch_size=10,
                               seeds=2, variant=variant)
         assert v.applicable and v.holds, v.report()
-    names = [c.name for c in v.conditions]
-    assert "lambda > L" in names and "eta_l <= 1/(10 K L_F)" in names
+    roles = {c.name: c.role for c in v.conditions}
+    assert roles["lambda > L"] == "stated" and roles["eta_l <= 1/(10 K L_F)"] == "stated"
+    assert sorted(set(roles.values())) == ["hidden", "informational", "stated"]
     L = v.details["L"]
     bad = validation.verify("pfedfbe.theorem_1", p, rounds=5, local_steps=3, lam=0.5 * L, seeds=1)
     assert not bad.applicable and "lambda > L" in bad.reason
+    big = validation.verify("pfedfbe.theorem_1", p, rounds=5, local_steps=3, lr=10 * v.details["lr"], seeds=1)
+    assert not big.applicable and big.reason == "fails eta_l <= 1/(10 K L_F)"
+
+
+def _paper_printed_rhs(v, p, R, K, b):
+    """Theorem 1 exactly as printed, from the constants of Assumption 1 in ``v.details``: Lemma 2 defines
+    gamma_F := 24 gamma_G^2 + 12 B^2 gamma_H^2/lam^2 (the theorem squares it), Lemma 3 prints the coefficient
+    1 on sigma_G^2 sigma_H^2, the drift term has no L_F^2."""
+    d = v.details
+    lam, eta = d["lam"], d["lr"]
+    gamma_F = 24 * d["gamma_G"] ** 2 + 12 * d["B"] ** 2 * d["gamma_H"] ** 2 / lam ** 2
+    sigma_F2 = (12 * d["sigma_G"] ** 2 / b + 12 * d["B"] ** 2 * d["sigma_H"] ** 2 / (b * lam ** 2)
+                + 1 * d["sigma_G"] ** 2 * d["sigma_H"] ** 2 / (b * b * lam ** 2))
+    Delta = th.F_value(p, np.zeros(p.dim), lam) - d["F_star"]
+    return (4 * Delta / (eta * K * R) + 1600 * eta ** 2 * K ** 2 * (gamma_F ** 2 + 4 * sigma_F2)
+            + 8 * d["L_F"] * eta * (d["q_S"] * gamma_F ** 2 + sigma_F2) + 16 * d["r"] * d["sigma_G"] ** 2)
+
+
+def test_theorem_1_printed_is_the_papers_formula():
+    """Fix (e): "printed" is Theorem 1 with Lemmas 1-3 as the paper prints them (coefficient 1 in Lemma 3,
+    gamma_F of Lemma 2 squared, no L_F^2), recomputed from the reported constants."""
+    p, _, _ = lasso_problem(6)
+    v = validation.verify("pfedfbe.theorem_1", p, rounds=20, local_steps=3, clients_per_round=2, batch_size=10,
+                          seeds=1, variant="printed")
+    assert v.bound == pytest.approx(_paper_printed_rhs(v, p, 20, 3, 10), rel=1e-12)
+
+
+def test_theorem_1_printed_bound_by_hand():
+    """gamma_F = 24 * 1 + 12 * 1 * 4 / 4 = 36, sigma_F^2 = 12 * 4/4 + 12 * 9/16 + 36/64 = 19.3125;
+    RHS = 4/(0.01 * 10) + 1600e-4 * 4 * (36^2 + 4 * 19.3125) + 8 * 10 * 0.01 * (0.5 * 36^2 + 19.3125) + 16 * 0.1 * 4
+        = 40 + 878.88 + 533.85 + 6.4 = 1459.13."""
+    args = dict(Delta_F=1.0, eta=0.01, K=2, R=5, lam=2.0, L_F=10.0, B=1.0, gamma_G=1.0, gamma_H=2.0, sigma_G=2.0,
+                sigma_H=3.0, q_S=0.5, r=0.1, b_g=4, b_H=4)
+    b = th.theorem1_bound("printed", **args)
+    assert b["terms"] == pytest.approx([40.0, 878.88, 533.85, 6.4], rel=1e-14)
+    assert b["bound"] == pytest.approx(1459.13, rel=1e-14)
+    # the named corrections: coefficient 3 adds 2 * 36/64 = 1.125 to sigma_F^2; Lemma 2 read as gamma_F^2 = 36;
+    # L_F^2 = 100 multiplies the drift term
+    assert th.theorem1_bound("lemma3_proof", **args)["sigma_F2"] == pytest.approx(20.4375, rel=1e-14)
+    assert th.theorem1_bound("lemma2_corrected", **args)["gamma_F2"] == pytest.approx(36.0, rel=1e-14)
+    assert th.theorem1_bound("theorem_L_F2", **args)["terms"][1] == pytest.approx(87888.0, rel=1e-14)
+    c = th.theorem1_bound("corrected", **args)
+    assert c["terms"] == pytest.approx([40.0, 64 * (36 + 4 * 20.4375), 0.8 * (18 + 20.4375), 6.4], rel=1e-14)
+    assert set(th.SPEC.variants) == set(th.FIXES) and th.SPEC.default_variant == "corrected"
+    assert all(var.description for var in th.SPEC.variants.values())
+
+
+def test_theorem_1_measures_the_registered_algorithm():
+    """The LHS is ||grad F||^2 at the per-step mean of the local paths of ft.run("pfedfbe") (recomputed here
+    point by point with F_grad), the runs reproduce, and the ball C holds every traced iterate and prox point."""
+    p, _, _ = lasso_problem(6)
+    K, R = 3, 8
+    v = validation.verify("pfedfbe.theorem_1", p, rounds=R, local_steps=K, clients_per_round=2, batch_size=10,
+                          seeds=2)
+    assert not hasattr(th, "simulate") and v.algorithm == "pfedfbe" and len(v.runs) == 2
+    kw = v.run_kwargs
+    assert (kw["lam"], kw["fd_eps"], kw["variant"], kw["hvp_batch"], kw["batch_replacement"], kw["sampling"]) == \
+        (v.details["lam"], 0.0, "full", "independent", False, "uniform")
+    assert np.array_equal(ft.run(p, v.algorithm, **kw).x, v.runs[0].x)
+    lam, xF = v.details["lam"], v.details["measurement"]["x_F"]
+    radius = 0.0
+    for s, res in enumerate(v.runs):
+        assert res.status == "max_rounds" and len(res.trace) == R
+        g2 = []
+        for rt in res.trace:
+            Y = rt["local"]
+            assert Y.shape == (2, K + 1, p.dim) and np.array_equal(Y[:, 0], np.repeat(rt.x[None], 2, 0))
+            for k in range(K):
+                g = th.F_grad(p, Y[:, k].mean(0), lam)
+                g2.append(g @ g)
+        assert v.details["measurement"]["values"][s] == pytest.approx(np.mean(g2), rel=1e-10)
+        pts = np.concatenate([np.concatenate(rt["local"]) for rt in res.trace]
+                             + [np.concatenate(rt["prox_point"][:, :K]) for rt in res.trace])
+        radius = max(radius, np.linalg.norm(pts - xF, axis=1).max())
+    assert radius == pytest.approx(v.details["measurement"]["radius"], rel=1e-14)
+    assert v.measured == pytest.approx(np.mean(v.details["measurement"]["values"]), rel=1e-14)
+
+
+def test_F_grad_points_matches_F_grad():
+    p, _, _ = lasso_problem(9)
+    X = np.random.default_rng(1).normal(size=(7, 5)) * 2
+    assert np.allclose(th.F_grad_points(p, X, 25.0), [th.F_grad(p, x, 25.0) for x in X], rtol=1e-12, atol=1e-12)
+
+
+def test_theorem_1_not_applicable_outside_its_setting():
+    rng = np.random.default_rng(2)
+    p = problems.lasso([rng.normal(size=(m, 4)) for m in (10, 20)], [rng.normal(size=m) for m in (10, 20)], l1=0.1,
+                       weights=[0.3, 0.7])
+    v = validation.verify("pfedfbe.theorem_1", p, rounds=3, local_steps=2, seeds=1)
+    assert not v.applicable and "uniform client weights" in v.reason and not v.runs
+    q = problems.logistic([rng.normal(size=(10, 3))], [np.sign(rng.normal(size=10))])
+    w = validation.verify("pfedfbe.theorem_1", q, rounds=3, local_steps=2, seeds=1)
+    assert not w.applicable and "quadratic f_i" in w.reason
 
 
 def test_lemma_1_constant_bounds_the_measured_lipschitz_constant():
