@@ -1,9 +1,38 @@
-r"""FedDeper: Theorem 1 (global model, non-convex) printed and corrected, Theorem 2 (personalized
-models) with its flaw, and the constants of spec/feddeper.md §4.
+r"""FedDeper, Theorems 1 and 2 (spec/feddeper.md §4) as theorem specs measured on ``fedtheory.run``.
 
-Notation (spec §1.2): T rounds, K local steps, eta_l, rho, lambda (``mix``), p = S/n,
-:math:`a = \eta_l K\beta`. Assumptions: beta-smooth clients (A1), gradient variance sigma^2 (A2),
-:math:`\frac1n\sum_i\|\nabla f_i(x)\|^2 \le B^2\|\nabla f(x)\|^2 + G^2` (A3).
+Notation (spec §1.2): T rounds, K local steps, :math:`\eta_l` (``lr``), :math:`\rho` (``rho``),
+:math:`\lambda` (``mix``), S sampled clients of n, :math:`p = S/n`, :math:`a = \eta_l K\beta`.
+Assumptions: :math:`\beta`-smooth clients (A1), gradient variance :math:`\sigma^2` (A2),
+:math:`\frac1n\sum_i\|\nabla f_i(x)\|^2 \le B^2\|\nabla f(x)\|^2 + G^2` (A3); equal client
+weights 1/n.
+
+* ``feddeper.theorem_1`` (global model, non-convex):
+  :math:`\frac1T\sum_{t<T}\mathbb E\|\nabla f(x^t)\|^2 \le \mathrm{RHS}` (spec §4.2); the
+  ``"corrected"`` variant adds the two O(1/T) terms the proof drops, one of which needs
+  :math:`\phi^0`, the round-0 drift of every client's personalized path.
+* ``feddeper.theorem_2`` (personalized models, full participation):
+  :math:`\frac{1}{nKT}\sum_{t,i,k}\|v_{i,k}^t - x^*\|^2` against the first display of the
+  proof of Theorem 2' (``"printed"``, with the false step
+  :math:`\|x - x^*\|^2 \le \|\nabla f(x)\|^2/\beta^2`) and against the corrected form with
+  :math:`1/\mu^2` (spec §4.6).
+
+Every measured quantity comes from the registered ``feddeper`` run by ``fedtheory.run``: the
+left-hand side of Theorem 1 from the run's history, :math:`\phi^0` from the ``"personal"``
+trace (the :math:`v_{i,k}` path recorded by the kernels) of a one-round, full-participation
+run, and the terms of Theorem 2 from the ``"personal"`` trace of the run itself. The algorithm's
+options are pinned to the paper's Algorithm 1 (``minibatch="same"``, ``v_coupling="current"``,
+``stale_v="x0"``, ``star=False``, uniform sampling without replacement).
+
+Examples
+--------
+>>> import numpy as np, fedtheory as ft, problems, validation
+>>> p = problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
+>>> v = validation.verify("feddeper.theorem_1", p, rounds=50, local_steps=5, clients_per_round=5,
+...                       seeds=2, variant="corrected")
+>>> v.applicable, v.holds, v.algorithm
+(True, True, 'feddeper')
+>>> bool(np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x))
+True
 """
 from __future__ import annotations
 
@@ -11,14 +40,25 @@ import math
 
 import numpy as np
 
-from . import Case, Condition, Verification, mean_stderr, register_cases, register_theorem
+from . import Case, Condition, register_cases
+from .engine import NotApplicable, TheoremSpec, Variant, register_spec
 
 VARIANTS = ("printed", "corrected")
+
+#: FedDeper's options fixed to the paper's Algorithm 1 (spec §2.2-§2.4, A1, A2, A6).
+ALGORITHM_1 = dict(minibatch="same", v_coupling="current", stale_v="x0", star=False)
 
 
 # ------------------------------------------------------------------------- constants --
 def sampling_constants(n, S):
-    """p, q, l1, l2, l3 of Theorem 1 (spec §4.2)."""
+    """p, q, l1, l2, l3 of Theorem 1 (spec §4.2).
+
+    Examples
+    --------
+    >>> c = sampling_constants(10, 10)
+    >>> c["p"], c["q"], c["l1"]
+    (1.0, 80.0, 0.0)
+    """
     p = S / n
     q = 5 + 75 * p + 15 * (1 - p) ** 2 / p
     l1 = 15 * (1 - p) ** 2 / (49 * p ** 2)
@@ -28,21 +68,68 @@ def sampling_constants(n, S):
 
 
 def tilde(B2, G2, n, S):
-    """B~^2 = 2 B^2 (1/S - 1/n) + 1 and G~^2 = 2 G^2 (1/S - 1/n)."""
+    r""":math:`\tilde B^2 = 2B^2(1/S - 1/n) + 1` and :math:`\tilde G^2 = 2G^2(1/S - 1/n)` (Theorem 1).
+
+    Examples
+    --------
+    >>> tilde(2.0, 3.0, 10, 10)
+    (1.0, 0.0)
+    """
     f = 2 * (1 / S - 1 / n)
     return f * B2 + 1, f * G2
 
 
 def a_cap(B2, n, S):
-    """The cap on a = eta_l K beta: min{1/(144 B~^2), 1/(84 sqrt(2) sqrt(l1 + l2 B^2 + l3 B~^2))}."""
+    r"""The cap of Theorem 1 on :math:`a = \eta_l K\beta`:
+    :math:`\min\{1/(144\tilde B^2),\ 1/(84\sqrt2\sqrt{l_1 + l_2B^2 + l_3\tilde B^2})\}`.
+
+    Examples
+    --------
+    >>> round(a_cap(1.0, 10, 5), 5)                       # spec §4.2 table
+    0.00538
+    """
     c = sampling_constants(n, S)
     Bt2, _ = tilde(B2, 0.0, n, S)
     return min(1 / (144 * Bt2), 1 / (84 * math.sqrt(2) * math.sqrt(c["l1"] + c["l2"] * B2 + c["l3"] * Bt2)))
 
 
+def largest_B2(a, B2min, n, S):
+    r"""The largest :math:`B^2 \ge B^2_{\min}` whose cap still admits ``a`` (``a_cap`` decreases in
+    :math:`B^2` and :math:`G^2(B)` decreases in B, so it gives the smallest valid :math:`G^2`,
+    spec §4.7); :math:`B^2_{\min}` when even that cap is below ``a``.
+
+    Examples
+    --------
+    >>> B2 = largest_B2(0.25 * a_cap(1.0, 10, 5), 1.0, 10, 5)
+    >>> B2 > 1.0 and a_cap(B2, 10, 5) >= 0.25 * a_cap(1.0, 10, 5)
+    True
+    """
+    lo = hi = B2min
+    if a_cap(B2min, n, S) < a:
+        return B2min
+    while a_cap(hi * 2, n, S) >= a and hi < 1e12:
+        hi *= 2
+    hi *= 2
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if a_cap(mid, n, S) >= a else (lo, mid)
+    return lo
+
+
 def quadratic_BG(problem):
-    """(B^2_min, G2(B^2)) for quadratic clients (spec §4.7): B^2_min = max(1, lambda_max(Abar^-1 M Abar^-1))
-    and G^2(B) = max_x [(1/n) sum ||A_i x - b_i||^2 - B^2 ||Abar x - bbar||^2] (a linear solve)."""
+    r"""(:math:`B^2_{\min}`, :math:`G^2(B^2)`, equal Hessians) for quadratic clients (spec §4.7).
+
+    :math:`B^2_{\min} = \max(1, \lambda_{\max}(\bar A^{-1}M\bar A^{-1}))` and
+    :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]` (a linear
+    solve); with equal Hessians B = 1 and :math:`G^2 = \frac1n\sum_i\|b_i - \bar b\|^2`.
+
+    Examples
+    --------
+    >>> import problems
+    >>> B2, G2, equal = quadratic_BG(problems.quadratic(5, 3, heterogeneity=2.0, seed=1))
+    >>> equal, B2, round(G2(1.0), 10)
+    (True, 1.0, 2.0)
+    """
     n, d = problem.n_clients, problem.dim
     As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
     bs = np.array([-problem.client_grad(i, np.zeros(d)) for i in range(n)])      # grad f_i(x) = A_i x - b_i
@@ -63,7 +150,20 @@ def quadratic_BG(problem):
 
 
 def problem_constants(problem, batch_size=None):
-    """(beta, sigma^2, B2min, G2 function, notes) of Assumptions 1-3 (spec §4.7)."""
+    r"""(:math:`\beta`, :math:`\sigma^2`, :math:`B^2_{\min}`, :math:`G^2(\cdot)`, notes) of
+    Assumptions 1-3 (spec §4.7).
+
+    Quadratics: exact B and G(B), :math:`\sigma^2 = d s^2` (the problem's noise s). Logistic
+    regression: B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
+    variance are upper bounds. Anything else raises ValueError.
+
+    Examples
+    --------
+    >>> import problems
+    >>> beta, s2, B2, G2, notes = problem_constants(problems.quadratic(5, 3, noise=0.1, seed=1))
+    >>> round(beta, 12), round(s2, 12), B2
+    (1.0, 0.03, 1.0)
+    """
     from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     from ..constants import client_smoothness
     n, d = problem.n_clients, problem.dim
@@ -89,208 +189,323 @@ def problem_constants(problem, batch_size=None):
 
 
 # ------------------------------------------------------------------------- Theorem 1 --
-def theorem1_rhs(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0, corrected=True):
-    """Theorem 1's right-hand side (spec §4.2); ``corrected`` adds 48 beta^2 phi^0/T and
-    100 a^2 B^2 (E||grad f(x^T)||^2 - ||grad f(x^0)||^2)/T (the dropped terms)."""
+def theorem1_terms(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0):
+    r"""The terms of Theorem 1's right-hand side (spec §4.2), by name.
+
+    ``"printed"`` terms: ``gamma`` (:math:`24\Gamma/(\eta_lKT)`), ``a1`` ... ``a6`` (the
+    :math:`a^1 \dots a^6` terms). ``"dropped"`` terms (the corrected variant adds them):
+    ``phi0`` (:math:`48\beta^2\phi^0/T`) and ``grad`` (:math:`100a^2B^2(\mathbb E\|\nabla
+    f(x^T)\|^2 - \|\nabla f(x^0)\|^2)/T`).
+
+    Examples
+    --------
+    >>> t = theorem1_terms(1.0, 0.01, 5, 100, 1.0, 10, 10, 0.0, 0.0, 1.0)
+    >>> round(t["gamma"], 10), t["a1"]                  # p = 1, sigma = 0: only 24 Gamma/(eta K T)
+    (4.8, 0.0)
+    """
     c = sampling_constants(n, S)
     p, q = c["p"], c["q"]
     a = eta * K * beta
     _, Gt2 = tilde(B2, G2, n, S)
     s2K = sigma2 / K
-    rhs = (24 * Gamma / (eta * K * T)
-           + 12 * a * (4 * Gt2 + sigma2 / (K * S))
-           + 24 * a ** 2 * ((1120 + 160 / p) * Gt2
-                            + (1548 + 97 / 6 + 25 / (2 * p) + 37.5 * (1 - p) ** 2 / p ** 2) * G2
-                            + (330 * p + 40 / (S * p) + 280 / S + 73 / 12) * s2K)
-           + 192 * a ** 3 * (3 * G2 + s2K)
-           + 96 * a ** 4 * (12 * G2 + (3 * p + 20 * q) * sigma2 / (p * K))
-           + 576 * a ** 5 * (4 * G2 + s2K)
-           + 5760 * a ** 6 * q * sigma2 / (p * K))
-    if corrected:
-        rhs += (48 * beta ** 2 * phi0 + 100 * a ** 2 * B2 * (grad_T - grad_0)) / T
-    return rhs
+    return dict(
+        gamma=24 * Gamma / (eta * K * T),
+        a1=12 * a * (4 * Gt2 + sigma2 / (K * S)),
+        a2=24 * a ** 2 * ((1120 + 160 / p) * Gt2
+                          + (1548 + 97 / 6 + 25 / (2 * p) + 37.5 * (1 - p) ** 2 / p ** 2) * G2
+                          + (330 * p + 40 / (S * p) + 280 / S + 73 / 12) * s2K),
+        a3=192 * a ** 3 * (3 * G2 + s2K),
+        a4=96 * a ** 4 * (12 * G2 + (3 * p + 20 * q) * sigma2 / (p * K)),
+        a5=576 * a ** 5 * (4 * G2 + s2K),
+        a6=5760 * a ** 6 * q * sigma2 / (p * K),
+        phi0=48 * beta ** 2 * phi0 / T,
+        grad=100 * a ** 2 * B2 * (grad_T - grad_0) / T)
 
 
-def phi0(problem, x0, eta, K, seeds=4):
-    """phi^0 = (1/(nK)) sum_{i,k} E||v_{i,k}^0 - x^0||^2: every client's (virtual) round-0 v-run,
-    plain local SGD from x^0 with exact gradients plus the problem's noise (averaged over seeds)."""
-    rng = np.random.default_rng(0)
-    n, d = problem.n_clients, problem.dim
-    acc = 0.0
-    reps = seeds if problem.noise > 0 else 1
-    for _ in range(reps):
-        for i in range(n):
-            v = np.array(x0, dtype=float)
-            for _ in range(K):
-                acc += float(np.sum((v - x0) ** 2))
-                g = problem.client_grad(i, v)
-                if problem.noise > 0:
-                    g = g + problem.noise * rng.standard_normal(d)
-                v = v - eta * g
-    return acc / (reps * n * K)
+_DROPPED = ("phi0", "grad")
 
 
-@register_theorem("feddeper.theorem_1")
-def theorem_1(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clients_per_round=None,
-              batch_size=None, variant="corrected", seeds=5, x0=None, measurement=None):
-    r"""Theorem 1: :math:`\frac1T\sum_{t<T}\mathbb E\|\nabla f(x^t)\|^2 \le` RHS (spec §4.2).
-
-    The measurement runs ``feddeper`` (the library's kernels) for ``seeds`` seeds. ``lr``
-    defaults to a = a_cap(B^2_min); ``rho`` to eta_l beta (its cap). B is the largest value whose
-    cap still admits eta_l (G^2(B) decreases in B). Conditions: lambda in [1/2, 1] (Lemma 5; not
-    restated by the theorem), rho <= eta_l beta, a <= a_cap. ``"corrected"`` adds the two dropped
-    O(1/T) terms.
+def theorem1_rhs(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0, corrected=True):
+    """Theorem 1's right-hand side (spec §4.2): the sum of :func:`theorem1_terms`; ``corrected``
+    adds the two terms the proof drops (48 beta^2 phi^0/T and 100 a^2 B^2 (E||grad f(x^T)||^2 -
+    ||grad f(x^0)||^2)/T).
 
     Examples
     --------
-    >>> import problems, validation
-    >>> p = problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
-    >>> v = validation.verify("feddeper.theorem_1", p, rounds=50, local_steps=5, clients_per_round=5,
-    ...                       seeds=2)
-    >>> v.applicable, v.holds
-    (True, True)
+    >>> args = (1.0, 0.01, 5, 100, 1.0, 10, 10, 0.0, 0.0, 1.0)
+    >>> round(theorem1_rhs(*args, phi0=1e-3, corrected=False), 10), round(theorem1_rhs(*args, phi0=1e-3), 10)
+    (4.8, 4.80048)
     """
-    from .._validation import Options, check_param
-    from ..runner import run
-    name = "feddeper.theorem_1"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+    t = theorem1_terms(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0, grad_T, grad_0)
+    return float(sum(v for k, v in t.items() if corrected or k not in _DROPPED))
+
+
+def _smooth_equal_weights(problem, name):
     n = problem.n_clients
-    S = clients_per_round or n
-    K, T = local_steps, rounds
+    if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
+        raise NotApplicable(f"{name} is stated for equal client weights 1/n; the problem has non-uniform weights.")
+    if problem.l1 != 0:
+        raise NotApplicable(f"{name} needs smooth clients (Assumption 1); the problem has an l1 term.")
+
+
+def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0):
+    """Parameters checked, Assumption constants, the step a and the B^2 of the cap (spec §4.7)."""
+    from .._validation import Interval, NoneOk, check_param
+    n = problem.n_clients
+    check_param("rounds", rounds, [Interval(int, 1, None)], name)
+    check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
+    check_param("seeds", seeds, [Interval(int, 1, None)], name)
+    check_param("mix", mix, [Interval(float, 0, 1, "both")], name)
+    check_param("clients_per_round", clients_per_round, [Interval(int, 1, n), NoneOk()], name)
+    check_param("lr", lr, [Interval(float, 0, None, "neither"), NoneOk()], name)
+    check_param("rho", rho, [Interval(float, 0, None, "left"), NoneOk()], name)
+    _smooth_equal_weights(problem, name)
     try:
         beta, sigma2, B2min, G2fn, notes = problem_constants(problem, batch_size)
     except ValueError as e:
-        return Verification(name, variant, False, str(e), [], float("nan"), float("nan"))
+        raise NotApplicable(str(e)) from None
+    K, T = local_steps, rounds
+    S = clients_per_round or n
     if lr is None:
         lr = a_cap(B2min, n, S) / (K * beta)
+    if rho is None:
+        rho = lr * beta
     a = lr * K * beta
-    rho = lr * beta if rho is None else rho
-    # the largest B^2 whose cap admits a (a_cap decreases in B^2)
-    lo, hi = B2min, B2min
-    if a_cap(B2min, n, S) >= a:
-        while a_cap(hi * 2, n, S) >= a and hi < 1e12:
-            hi *= 2
-        hi = hi * 2
-        for _ in range(100):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if a_cap(mid, n, S) >= a else (lo, mid)
-    B2 = lo
-    G2 = G2fn(B2)
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
+    B2 = largest_B2(a, B2min, n, S)
+    x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=float)
+    return dict(T=T, K=K, n=n, S=S, lr=float(lr), rho=float(rho), mix=float(mix), a=a,
+                clients_per_round=clients_per_round, batch_size=batch_size, seeds=seeds, x0=x0, beta=beta,
+                sigma2=sigma2, B2min=B2min, B2=B2, G2=G2fn(B2), cap=a_cap(B2, n, S), notes=notes)
+
+
+def _run_kwargs(st):
+    """FedDeper as Algorithm 1 states it (options pinned), uniform sampling without replacement."""
+    kw = dict(rounds=st["T"], local_steps=st["K"], lr=st["lr"], rho=st["rho"], mix=st["mix"],
+              clients_per_round=st["clients_per_round"], batch_size=st["batch_size"], x0=st["x0"], **ALGORITHM_1)
+    if st["clients_per_round"] is not None:
+        kw["sampling"] = "uniform"
+    return kw
+
+
+def _lhs(res, T):
+    r""":math:`\frac1T\sum_{t<T}\|\nabla f(x^t)\|^2` from the run's history (``grad_mapping_sq``, the
+    squared gradient for smooth f); +inf for a run that diverged."""
+    if res.status != "max_rounds":
+        return math.inf
+    h = res.history
+    return float(h.loc[h["round"] < T, "grad_mapping_sq"].sum() / T)
+
+
+def _theorem1_conditions(st):
+    """Stated (rho <= eta_l beta, a <= a_cap(B), Assumption 3) and hidden (lambda in [1/2, 1]) conditions."""
+    lr, beta, mix = st["lr"], st["beta"], st["mix"]
+    return [Condition("rho <= eta_l beta", st["rho"], lr * beta, st["rho"] <= lr * beta * (1 + 1e-12)),
+            Condition("a = eta_l K beta <= a_cap(B)", st["a"], st["cap"], st["a"] <= st["cap"] * (1 + 1e-12)),
+            Condition("B^2 >= B^2_min (Assumption 3 holds)", st["B2"], st["B2min"],
+                      st["B2"] >= st["B2min"] * (1 - 1e-12)),
+            Condition("lambda in [1/2, 1] (Lemma 5; not restated by Theorem 1)", mix, 0.5, 0.5 <= mix <= 1,
+                      role="hidden")]
+
+
+def _setup1(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clients_per_round=None,
+            batch_size=None, seeds=5, x0=None):
+    name = "feddeper.theorem_1"
+    st = _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0)
     fs = problem.info.get("f_star") if problem.info else None
     if fs is None:
         from ..truth import ground_truth
         fs = ground_truth(problem).f
-    if measurement is None:
-        lhs, gT = [], []
-        for s in range(seeds):
-            res = run(problem, "feddeper", rounds=T, local_steps=K, lr=lr, rho=rho, mix=mix,
-                      clients_per_round=clients_per_round, batch_size=batch_size, seed=s, x0=x0)
-            h = res.history
-            lhs.append(float(h.loc[h["round"] < T, "grad_mapping_sq"].sum() / T))
-            gT.append(float(h.grad_mapping_sq.iloc[-1]))
-        measurement = dict(lhs=lhs, grad_T=float(np.mean(gT)))
-    m, se = mean_stderr(measurement["lhs"])
-    g0 = problem.grad(x0)
-    rhs = theorem1_rhs(problem.value(x0) - fs, lr, K, T, beta, n, S, G2, sigma2, B2,
-                       phi0(problem, x0, lr, K), measurement["grad_T"], float(g0 @ g0), variant == "corrected")
-    cap = a_cap(B2, n, S)
-    conds = [Condition("lambda in [1/2, 1] (Lemma 5)", mix, 0.5, 0.5 <= mix <= 1),
-             Condition("rho <= eta_l beta", rho, lr * beta, rho <= lr * beta * (1 + 1e-12)),
-             Condition("a = eta_l K beta <= a_cap(B)", a, cap, a <= cap * (1 + 1e-12)),
-             Condition("B^2 >= B^2_min (Assumption 3 holds)", B2, B2min, B2 >= B2min * (1 - 1e-12))]
-    failed = [c.name for c in conds if not c.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m, float(rhs), se,
-                        dict(beta=beta, sigma2=sigma2, B2=B2, G2=G2, a=a, lr=lr, rho=rho, notes=notes,
-                             measurement=measurement))
+    g0 = problem.grad(st["x0"])
+    st.update(f_star=float(fs), Gamma=float(problem.value(st["x0"]) - fs), grad_0=float(g0 @ g0))
+    return st
+
+
+def _extra_runs1(st):
+    r"""Round 0 with every client (:math:`\phi^0` averages over all n clients, spec A10), tracing the
+    personalized path :math:`v_{i,k}^0` (plain local SGD from :math:`x^0`)."""
+    kw = dict(_run_kwargs(st), rounds=1, clients_per_round=None, trace="personal")
+    kw.pop("sampling", None)
+    return {"round0": ("feddeper", kw)}
+
+
+def measure_theorem_1(st, runs):
+    r"""LHS per seed from the history of each run; :math:`\mathbb E\|\nabla f(x^T)\|^2` from its last
+    row; :math:`\phi^0 = \frac{1}{nK}\sum_{i,k<K}\|v_{i,k}^0 - x^0\|^2` from the ``"personal"`` trace
+    of the full-participation round 0 (averaged over seeds)."""
+    T, K = st["T"], st["K"]
+    lhs = [_lhs(r, T) for r in runs["main"]]
+    gT = [float(r.history["grad_mapping_sq"].iloc[-1]) if r.status == "max_rounds" else math.inf
+          for r in runs["main"]]
+    phi = []
+    for r in runs["round0"]:
+        rt = r.trace[0]
+        V = rt["personal"][:, :K]                                     # (n, K, d): v_{i,k}^0, k < K
+        phi.append(float(np.mean(np.sum((V - rt.x) ** 2, axis=2))))
+    return dict(values=lhs, grad_T=float(np.mean(gT)), phi0=float(np.mean(phi)),
+                status=[r.status for r in runs["main"]])
+
+
+def _terms1(st, m):
+    return theorem1_terms(st["Gamma"], st["lr"], st["K"], st["T"], st["beta"], st["n"], st["S"], st["G2"],
+                          st["sigma2"], st["B2"], m["phi0"], m["grad_T"], st["grad_0"])
+
+
+def _bound1(corrected):
+    return lambda st, m: float(sum(v for k, v in _terms1(st, m).items() if corrected or k not in _DROPPED))
+
+
+SPEC_1 = register_spec(TheoremSpec(
+    name="feddeper.theorem_1", algorithm="feddeper",
+    statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; spec/feddeper.md §4.2)",
+    setup=_setup1, run_kwargs=_run_kwargs, extra_runs=_extra_runs1, measure=measure_theorem_1,
+    conditions=lambda st, m: _theorem1_conditions(st),
+    variants={"printed": Variant("Theorem 1 as printed", _bound1(False), ("stated",)),
+              "corrected": Variant("printed plus the two O(1/T) terms the proof drops: 48 beta^2 phi^0/T and "
+                                   "100 a^2 B^2 (E||grad f(x^T)||^2 - ||grad f(x^0)||^2)/T (spec §4.2)",
+                                   _bound1(True), ("stated", "hidden"))},
+    default_variant="corrected",
+    details=lambda st, m: {"terms": _terms1(st, m)},
+    reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); spec/feddeper.md §4.2, §4.7"))
 
 
 # ------------------------------------------------------------------------- Theorem 2 --
-def simulate_personalized(problem, rounds, K, lr, rho, mix, x0, seed=0):
-    """Full-participation FedDeper in NumPy recording, per round, sum_{i,k} ||v_{i,k}^t - x*||^2 and
-    phi^t = (1/(nK)) sum_{i,k} ||v_{i,k}^t - x^t||^2, and ||grad f(x^t)||^2."""
-    rng = np.random.default_rng(seed)
-    n, d = problem.n_clients, problem.dim
-    xs = problem.info["x_star"]
-    x = np.asarray(x0, dtype=float).copy()
-    V = np.repeat(x[None], n, axis=0)
-    pm, phi, gsq = [], [], []
-    for _ in range(rounds):
-        g = problem.grad(x)
-        gsq.append(float(g @ g))
-        Y, Vn = np.repeat(x[None], n, axis=0), V.copy()
-        acc_pm = acc_phi = 0.0
-        for k in range(K):
-            acc_pm += float(np.sum((Vn - xs) ** 2))
-            acc_phi += float(np.sum((Vn - x) ** 2))
-            noise = problem.noise * rng.standard_normal((n, d)) if problem.noise > 0 else 0.0
-            Gy = np.array([problem.client_grad(i, Y[i]) for i in range(n)]) + noise
-            Gv = np.array([problem.client_grad(i, Vn[i]) for i in range(n)]) + noise
-            Vk = Vn
-            Vn = Vn - lr * Gv
-            Y = Y - lr * Gy - rho * (Vk + Y - 2 * x)
-        pm.append(acc_pm / (n * K))
-        phi.append(acc_phi / (n * K))
-        V = (1 - mix) * Vn + mix * Y
-        x = Y.mean(0)
-    return np.array(pm), np.array(phi), np.array(gsq)
+def xi_weight(p):
+    r"""The weight :math:`20(1/p - 1/8)` of :math:`\tilde\phi` in :math:`\xi = \phi + 20(1/p - 1/8)
+    \tilde\phi` (the potential of Lemma 5 and of the proof of Theorem 2').
 
-
-@register_theorem("feddeper.theorem_2")
-def theorem_2(problem, rounds=200, local_steps=5, lr=0.05, rho=0.01, mix=0.5, variant="corrected", seeds=1,
-              x0=None, measurement=None):
-    r"""Theorem 2 (personalized models), full participation. The paper's proof uses
-    :math:`\|x - x^*\|^2 \le \|\nabla f(x)\|^2/\beta^2` (false; spec §4.6). Checked forms:
-
-    * ``"corrected"``: :math:`\frac{1}{nKT}\sum\|v_{i,k}^t - x^*\|^2 \le 2\,\overline{\phi} + \frac{2}{\mu^2}\varepsilon`
-      (mu-strongly convex f), with :math:`\varepsilon` the measured left-hand side of Theorem 1;
-    * ``"printed"``: the same with :math:`1/\beta^2` in place of :math:`1/\mu^2` (the paper's step; it can fail).
-
-    Needs a quadratic with known x* and mu > 0 (``problems.quadratic``).
+    Examples
+    --------
+    >>> xi_weight(1.0)
+    17.5
     """
-    from .._validation import Options, check_param
+    return 20 * (1 / p - 1 / 8)
+
+
+def _setup2(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clients_per_round=None,
+            batch_size=None, seeds=1, x0=None):
     name = "feddeper.theorem_2"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
-    info = problem.info or {}
-    if "x_star" not in info or info.get("mu", 0) <= 0:
-        return Verification(name, variant, False, "needs a mu-strongly convex problem with known x* (the paper's "
-                            "proof step is false without strong convexity)", [], float("nan"), float("nan"))
-    from ..constants import client_smoothness
-    beta = float(np.max(client_smoothness(problem)))
-    mu = float(info["mu"])
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
-    if measurement is None:
-        runs = [simulate_personalized(problem, rounds, local_steps, lr, rho, mix, x0, s) for s in range(seeds)]
-        measurement = dict(pm=float(np.mean([r[0].mean() for r in runs])), phi=float(np.mean([r[1].mean() for r in runs])),
-                           eps=float(np.mean([r[2].mean() for r in runs])))
-    m = measurement
-    c = 1 / mu ** 2 if variant == "corrected" else 1 / beta ** 2
-    bound = 2 * m["phi"] + 2 * c * m["eps"]
-    conds = [Condition("lambda in [1/2, 1]", mix, 0.5, 0.5 <= mix <= 1),
-             Condition("mu > 0 (strong convexity; needed by the corrected step)", mu, 0.0, mu > 0)]
-    failed = [cd.name for cd in conds if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m["pm"], float(bound),
-                        float("nan"), dict(beta=beta, mu=mu, measurement=m))
+    n = problem.n_clients
+    if clients_per_round is not None and clients_per_round != n:
+        raise NotApplicable(f"{name} is measured with full participation only: its left-hand side averages "
+                            f"the personalized paths of all n clients, and with S={clients_per_round} < n={n} "
+                            "the non-sampled clients' paths are virtual (the algorithm does not run them).")
+    st = _common_setup(problem, name, rounds, local_steps, lr, rho, mix, None, batch_size, seeds, x0)
+    from ..constants import strong_convexity
+    mu = float(strong_convexity(problem))
+    if not mu > 0:
+        raise NotApplicable(f"{name} needs a mu-strongly convex f (x* unique; the corrected step uses 1/mu^2); "
+                            f"mu = {mu:.4g}.")
+    xs = (problem.info or {}).get("x_star")
+    if xs is None:
+        from ..truth import ground_truth
+        xs = ground_truth(problem).x
+    st.update(mu=mu, x_star=np.asarray(xs, dtype=float), xi_weight=xi_weight(1.0))
+    return st
+
+
+def _run_kwargs2(st):
+    return dict(_run_kwargs(st), trace="personal")
+
+
+def measure_theorem_2(st, runs):
+    r"""From the ``"personal"`` trace of each run (every client, every round; k < K):
+
+    * ``values``: :math:`\frac{1}{nKT}\sum_{t,i,k}\|v_{i,k}^t - x^*\|^2`;
+    * ``phi``: :math:`\frac1T\sum_t\phi^t`, :math:`\phi^t = \frac{1}{nK}\sum_{i,k}\|v_{i,k}^t - x^t\|^2`;
+    * ``phi_tilde``: :math:`\frac1T\sum_t\tilde\phi^t`, :math:`\tilde\phi^t = \frac1n\sum_i\|v_{i,0}^t - x^t\|^2`;
+    * ``eps``: :math:`\varepsilon = \frac1T\sum_{t<T}\|\nabla f(x^t)\|^2` (Theorem 1's left-hand side) from
+      the history.
+
+    ``phi``, ``phi_tilde`` and ``eps`` are means over the seeds; the per-seed values are kept
+    (``*_per_seed``). A run that diverged gives +inf.
+    """
+    T, K, xs = st["T"], st["K"], st["x_star"]
+    pm, phi, phit, eps = [], [], [], []
+    for r in runs["main"]:
+        if r.status != "max_rounds":
+            pm.append(math.inf), phi.append(math.inf), phit.append(math.inf), eps.append(math.inf)
+            continue
+        V = r.trace.stack("personal")[:, :, :K]                      # (T, n, K, d): v_{i,k}^t, k < K
+        X = np.stack([rt.x for rt in r.trace])[:, None, None, :]     # x^t
+        pm.append(float(np.mean(np.sum((V - xs) ** 2, axis=3))))
+        phi.append(float(np.mean(np.sum((V - X) ** 2, axis=3))))
+        phit.append(float(np.mean(np.sum((V[:, :, 0] - X[:, :, 0]) ** 2, axis=2))))
+        eps.append(_lhs(r, T))
+    return dict(values=pm, phi=float(np.mean(phi)), phi_tilde=float(np.mean(phit)), eps=float(np.mean(eps)),
+                phi_per_seed=phi, phi_tilde_per_seed=phit, eps_per_seed=eps)
+
+
+def _theorem2_conditions(st):
+    """Theorem 2 (i) holds "in terms of Theorem 1" for lambda in [1/2, 1] (stated); the corrected step
+    needs mu-strong convexity (hidden)."""
+    conds = []
+    for c in _theorem1_conditions(st):
+        if c.name.startswith("lambda"):
+            c = Condition("lambda in [1/2, 1]", c.value, c.limit, c.ok)
+        conds.append(c)
+    conds.append(Condition("mu > 0 (strong convexity; the corrected step)", st["mu"], 0.0, st["mu"] > 0,
+                           role="hidden"))
+    return conds
+
+
+def _bound2_printed(st, m):
+    """First display of the proof of Theorem 2': 2 (1/T) sum_t xi^t + (4/beta^2) eps, xi = phi + 20(1/p - 1/8) phi~."""
+    return 2 * (m["phi"] + st["xi_weight"] * m["phi_tilde"]) + 4 * m["eps"] / st["beta"] ** 2
+
+
+def _bound2_corrected(st, m):
+    """2 (1/T) sum_t phi^t + (2/mu^2) eps (spec §4.6; ||x - x*|| <= ||grad f(x)||/mu)."""
+    return 2 * m["phi"] + 2 * m["eps"] / st["mu"] ** 2
+
+
+SPEC_2 = register_spec(TheoremSpec(
+    name="feddeper.theorem_2", algorithm="feddeper",
+    statement=r"(1/(nKT)) sum_{t,i,k} ||v_{i,k}^t - x*||^2 <= 2 (1/T) sum_t xi^t + (4/beta^2) eps "
+              r"(proof of Theorem 2'); corrected: 2 (1/T) sum_t phi^t + (2/mu^2) eps",
+    setup=_setup2, run_kwargs=_run_kwargs2, measure=measure_theorem_2,
+    conditions=lambda st, m: _theorem2_conditions(st),
+    variants={"printed": Variant("the first display of the proof of Theorem 2' (the theorem itself hides its "
+                                 "constants in O(.)): its last step uses ||x - x*||^2 <= ||grad f(x)||^2/beta^2, "
+                                 "which is false (spec §4.6)", _bound2_printed, ("stated",)),
+              "corrected": Variant("2 (1/T) sum_t phi^t + (2/mu^2) eps: the triangle inequality and "
+                                   "||x - x*|| <= ||grad f(x)||/mu under mu-strong convexity (spec §4.6)",
+                                   _bound2_corrected, ("stated", "hidden"))},
+    default_variant="corrected",
+    details=lambda st, m: {"terms": dict(phi=2 * m["phi"], xi=2 * (m["phi"] + st["xi_weight"] * m["phi_tilde"]),
+                                         eps_beta=4 * m["eps"] / st["beta"] ** 2,
+                                         eps_mu=2 * m["eps"] / st["mu"] ** 2)},
+    reference="FedDeper, Theorem 2 and the proof of Theorem 2'; spec/feddeper.md §4.6"))
 
 
 # -------------------------------------------------------------------- default cases --
+def _quadratic_noisy():
+    import problems
+    return problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
+
+
 @register_cases("feddeper.theorem_1")
 def _cases_1(quick=False):
-    import problems
-
-    def build():
-        return problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
-    return [Case(f"noisy equal-Hessian quadratic, n=10, S={S}, K=5, a = a_cap, rho = eta beta", "conforming", build,
+    """Spec §4.7 C16: noisy equal-Hessian quadratic at the cap, partial and full participation."""
+    return [Case(f"noisy equal-Hessian quadratic, n=10, S={S}, K=5, a = a_cap, rho = eta beta", "conforming",
+                 _quadratic_noisy,
                  dict(rounds=100 if quick else 400, local_steps=5, clients_per_round=S, seeds=3 if quick else 10),
                  {"printed": True, "corrected": True}) for S in (5, 10)], []
 
 
+def _quadratic_ill():
+    import problems
+    return problems.quadratic(6, 3, L=1.0, mu=0.05, heterogeneity=1.0, seed=1, hessian="distinct")
+
+
 @register_cases("feddeper.theorem_2")
 def _cases_2(quick=False):
-    import problems
-
-    def build():
-        return problems.quadratic(6, 3, L=1.0, mu=0.05, heterogeneity=1.0, seed=1, hessian="distinct")
-    return [Case("ill-conditioned quadratic (mu = 0.05), from far away: the paper's 1/beta^2 step", "counterexample",
-                 build, dict(rounds=100, local_steps=5, lr=0.05, rho=0.01, mix=0.5, x0=np.full(3, 20.0)),
-                 {"printed": False, "corrected": True})], []
+    """Spec §4.6 (C12): x^0 - x* along the flattest direction of f, where ||x - x*|| = ||grad f(x)||/mu
+    is far above ||grad f(x)||/beta; a = a_cap keeps x^t there for the whole run."""
+    p = _quadratic_ill()
+    w, U = np.linalg.eigh(p.hessian(np.zeros(p.dim)))
+    x0 = p.info["x_star"] + 20.0 * U[:, 0]
+    return [Case("ill-conditioned quadratic (mu = 0.05), x^0 - x* = 20 x (flattest direction), a = a_cap, "
+                 "rho = eta beta: the paper's 1/beta^2 step", "counterexample", _quadratic_ill,
+                 dict(rounds=100, local_steps=5, mix=0.5, x0=x0), {"printed": False, "corrected": True},
+                 "every condition of Theorems 1 and 2 holds; the proof's ||x - x*||^2 <= ||grad f||^2/beta^2 "
+                 "fails (spec §4.6, C12)")], []
