@@ -13,12 +13,22 @@ The *residual* is the norm of the gradient mapping
 :math:`\|x - \mathrm{prox}_{h/L}(x - \nabla F(x)/L)\| L` (the gradient norm when h = 0).
 Every client's own optimum :math:`f_i^* = \min_x f_i(x) + h(x)` is computed the same way
 (FedSPS and the heterogeneity measures need it). Results are cached on disk under
-``<cache>/ground_truth/<sha256 of the data>.npz``.
+``<cache>/ground_truth/<sha256 of the data>-<version>.npz``.
+
+The cache never returns a wrong entry silently: an entry records the problem's hash and a
+SHA-256 of its arrays, and on load it must match both, have the problem's shapes, a finite F*
+equal to F(x*) and a gradient-mapping norm at x* that agrees with the stored residual. Anything
+else (truncated, corrupt, foreign or edited entries) is recomputed with a warning. Entries are
+written to a temporary file with a name unique to the writer and renamed atomically, so
+concurrent solves of one problem all succeed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +39,8 @@ from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from ..constants import smoothness
 from ..problem import FederatedProblem
 
-_VERSION = "gt-v2"   # v2: info records whether client optima were computed
+_VERSION = "gt-v3"   # v3: entries carry the problem hash and a checksum of their arrays
+_ARRAYS = ("x", "f", "residual", "client_f", "client_x", "client_residual", "client_attained")
 
 
 @dataclass
@@ -73,7 +84,8 @@ def _cache_path(problem, cache_dir):
     return base / f"{problem.data_hash()}-{_VERSION}.npz"
 
 
-def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients=True):
+def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients=True, progress=None,
+                 n_jobs=None):
     """Compute (or load from the disk cache) the certified optimum of ``problem``.
 
     Parameters
@@ -86,7 +98,12 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     solver : str, default "CLARABEL"
         CVXPY solver of the first stage.
     clients : bool, default True
-        Also compute every client's own optimum f_i*.
+        Also compute every client's own optimum f_i*: warm-started at x*, one BLAS thread per
+        solve, in parallel processes when there are many clients.
+    progress : bool, optional
+        Progress bar over the client solves (None: shown for 100 clients or more).
+    n_jobs : int, optional
+        Processes for the client solves (None: every core when n >= 64, else 1).
 
     Returns
     -------
@@ -104,13 +121,9 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         raise TypeError(f"ground_truth expects a FederatedProblem, got {type(problem).__name__}.")
     path = _cache_path(problem, cache_dir)
     if cache and path.is_file():
-        z = np.load(path, allow_pickle=False)
-        gt = GroundTruth(x=z["x"], f=float(z["f"]), residual=float(z["residual"]),
-                         client_f=z["client_f"], client_x=z["client_x"],
-                         client_residual=z["client_residual"], client_attained=z["client_attained"],
-                         info=json.loads(str(z["info"])))
+        gt = _load(path, problem)
         # an entry written with clients=False serves only calls that do not need the client optima
-        if not clients or gt.info.get("clients_computed", False):
+        if gt is not None and (not clients or gt.info.get("clients_computed", False)):
             gt.info["cached"] = True
             return gt
     t0 = time.perf_counter()
@@ -125,12 +138,9 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     cres, catt = np.full(n, np.nan), np.zeros(n, dtype=bool)
     if clients:
         t1 = time.perf_counter()
-        for i in range(n):
-            sub = _client_problem(problem, i)
-            xi, inf_i = _solve(sub, solver, use_cvxpy=problem.is_composite, start=x)
-            cf[i] = sub.value(xi) if xi is not None else 0.0
-            cres[i], catt[i] = inf_i["residual"], inf_i["attained"]
-            if catt[i]:
+        for i, (fi, xi, ri, ai) in enumerate(_client_optima(problem, x, solver, progress, n_jobs)):
+            cf[i], cres[i], catt[i] = fi, ri, ai
+            if ai:
                 cx[i] = xi
         info["time_clients"] = time.perf_counter() - t1
         if not catt.all():
@@ -141,18 +151,130 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     gt = GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
                      client_residual=cres, client_attained=catt, info=info)
     if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, x=gt.x, f=gt.f, residual=gt.residual, client_f=cf, client_x=cx,
-                 client_residual=cres, client_attained=catt, info=json.dumps(info, default=float))
-        tmp.replace(path)
+        _save(path, problem, gt)
     gt.info["cached"] = False
     return gt
 
 
+def _solve_clients(subs, solver, use_cvxpy, start):
+    """(f_i*, x_i, residual, attained) of each client sub-problem, one BLAS thread (small dense
+    solves: more threads only contend)."""
+    from threadpoolctl import threadpool_limits
+    out = []
+    with threadpool_limits(1):
+        for sub in subs:
+            xi, inf_i = _solve(sub, solver, use_cvxpy=use_cvxpy, start=start)
+            out.append((sub.value(xi) if xi is not None else 0.0, xi, inf_i["residual"], inf_i["attained"]))
+    return out
+
+
+def _client_optima(problem, x, solver, progress=None, n_jobs=None):
+    """Every client's optimum (see :func:`_solve_clients`), in chunks over processes, with a bar."""
+    from tqdm.auto import tqdm
+    n = problem.n_clients
+    if n_jobs is None:
+        n_jobs = (os.cpu_count() or 1) if n >= 64 else 1
+    show = n >= 100 if progress is None else bool(progress)
+    chunk = max(1, min(64, -(-n // (4 * n_jobs))))
+    starts = list(range(0, n, chunk))
+    bar = tqdm(total=n, desc="ground truth: client optima", disable=not show)
+    results = []
+    try:
+        if n_jobs > 1 and len(starts) > 1:
+            from joblib import Parallel, delayed
+            par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")
+            jobs = (delayed(_solve_clients)([_client_problem(problem, i) for i in range(a, min(a + chunk, n))],
+                                            solver, problem.is_composite, x) for a in starts)
+            for res in par(jobs):
+                results += res
+                bar.update(len(res))
+        else:
+            for a in starts:
+                res = _solve_clients([_client_problem(problem, i) for i in range(a, min(a + chunk, n))],
+                                     solver, problem.is_composite, x)
+                results += res
+                bar.update(len(res))
+    finally:
+        bar.close()
+    return results
+
+
+def _checksum(arrays):
+    h = hashlib.sha256()
+    for k in _ARRAYS:
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(str(arrays["info"]).encode())
+    return h.hexdigest()
+
+
+def _save(path, problem, gt):
+    """Write the entry atomically: a temporary file unique to this writer, then a rename."""
+    arrays = dict(x=gt.x, f=np.float64(gt.f), residual=np.float64(gt.residual), client_f=gt.client_f,
+                  client_x=gt.client_x, client_residual=gt.client_residual, client_attained=gt.client_attained,
+                  info=json.dumps(gt.info, default=float))
+    arrays["problem_hash"] = problem.data_hash()
+    arrays["checksum"] = _checksum(arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError as e:               # a read-only or full cache directory: the result stands
+        warnings.warn(f"ground_truth: could not write the cache entry {path} ({e}).", RuntimeWarning,
+                      stacklevel=3)
+        tmp.unlink(missing_ok=True)
+
+
+def _load(path, problem):
+    """The cached GroundTruth of ``problem`` at ``path``, or None (with a warning) when the entry is
+    unreadable, belongs to another problem, fails its checksum or is not the problem's optimum."""
+    def reject(why):
+        warnings.warn(f"ground_truth: ignoring the cache entry {path} ({why}); recomputing.", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in (*_ARRAYS, "info", "problem_hash", "checksum")}
+    except Exception as e:             # truncated, corrupt, not an npz, missing keys, ...
+        return reject(f"unreadable: {type(e).__name__}: {e}")
+    if str(arrays["problem_hash"]) != problem.data_hash():
+        return reject("it was written for another problem")
+    if str(arrays["checksum"]) != _checksum({**arrays, "info": str(arrays["info"])}):
+        return reject("checksum mismatch")
+    n, d = problem.n_clients, problem.dim
+    shapes = dict(x=(d,), client_f=(n,), client_x=(n, d), client_residual=(n,), client_attained=(n,))
+    bad = [k for k, shp in shapes.items() if arrays[k].shape != shp]
+    if bad:
+        return reject(f"wrong shapes of {bad}")
+    try:
+        info = json.loads(str(arrays["info"]))
+    except ValueError as e:
+        return reject(f"unreadable info: {e}")
+    x, f, res = arrays["x"].astype(np.float64), float(arrays["f"]), float(arrays["residual"])
+    if not (np.all(np.isfinite(x)) and np.isfinite(f) and np.isfinite(res)):
+        return reject("non-finite optimum")
+    fx = problem.value(x)
+    if abs(fx - f) > 1e-12 * max(1.0, abs(fx)):
+        return reject(f"F(x*) = {fx!r} differs from the stored F* = {f!r}")
+    L = smoothness(problem)
+    r = _residual(problem, x, L)
+    if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + float(np.linalg.norm(x))))):
+        return reject(f"the gradient-mapping norm at the stored x* is {r:.3g}, not the stored {res:.3g}")
+    return GroundTruth(x=x, f=f, residual=res, client_f=arrays["client_f"], client_x=arrays["client_x"],
+                       client_residual=arrays["client_residual"], client_attained=arrays["client_attained"],
+                       info=info)
+
+
 def _client_problem(problem, i):
     s, e = problem.client_rows(i)
-    return FederatedProblem(problem.kind, problem.M[s:e], problem.b[s:e], np.array([0, e - s]),
+    M = problem.M[s:e]
+    if problem.sparse and (e - s) * problem.dim <= 500_000:
+        M = M.toarray()                  # small clients: dense Newton steps are far cheaper
+    return FederatedProblem(problem.kind, M, problem.b[s:e], np.array([0, e - s]),
                             l2=problem.l2, l1=problem.l1, name=f"{problem.name}[client {i}]",
                             reg=problem.reg, groups=problem.groups, mat_shape=problem.mat_shape)
 
