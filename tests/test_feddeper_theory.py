@@ -204,3 +204,22 @@ def test_specs_are_registered_with_variants():
         assert spec.algorithm == "feddeper" and set(spec.variants) == set(th.VARIANTS)
         assert spec.variants["printed"].requires == ("stated",)
         assert spec.variants["corrected"].requires == ("stated", "hidden")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_theorem_1_distinct_hessians_default_step_gives_a_meaningful_bound_or_says_why(seed):
+    """Issue case (a): at the default step a = a_cap(B^2_min) the old check evaluated G^2(B) where its
+    solve is singular, and reported a bound of rounding noise (-1.2e14 .. 1.5e14; 3 of 8 seeds a false
+    VIOLATED). Now the bound is a finite positive number of the order of the measured terms, or the
+    check is not applicable with the reason."""
+    p = problems.quadratic(10, 3, mu=0.2, noise=0.2, heterogeneity=1.0, hessian="distinct", seed=seed)
+    v = validation.verify("feddeper.theorem_1", p, rounds=30, local_steps=5, seeds=1)
+    assert v.applicable and v.holds
+    assert np.isfinite(v.bound) and 0 < v.bound < 1e3, v.bound
+    assert 0 < v.details["G2"] < 1e3 and v.details["B2"] > v.details["B2min"]
+    # the step at the cap of B^2_min itself: G^2 is infinite there, so the check is not applicable
+    B2min = th.quadratic_BG(p)[0]
+    lr = th.a_cap(B2min, 10, 10) / (5 * v.details["beta"])
+    w = validation.verify("feddeper.theorem_1", p, rounds=30, local_steps=5, seeds=1, lr=lr)
+    assert not w.applicable and "G^2(B) finite" in w.reason
+    assert "NOT APPLICABLE" in w.report() and "VIOLATED" not in w.report()

@@ -120,8 +120,9 @@ def quadratic_BG(problem):
     r"""(:math:`B^2_{\min}`, :math:`G^2(B^2)`, equal Hessians) for quadratic clients (spec §4.7).
 
     :math:`B^2_{\min} = \max(1, \lambda_{\max}(\bar A^{-1}M\bar A^{-1}))` and
-    :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]` (a linear
-    solve); with equal Hessians B = 1 and :math:`G^2 = \frac1n\sum_i\|b_i - \bar b\|^2`.
+    :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]`, finite only
+    for :math:`B^2 > B^2_{\min}` when the Hessians differ (+inf at and below it); with equal Hessians
+    B = 1 and :math:`G^2 = \frac1n\sum_i\|b_i - \bar b\|^2`.
 
     Examples
     --------
@@ -139,13 +140,24 @@ def quadratic_BG(problem):
     equal = all(np.array_equal(As[0], a) for a in As[1:])
     B2min = 1.0 if equal else max(1.0, float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1]))
 
+    c0 = float(np.mean(np.sum(bs * bs, axis=1)))
+    Mb = np.einsum("iab,ib->a", As, bs) / n
+    scale = float(np.linalg.norm(M, 2))
+
     def G2(B2):
+        r"""sup_x of the concave quadratic x^T H x - 2 r^T x + c (H = M - B^2 Abar^2): c + r^T (-H)^{-1} r,
+        by an eigendecomposition of -H; +inf when -H is singular to working precision (at
+        B^2 = B^2_min the supremum is infinite unless r is orthogonal to the null space)."""
         if equal:           # equal Hessians: (1/n) sum ||grad f_i||^2 = ||grad f||^2 + mean ||b_i - bbar||^2
             return float(np.mean(np.sum((bs - bb) ** 2, axis=1)))
-        H = M - B2 * Ab @ Ab                                          # the quadratic form (negative definite)
-        r = np.einsum("iab,ib->a", As, bs) / n - B2 * Ab @ bb
-        x = np.linalg.solve(H, r)
-        return float(np.mean(np.sum((As @ x - bs) ** 2, axis=1)) - B2 * np.sum((Ab @ x - bb) ** 2))
+        negH = B2 * Ab @ Ab - M
+        negH = 0.5 * (negH + negH.T)
+        lam, V = np.linalg.eigh(negH)
+        if lam[0] <= 1e-9 * scale:
+            return math.inf
+        r = Mb - B2 * Ab @ bb
+        w = V.T @ r
+        return float(c0 - B2 * float(bb @ bb) + np.sum(w * w / lam))
     return B2min, G2, equal
 
 
@@ -267,7 +279,9 @@ def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_
     K, T = local_steps, rounds
     S = clients_per_round or n
     if lr is None:
-        lr = a_cap(B2min, n, S) / (K * beta)
+        # with distinct Hessians G^2(B) is finite only for B^2 > B^2_min: the default step is the cap
+        # at B^2 = 2 B^2_min (at B^2_min itself Assumption 3 holds with G = inf only)
+        lr = a_cap(B2min if math.isfinite(G2fn(B2min)) else 2 * B2min, n, S) / (K * beta)
     if rho is None:
         rho = lr * beta
     a = lr * K * beta
@@ -303,6 +317,8 @@ def _theorem1_conditions(st):
             Condition("a = eta_l K beta <= a_cap(B)", st["a"], st["cap"], st["a"] <= st["cap"] * (1 + 1e-12)),
             Condition("B^2 >= B^2_min (Assumption 3 holds)", st["B2"], st["B2min"],
                       st["B2"] >= st["B2min"] * (1 - 1e-12)),
+            Condition("G^2(B) finite at the largest B the cap admits (needs a < a_cap(B^2_min) when the "
+                      "Hessians differ)", st["G2"], math.inf, math.isfinite(st["G2"])),
             Condition("lambda in [1/2, 1] (Lemma 5; not restated by Theorem 1)", mix, 0.5, 0.5 <= mix <= 1,
                       role="hidden")]
 
