@@ -17,9 +17,11 @@ from .arrays import HostView, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
+from .participants import Participants
 from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
+_CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 
 
 @dataclass
@@ -36,7 +38,8 @@ class RunResult:
         Human-readable reason for the status (names round and client on divergence).
     rounds : int
         Rounds whose aggregation completed (on divergence in the local phase of round r,
-        r - 1, and ``x`` is the last finite global model).
+        r - 1). On divergence ``x`` is the last finite global model and the history keeps only
+        rows with finite metrics.
     grad_evals : int
         Local stochastic-gradient oracle calls (one per client per local step).
     sample_grads : int
@@ -49,8 +52,9 @@ class RunResult:
         Global models x^0..x^R when ``record_iterates=True``.
     state : dict
         Final algorithm state (control variates, duals, ...).
-    sampled : list of int64 arrays
-        Participating clients of each round (duplicates kept when replicated).
+    sampled : Participants
+        Participating clients of each round (a sequence of int64 arrays, duplicates kept when
+        replicated), stored compactly (:class:`fedtheory.participants.Participants`).
     trace : fedtheory.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
     """
@@ -66,7 +70,7 @@ class RunResult:
     history: pd.DataFrame
     iterates: np.ndarray | None
     state: dict = field(repr=False)
-    sampled: list = field(default_factory=list, repr=False)
+    sampled: object = field(default=None, repr=False)
     algorithm: object = None
     seed: int = 0
     backend: str = "numba"
@@ -274,11 +278,12 @@ class _Job:
         self.B = batch_size or 0
         self.batch_replacement = batch_replacement
         self.L_eval = _eval_step(problem)
-        self.rows, self.sampled = [], []
+        self.rows, self.sampled = [], Participants(problem.n_clients)
         self.iterates = [np.array(self.x0, dtype=np.float64)] if record_iterates else None
         self.counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
         self.status, self.message = "max_rounds", f"completed {rounds} rounds"
         self.completed = 0
+        self.last_finite_x = None
 
     @staticmethod
     def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
@@ -416,6 +421,7 @@ class _Job:
                 if self.trace is not None:
                     self.trace.add(r - 1, ctx, x_start, msgs, None)
                 return True
+            x_before = np.array(to_numpy(state["x"]), dtype=np.float64)    # the last finite model
             self.state = state = alg.server_update(state, ctx, msgs)
         counters["time"] += time.perf_counter() - t0
         if self.trace is not None:
@@ -425,14 +431,15 @@ class _Job:
         if self.record:
             self.iterates.append(np.array(to_numpy(state["x"]), dtype=np.float64))
         if not math.isfinite(float(state["x"].sum())):          # NaN or inf anywhere
+            self.last_finite_x = x_before if Sr else None
             self.status = "diverged"
             self.message = f"round {r}: the global model became non-finite after aggregation"
             return True
         stop = self.callback is not None and bool(self.callback(r, to_numpy(state["x"])))
         if r % self.eval_every == 0 or r == self.rounds or stop:
-            row = self.evaluate(r)
-            if not np.isfinite(row["value"]):
-                self.status, self.message = "diverged", f"round {r}: F(x) is not finite ({row['value']})"
+            row, bad = self.evaluate(r)
+            if bad is not None:
+                self.status, self.message = "diverged", f"round {r}: {bad}"
                 return True
             if self.tol is not None and row["grad_mapping_sq"] <= self.tol:
                 self.status = "converged"
@@ -459,7 +466,12 @@ class _Job:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, r):
-        """One history row at round r: counters, F(x), the gradient mapping and the extras."""
+        """One history row at round r: counters, F(x), the gradient mapping and the extras.
+
+        Returns ``(row, problem)``: a row whose core metric (F, the gradient mapping,
+        suboptimality, distance) is not finite is not added to the history (the history keeps
+        the last finite metrics) and ``problem`` says which metric, else None.
+        """
         problem, state = self.problem, self.state
         x = to_numpy(state["x"])
         row = {"round": r, **self.counters, "value": problem.value(x),
@@ -468,16 +480,21 @@ class _Job:
             row["suboptimality"] = row["value"] - self.reference.f
             diff = x - self.reference.x
             row["dist_sq"] = float(diff @ diff)
+        for key in _CORE_METRICS:
+            if key in row and not math.isfinite(row[key]):
+                what = "F(x)" if key == "value" else key
+                return row, f"{what} is not finite ({row[key]})"
         if self.deep:
             row.update(problem.eval_extras(x))
         row.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
         self.rows.append(row)
-        return row
+        return row, None
 
     # ------------------------------------------------------------------ result
     def result(self):
         c = self.counters
-        return RunResult(x=np.array(to_numpy(self.state["x"]), dtype=np.float64), status=self.status,
+        x = self.last_finite_x if self.last_finite_x is not None else to_numpy(self.state["x"])
+        return RunResult(x=np.array(x, dtype=np.float64), status=self.status,
                          message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
                          sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
                          history=pd.DataFrame(self.rows),

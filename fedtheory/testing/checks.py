@@ -226,8 +226,12 @@ def check_divergence_reported(name):
     kw.update(get_algorithm(name).divergence_params)
     res = run(p, name, **kw)
     assert res.status == "diverged", f"{name}: status {res.status} with lr=50"
-    assert re.search(r"round \d+: (client \d+|the global model|F\(x\) is not finite)", res.message), \
-        res.message
+    assert re.search(r"round \d+: (client \d+|the global model|F\(x\) is not finite|\w+ is not finite)",
+                     res.message), res.message
+    core = [c for c in ("value", "grad_mapping_sq", "suboptimality", "dist_sq") if c in res.history.columns]
+    vals = res.history[core].to_numpy(dtype=float)
+    assert np.all(np.isfinite(vals)), f"{name}: a diverged run kept non-finite history rows"
+    assert np.all(np.isfinite(res.x)), f"{name}: the result is not the last finite model"
 
 
 def check_trace(name):
