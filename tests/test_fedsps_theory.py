@@ -1,4 +1,6 @@
-"""FedSPS theorems as code (fedtheory.theory.fedsps): 3(a), 3(b), 6(a), 6(b), 18."""
+"""FedSPS theorems as code (fedtheory.theory.fedsps): 3(a), 3(b), 6(a), 6(b), 18, measured on ft.run."""
+import math
+
 import numpy as np
 import pytest
 
@@ -8,29 +10,179 @@ import validation
 from fedtheory.theory import fedsps as th
 from test_update_rules import _data
 
+NAMES = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_6b", "fedsps.theorem_18")
 
-def test_simulator_matches_library_at_round_ends():
+
+def _interp_lb(p):
+    return [p.client_value(i, p.info["x_star"]) for i in range(p.n_clients)]
+
+
+def _small_kwargs(name, p):
+    """Small, valid parameters of each theorem on a quadratic with n = 4, d = 3."""
+    if name in ("fedsps.theorem_3a", "fedsps.theorem_3b"):
+        return dict(rounds=10, local_steps=2, lower_bound=_interp_lb(p), seeds=1, x0=np.ones(3))
+    if name == "fedsps.theorem_6b":
+        return dict(rounds=50, local_steps=2, seeds=1, x0=np.ones(3))
+    return dict(rounds=10, local_steps=2, seeds=1, x0=np.ones(3))
+
+
+# ------------------------------------------------------------------ the measured algorithm --
+def test_every_theorem_is_a_spec_measured_on_the_registered_fedsps():
+    shared = problems.quadratic(4, 3, L=1.0, mu=0.3, heterogeneity=0.5, noise=0.2, seed=2)
+    interp = th.interpolating_quadratic(0)
+    for name in NAMES:
+        p = shared if name == "fedsps.theorem_18" else interp
+        v = validation.verify(name, p, **_small_kwargs(name, p))
+        assert v.applicable, v.report()
+        assert v.algorithm == "fedsps" and len(v.runs) == 1
+        assert np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x), name
+        assert v.run_kwargs.get("clients_per_round") is None            # full participation, as stated
+        assert not hasattr(th, "simulate")
+
+
+def test_virtual_average_at_round_ends_is_the_server_model():
     A, b = _data("logistic", False, seed=21)
     p = problems.logistic(A, b, l2=0.01)
-    res = ft.run(p, "fedsps", rounds=6, local_steps=3, c=0.5, gamma_b=2.0, record_iterates=True)
-    sim = th.simulate(p, 6, 3, 0.5, 2.0, 0.0, record_local=False)
-    assert np.abs(sim["xbar"] - res.x).max() <= 1e-12
+    res = ft.run(p, "fedsps", rounds=6, local_steps=3, c=0.5, gamma_b=2.0, trace="local")
+    xb = th.virtual_averages(res)
+    assert xb.shape == (18, p.dim)
+    for r in range(1, 6):
+        assert np.abs(xb[3 * r] - res.trace[r].x).max() <= 1e-14      # t = r tau: x_t^i = xbar_t = x^r
 
 
+# ------------------------------------------------- left-hand sides computed by hand from traces --
+def _logistic_loss(a, y, x, l2):
+    """Mean logistic loss of the rows (a, y) at x plus the ridge term, written out."""
+    tot = 0.0
+    for aj, yj in zip(a, y):
+        tot += math.log(1.0 + math.exp(-yj * sum(aj[k] * x[k] for k in range(len(x)))))
+    return tot / len(y) + 0.5 * l2 * sum(v * v for v in x)
+
+
+def test_theorem_3a_lhs_equals_hand_computation_from_the_trace():
+    """Tiny logistic problem with minibatches: the printed LHS (f_i at local iterates), the pathwise
+    LHS (F_i on the drawn rows) and sigma_hat, recomputed by hand from an independent run."""
+    A, b = _data("logistic", False, seed=22, n=3, d=2)
+    l2, tau, R, B = 0.05, 2, 4, 3
+    p = problems.logistic(A, b, l2=l2)
+    v = validation.verify("fedsps.theorem_3a", p, rounds=R, local_steps=tau, gamma_b=1.0, batch_size=B, seeds=2)
+    vp = validation.verify("fedsps.theorem_3a", p, rounds=R, local_steps=tau, gamma_b=1.0, batch_size=B, seeds=2,
+                           variant="corrected", measurement=v.details["measurement"])
+    assert v.applicable and vp.applicable
+    offsets = np.concatenate([[0], np.cumsum([a.shape[0] for a in A])])
+    rows_all = np.vstack(A)
+    y_all = np.concatenate(b)
+    xs = v.details["x_star"]
+    lhs, path, sig = [], [], []
+    for seed in range(2):
+        res = ft.run(p, "fedsps", rounds=R, local_steps=tau, c=2.0 * tau ** 2, gamma_b=1.0, lower_bound=0.0,
+                     batch_size=B, seed=seed, trace=("local",))
+        a_tot = p_tot = s_tot = 0.0
+        for rt in res.trace:
+            for i in range(3):
+                for k in range(tau):
+                    x = rt["local"][i, k]
+                    rows = rt.idx[i, k]
+                    assert np.all((rows >= offsets[i]) & (rows < offsets[i + 1]))
+                    a_tot += _logistic_loss(A[i], b[i], x, l2)
+                    p_tot += _logistic_loss(rows_all[rows], y_all[rows], x, l2)
+                    s_tot += _logistic_loss(rows_all[rows], y_all[rows], xs, l2)
+        lhs.append(a_tot / (R * tau * 3))
+        path.append(p_tot / (R * tau * 3))
+        sig.append(s_tot / (R * tau * 3))
+    assert v.measured == pytest.approx(np.mean(lhs), rel=1e-12)
+    assert v.stderr == pytest.approx(np.std(lhs, ddof=1) / math.sqrt(2), rel=1e-9)
+    alpha, D0, T = v.details["alpha"], v.details["D0"], R * tau
+    bounds = [2 * D0 / (T * alpha) + 4 * 1.0 / alpha * s for s in sig]
+    worst = int(np.argmax(np.array(path) / np.array(bounds)))
+    assert vp.measured == pytest.approx(path[worst], rel=1e-12)
+    assert vp.bound == pytest.approx(bounds[worst], rel=1e-12)
+    assert v.details["pathwise"]["path_lhs"] == pytest.approx(path, rel=1e-12)
+
+
+def test_theorem_6a_and_18_lhs_equal_hand_computation_from_the_trace():
+    """x̄_t as the plain mean of the traced local iterates, f and grad f from the quadratic's data."""
+    Q = np.array([np.diag([1.0, 0.5]), np.diag([0.4, 1.2]), np.diag([0.8, 0.9])])
+    C = np.array([[1.0, -0.5], [0.3, 0.2], [-0.7, 1.1]])
+    p = problems.explicit_quadratic(Q, C)
+    R, tau = 5, 3
+    v = validation.verify("fedsps.theorem_6a", p, rounds=R, local_steps=tau, x0=[2.0, -1.0])
+    res = ft.run(p, "fedsps", **v.run_kwargs)
+    f = lambda x: sum((0.5 * x @ Q[i] @ x - C[i] @ x) / 3 for i in range(3))      # noqa: E731
+    f_star = f(np.linalg.solve(Q.sum(0), C.sum(0)))
+    gaps = []
+    for rt in res.trace:
+        for k in range(tau):
+            xbar = (rt["local"][0, k] + rt["local"][1, k] + rt["local"][2, k]) / 3
+            gaps.append(f(xbar) - f_star)
+    assert len(gaps) == R * tau
+    assert v.measured == pytest.approx(sum(gaps) / len(gaps), rel=1e-10)
+
+    A = np.diag([0.6, 1.0])
+    Cs = np.array([[0.5, -0.2], [-0.1, 0.4], [0.3, 0.3], [-0.6, 0.1]])
+    p = problems.explicit_quadratic(A, Cs, noise=0.3)
+    v = validation.verify("fedsps.theorem_18", p, rounds=R, local_steps=tau, seeds=2, x0=[1.0, 1.0],
+                          lower_bound=-10.0)
+    vals = []
+    for seed in range(2):
+        res = ft.run(p, "fedsps", **dict(v.run_kwargs, seed=seed))
+        tot = 0.0
+        for rt in res.trace:
+            for k in range(tau):
+                xbar = sum(rt["local"][i, k] for i in range(4)) / 4
+                g = A @ xbar - Cs.mean(0)
+                tot += float(g @ g)
+        vals.append(tot / (R * tau))
+    assert v.measured == pytest.approx(np.mean(vals), rel=1e-10)
+
+
+# --------------------------------------------------- fix (b): noise; fix (g): client weights --
+@pytest.mark.parametrize("name", ["fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a",
+                                  "fedsps.theorem_6b"])
+def test_additive_gradient_noise_is_not_applicable(name):
+    """With a noisy oracle the sampled loss is unbounded below (F_i* = -inf): no valid ell_i*, no
+    interpolation; the noise-free f_i* the bound would use is not the algorithm's."""
+    p = problems.quadratic(4, 3, L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=0, noise=0.1)
+    v = validation.verify(name, p, **_small_kwargs(name, p))
+    assert not v.applicable
+    assert "noise" in v.reason
+    bad = [c for c in v.conditions if not c.ok]
+    assert any("noise" in c.name and c.role == "stated" and c.value == 0.1 for c in bad), v.report()
+    clean = problems.quadratic(4, 3, L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=0)
+    assert validation.verify(name, clean, **_small_kwargs(name, clean)).applicable
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_non_uniform_client_weights_are_not_applicable(name):
+    kw = dict(L=1.0, mu=0.3, heterogeneity=0.5, seed=2) if name == "fedsps.theorem_18" else \
+        dict(L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=0)
+    p = problems.quadratic(4, 3, weights=[1.0, 2.0, 3.0, 4.0], **kw)
+    v = validation.verify(name, p, **_small_kwargs(name, p))
+    assert not v.applicable
+    assert "uniform client weights" in v.reason
+    bad = [c for c in v.conditions if not c.ok]
+    assert any("uniform client weights" in c.name and c.role == "stated" for c in bad), v.report()
+    uniform = problems.quadratic(4, 3, **kw)
+    assert validation.verify(name, uniform, **_small_kwargs(name, uniform)).applicable
+
+
+# ------------------------------------------------------------------------ verdicts --
 def test_theorem_3a_and_3b_hold_on_interpolating_quadratics():
     p = th.interpolating_quadratic(0)
-    lb = [p.client_value(i, p.info["x_star"]) for i in range(4)]
+    lb = _interp_lb(p)
     for variant in ("printed", "corrected"):
         v = validation.verify("fedsps.theorem_3a", p, rounds=30, local_steps=2, lower_bound=lb, seeds=2,
                               x0=np.ones(3), variant=variant)
         assert v.applicable and v.holds, v.report()
         assert any(c.name == "c >= 2 tau^2" for c in v.conditions)
+        lemma14 = [c for c in v.conditions if c.name.startswith("Lemma 14")]
+        assert lemma14 and lemma14[0].ok and lemma14[0].role == "informational"
     p = th.interpolating_quadratic(1)
-    lb = [p.client_value(i, p.info["x_star"]) for i in range(4)]
-    v = validation.verify("fedsps.theorem_3b", p, rounds=40, local_steps=2, gamma_b=1.0, lower_bound=lb, seeds=1,
-                          x0=np.ones(3))
+    v = validation.verify("fedsps.theorem_3b", p, rounds=40, local_steps=2, gamma_b=1.0, lower_bound=_interp_lb(p),
+                          seeds=1, x0=np.ones(3))
     assert v.applicable and v.holds, v.report()
     assert v.measured < 0.5 * v.details["D0"]     # Corollary 5: contraction towards x*
+    assert v.measured == pytest.approx(float(np.sum((v.runs[0].x - v.details["x_star"]) ** 2)), rel=1e-10)
 
 
 def test_theorem_3a_pathwise_on_logistic_minibatches():
@@ -41,6 +193,9 @@ def test_theorem_3a_pathwise_on_logistic_minibatches():
         v = validation.verify("fedsps.theorem_3a", p, rounds=15, local_steps=tau, gamma_b=1.0, batch_size=4,
                               seeds=3, variant="corrected")
         assert v.applicable and v.holds, v.report()
+        pw = v.details["pathwise"]
+        assert all(lh <= bd for lh, bd in zip(pw["path_lhs"], pw["path_bounds"]))
+        assert v.runs[0].trace[0].idx.shape == (4, tau, 4)                # the drawn rows were used
 
 
 def test_theorem_3_conditions_reported():
@@ -48,11 +203,12 @@ def test_theorem_3_conditions_reported():
     v = validation.verify("fedsps.theorem_3a", p, rounds=5, local_steps=3, c=0.5, lower_bound=0.0, seeds=1)
     assert not v.applicable
     assert "c >= 2 tau^2" in v.reason and "ell_i* <= f_i*" in v.reason     # 0 is not a lower bound here
-    v = validation.verify("fedsps.theorem_3b", p, rounds=5, local_steps=1, gamma_b=100.0,
-                          lower_bound=[p.client_value(i, p.info["x_star"]) for i in range(4)], seeds=1)
+    lb = _interp_lb(p)
+    v = validation.verify("fedsps.theorem_3b", p, rounds=5, local_steps=1, gamma_b=100.0, lower_bound=lb, seeds=1)
     printed = validation.verify("fedsps.theorem_3b", p, rounds=5, local_steps=1, gamma_b=100.0, variant="printed",
-                                lower_bound=[p.client_value(i, p.info["x_star"]) for i in range(4)], seeds=1)
+                                lower_bound=lb, seeds=1)
     assert printed.applicable and not v.applicable and "gamma_b <= 1/(2 mu)" in v.reason
+    assert [c.role for c in v.conditions if not c.ok] == ["hidden"]
 
 
 def test_theorem_6a_printed_fails_corrected_holds_on_rescaled_problem():
@@ -60,11 +216,22 @@ def test_theorem_6a_printed_fails_corrected_holds_on_rescaled_problem():
     p = th.rescaled_thm6_problem()
     kw = th._thm6_case(False)
     printed = validation.verify("fedsps.theorem_6a", p, variant="printed", **kw)
-    corrected = validation.verify("fedsps.theorem_6a", p, variant="corrected", **kw)
+    corrected = validation.verify("fedsps.theorem_6a", p, variant="corrected",
+                                  measurement=printed.details["measurement"], **kw)
     assert printed.details["periodic"] and printed.applicable and corrected.applicable
     assert printed.measured == pytest.approx(8.2e-5, rel=0.02)
     assert printed.bound == pytest.approx(6.0e-5, rel=0.02)
     assert not printed.holds and corrected.holds
+    assert printed.runs[0].rounds == 1 and len(printed.runs[0].trace) == 1   # one traced round, extrapolated
+    pinned = [c for c in printed.conditions if c.name.startswith("every step at gamma_b")][0]
+    assert pinned.ok and pinned.value == 1.0                                 # FedSPS = FedAvg(gamma_b) here
+
+
+def test_theorem_6a_extrapolation_needs_a_periodic_run():
+    p = th.rescaled_thm6_problem()
+    kw = dict(th._thm6_case(False), x0=np.array([0.0]))     # not the fixed point: no periodic orbit
+    v = validation.verify("fedsps.theorem_6a", p, **kw)
+    assert not v.applicable and "periodic run" in v.reason
 
 
 def test_theorem_6a_is_fedavg_and_holds_on_least_squares():
@@ -72,15 +239,31 @@ def test_theorem_6a_is_fedavg_and_holds_on_least_squares():
     p = problems.least_squares(A, b)
     v = validation.verify("fedsps.theorem_6a", p, rounds=20, local_steps=5, seeds=1)
     assert v.applicable and v.holds, v.report()
-    res = ft.run(p, "fedsps", rounds=3, local_steps=5, c=0.5, gamma_b=v.details["gamma_b"],
-                 lower_bound=v.details["ell"])
-    assert (res.history.step_capped_frac.iloc[1:] == 1.0).all()       # pinned at gamma_b: FedAvg
+    G = np.concatenate([rt["gammas"].ravel() for rt in v.runs[0].trace])
+    assert np.all(G == v.details["gamma_b"])                                  # pinned at gamma_b: FedAvg
+    fedavg = ft.run(p, "fedavg", rounds=20, local_steps=5, lr=v.details["gamma_b"], x0=v.details["x0"])
+    assert np.abs(fedavg.x - v.runs[0].x).max() <= 1e-12 * max(1.0, np.abs(fedavg.x).max())
 
 
 def test_theorem_6b_plateau_shrinks_linearly():
     p = problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct", noise=0.0)
     v = validation.verify("fedsps.theorem_6b", p, rounds=3000, local_steps=4, seeds=1)
     assert v.applicable and v.holds, v.report()
+    mu = [c for c in v.conditions if c.name.startswith("mu > 0")][0]
+    assert mu.ok and mu.value > 0
+    half = ft.run(p, "fedsps", **dict(v.run_kwargs, gamma_b=v.details["gamma_b"] / 2))
+    d = [float(np.sum((x - v.details["x_star"]) ** 2)) for x in (v.runs[0].x, half.x)]
+    assert v.measured == pytest.approx(d[1] / d[0], rel=1e-12)
+
+
+def test_theorem_6b_needs_strong_convexity():
+    """A least-squares client with a singular Hessian: mu = 0, so 6(b) does not apply."""
+    rng = np.random.default_rng(4)
+    A = [rng.normal(size=(6, 3)), rng.normal(size=(6, 3))]
+    A[1][:, 2] = 0.0                                     # client 1 never sees coordinate 2
+    p = problems.least_squares(A, [rng.normal(size=6), rng.normal(size=6)])
+    v = validation.verify("fedsps.theorem_6b", p, rounds=5, local_steps=2)
+    assert not v.applicable and "mu > 0" in v.reason
 
 
 def test_theorem_18_holds_and_is_not_applicable_elsewhere():

@@ -6,73 +6,50 @@ functions), mu the per-sample strong convexity (A2; the ridge weight for least s
 logistic regression, lambda_min(Q_i) for quadratic clients), :math:`\alpha = \min\{1/(2cL),\gamma_b\}`,
 :math:`D_0 = \|x_0 - x^*\|^2`, :math:`\sigma_f^2 = f^* - \frac1n\sum_i\ell_i^*` and T = R tau.
 
-The theorems bound quantities along the *local* iterates and the per-step virtual average
-:math:`\bar x_t = \frac1n\sum_i x_t^i`, which the runner does not expose between rounds; the
-measurements therefore use :func:`simulate`, a NumPy simulation of FedSPS (full participation,
-the same rule as the kernels) that records them at every step, tested against the library's
-runs at the round ends.
+Every check is a :class:`~fedtheory.theory.engine.TheoremSpec` measured on the registered
+``fedsps`` through ``fedtheory.run`` with full participation and the trace of the local
+iterates (``trace=("local", "gammas")``; Theorem 6(b) only needs the final models). At the global
+step t = r tau + k (k < tau) of round r:
+
+* the local iterates :math:`x_t^i` are ``res.trace[r]["local"][i, k]``;
+* the virtual average is :math:`\bar x_t = \frac1n\sum_i x_t^i` (:func:`virtual_averages`);
+* the minibatch of :math:`F_i(x_t^i, B_t^i)` is ``res.trace[r].idx[i, k]`` (exact client
+  values when the run has no minibatches), the same rows the step size used;
+* the step sizes :math:`\gamma_t^i` are ``res.trace[r]["gammas"][i, k]``.
+
+The theorems are stated for n clients of weight 1/n and for sample functions the algorithm
+evaluates: a problem with non-uniform client weights, or with additive gradient noise (the
+sampled loss :math:`F_i(x,\xi) = f_i(x) + \xi^\top x` is unbounded below, so no
+:math:`\ell_i^* \le F_i^*` exists and interpolation fails; the algorithm's Polyak ratio uses the
+noise-free value with the noisy gradient), is not applicable, with the failing condition named.
+
+Examples
+--------
+>>> import numpy as np, fedtheory as ft, problems, validation
+>>> p = problems.quadratic(4, 3, L=1.0, mu=0.2, shared_minimizer=True, hessian="distinct", seed=0)
+>>> lb = [p.client_value(i, p.info["x_star"]) for i in range(4)]
+>>> v = validation.verify("fedsps.theorem_3a", p, rounds=20, local_steps=2, lower_bound=lb, seeds=1,
+...                       x0=[1.0, 1.0, 1.0])
+>>> v.applicable, v.holds, v.algorithm
+(True, True, 'fedsps')
+>>> bool(np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x))
+True
+>>> noisy = problems.quadratic(4, 3, L=1.0, mu=0.2, shared_minimizer=True, noise=0.1, seed=0)
+>>> validation.verify("fedsps.theorem_3a", noisy, rounds=5, lower_bound=lb).applicable
+False
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from . import Case, Condition, Verification, mean_stderr, register_cases, register_theorem
+from . import THEOREMS, Case, Condition, register_cases
+from .engine import NotApplicable, TheoremSpec, Variant, check, register_spec
 
 VARIANTS = ("printed", "corrected")
-
-
-def _sps(F, gg, ell, c, cap):
-    if gg == 0:
-        return cap
-    return min(max(F - ell, 0.0) / (c * gg), cap)
-
-
-def simulate(problem, rounds, tau, c, gamma_b, lower_bound=0.0, batch_size=None, seed=0, x0=None,
-             x_star=None, record_local=True):
-    """FedSPS with full participation, recording the theorems' quantities at every local step.
-
-    Returns a dict of arrays over t = 0..T-1: ``loc_loss`` (1/n sum_i f_i(x_t^i) - ell_i),
-    ``loc_batch_loss`` (the same with the drawn batch F_i(x_t^i, B)), ``sigma_hat`` (1/n sum_i
-    F_i(x*, B_t^i) - ell_i), ``gap`` (f(xbar_t) - f*; needs ``x_star``), ``grad_sq``
-    (||grad f(xbar_t)||^2), ``gammas`` (n,), and ``xbar`` (the virtual average at T) and
-    ``dist_sq_T``. Minibatches are drawn without replacement within a batch (own stream).
-    """
-    rng = np.random.default_rng(seed)
-    n, d = problem.n_clients, problem.dim
-    ell = np.broadcast_to(np.asarray(lower_bound, dtype=float), (n,))
-    x = np.zeros(d) if x0 is None else np.asarray(x0, dtype=float).copy()
-    X = np.repeat(x[None], n, axis=0)
-    ptr, sizes = problem.client_ptr, problem.client_sizes
-    T = rounds * tau
-    out = {k: np.zeros(T) for k in ("loc_loss", "loc_batch_loss", "sigma_hat", "gap", "grad_sq")}
-    fs = problem.value(x_star) if x_star is not None else np.nan
-    for t in range(T):
-        xbar = X.mean(0)
-        g = problem.grad(xbar)
-        out["grad_sq"][t] = g @ g
-        out["gap"][t] = problem.value(xbar) - fs
-        for i in range(n):
-            rows = None
-            if batch_size is not None:
-                rows = ptr[i] + rng.choice(sizes[i], batch_size, replace=False)
-            F = problem.client_value(i, X[i], rows)
-            gi = problem.client_grad(i, X[i], rows)
-            if problem.noise > 0:                              # additive gradient noise (quadratics)
-                gi = gi + problem.noise * rng.standard_normal(d)
-            if record_local:
-                out["loc_loss"][t] += (problem.client_value(i, X[i]) - ell[i]) / n
-                out["loc_batch_loss"][t] += (F - ell[i]) / n
-                if x_star is not None:
-                    out["sigma_hat"][t] += (problem.client_value(i, x_star, rows) - ell[i]) / n
-            gam = _sps(F, float(gi @ gi), ell[i], c, gamma_b)
-            X[i] = X[i] - gam * gi
-        if (t + 1) % tau == 0:
-            X[:] = X.mean(0)
-    out["xbar"] = X.mean(0)
-    out["dist_sq_T"] = float(np.sum((out["xbar"] - x_star) ** 2)) if x_star is not None else np.nan
-    return out
+_REL = 1e-12
 
 
 # ------------------------------------------------------------------------- constants --
@@ -90,6 +67,22 @@ def sample_constants(problem):
     return float(scale * sq.max() + l2), float(l2)
 
 
+def _full_batch_L(problem):
+    """Deterministic clients: the full-batch constant max_i lambda_max(Hessian of f_i) (spec §4.6 item 1)."""
+    from ..constants import client_smoothness
+    return float(np.max(client_smoothness(problem)))
+
+
+def _full_batch_mu(problem):
+    """Deterministic clients: min_i inf_x lambda_min(Hessian of f_i) (constant Hessians; l2 for logistic)."""
+    from .._kernels.oracles import KIND_LOGISTIC
+    if problem.kind == KIND_LOGISTIC:
+        return float(problem.l2)
+    z = np.zeros(problem.dim)
+    return float(max(min(np.linalg.eigvalsh(problem.client_hessian(i, z))[0] for i in range(problem.n_clients)),
+                     0.0))
+
+
 def _gt(problem):
     info = problem.info or {}
     if "x_star" in info and "f_star" in info:
@@ -100,7 +93,7 @@ def _gt(problem):
 
 
 def client_minima(problem):
-    """f_i* = min f_i of every client (quadratic clients in closed form, else validation)."""
+    """f_i* = min f_i of every client (quadratic clients in closed form, else the ground truth)."""
     from .._kernels.oracles import KIND_QUADRATIC
     if problem.kind == KIND_QUADRATIC:
         out = []
@@ -114,6 +107,46 @@ def client_minima(problem):
         return np.array(out)
     from ..truth import ground_truth
     return np.asarray(ground_truth(problem).client_f)
+
+
+# ------------------------------------------------------------------------ conditions --
+def uniform_weights_condition(problem):
+    """Stated: every FedSPS theorem has n clients of weight 1/n (spec §1.1).
+
+    ``value`` is max_i |n w_i - 1| (0 for uniform weights).
+
+    Examples
+    --------
+    >>> import problems
+    >>> uniform_weights_condition(problems.quadratic(2, 2, seed=0)).ok
+    True
+    >>> c = uniform_weights_condition(problems.quadratic(2, 2, seed=0, weights=[1.0, 3.0]))
+    >>> c.ok, c.value, c.role
+    (False, 0.5, 'stated')
+    """
+    dev = float(np.max(np.abs(problem.n_clients * np.asarray(problem.weights) - 1.0)))
+    return Condition("uniform client weights w_i = 1/n", dev, 0.0, dev <= 1e-12)
+
+
+def noise_free_condition(problem):
+    r"""Stated: the sampled loss is the function the step size evaluates, bounded below.
+
+    With additive gradient noise of std s the sample function whose gradient the clients use is
+    :math:`F_i(x,\xi) = f_i(x) + \xi^\top x`, unbounded below over Gaussian :math:`\xi`, so
+    :math:`F_i^* = -\infty`: no lower bound :math:`\ell_i^* \le F_i^*` exists, interpolation fails
+    and the noise-free :math:`f_i^*` (or :math:`\sigma_f^2` built from it) does not bound it.
+    ``value`` is the noise std.
+
+    Examples
+    --------
+    >>> import problems
+    >>> c = noise_free_condition(problems.quadratic(2, 2, noise=0.1, seed=0))
+    >>> c.ok, c.value
+    (False, 0.1)
+    """
+    s = float(problem.noise)
+    return Condition("no additive gradient noise (with noise F_i* = -inf: no ell_i* <= F_i*, no interpolation)",
+                     s, 0.0, s == 0.0)
 
 
 def _lower_bound_condition(problem, ell, batch_size=None):
@@ -133,11 +166,145 @@ def _lower_bound_condition(problem, ell, batch_size=None):
     return Condition("ell_i* <= f_i* (quadratic clients)", gap, 0.0, gap <= 1e-12 * max(1.0, np.abs(fi).max()))
 
 
-def _na(name, variant, reason):
-    return Verification(name, variant, False, reason, [], float("nan"), float("nan"))
+def _stop_if_inapplicable(problem_conds, conds):
+    """When a condition on the problem itself fails (``problem_conds``: uniform weights, no noise),
+    the runs would not measure the theorem's quantities: raise NotApplicable (no run is made),
+    naming every failing stated condition of ``conds``."""
+    if all(c.ok for c in problem_conds):
+        return
+    failed = [c for c in conds if c.role == "stated" and not c.ok]
+    raise NotApplicable("; ".join(f"fails {c.name}" for c in failed), conds)
 
 
-def _setup(problem, c, gamma_b, lower_bound, x0):
+def _problem_conditions(problem, noise=True):
+    return [uniform_weights_condition(problem)] + ([noise_free_condition(problem)] if noise else [])
+
+
+def _lemma14_condition(st, m):
+    """Informational: Lemma 14, alpha <= gamma_t^i <= gamma_b on every traced step."""
+    lo, hi = m["gamma_min"], m["gamma_max"]
+    ok = lo >= st["alpha"] * (1 - _REL) and hi <= st["gamma_b"] * (1 + _REL)
+    return Condition("Lemma 14 on the run: alpha <= gamma_t^i <= gamma_b (value: min gamma_t^i)", lo,
+                     st["alpha"], ok, role="informational")
+
+
+def _pinned_condition(m, gamma_b):
+    """Informational: the fraction of steps with gamma_t^i = gamma_b (Theorems 6, 18: FedSPS = FedAvg)."""
+    f = m["pinned_frac"]
+    return Condition("every step at gamma_b, FedSPS = FedAvg(gamma_b) (value: fraction of steps)", f, 1.0,
+                     f == 1.0, role="informational")
+
+
+# --------------------------------------------------------------- traced quantities --
+def _completed(res, seed):
+    if res.status != "max_rounds":
+        raise RuntimeError(f"FedSPS did not complete the run for seed {seed}: {res.message}")
+    return res
+
+
+def virtual_averages(res):
+    r"""The virtual averages :math:`\bar x_t = \frac1n\sum_i x_t^i`, t = 0..T-1 (T = R tau), of a
+    full-participation run traced with ``trace="local"``: array (T, d).
+
+    Examples
+    --------
+    >>> import fedtheory as ft, problems
+    >>> p = problems.quadratic(3, 2, seed=0)
+    >>> res = ft.run(p, "fedsps", rounds=4, local_steps=3, trace="local")
+    >>> xb = virtual_averages(res)
+    >>> xb.shape, bool((xb[3] == res.trace[1].x).all())     # t = 3 is the start of round 1
+    ((12, 2), True)
+    """
+    return np.concatenate([rt["local"][:, :-1].mean(axis=0) for rt in res.trace])
+
+
+def _quadratic_blocks(problem):
+    """(w, Q (n, d, d), c (n, d)) of a quadratic problem, f = sum_i w_i (x^T Q_i x/2 - c_i^T x) + l2 ||x||^2/2."""
+    Q = np.array([problem.client_data(i)[0] for i in range(problem.n_clients)])
+    c = np.array([problem.client_data(i)[1] for i in range(problem.n_clients)])
+    return np.asarray(problem.weights), Q, c
+
+
+def objective_at(problem, X):
+    """f(x) at every row of X (m, d): the problem's objective, vectorised for quadratics.
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> p = problems.quadratic(3, 2, seed=0)
+    >>> X = np.array([[0.0, 1.0], [2.0, -1.0]])
+    >>> bool(np.allclose(objective_at(p, X), [p.value(x) for x in X], rtol=1e-14))
+    True
+    """
+    from .._kernels.oracles import KIND_QUADRATIC
+    X = np.asarray(X, dtype=float)
+    if problem.kind != KIND_QUADRATIC or problem.l1 != 0:
+        return np.array([problem.value(x) for x in X])
+    w, Q, c = _quadratic_blocks(problem)
+    per = 0.5 * np.einsum("tj,ijk,tk->ti", X, Q, X) - X @ c.T
+    return per @ w + 0.5 * problem.l2 * np.einsum("tj,tj->t", X, X)
+
+
+def gradient_at(problem, X):
+    """grad f(x) at every row of X (m, d): the problem's gradient, vectorised for quadratics.
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> p = problems.quadratic(3, 2, seed=0)
+    >>> X = np.array([[0.0, 1.0], [2.0, -1.0]])
+    >>> bool(np.allclose(gradient_at(p, X), [p.grad(x) for x in X], rtol=1e-14))
+    True
+    """
+    from .._kernels.oracles import KIND_QUADRATIC
+    X = np.asarray(X, dtype=float)
+    if problem.kind != KIND_QUADRATIC:
+        return np.array([problem.grad(x) for x in X])
+    w, Q, c = _quadratic_blocks(problem)
+    return np.einsum("i,ijk,tk->tj", w, Q, X) - w @ c + problem.l2 * X
+
+
+def _gamma_stats(runs, gamma_b):
+    G = np.concatenate([np.ravel(rt["gammas"]) for res in runs for rt in res.trace])
+    return dict(gamma_min=float(G.min()), gamma_max=float(G.max()), pinned_frac=float(np.mean(G == gamma_b)))
+
+
+def _register_per_variant(spec):
+    """Register a spec whose variants bound *different* left-hand sides on the same runs.
+
+    ``spec.measure`` returns ``values_by_variant``; the registered check of a variant uses its
+    own values (the runs, and the measurement passed between variants, are shared).
+    """
+    register_spec(spec)
+
+    def pick(name):
+        def measure(st, runs):
+            m = spec.measure(st, runs)
+            return dict(m, values=m["values_by_variant"][name])
+        return measure
+    views = {name: replace(spec, measure=pick(name)) for name in spec.variants}
+
+    def theorem(problem, variant=None, measurement=None, **params):
+        variant = spec.default_variant if variant is None else variant
+        if measurement is not None and "values_by_variant" in measurement and variant in views:
+            measurement = dict(measurement, values=measurement["values_by_variant"][variant])
+        return check(views.get(variant, spec), problem, variant=variant, measurement=measurement, **params)
+    theorem.__name__ = spec.name.replace(".", "_")
+    theorem.__doc__ = f"{spec.statement}\n\n{spec.reference}"
+    theorem.spec = spec
+    THEOREMS[spec.name] = theorem
+    return spec
+
+
+# ------------------------------------------------------------------ common setup --
+def _params(name, rounds, local_steps, seeds):
+    from .._validation import Interval, check_param
+    check_param("rounds", rounds, [Interval(int, 1, None)], name)
+    check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
+    check_param("seeds", seeds, [Interval(int, 1, None)], name)
+
+
+def _constants(problem, c, gamma_b, lower_bound, x0):
     L, mu = sample_constants(problem)
     xs, fs = _gt(problem)
     n = problem.n_clients
@@ -148,241 +315,352 @@ def _setup(problem, c, gamma_b, lower_bound, x0):
                 D0=float(np.sum((x0 - xs) ** 2)), sigma_f_sq=float(fs - ell.mean()))
 
 
+def _run_kwargs(st, trace=("local", "gammas")):
+    """FedSPS (Alg. 1) with full participation, as the theorems state it. The measurement reads the
+    trace, so the history is evaluated at the first and last rounds only."""
+    return dict(rounds=st["R_run"], local_steps=st["tau"], c=st["c"], gamma_b=st["gamma_b"],
+                lower_bound=st["ell"], batch_size=st["batch_size"], x0=st["x0"], trace=trace,
+                eval_every=st["R_run"])
+
+
 # ----------------------------------------------------------------------- Theorem 3 --
-@register_theorem("fedsps.theorem_3a")
-def theorem_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None,
-               variant="printed", seeds=5, x0=None, measurement=None):
-    r"""Theorem 3(a) (convex, c >= 2 tau^2):
-    :math:`\frac{1}{Tn}\sum_t\sum_i \mathbb E[f_i(x_t^i) - \ell_i^*] \le 2D_0/(T\alpha) + 4\gamma_b\sigma_f^2/\alpha`.
-
-    ``variant="printed"`` compares the seed mean of the left-hand side with the bound;
-    ``"corrected"`` checks the pathwise form (eq. 31, spec §4.3) on every seed: the batch losses
-    F_i(x_t^i, B) against :math:`2D_0/(T\alpha) + (4\gamma_b/\alpha)\frac1T\sum_t\hat\sigma_t^2`
-    (``measured``/``bound`` at the worst seed). ``c`` defaults to 2 tau^2.
-
-    Examples
-    --------
-    >>> import problems, validation
-    >>> p = problems.quadratic(4, 3, L=1.0, mu=0.2, shared_minimizer=True, hessian="distinct", seed=0)
-    >>> lb = [p.client_value(i, p.info["x_star"]) for i in range(4)]
-    >>> v = validation.verify("fedsps.theorem_3a", p, rounds=20, local_steps=2, lower_bound=lb, seeds=1,
-    ...                       x0=[1.0, 1.0, 1.0])
-    >>> v.applicable, v.holds
-    (True, True)
-    """
-    from .._validation import Options, check_param
+def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
+              x0=None):
     name = "fedsps.theorem_3a"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+    _params(name, rounds, local_steps, seeds)
     tau = local_steps
     c = 2 * tau ** 2 if c is None else c
+    pc = _problem_conditions(problem)
     try:
-        s = _setup(problem, c, gamma_b, lower_bound, x0)
+        s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        return _na(name, variant, f"constants not available: {e}")
-    T = rounds * tau
-    if measurement is None:
-        runs = [simulate(problem, rounds, tau, c, gamma_b, s["ell"], batch_size, k, s["x0"], s["x_star"])
-                for k in range(seeds)]
-        measurement = dict(lhs=[r["loc_loss"].mean() for r in runs], path_lhs=[r["loc_batch_loss"].mean() for r in runs],
-                           path_sigma=[r["sigma_hat"].mean() for r in runs])
-    conds = [Condition("c >= 2 tau^2", c, 2 * tau ** 2, c >= 2 * tau ** 2),
-             _lower_bound_condition(problem, s["ell"], batch_size),
-             Condition("f_i convex (mu >= 0 per sample)", s["mu"], 0.0, s["mu"] >= 0)]
-    a = s["alpha"]
-    if variant == "printed":
-        m, se = mean_stderr(measurement["lhs"])
-        bound = 2 * s["D0"] / (T * a) + 4 * gamma_b * s["sigma_f_sq"] / a
-    else:
-        b_each = [2 * s["D0"] / (T * a) + 4 * gamma_b / a * sg for sg in measurement["path_sigma"]]
-        ratios = [lh / bd for lh, bd in zip(measurement["path_lhs"], b_each)]
-        k = int(np.argmax(ratios))
-        m, se, bound = measurement["path_lhs"][k], float("nan"), b_each[k]
-    failed = [cd.name for cd in conds if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, float(m),
-                        float(bound), se, dict(s, c=c, T=T, measurement=measurement))
+        raise NotApplicable(f"constants not available: {e}", pc) from None
+    conds = pc + [Condition("c >= 2 tau^2", c, 2 * tau ** 2, c >= 2 * tau ** 2),
+                  _lower_bound_condition(problem, s["ell"], batch_size),
+                  Condition("f_i convex (mu >= 0 per sample)", s["mu"], 0.0, s["mu"] >= 0)]
+    _stop_if_inapplicable(pc, conds)
+    return dict(s, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=batch_size,
+                seeds=seeds, conds=conds)
 
 
-@register_theorem("fedsps.theorem_3b")
-def theorem_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None,
-               variant="corrected", seeds=5, x0=None, measurement=None):
-    r"""Theorem 3(b) (strongly convex per sample, c >= 4 tau^2):
-    :math:`\mathbb E\|\bar x_T - x^*\|^2 \le \frac{1}{\mu\alpha}(1-\mu\alpha)^T D_0 + \frac{2\gamma_b\sigma_f^2}{\alpha\mu}`.
+def measure_3a(st, runs):
+    r"""Left-hand sides of Theorem 3(a) per seed, from the trace of the local iterates.
 
-    ``"corrected"`` adds the hidden condition gamma_b <= 1/(2 mu) the proof needs (Lemma 8's
-    false upper bound, spec erratum 1). ``c`` defaults to 4 tau^2.
+    ``lhs``: :math:`\frac1{Tn}\sum_t\sum_i f_i(x_t^i) - \ell_i^*` (printed, eq. 6);
+    ``path_lhs``: the same with the drawn minibatch, :math:`F_i(x_t^i, B_t^i)` (pathwise, eq. 31);
+    ``path_sigma``: :math:`\frac1T\sum_t\hat\sigma_t^2`, :math:`\hat\sigma_t^2 = \frac1n\sum_i
+    F_i(x^*, B_t^i) - \ell_i^*` on the same rows. The pathwise variant is judged at the seed with
+    the largest ratio of its left-hand side to its own bound.
     """
-    from .._validation import Options, check_param
+    p, ell, xs, T, tau = st["problem"], st["ell"], st["x_star"], st["T"], st["tau"]
+    lhs, path, sig = [], [], []
+    for k, res in enumerate(runs["main"]):
+        _completed(res, k)
+        a = b = s = 0.0
+        for rt in res.trace:
+            Y, B = rt["local"], rt.idx.shape[2]
+            for j, i in enumerate(rt.clients):
+                for step in range(tau):
+                    fi = p.client_value(i, Y[j, step])
+                    a += fi - ell[i]
+                    if B:
+                        rows = rt.idx[j, step]
+                        b += p.client_value(i, Y[j, step], rows) - ell[i]
+                        s += p.client_value(i, xs, rows) - ell[i]
+                    else:                                   # exact clients: F_i(., B) = f_i
+                        b += fi - ell[i]
+                        s += p.client_value(i, xs) - ell[i]
+        n = p.n_clients
+        lhs.append(a / (T * n))
+        path.append(b / (T * n))
+        sig.append(s / (T * n))
+    pb = [_bound_3a_path(st, sg) for sg in sig]
+    worst = int(np.argmax([lh / bd for lh, bd in zip(path, pb)]))
+    return dict(values_by_variant={"printed": lhs, "corrected": [path[worst]]}, values=lhs, lhs=lhs,
+                path_lhs=path, path_sigma=sig, path_bounds=pb, worst_seed=worst,
+                **_gamma_stats(runs["main"], st["gamma_b"]))
+
+
+def _bound_3a_path(st, sigma_hat):
+    a = st["alpha"]
+    return 2 * st["D0"] / (st["T"] * a) + 4 * st["gamma_b"] / a * sigma_hat
+
+
+SPEC_3A = _register_per_variant(TheoremSpec(
+    name="fedsps.theorem_3a", algorithm="fedsps",
+    statement=r"(1/(Tn)) sum_t sum_i E[f_i(x_t^i) - ell_i*] <= 2 D0/(T alpha) + 4 gamma_b sigma_f^2/alpha "
+              r"(convex, c >= 2 tau^2)",
+    setup=_setup_3a, run_kwargs=_run_kwargs, measure=measure_3a,
+    conditions=lambda st, m: st["conds"] + [_lemma14_condition(st, m)],
+    variants={"printed": Variant("eq. (6) as printed: the seed mean of the average client loss at the local "
+                                 "iterates against 2 D0/(T alpha) + 4 gamma_b sigma_f^2/alpha",
+                                 lambda st, m: 2 * st["D0"] / (st["T"] * st["alpha"])
+                                 + 4 * st["gamma_b"] * st["sigma_f_sq"] / st["alpha"]),
+              "corrected": Variant("pathwise form (eq. 31, spec §4.3) on every seed: the minibatch losses "
+                                   "F_i(x_t^i, B_t^i) against 2 D0/(T alpha) + (4 gamma_b/alpha) mean_t "
+                                   "sigma_hat_t^2 on the same batches; measured and bound at the worst seed",
+                                   lambda st, m: m["path_bounds"][m["worst_seed"]])},
+    default_variant="printed",
+    details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); spec/fedsps.md §4.3"))
+
+
+def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
+              x0=None):
     name = "fedsps.theorem_3b"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+    _params(name, rounds, local_steps, seeds)
     tau = local_steps
     c = 4 * tau ** 2 if c is None else c
+    pc = _problem_conditions(problem)
     try:
-        s = _setup(problem, c, gamma_b, lower_bound, x0)
+        s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        return _na(name, variant, f"constants not available: {e}")
-    if s["mu"] <= 0:
-        return _na(name, variant, "Theorem 3(b) needs every sample function mu-strongly convex (mu = 0 here)")
-    T = rounds * tau
-    if measurement is None:
-        measurement = dict(values=[simulate(problem, rounds, tau, c, gamma_b, s["ell"], batch_size, k, s["x0"],
-                                            s["x_star"], record_local=False)["dist_sq_T"] for k in range(seeds)])
-    m, se = mean_stderr(measurement["values"])
-    a, mu = s["alpha"], s["mu"]
-    bound = (1 - mu * a) ** T * s["D0"] / (mu * a) + 2 * gamma_b * s["sigma_f_sq"] / (a * mu)
-    conds = [Condition("c >= 4 tau^2", c, 4 * tau ** 2, c >= 4 * tau ** 2),
-             _lower_bound_condition(problem, s["ell"], batch_size),
-             Condition("mu > 0 (per sample)", mu, 0.0, mu > 0),
-             Condition("gamma_b <= 1/(2 mu) (hidden: Lemma 8's false bound)", gamma_b, 1 / (2 * mu), gamma_b <= 1 / (2 * mu))]
-    need = conds[:3] if variant == "printed" else conds
-    failed = [cd.name for cd in need if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m, float(bound),
-                        se, dict(s, c=c, T=T, measurement=measurement))
+        raise NotApplicable(f"constants not available: {e}", pc) from None
+    mu = s["mu"]
+    if mu <= 0:
+        raise NotApplicable("Theorem 3(b) needs every sample function mu-strongly convex (mu = 0 here)",
+                            pc + [Condition("mu > 0 (per sample)", mu, 0.0, False)])
+    conds = pc + [Condition("c >= 4 tau^2", c, 4 * tau ** 2, c >= 4 * tau ** 2),
+                  _lower_bound_condition(problem, s["ell"], batch_size),
+                  Condition("mu > 0 (per sample)", mu, 0.0, mu > 0),
+                  Condition("gamma_b <= 1/(2 mu) (hidden: Lemma 8's false bound)", gamma_b, 1 / (2 * mu),
+                            gamma_b <= 1 / (2 * mu), role="hidden")]
+    _stop_if_inapplicable(pc, conds)
+    return dict(s, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=batch_size,
+                seeds=seeds, conds=conds)
+
+
+def measure_3b(st, runs):
+    r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the mean of the local iterates
+    after the last step (the server model of Alg. 1), from the trace."""
+    vals = []
+    for k, res in enumerate(runs["main"]):
+        _completed(res, k)
+        xT = res.trace[-1]["local"][:, -1].mean(axis=0)
+        vals.append(float(np.sum((xT - st["x_star"]) ** 2)))
+    return dict(values=vals, **_gamma_stats(runs["main"], st["gamma_b"]))
+
+
+def _bound_3b(st, m):
+    a, mu = st["alpha"], st["mu"]
+    return (1 - mu * a) ** st["T"] * st["D0"] / (mu * a) + 2 * st["gamma_b"] * st["sigma_f_sq"] / (a * mu)
+
+
+SPEC_3B = register_spec(TheoremSpec(
+    name="fedsps.theorem_3b", algorithm="fedsps",
+    statement=r"E||xbar_T - x*||^2 <= (1/(mu alpha)) (1 - mu alpha)^T D0 + 2 gamma_b sigma_f^2/(alpha mu) "
+              r"(strongly convex per sample, c >= 4 tau^2)",
+    setup=_setup_3b, run_kwargs=_run_kwargs, measure=measure_3b,
+    conditions=lambda st, m: st["conds"] + [_lemma14_condition(st, m)],
+    variants={"printed": Variant("Theorem 3(b) as printed", _bound_3b, ("stated",)),
+              "corrected": Variant("the same bound with the hidden condition gamma_b <= 1/(2 mu) the proof needs "
+                                   "(Lemma 8's false upper bound, spec erratum 1)", _bound_3b, ("stated", "hidden"))},
+    default_variant="corrected",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; spec/fedsps.md §4.3, §8"))
 
 
 # ----------------------------------------------------------------------- Theorem 6 --
 def bound_6a(T, gamma_b, L, tau, D0, sigma_f_sq, corrected=True):
-    """Eq. (37): 3 D0/(T gb) + 12 gb L s_f^2 + 384 tau^2 gb^2 L^p s_f^2, p = 2 corrected, 1 printed."""
+    """Eq. (37): 3 D0/(T gb) + 12 gb L s_f^2 + 384 tau^2 gb^2 L^p s_f^2, p = 2 corrected, 1 printed.
+
+    Examples
+    --------
+    >>> bound_6a(100, 0.01, 1.0, 2, 1.0, 0.0)          # sigma_f^2 = 0: the transient 3 D0/(T gb)
+    3.0
+    """
     p = 2 if corrected else 1
     return 3 * D0 / (T * gamma_b) + 12 * gamma_b * L * sigma_f_sq + 384 * tau ** 2 * gamma_b ** 2 * L ** p * sigma_f_sq
 
 
-@register_theorem("fedsps.theorem_6a")
-def theorem_6a(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, variant="corrected",
-               seeds=1, x0=None, batch_size=None, simulate_rounds=None, measurement=None):
-    r"""Theorem 6(a) (convex, gamma_b <= min{1/(2cL), 1/(20 L tau)}: FedSPS == FedAvg(gamma_b)):
-    :math:`\frac1T\sum_t \mathbb E[f(\bar x_t) - f^*] \le 3D_0/(T\gamma_b) + 12\gamma_bL\sigma_f^2 + 384\tau^2\gamma_b^2L^p\sigma_f^2`
-    with p = 1 printed and p = 2 corrected (spec erratum 2).
-
-    In this regime the algorithm does not depend on ell_i*, so the bound uses the largest valid
-    one, ell_i* = f_i* (``lower_bound=None``), i.e. sigma_f^2 = Gamma. ``gamma_b`` defaults to its
-    cap. With deterministic clients and ``simulate_rounds`` < ``rounds``, the trajectory is simulated
-    for ``simulate_rounds`` rounds and must be periodic (round-end models repeating to 1e-12
-    relative, e.g. from the FedAvg fixed point); the time average over ``rounds`` rounds is then
-    the simulated one exactly (``details["periodic"]``), otherwise the check is not applicable.
-    """
-    from .._validation import Options, check_param
-    name = "fedsps.theorem_6a"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+def _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, cap_div, pc):
+    """tau, L (per sample with minibatches, full batch otherwise, spec §4.6) and the cap on gamma_b."""
+    _params(name, rounds, local_steps, seeds)
     tau = local_steps
-    L, _ = sample_constants(problem) if batch_size is not None else _full_batch_L(problem)
-    if gamma_b is None:
-        gamma_b = min(1 / (2 * c * L), 1 / (20 * L * tau))
+    try:
+        L = sample_constants(problem)[0] if batch_size is not None else _full_batch_L(problem)
+    except (AssertionError, ValueError) as e:
+        raise NotApplicable(f"constants not available: {e}", pc) from None
+    cap = min(1 / (2 * c * L), 1 / (cap_div * L * tau))
+    return tau, L, cap
+
+
+def _constants_or_na(problem, c, gamma_b, ell, x0, pc):
+    try:
+        return _constants(problem, c, gamma_b, ell, x0)
+    except (AssertionError, ValueError) as e:
+        raise NotApplicable(f"constants not available: {e}", pc) from None
+
+
+def _setup_6a(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
+              batch_size=None, simulate_rounds=None):
+    pc = _problem_conditions(problem)
+    tau, L, cap = _small_step_setup(problem, "fedsps.theorem_6a", rounds, local_steps, c, batch_size, seeds, 20, pc)
+    gamma_b = cap if gamma_b is None else gamma_b
     ell = client_minima(problem) if lower_bound is None else lower_bound
-    s = _setup(problem, c, gamma_b, ell, x0)
-    T = rounds * tau
+    s = _constants_or_na(problem, c, gamma_b, ell, x0, pc)
+    conds = pc + [Condition("gamma_b <= min{1/(2cL), 1/(20 L tau)}", gamma_b, cap, gamma_b <= cap * (1 + _REL)),
+                  _lower_bound_condition(problem, s["ell"], batch_size)]
+    _stop_if_inapplicable(pc, conds)
     R_sim = simulate_rounds or rounds
-    if measurement is None:
-        vals, periodic = [], None
-        for k in range(seeds):
-            r = simulate(problem, R_sim, tau, c, gamma_b, s["ell"], batch_size, k, s["x0"], s["x_star"],
-                         record_local=False)
-            vals.append(r["gap"].mean())
-            if R_sim < rounds:
-                per = float(np.linalg.norm(r["xbar"] - s["x0"])) <= 1e-12 * max(1.0, float(np.linalg.norm(s["x0"])))
-                periodic = per if periodic is None else (periodic and per)
-        measurement = dict(values=vals, periodic=periodic)
-    if R_sim < rounds and (batch_size is not None or not measurement["periodic"]):
-        return _na(name, variant, "simulate_rounds < rounds needs deterministic clients and a periodic trajectory")
-    m, se = mean_stderr(measurement["values"])
-    bound = bound_6a(T, gamma_b, L, tau, s["D0"], s["sigma_f_sq"], variant == "corrected")
-    cap = min(1 / (2 * c * L), 1 / (20 * L * tau))
-    conds = [Condition("gamma_b <= min{1/(2cL), 1/(20 L tau)}", gamma_b, cap, gamma_b <= cap * (1 + 1e-12)),
-             _lower_bound_condition(problem, s["ell"], batch_size)]
-    failed = [cd.name for cd in conds if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m, float(bound),
-                        se, dict(s, L=L, gamma_b=gamma_b, T=T, periodic=measurement.get("periodic"),
-                                 measurement=measurement))
+    if R_sim < rounds and batch_size is not None:
+        raise NotApplicable("simulate_rounds < rounds needs deterministic clients (batch_size=None)", conds)
+    return dict(s, L=L, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=R_sim, batch_size=batch_size,
+                seeds=seeds, conds=conds, extrapolated=R_sim < rounds)
 
 
-def _full_batch_L(problem):
-    """Deterministic clients: the full-batch constants max_i lambda_max(Hessian of f_i) (spec §4.6 item 1)."""
-    from ..constants import client_smoothness
-    return float(np.max(client_smoothness(problem))), 0.0
+def measure_6a(st, runs):
+    r""":math:`\frac1T\sum_{t<T} f(\bar x_t) - f^*` per seed, :math:`\bar x_t` from the trace
+    (:func:`virtual_averages`); with ``simulate_rounds`` the run covers those rounds and
+    ``periodic`` says whether it ended where it started (relative 1e-12), so that the average over
+    ``rounds`` rounds is the simulated one exactly."""
+    p = st["problem"]
+    fs = p.value(st["x_star"])
+    vals, dev = [], 0.0
+    scale = max(1.0, float(np.linalg.norm(st["x0"])))
+    for k, res in enumerate(runs["main"]):
+        _completed(res, k)
+        vals.append(float(np.mean(objective_at(p, virtual_averages(res))) - fs))
+        dev = max(dev, float(np.linalg.norm(res.x - st["x0"])) / scale)
+    return dict(values=vals, periodic_deviation=dev, **_gamma_stats(runs["main"], st["gamma_b"]))
 
 
-@register_theorem("fedsps.theorem_6b")
-def theorem_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, variant="corrected", seeds=1, x0=None,
-               batch_size=None, measurement=None):
-    r"""Theorem 6(b) (strongly convex, small gamma_b) is an O-statement without constants: its shape
-    is checked. The plateau of :math:`\|\bar x_T - x^*\|^2` must shrink at least linearly in gamma_b:
-    ``measured`` = plateau(gamma_b/2)/plateau(gamma_b), ``bound`` = 0.55 (1/2 plus 10% for the
-    transient). ``applicable`` is False when a condition fails; both variants share the shape."""
-    from .._validation import Options, check_param
-    name = "fedsps.theorem_6b"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
-    tau = local_steps
-    L, _ = sample_constants(problem) if batch_size is not None else _full_batch_L(problem)
-    _, mu = sample_constants(problem)
-    if gamma_b is None:
-        gamma_b = min(1 / (2 * c * L), 1 / (20 * L * tau))
-    s = _setup(problem, c, gamma_b, client_minima(problem), x0)
-    if measurement is None:
-        from ..runner import run
-        pl = []
-        for gb in (gamma_b, gamma_b / 2):           # ||xbar_T - x*||^2 at a round end: the library's run
-            vals = []
-            for k in range(seeds):
-                res = run(problem, "fedsps", rounds=rounds, local_steps=tau, c=c, gamma_b=gb, lower_bound=s["ell"],
-                          batch_size=batch_size, seed=k, x0=s["x0"])
-                vals.append(float(np.sum((res.x - s["x_star"]) ** 2)))
-            pl.append(float(np.mean(vals)))
-        measurement = dict(plateaus=pl)
-    pl = measurement["plateaus"]
-    cap = min(1 / (2 * c * L), 1 / (20 * L * tau))
-    conds = [Condition("gamma_b <= min{1/(2cL), 1/(20 L tau)}", gamma_b, cap, gamma_b <= cap * (1 + 1e-12)),
-             Condition("mu > 0 (strongly convex f)", mu if mu > 0 else s["mu"], 0.0, True)]
-    failed = [cd.name for cd in conds if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds,
-                        float(pl[1] / pl[0]) if pl[0] > 0 else 0.0, 0.55, float("nan"),
-                        dict(s, plateaus=pl, gamma_b=gamma_b, measurement=measurement))
+def _conditions_6a(st, m):
+    out = list(st["conds"])
+    if st["extrapolated"]:
+        # not a hypothesis of the theorem, but without it the measurement is not the theorem's left-hand side
+        out.append(Condition("periodic run (simulate_rounds < rounds): ||x^R - x^0|| <= 1e-12 max(1, ||x^0||)",
+                             m["periodic_deviation"], 1e-12, m["periodic_deviation"] <= 1e-12))
+    return out + [_pinned_condition(m, st["gamma_b"])]
+
+
+def _bound6a(corrected):
+    return lambda st, m: bound_6a(st["T"], st["gamma_b"], st["L"], st["tau"], st["D0"], st["sigma_f_sq"], corrected)
+
+
+SPEC_6A = register_spec(TheoremSpec(
+    name="fedsps.theorem_6a", algorithm="fedsps",
+    statement=r"(1/T) sum_{t<T} E[f(xbar_t) - f*] <= 3 D0/(T gb) + 12 gb L sigma_f^2 + 384 tau^2 gb^2 L^p sigma_f^2 "
+              r"(convex, gamma_b <= min{1/(2cL), 1/(20 L tau)}; p = 1 printed, 2 corrected)",
+    setup=_setup_6a, run_kwargs=_run_kwargs, measure=measure_6a, conditions=_conditions_6a,
+    variants={"printed": Variant("eq. (37) as printed (one power of L in the drift term)", _bound6a(False)),
+              "corrected": Variant("eq. (37) with L^2 in the drift term (spec erratum 2: the proof's "
+                                   "2 gamma_b L E R_t step gives 128 gamma_b^3 L^2 tau^2 sigma_f^2)", _bound6a(True))},
+    default_variant="corrected",
+    details=lambda st, m: {"periodic": (m["periodic_deviation"] <= 1e-12) if st["extrapolated"] else None},
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); spec/fedsps.md §4.4, §8"))
+
+
+def _setup_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, seeds=1, x0=None, batch_size=None):
+    pc = _problem_conditions(problem)
+    tau, L, cap = _small_step_setup(problem, "fedsps.theorem_6b", rounds, local_steps, c, batch_size, seeds, 20, pc)
+    gamma_b = cap if gamma_b is None else gamma_b
+    s = _constants_or_na(problem, c, gamma_b, client_minima(problem), x0, pc)
+    mu = s["mu"] if batch_size is not None else _full_batch_mu(problem)
+    conds = pc + [Condition("gamma_b <= min{1/(2cL), 1/(20 L tau)}", gamma_b, cap, gamma_b <= cap * (1 + _REL)),
+                  Condition("mu > 0 (strongly convex sample functions)", mu, 0.0, mu > 0)]
+    _stop_if_inapplicable(pc, conds)
+    return dict(s, L=L, mu=mu, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=batch_size,
+                seeds=seeds, conds=conds)
+
+
+def measure_6b(st, runs):
+    r"""Plateau ratio :math:`\mathbb E\|\bar x_T - x^*\|^2` at gamma_b/2 over that at gamma_b (seed
+    means; :math:`\bar x_T` is the server model after the last round). The fraction of steps at the
+    cap is the runs' own ``step_capped_frac_total`` (every step of the run; no trace needed)."""
+    pl, pinned = [], []
+    for label in ("main", "half"):
+        d = [float(np.sum((_completed(res, k).x - st["x_star"]) ** 2)) for k, res in enumerate(runs[label])]
+        pl.append(float(np.mean(d)))
+        pinned += [float(res.history["step_capped_frac_total"].iloc[-1]) for res in runs[label]]
+    ratio = float(pl[1] / pl[0]) if pl[0] > 0 else 0.0
+    return dict(values=[ratio], plateaus=pl, pinned_frac=float(np.mean(pinned)))
+
+
+def _run_kwargs_6b(st):
+    return _run_kwargs(st, trace=None)
+
+
+SPEC_6B = register_spec(TheoremSpec(
+    name="fedsps.theorem_6b", algorithm="fedsps",
+    statement=r"E||xbar_T - x*||^2 = O(D0/(mu gb) (1 - mu gb)^T + gb L sigma_f^2/mu + gb^2 L^2 tau^2 sigma_f^2/mu): "
+              r"the plateau shrinks at least linearly in gamma_b, plateau(gb/2)/plateau(gb) <= 0.55",
+    setup=_setup_6b, run_kwargs=_run_kwargs_6b, measure=measure_6b,
+    conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
+    extra_runs=lambda st: {"half": ("fedsps", dict(_run_kwargs_6b(st), gamma_b=st["gamma_b"] / 2))},
+    variants={"printed": Variant("shape only (an O-statement): 1/2 plus 10% for the transient", lambda st, m: 0.55),
+              "corrected": Variant("the same shape (the L^2 correction changes no shape)", lambda st, m: 0.55)},
+    default_variant="corrected",
+    details=lambda st, m: {"plateaus": m["plateaus"]},
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4"))
 
 
 # ---------------------------------------------------------------------- Theorem 18 --
 def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
-    """8 Delta0/(gb T) + 4 gb L s^2/n + 512 gb^2 L^2 X, X = tau (s^2 + tau z^2) printed, tau^2 (s^2 + z^2) corrected."""
+    """8 Delta0/(gb T) + 4 gb L s^2/n + 512 gb^2 L^2 X, X = tau (s^2 + tau z^2) printed, tau^2 (s^2 + z^2) corrected.
+
+    Examples
+    --------
+    >>> bound_18(10, 0.1, 1.0, 2, 4, 1.0, 0.0, 0.0)     # no noise, no heterogeneity: 8 Delta0/(gb T)
+    8.0
+    """
     X = tau ** 2 * (sigma2 + zeta2) if corrected else tau * (sigma2 + tau * zeta2)
     return 8 * Delta0 / (gamma_b * T) + 4 * gamma_b * L * sigma2 / n + 512 * gamma_b ** 2 * L ** 2 * X
 
 
-@register_theorem("fedsps.theorem_18")
-def theorem_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=0.0, variant="corrected",
-               seeds=5, x0=None, measurement=None):
-    r"""Theorem 18 (non-convex, gamma_b < min{1/(2cL), 1/(25 L tau)}):
-    :math:`\frac1T\sum_t\mathbb E\|\nabla f(\bar x_t)\|^2 \le 8\Delta_0/(\gamma_bT) + 4\gamma_bL\sigma^2/n + 512\gamma_b^2L^2 X`
-    with :math:`X = \tau(\sigma^2+\tau\zeta^2)` printed and :math:`\tau^2(\sigma^2+\zeta^2)` corrected (erratum 5).
-    sigma^2 and zeta^2 are uniform constants: exact for quadratics with a shared Hessian and
-    additive gradient noise (sigma^2 = d noise^2); other problems are not applicable.
-    """
+def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=0.0, seeds=5, x0=None):
     from .._kernels.oracles import KIND_QUADRATIC
-    from .._validation import Options, check_param
-    name = "fedsps.theorem_18"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+    pc = _problem_conditions(problem, noise=False)         # A3: the noise is the theorem's sigma^2
     if problem.kind != KIND_QUADRATIC:
-        return _na(name, variant, "sigma^2 and zeta^2 are computable only for quadratics with a shared Hessian")
+        raise NotApplicable("sigma^2 and zeta^2 are computable only for quadratics with a shared Hessian", pc)
     n, d = problem.n_clients, problem.dim
     Q = [problem.client_data(i)[0] for i in range(n)]
     if not all(np.array_equal(Q[0], q) for q in Q[1:]):
-        return _na(name, variant, "zeta^2 is unbounded on R^d with distinct client Hessians")
-    tau = local_steps
-    L, _ = _full_batch_L(problem)
-    if gamma_b is None:
-        gamma_b = 0.99 * min(1 / (2 * c * L), 1 / (25 * L * tau))
-    s = _setup(problem, c, gamma_b, lower_bound, x0)
+        raise NotApplicable("zeta^2 is unbounded on R^d with distinct client Hessians", pc)
+    tau, L, cap = _small_step_setup(problem, "fedsps.theorem_18", rounds, local_steps, c, None, seeds, 25, pc)
+    gamma_b = 0.99 * cap if gamma_b is None else gamma_b
+    s = _constants_or_na(problem, c, gamma_b, lower_bound, x0, pc)
+    conds = pc + [Condition("gamma_b < min{1/(2cL), 1/(25 L tau)}", gamma_b, cap, gamma_b < cap)]
+    _stop_if_inapplicable(pc, conds)
     G = np.array([problem.client_grad(i, np.zeros(d)) for i in range(n)])
-    zeta2 = float(np.mean(np.sum((G - G.mean(0)) ** 2, axis=1)))
-    sigma2 = d * problem.noise ** 2
-    T = rounds * tau
-    if measurement is None:
-        measurement = dict(values=[simulate(problem, rounds, tau, c, gamma_b, s["ell"], None, k, s["x0"], s["x_star"],
-                                            record_local=False)["grad_sq"].mean() for k in range(seeds)])
-    m, se = mean_stderr(measurement["values"])
-    Delta0 = problem.value(s["x0"]) - s["f_star"]
-    cap = min(1 / (2 * c * L), 1 / (25 * L * tau))
-    conds = [Condition("gamma_b < min{1/(2cL), 1/(25 L tau)}", gamma_b, cap, gamma_b < cap)]
-    failed = [cd.name for cd in conds if not cd.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m,
-                        float(bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, variant == "corrected")), se,
-                        dict(s, sigma2=sigma2, zeta2=zeta2, gamma_b=gamma_b, measurement=measurement))
+    return dict(s, L=L, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=None, seeds=seeds,
+                conds=conds, n=n, zeta2=float(np.mean(np.sum((G - G.mean(0)) ** 2, axis=1))),
+                sigma2=d * problem.noise ** 2, Delta0=float(problem.value(s["x0"]) - s["f_star"]))
+
+
+def measure_18(st, runs):
+    r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x_t)\|^2` per seed, :math:`\bar x_t` from the trace."""
+    p = st["problem"]
+    vals = []
+    for k, res in enumerate(runs["main"]):
+        _completed(res, k)
+        G = gradient_at(p, virtual_averages(res))
+        vals.append(float(np.mean(np.einsum("tj,tj->t", G, G))))
+    return dict(values=vals, **_gamma_stats(runs["main"], st["gamma_b"]))
+
+
+def _bound18(corrected):
+    return lambda st, m: bound_18(st["T"], st["gamma_b"], st["L"], st["tau"], st["n"], st["Delta0"], st["sigma2"],
+                                  st["zeta2"], corrected)
+
+
+SPEC_18 = register_spec(TheoremSpec(
+    name="fedsps.theorem_18", algorithm="fedsps",
+    statement=r"(1/T) sum_t E||grad f(xbar_t)||^2 <= 8 Delta0/(gb T) + 4 gb L sigma^2/n + 512 gb^2 L^2 X "
+              r"(non-convex, gamma_b < min{1/(2cL), 1/(25 L tau)}; X = tau (sigma^2 + tau zeta^2) printed, "
+              r"tau^2 (sigma^2 + zeta^2) corrected)",
+    setup=_setup_18, run_kwargs=_run_kwargs, measure=measure_18,
+    conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
+    variants={"printed": Variant("explicit form of the proof's last line as printed", _bound18(False)),
+              "corrected": Variant("X = tau^2 (sigma^2 + zeta^2): what the paper's bound (27) yields (spec erratum 5)",
+                                   _bound18(True))},
+    default_variant="corrected",
+    details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5"))
+
+
+theorem_3a, theorem_3b = THEOREMS["fedsps.theorem_3a"], THEOREMS["fedsps.theorem_3b"]
+theorem_6a, theorem_6b = THEOREMS["fedsps.theorem_6a"], THEOREMS["fedsps.theorem_6b"]
+theorem_18 = THEOREMS["fedsps.theorem_18"]
 
 
 # ------------------------------------------------------------------- default cases --
