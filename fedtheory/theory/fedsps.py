@@ -48,7 +48,6 @@ import numpy as np
 from . import THEOREMS, Case, Condition, register_cases
 from .engine import NotApplicable, TheoremSpec, Variant, check, register_spec
 
-VARIANTS = ("printed", "corrected")
 _REL = 1e-12
 
 
