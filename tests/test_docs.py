@@ -14,7 +14,7 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
             "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.problem_constants", "validation.theorems",
-            "fedtheory.trace", "fedtheory.theory.engine",
+            "fedtheory.trace", "fedtheory.theory.engine", "fedtheory.participants",
             "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
             "fedtheory.backends.torch.models", "problems.vision"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))
