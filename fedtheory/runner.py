@@ -10,6 +10,7 @@ import pandas as pd
 from ._kernels.oracles import KIND_QUADRATIC
 import math
 
+from ._kernels.cache import harden_all
 from ._kernels.sampling import minibatch_rows, sample_clients
 from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
@@ -21,6 +22,7 @@ from .participants import Participants
 from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
+harden_all()            # a damaged Numba cache file is recompiled, never fatal
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 
 
