@@ -13,13 +13,17 @@ from .partition import partition_indices
 
 LIBSVM_URL = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/{file}"
 
-#: Known LIBSVM binary data sets: file name, number of features, sha256 of the .bz2 file.
+#: Known LIBSVM binary data sets: file name, number of features, sha256 of the .bz2 file and sha256
+#: of the uncompressed file (every file the loader accepts is checked against one of them).
 LIBSVM_DATASETS = {
-    "a9a": ("a9a.bz2", 123, "1dcb2b4aedea0b5a9e964192dd211675d16cf05ab6477ddd0702d87c1d1af8da"),
-    "a9a.t": ("a9a.t.bz2", 123, "e55725b53c3c47f7053bd3ef12e41555539eac4c0fe989e69345cc4dd0ea6e8d"),
-    "mushrooms": ("mushrooms.bz2", 112,
-                  "ebb1b6efabfaf28f5a35ac50d64bba111b8a37c7e6622c03e31dd61b296f167a"),
-    "w8a": ("w8a.bz2", 300, "821765de2cbea06f54f2f06b1db12c946aec2f95aed74105d12556b11bc34526"),
+    "a9a": ("a9a.bz2", 123, "1dcb2b4aedea0b5a9e964192dd211675d16cf05ab6477ddd0702d87c1d1af8da",
+            "f5d5ffd8d865ff41328e7ee043e4b020816914ff6843ff15b98905ddbedce906"),
+    "a9a.t": ("a9a.t.bz2", 123, "e55725b53c3c47f7053bd3ef12e41555539eac4c0fe989e69345cc4dd0ea6e8d",
+              "1f448a153f0320399a7e40836eb207655b0bde0f21fc941cc472193daa9f5de9"),
+    "mushrooms": ("mushrooms.bz2", 112, "ebb1b6efabfaf28f5a35ac50d64bba111b8a37c7e6622c03e31dd61b296f167a",
+                  "eb26424a54203ca9e8956ff3e5b10e613dfc3587f65d21bdbdbc28020fd995e0"),
+    "w8a": ("w8a.bz2", 300, "821765de2cbea06f54f2f06b1db12c946aec2f95aed74105d12556b11bc34526",
+            "b464b4f6ce6a5d9e181ffc793e19a04751036273722312398ef7673705014902"),
 }
 
 
@@ -73,13 +77,15 @@ def _download(name, fname):
     return target
 
 
-def load_libsvm(name, data_dir=None, download=True):
+def load_libsvm(name, data_dir=None, download=True, sha256=None):
     """Load a LIBSVM binary data set as ``(X, y)`` with X CSR (float64) and y in {-1, +1}.
 
     The file is looked up in ``data_dir``, then ``$FEDTHEORY_DATA``, then the user cache
     (:func:`cache_dir`/libsvm). If absent and ``download`` is True it is downloaded from the
     LIBSVM site into the cache and its sha256 checked; offline, an error says where to put it.
-    Files of known data sets are checked against their sha256 before use.
+    Every file is checked before use: a known data set against the digest table
+    (``LIBSVM_DATASETS``: the .bz2 file or the uncompressed one), any other file against
+    ``sha256``, which it then requires (a truncated or relabelled file never loads silently).
 
     Parameters
     ----------
@@ -89,6 +95,8 @@ def load_libsvm(name, data_dir=None, download=True):
         Directory holding the file (``<name>.bz2`` or uncompressed).
     download : bool, default True
         Try to download a missing known data set.
+    sha256 : str, optional
+        Expected sha256 of a file that is not a known data set (required for those).
 
     Examples
     --------
@@ -116,14 +124,27 @@ def load_libsvm(name, data_dir=None, download=True):
                 f"LIBSVM data set {name!r} ({fname}) was not found in {where} and could not be "
                 f"downloaded ({err}). Put the file from {LIBSVM_URL.format(file=fname)} into one of "
                 f"those directories, or pass data_dir=... (known data sets: {known}).")
-    elif name in LIBSVM_DATASETS and path.name.endswith(".bz2"):
-        digest = file_digest(path)
-        if digest != LIBSVM_DATASETS[name][2]:
-            raise OSError(f"{path} has sha256 {digest}, expected {LIBSVM_DATASETS[name][2]} "
-                          f"for {name!r}: the file is corrupt or a different version.")
+    _check_digest(name, path, sha256)
     n_features = LIBSVM_DATASETS[name][1] if name in LIBSVM_DATASETS else None
     X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     return sp.csr_matrix(X), _to_pm1(y, name)
+
+
+def _check_digest(name, path, sha256=None):
+    """Raise OSError unless ``path`` has the sha256 of the digest table (or ``sha256``)."""
+    if name in LIBSVM_DATASETS:
+        expected = LIBSVM_DATASETS[name][2] if path.name.endswith(".bz2") else LIBSVM_DATASETS[name][3]
+        what = "the .bz2 file" if path.name.endswith(".bz2") else "the uncompressed file"
+    elif sha256 is None:
+        raise ValueError(f"The 'sha256' parameter of load_libsvm must be the sha256 of {path} ({name!r} is not "
+                         f"a known data set: {sorted(LIBSVM_DATASETS)}). Got None instead; its sha256 is "
+                         f"{file_digest(path)}.")
+    else:
+        expected, what = str(sha256).lower(), "the given sha256"
+    digest = file_digest(path)
+    if digest != expected:
+        raise OSError(f"{path} has sha256 {digest}, expected {expected} ({what}) for {name!r}: the file is "
+                      "truncated, corrupt or a different version. Replace it (or delete it to download it again).")
 
 
 def _to_pm1(y, name):

@@ -57,6 +57,11 @@ def _fetch(name, files, urls, data_dir, download):
     dirs = _dirs(name, data_dir)
     for d in dirs:
         if all((d / f).is_file() for f in files):
+            for f, md5 in files.items():          # local files are checked as downloads are
+                digest = file_digest(d / f, "md5")
+                if digest != md5:
+                    raise OSError(f"{d / f} has md5 {digest}, expected {md5}: the file is truncated, corrupt "
+                                  "or a different version. Replace it (or delete it to download it again).")
             return {f: d / f for f in files}
     if not download:
         raise FileNotFoundError(_missing(name, files, dirs, "download=False"))

@@ -207,20 +207,31 @@ def _idx_gz(path, arr):
         f.write(header + arr.astype(np.uint8).tobytes())
 
 
-def test_mnist_loader_reads_idx_files(tmp_path):
+def _trust_local_files(monkeypatch, tmp_path, table):
+    """Point the loader's MD5 table at the synthetic files (local files are MD5-checked)."""
+    from problems.datasets import file_digest
+    new = {f: file_digest(tmp_path / f, "md5") for f in table}
+    monkeypatch.setattr(problems.vision, "MNIST_FILES", new)
+    return new
+
+
+def test_mnist_loader_reads_idx_files(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     imgs = rng.integers(0, 256, (5, 28, 28))
     labels = rng.integers(0, 10, 5)
     for kind in ("train", "t10k"):
         _idx_gz(tmp_path / f"{kind}-images-idx3-ubyte.gz", imgs)
         _idx_gz(tmp_path / f"{kind}-labels-idx1-ubyte.gz", labels)
+    with pytest.raises(OSError, match="has md5 .* expected"):         # the published MD5s: rejected
+        problems.vision.load_mnist(data_dir=tmp_path, download=False)
+    _trust_local_files(monkeypatch, tmp_path, problems.vision.MNIST_FILES)
     X, y, Xt, yt = problems.vision.load_mnist(data_dir=tmp_path, download=False)
     assert X.shape == (5, 1, 28, 28) and X.dtype == np.float32
     np.testing.assert_array_equal(X[:, 0] * 255, imgs)
     np.testing.assert_array_equal(yt, labels)
 
 
-def test_cifar_loader_reads_archive(tmp_path):
+def test_cifar_loader_reads_archive(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     batches = {f"data_batch_{k}": rng.integers(0, 256, (2, 3072)) for k in range(1, 6)}
     batches["test_batch"] = rng.integers(0, 256, (3, 3072))
@@ -230,6 +241,12 @@ def test_cifar_loader_reads_archive(tmp_path):
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
+    with pytest.raises(OSError, match="cifar-10-python.tar.gz has md5"):
+        problems.vision.load_cifar10(data_dir=tmp_path, download=False)
+    from problems.datasets import file_digest
+    url, archive, _, folder = problems.vision.CIFAR["cifar10"]
+    monkeypatch.setitem(problems.vision.CIFAR, "cifar10",
+                        (url, archive, file_digest(tmp_path / archive, "md5"), folder))
     X, y, Xt, yt = problems.vision.load_cifar10(data_dir=tmp_path, download=False, normalize=False)
     assert X.shape == (10, 3, 32, 32) and Xt.shape == (3, 3, 32, 32)
     np.testing.assert_array_equal(X[0].reshape(-1) * 255, batches["data_batch_1"][0])
