@@ -1,5 +1,7 @@
-"""Haddadpour & Mahdavi: LFD/NFSGD identities (spec/localdescent.md §5), topologies, Theorems 4.1-4.7."""
+"""Haddadpour & Mahdavi: LFD/NFSGD identities (spec/localdescent.md §5), topologies, Theorems 4.1-4.7 as specs
+measured on ft.run of lfd / nfsgd (fixes (c), (d), (h) of issue #16)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -199,6 +201,21 @@ def test_corollary_4_5_root_of_condition_23(S, E, L, lam, C1):
 
 
 # ------------------------------------------------------------------ theorems
+THEOREMS = ("localdescent.theorem_4_1", "localdescent.theorem_4_2", "localdescent.theorem_4_4",
+            "localdescent.theorem_4_7")
+
+
+def _small_case(name):
+    """A quick applicable configuration of each theorem (sampled LFD for 4.1-4.4, ring NFSGD for 4.7)."""
+    if name == "localdescent.theorem_4_1":
+        return shared_quadratic(n=6, d=4, seed=1), dict(rounds=6, local_steps=3, clients_per_round=3, seeds=2,
+                                                        x0=np.ones(4))
+    p = shared_quadratic(n=6, d=4, seed=1, noise=0.2)
+    if name == "localdescent.theorem_4_7":
+        return p, dict(rounds=64, local_steps=1, topology="ring", seeds=2, x0=np.ones(4))
+    return p, dict(rounds=24, local_steps=2, clients_per_round=3, seeds=2, x0=np.ones(4))
+
+
 def test_theorem_4_1_holds_on_conforming_quadratic():
     p = shared_quadratic(n=8, d=6, seed=6)
     for E, S in ((1, None), (5, 3), (20, 3)):
@@ -215,12 +232,50 @@ def test_theorem_4_1_not_applicable_with_distinct_minimizers():
     assert not v.applicable and "do not share a minimiser" in v.reason
 
 
+def test_theorem_4_1_printed_bound_is_the_printed_exponential():
+    """Fix (d): "printed" is eq. (20), exp(-mu eta T) f0, as Theorem 4.1 prints it; the proof's
+    (1 - mu eta)^T f0 of eq. (45) is the variant "proof" (same condition (19)) and "corrected"
+    ((43) instead of (19))."""
+    p = shared_quadratic(n=6, d=4, seed=3)
+    L, mu = ld.pl_constants(p)
+    lam = ld.diversity_sup(p)
+    E, x0 = 4, np.full(4, 2.0)
+    eta = ld.lfgd_eta_max(L, mu, lam, E, "19")                # (19) holds: printed and proof apply
+    kw = dict(rounds=15, local_steps=E, clients_per_round=3, seeds=3, x0=x0, lr=eta)
+    printed = validation.verify("localdescent.theorem_4_1", p, variant="printed", **kw)
+    f0 = p.value(x0) - p.info["f_star"]
+    t = printed.details["worst_round"] * E
+    assert t > 0 and printed.applicable
+    assert printed.bound == pytest.approx(math.exp(-mu * eta * t) * f0, rel=1e-12)
+    proof = validation.verify("localdescent.theorem_4_1", p, variant="proof",
+                              measurement=printed.details["measurement"], **kw)
+    assert proof.applicable and proof.measured == printed.measured
+    assert proof.bound == pytest.approx((1 - mu * eta) ** t * f0, rel=1e-12)
+    assert proof.bound < printed.bound
+    from fedtheory.theory import SPECS
+    variants = SPECS["localdescent.theorem_4_1"].variants
+    assert set(variants) == {"printed", "proof", "corrected"}
+    for name, var in variants.items():                          # one sentence each
+        assert re.search(r"\.\s+[A-Z]", var.description) is None and var.description.endswith("."), name
+    assert "(20)" in variants["printed"].description and "(45)" in variants["proof"].description
+    assert variants["printed"].requires == variants["proof"].requires == ("stated",)
+    # at the step size of (43), (19) fails: printed and proof do not apply, corrected does
+    kw43 = dict(kw, lr=ld.lfgd_eta_max(L, mu, lam, E, "43"))
+    for variant, applies in (("printed", False), ("proof", False), ("corrected", True)):
+        v = validation.verify("localdescent.theorem_4_1", p, variant=variant, **kw43)
+        assert v.applicable == applies, v.report()
+        assert v.bound == pytest.approx((math.exp(-mu * kw43["lr"] * v.details["worst_round"] * E)
+                                         if variant == "printed" else
+                                         (1 - mu * kw43["lr"]) ** (v.details["worst_round"] * E)) * f0, rel=1e-12)
+
+
 def test_theorem_4_2_counterexample_reproduced():
     """spec §4.2: all stated conditions (i)-(iv) hold, eta_0 L ~ 17, f - f* ~ 1e29 vs bound 5e-4."""
     p = ld.counterexample_4_2()
     kw = dict(rounds=5, local_steps=10, alpha=0.1, clients_per_round=2, seeds=1, x0=2 * np.ones(3))
     printed = validation.verify("localdescent.theorem_4_2", p, variant="printed", **kw)
-    assert printed.applicable and all(c.ok for c in printed.conditions[:4])
+    assert printed.applicable and all(c.ok for c in printed.conditions if c.role == "stated")
+    assert [c.role for c in printed.conditions[:4]] == ["stated"] * 4
     assert printed.details["eta0_L"] > 15
     assert printed.measured > 1e20 and printed.bound < 1e-3 and not printed.holds
     corrected = validation.verify("localdescent.theorem_4_2", p, variant="corrected", **kw)
@@ -232,6 +287,10 @@ def test_theorem_4_2_holds_with_direct_check():
     v = validation.verify("localdescent.theorem_4_2", p, rounds=150, local_steps=4, clients_per_round=2, seeds=8,
                           x0=np.full(5, 2.0))
     assert v.applicable and v.holds, v.report()
+    # the left-hand side is f(x^R) - f* of the registered lfd runs with the step sizes 4/(mu (t + a))
+    res = ft.run(p, v.algorithm, **dict(v.run_kwargs, seed=3))
+    assert v.details["measurement"]["values"][3] == p.value(res.x) - p.info["f_star"]
+    assert res.trace is None and v.run_kwargs["lr"](0) == pytest.approx(4 / (v.details["mu"] * v.details["a"]))
 
 
 def test_theorems_4_4_and_4_7_hold_when_conditions_hold():
@@ -247,11 +306,156 @@ def test_theorems_4_4_and_4_7_hold_when_conditions_hold():
     assert not v.applicable and "(28)" in v.reason
 
 
+def _virtual_average_grad_sq_by_hand(p, res, E):
+    """(1/T) sum over rounds and k < E of ||grad f(sum_s w_s y_{s,k} / sum_s w_s)||^2 from a trace."""
+    acc, T = 0.0, 0
+    for rt in res.trace:
+        Y, w = rt["local"], rt.weights
+        for k in range(E):
+            g = p.grad(w @ Y[:, k] / w.sum())
+            acc += g @ g
+            T += 1
+    return acc / T
+
+
+def test_theorem_4_4_measured_on_lfd_traces_with_duplicate_draws():
+    """Fix (c): the left-hand side is computed from the registered lfd's traces; duplicate draws of a
+    client run as independent replicas (their own noise), as Lemma E.2 assumes."""
+    p = shared_quadratic(n=4, d=3, seed=4, noise=0.4)
+    E = 3
+    v = validation.verify("localdescent.theorem_4_4", p, rounds=20, local_steps=E, clients_per_round=4, seeds=2,
+                          x0=np.ones(3))
+    assert v.algorithm == "lfd" and v.run_kwargs["replicate_duplicates"] and v.run_kwargs["trace"] == "local"
+    duplicates = 0
+    for s in range(2):
+        res = ft.run(p, v.algorithm, **dict(v.run_kwargs, seed=s))
+        assert np.array_equal(res.x, v.runs[s].x)
+        for rt in res.trace:
+            _, counts = np.unique(rt.clients, return_counts=True)
+            duplicates += int((counts > 1).sum())
+            assert not any(np.array_equal(rt.noise[a], rt.noise[b]) for a in range(rt.S) for b in range(a))
+        assert v.details["measurement"]["values"][s] == pytest.approx(_virtual_average_grad_sq_by_hand(p, res, E),
+                                                                      rel=1e-12)
+    assert duplicates > 10
+
+
+def _identical_clients_noise_floor(var_factor, eta, T, d, s):
+    """E of (1/T) sum_{t<T} ||x_t||^2 for x_{t+1} = (1 - eta) x_t - eta xi_t, x_0 = 0, xi_t ~ N(0, var_factor
+    s^2 I): the virtual average of clients with f_j = ||x||^2 / 2 whose noises average to variance var_factor s^2."""
+    r = (1 - eta) ** 2
+    t = np.arange(T)
+    return float(np.mean(d * eta ** 2 * s ** 2 * var_factor * (1 - r ** t) / (1 - r)))
+
+
+def test_theorem_4_4_duplicate_draws_have_independent_noise():
+    """Fix (c): n = 4 identical clients f_j = ||x||^2 / 2, S = 4 draws with replacement. With independent
+    noise per draw (Lemma E.2) the noise of the virtual average has variance s^2 / S; one noise draw
+    shared by the duplicates of a client (the old simulator) gives s^2 (1/S + (1 - 1/S) sum_j q_j^2), a
+    1.75x higher floor of (1/T) sum ||grad f(xbar)||^2. replicate_duplicates=False (a client drawn m
+    times runs once with weight m/S) is that shared-noise floor."""
+    n, d, s, S, E, R = 4, 4, 0.5, 4, 2, 512
+    p = problems.explicit_quadratic(np.eye(d), np.zeros((n, d)), noise=s)
+    T = R * E
+    eta = math.sqrt(S / T)
+    independent = _identical_clients_noise_floor(1 / S, eta, T, d, s)
+    shared = _identical_clients_noise_floor(1 / S + (1 - 1 / S) / n, eta, T, d, s)
+    assert shared / independent == pytest.approx(1.75)
+    kw = dict(rounds=R, local_steps=E, clients_per_round=S, seeds=8, x0=np.zeros(d))
+    v = validation.verify("localdescent.theorem_4_4", p, **kw)
+    assert v.applicable and v.details["eta"] == pytest.approx(eta)
+    assert abs(v.measured - independent) <= 4 * v.stderr, (v.measured, independent, v.stderr)
+    assert abs(v.measured / independent - 1) < 0.15
+    merged = validation.verify("localdescent.theorem_4_4", p, replicate_duplicates=False, **kw)
+    assert abs(merged.measured - shared) <= 4 * merged.stderr, (merged.measured, shared, merged.stderr)
+
+
+def test_theorem_4_7_printed_requires_exactly_the_stated_condition_28():
+    """Fix (h): Theorem 4.7 states only (28); the condition on T comes from the informal Theorem 3.4
+    (and misses a factor n, spec §4.4): it is informational, and printed applies when (28) holds."""
+    p = problems.quadratic(16, 2, L=1.0, mu=1.0, shared_minimizer=True, seed=0)     # identical Hessians: lambda = 1
+    v = validation.verify("localdescent.theorem_4_7", p, variant="printed", rounds=8, local_steps=1,
+                          topology="complete", lr=0.05, seeds=1, x0=np.ones(2))
+    assert v.applicable and v.reason == "", v.report()
+    assert [c.name for c in v.conditions if c.role == "stated"] == ["(28): LHS - 1/lambda <= 0"]
+    t_printed = next(c for c in v.conditions if "Theorem 3.4, informal, as printed" in c.name)
+    assert t_printed.role == "informational" and not t_printed.ok and t_printed.limit == pytest.approx(16.0)
+    from fedtheory.theory import SPECS
+    assert SPECS["localdescent.theorem_4_7"].variants["printed"].requires == ("stated",)
+
+
 def test_theorem_4_7_printed_T_condition_misses_factor_n():
     """spec §4.4: n = 16, lambda = 1, C1 = 0: the printed condition accepts T = 17 < 4 n."""
     p = problems.quadratic(16, 2, L=1.0, mu=1.0, shared_minimizer=True, seed=0)     # identical Hessians: lambda = 1
     v = validation.verify("localdescent.theorem_4_7", p, rounds=17, local_steps=1, topology="complete", seeds=1)
-    printed = next(c for c in v.conditions if c.name.endswith("(as printed)"))
-    corrected = next(c for c in v.conditions if "corrected: factor n" in c.name)
+    printed = next(c for c in v.conditions if "Theorem 3.4, informal, as printed" in c.name)
+    corrected = next(c for c in v.conditions if "missing factor n" in c.name)
     assert printed.ok and printed.limit == pytest.approx(16.0)
     assert not corrected.ok and corrected.limit == pytest.approx(256.0)
+
+
+STATED = {"localdescent.theorem_4_1": ["(19)"], "localdescent.theorem_4_2": ["(i)", "(ii)", "(iii)", "(iv)"],
+          "localdescent.theorem_4_4": ["(23) as printed"], "localdescent.theorem_4_7": ["(28)"]}
+
+
+@pytest.mark.parametrize("name", THEOREMS)
+def test_every_condition_has_a_role_and_names_carry_none(name):
+    """Every Condition has its role (stated / hidden / informational); none says "(info)" in its name;
+    the stated ones are exactly those the theorem prints."""
+    from fedtheory.theory.engine import ROLES
+    p, kw = _small_case(name)
+    v = validation.verify(name, p, **kw)
+    assert v.conditions and all(c.role in ROLES for c in v.conditions)
+    assert not any("info)" in c.name for c in v.conditions)
+    stated = [c.name for c in v.conditions if c.role == "stated"]
+    assert len(stated) == len(STATED[name]) and all(n.startswith(k) for n, k in zip(stated, STATED[name]))
+    assert any(c.role == "informational" and "lambda_traj" in c.name for c in v.conditions)
+
+
+@pytest.mark.parametrize("name", THEOREMS)
+def test_theorems_measure_the_registered_algorithm(name):
+    """The runs behind a verdict are ft.run of lfd / nfsgd and reproduce bit for bit; no simulator is left."""
+    from fedtheory.theory import SPECS
+    assert not hasattr(ld, "trajectory_diversity") and not hasattr(ld, "_virtual_average_grad_sq")
+    p, kw = _small_case(name)
+    v = validation.verify(name, p, **kw)
+    assert v.algorithm == SPECS[name].algorithm == ("nfsgd" if name.endswith("4_7") else "lfd")
+    assert len(v.runs) == kw["seeds"]
+    assert np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x)
+
+
+def test_lambda_traj_uses_all_clients_of_a_full_participation_traced_run():
+    """lambda_traj of a sampled LFSGD run: the multi-point diversity of all n clients at their own traced
+    iterates, from the extra full-participation lfd runs ("agnostic" clients of the proofs)."""
+    p, kw = _small_case("localdescent.theorem_4_4")
+    v = validation.verify("localdescent.theorem_4_4", p, **kw)
+    runs = v.details["measurement"]["runs"]
+    assert len(runs["agnostic"]) == kw["seeds"]
+    by_hand = []
+    for res in runs["agnostic"]:
+        lam = []
+        for rt in res.trace:
+            assert rt.S == p.n_clients and np.allclose(rt.weights, p.weights)
+            for k in range(rt.K):
+                G = np.array([p.client_grad(int(j), rt["local"][s, k]) for s, j in enumerate(rt.clients)])
+                lam.append(ld.diversity(G, rt.weights))
+        by_hand.append(np.percentile(lam, 99))
+    assert v.details["lam_traj"] == pytest.approx(max(by_hand), rel=1e-10)
+    full = validation.verify("localdescent.theorem_4_4", p, **dict(kw, clients_per_round=None))
+    assert "agnostic" not in full.details["measurement"]["runs"]      # full participation traces its own
+
+
+def test_traced_helpers_agree_with_pointwise_oracles():
+    """virtual_averages, traced_diversity and client_gradients against the problem's own oracles,
+    for sampled LFD with merged duplicates (varying S) and a logistic problem."""
+    from fedtheory.testing.checks import suite_problems
+    p = suite_problems()["logistic"]
+    res = ft.run(p, "lfd", rounds=4, local_steps=3, lr=0.1, clients_per_round=3, batch_size=2, seed=1,
+                 trace="local")
+    X, lam = ld.virtual_averages(res.trace), ld.traced_diversity(p, res.trace)
+    assert X.shape == (12, p.dim) and lam.shape == (12,)
+    for r, rt in enumerate(res.trace):
+        for k in range(3):
+            assert np.allclose(X[3 * r + k], rt.virtual_average()[k], rtol=1e-13, atol=1e-15)
+            G = np.array([p.client_grad(int(j), rt["local"][s, k]) for s, j in enumerate(rt.clients)])
+            assert lam[3 * r + k] == pytest.approx(ld.diversity(G, rt.weights), rel=1e-10)
+    assert np.allclose(ld.objective_gradients(p, X)[5], p.grad(X[5]), rtol=1e-12, atol=1e-14)

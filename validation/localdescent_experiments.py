@@ -202,8 +202,7 @@ def e6_lfsgd_nonconvex(quick):
             v = validation.verify("localdescent.theorem_4_4", p, rounds=T // E, local_steps=E, clients_per_round=S,
                                   seeds=seeds, x0=x0)
             eta = v.details["eta"]
-            traj = ld.trajectory_diversity(p, min(T // E, 40), E, eta, S, seed=0, x0=x0)
-            lt = float(np.percentile(traj, 99))
+            lt = v.details["lam_traj"]        # p99 multi-point diversity of all n clients along traced lfd runs
             rows.append(dict(S=S, E=E, T=T, eta=eta, measured=v.measured, stderr=v.stderr, bound=v.bound,
                              ratio=v.ratio, cond23_sup_ok=v.applicable, lam_sup=lam, lam_traj_p99=lt,
                              cond23_traj_ok=ld.cond23(eta, S, E, L, lt) <= 0,
@@ -315,7 +314,8 @@ def e10_logistic(quick):
     for E in (1, 2, 5, 20):
         R = 1000 if quick else 3000
         res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=eta, reference=gt, eval_every=max(1, R // 20))
-        traj = ld.trajectory_diversity(p, min(R, 30), E, eta, None, x0=np.zeros(p.dim))
+        traced = ft.run(p, "lfd", rounds=min(R, 30), local_steps=E, lr=eta, x0=np.zeros(p.dim), trace="local")
+        traj = ld.traced_diversity(p, traced.trace)   # all n clients at their own local iterates
         Xs = gt.x + 1e-3 * np.random.default_rng(0).normal(size=p.dim)
         lam_near = ld.diversity(np.array([p.client_grad(i, Xs) for i in range(8)]), p.weights)
         rows.append(dict(E=E, eta_L=eta * L, plateau=res.history.suboptimality.iloc[-1],

@@ -1,5 +1,5 @@
 r"""Haddadpour & Mahdavi (2019), "On the convergence of local descent methods in federated
-learning": Theorems 4.1, 4.2, 4.4 and 4.7 as code, with spec/localdescent.md §3-§4.
+learning": Theorems 4.1, 4.2, 4.4 and 4.7 as theorem specs, with spec/localdescent.md §3-§4.
 
 Constants (spec §3): L = max_j L_j (local smoothness), mu the PL constant of f (for a quadratic
 lambda_min of the average Hessian), kappa = L/mu, and the gradient diversity
@@ -8,23 +8,72 @@ lambda_min of the average Hessian), kappa = L/mu, and the gradient diversity
 
 whose supremum is finite only when every client is stationary at the minimiser (a shared
 minimiser); for shared-minimiser quadratics it is :math:`\lambda_{\max}(\bar A^{-1} M \bar A^{-1})`,
-:math:`M = \sum_j q_j A_j^2`. The proofs use a multi-point version (gradients at the clients' own
-local iterates, spec §3.2), logged along trajectories as ``lambda_traj``.
+:math:`M = \sum_j q_j A_j^2` (:func:`diversity_sup`). Every condition is evaluated with
+:math:`\lambda = \sup_x\Lambda`; a problem without a finite sup is not applicable.
 
-Bound variants: ``"printed"`` (the paper's conditions as stated) and ``"corrected"`` (the
-conditions the proofs need: (43) for Theorem 4.1, the direct Lemma B.6 check for Theorem 4.2,
-the E-factor of (165) for Theorem 4.4, the factor n in the T-condition of Theorem 4.7).
+Measurement
+-----------
+Every verdict is measured on the registered algorithm through ``fedtheory.run``: ``lfd``
+(LFGD / LFSGD, Algorithm 1) for Theorems 4.1, 4.2 and 4.4, ``nfsgd`` (Algorithm 2) for
+Theorem 4.7. Theorems 4.1 and 4.2 bound f at round ends (the run's iterates x^r and final
+model); Theorems 4.4 and 4.7 bound gradients at every local step, read from the runs' traces
+(``trace="local"``):
+
+* the **virtual average** at every local step, :math:`\bar x^{(rE+k)} = \sum_s w_s y_{s,k}`
+  (``rt.virtual_average("local")``, k = 0..E-1 of round r): for LFD the participants with
+  their aggregation weights (multiplicity / S of a draw with replacement, q under full
+  participation), for NFSGD the q-average over all clients' paths (:func:`virtual_averages`);
+* gradients at the traced points only (:func:`client_gradients`, :func:`objective_gradients`):
+  the module never re-runs an algorithm;
+* ``lambda_traj``, the **multi-point diversity** the proofs actually use (spec §3.2),
+  :math:`\Lambda_{multi} = \sum_s w_s\|\nabla f_{j_s}(y_{s,k})\|^2/\|\sum_s w_s\nabla f_{j_s}(y_{s,k})\|^2`
+  with each client's exact gradient at its own traced local iterate (:func:`traced_diversity`),
+  over the **participants** of a traced run. The proofs sum over all n clients (the devices
+  are "agnostic to sampling"), so a run that samples clients gets an extra full-participation
+  traced run of the same algorithm (``extra_runs`` label ``"agnostic"``: all n clients, weights
+  q, its own trajectory); a full-participation run (and NFSGD) is its own. It feeds only
+  informational conditions.
+
+Variants (``default_variant="corrected"``): ``"printed"`` is the theorem as printed; each other
+variant says in one sentence (``Variant.description``) what it changes: Theorem 4.1 ``"proof"``
+(the proof's (45) form of the bound) and ``"corrected"`` ((43) instead of (19)); Theorem 4.2
+``"corrected"`` (the direct Lemma B.6 check instead of (i)-(iv)); Theorem 4.4 ``"corrected"``
+(the factor E of step (165)); Theorem 4.7 ``"corrected"`` (identical to printed: the
+correction of spec §4.4 concerns the informal Theorem 3.4's condition on T, reported as an
+informational condition).
+
+Examples
+--------
+>>> import numpy as np, fedtheory as ft, problems, validation
+>>> p = problems.quadratic(6, 4, L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=0)
+>>> v = validation.verify("localdescent.theorem_4_1", p, rounds=20, local_steps=5, seeds=3,
+...                       clients_per_round=3, x0=[1.0, 1.0, 1.0, 1.0])
+>>> v.applicable, v.holds, v.algorithm
+(True, True, 'lfd')
+>>> bool(np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x))
+True
+>>> [c.role for c in v.conditions if c.name.startswith(("(19)", "(43):"))]
+['stated', 'hidden']
+
+The counterexample of spec §4.2: every stated condition of Theorem 4.2 holds, the bound fails.
+
+>>> A = [np.diag([1.0, 0.3, 0.05]) * s for s in (0.95, 1.0, 1.05, 1.1)]
+>>> c = problems.explicit_quadratic(A, [a @ np.ones(3) for a in A])
+>>> v = validation.verify("localdescent.theorem_4_2", c, rounds=5, local_steps=10, alpha=0.1,
+...                       variant="printed", seeds=1, x0=2 * np.ones(3))
+>>> v.applicable, v.holds
+(True, False)
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
-from . import Case, Condition, RateStudy, Verification, mean_stderr, register_cases, register_theorem
-
-VARIANTS = ("printed", "corrected")
+from . import Case, Condition, RateStudy, register_cases
+from .engine import NotApplicable, TheoremSpec, Variant, register_spec
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -53,10 +102,11 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
 def diversity_sup(problem):
     r"""sup_x Lambda(x, q): :math:`\lambda_{\max}(\bar A^{-1}M\bar A^{-1})` for a shared-minimiser
     quadratic, +inf when the clients' minimisers differ (spec §3.1). Other problem kinds raise
-    ValueError (estimate along trajectories with :func:`trajectory_diversity`)."""
+    ValueError (estimate the diversity along a traced run with :func:`traced_diversity`)."""
     parts = _quadratic_parts(problem)
     if parts is None:
-        raise ValueError("diversity_sup has a closed form for quadratics only; use trajectory_diversity.")
+        raise ValueError("diversity_sup has a closed form for quadratics only; estimate the diversity along "
+                         "a traced run with traced_diversity.")
     if not shared_minimizer(problem):
         return math.inf
     return quadratic_diversity_sup(parts[0], problem.weights)
@@ -69,39 +119,267 @@ def pl_constants(problem):
     return float(np.max(client_smoothness(problem))), float(strong_convexity(problem))
 
 
-def trajectory_diversity(problem, rounds, local_steps, lr, clients_per_round=None, seed=0, x0=None,
-                         lr_schedule=None):
-    r"""Multi-point diversity :math:`\Lambda_{multi}` at every local step of an LFD trajectory.
+# ------------------------------------------------------------- gradients at traced points --
+def client_gradients(problem, clients, Y):
+    r"""Exact gradients :math:`\nabla f_{j_s}(y)` of client ``clients[s]`` at the points ``Y[s, ...]``.
 
-    Diagnostic simulation of spec §3.2 (``simulate_all``): all n clients run the local steps
-    from each broadcast (the analysis's "agnostic" clients), the server averages the sampled
-    multiset (with replacement by q, weight 1/S per draw; all clients with weights q when
-    ``clients_per_round`` is None). Exact gradients plus the problem's additive noise.
-    Returns the array of Lambda_multi(x_1^(t), ..., x_n^(t)) for t = 0..T-1.
+    Parameters
+    ----------
+    problem : FederatedProblem
+    clients : array of int, shape (S,)
+    Y : array, shape (S, ..., d)
+        Points, e.g. the traced local path ``rt["local"]`` (S, K + 1, d).
+
+    Returns
+    -------
+    ndarray, shape of ``Y``
+        Evaluated in one vectorised pass per distinct client (quadratic, least-squares and
+        logistic clients, dense or sparse); non-finite points give non-finite gradients.
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> p = problems.quadratic(3, 2, heterogeneity=1.0, seed=0)
+    >>> Y = np.random.default_rng(0).normal(size=(2, 4, 2))
+    >>> G = client_gradients(p, np.array([2, 0]), Y)
+    >>> bool(np.allclose(G[0, 3], p.client_grad(2, Y[0, 3])))
+    True
     """
-    rng = np.random.default_rng(seed)
-    n, d = problem.n_clients, problem.dim
-    q = problem.weights
-    x = np.zeros(d) if x0 is None else np.asarray(x0, dtype=float).copy()
-    out, t = [], 0
-    for _ in range(rounds):
-        if clients_per_round is None:
-            idx, w = np.arange(n), q
-        else:
-            P = rng.choice(n, size=clients_per_round, replace=True, p=q)
-            idx, cnt = np.unique(P, return_counts=True)
-            w = cnt / clients_per_round
-        X = np.repeat(x[None], n, axis=0)
-        for _ in range(local_steps):
-            G = np.array([problem.client_grad(j, X[j]) for j in range(n)])
-            out.append(diversity(G, q))
-            if problem.noise > 0:
-                G = G + problem.noise * rng.standard_normal(G.shape)
-            eta = lr if lr_schedule is None else lr_schedule(t)
-            X = X - eta * G
-            t += 1
-        x = w @ X[idx]
-    return np.array(out)
+    from .._kernels.oracles import KIND_QUADRATIC
+    Y = np.asarray(Y, dtype=np.float64)
+    clients = np.asarray(clients)
+    d = Y.shape[-1]
+    G = np.empty_like(Y)
+    with np.errstate(all="ignore"):
+        for j in np.unique(clients):
+            sel = clients == j
+            X = Y[sel].reshape(-1, d)
+            A, t = problem.client_data(int(j))
+            if problem.kind == KIND_QUADRATIC:
+                g = X @ np.asarray(A).T - t
+            else:
+                Z = np.asarray((A @ X.T).T)
+                D = problem._dloss(Z, t)
+                g = np.asarray((A.T @ D.T).T) / A.shape[0]
+            G[sel] = (g + problem.l2 * X).reshape(Y[sel].shape)
+    return G
+
+
+def objective_gradients(problem, X):
+    r""":math:`\nabla f(x) = \sum_j q_j\nabla f_j(x)` (the smooth part) at every row of ``X`` (P, d).
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> p = problems.quadratic(4, 3, heterogeneity=1.0, seed=1)
+    >>> X = np.ones((2, 3))
+    >>> bool(np.allclose(objective_gradients(p, X)[1], p.grad(X[1])))
+    True
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n = problem.n_clients
+    G = client_gradients(problem, np.arange(n), np.broadcast_to(X, (n,) + X.shape))
+    return np.einsum("j,jpd->pd", problem.weights, G)
+
+
+def multi_point_diversity(G, w):
+    r"""Multi-point diversity :math:`\sum_s w_s\|g_s\|^2/\|\sum_s w_s g_s\|^2` over axis 0 of ``G``.
+
+    ``G`` has shape (S, ..., d) (row s: client s's gradient at its own point), ``w`` (S,) are
+    weights (normalised here). 1 where the numerator is 0, +inf where only the denominator is
+    (spec §3.1-§3.2); the same as :func:`diversity` for one set of points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> G = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])          # orthogonal gradients: 1 / sum w^2
+    >>> multi_point_diversity(G, np.array([0.5, 0.5]))
+    array([2.])
+    """
+    G = np.asarray(G, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    w = w / w.sum()
+    with np.errstate(all="ignore"):
+        gbar = np.einsum("s,s...d->...d", w, G)
+        return _ratio(np.einsum("s,s...->...", w, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
+
+
+def _ratio(num, den):
+    """num / den with the diversity conventions: 1 where num = 0, +inf where only den = 0."""
+    with np.errstate(all="ignore"):
+        out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
+    return np.where(num == 0, 1.0, out)
+
+
+def _groups(trace):
+    """The traced rounds grouped by their number of local steps K (all equal unless the literal
+    loop is used): [(K, [round indices])]."""
+    ks = {}
+    for i, rt in enumerate(trace):
+        ks.setdefault(rt.K, []).append(i)
+    return sorted(ks.items())
+
+
+def _per_step(trace, fn):
+    """Concatenate ``fn(list of rounds with one K) -> (len, K, ...)`` in round order over k < K."""
+    parts = {}
+    for K, idx in _groups(trace):
+        out = fn([trace[i] for i in idx], K)
+        parts.update(zip(idx, out))
+    if not parts:
+        return np.zeros(0)
+    return np.concatenate([parts[i] for i in range(len(trace))])
+
+
+def virtual_averages(trace, name="local"):
+    r"""Virtual averages :math:`\bar x^{(t)}` at the start of every traced local step, shape (T, d).
+
+    Row t = (sum of K over earlier rounds) + k is ``rt.virtual_average(name)[k]`` for k < K of
+    round r: the participants' iterates averaged with the round's aggregation weights (for
+    NFSGD the q-average over all clients); k = 0 is the broadcast model (LFD) or the clients'
+    q-average (NFSGD).
+
+    Examples
+    --------
+    >>> import numpy as np, fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> res = ft.run(p, "lfd", rounds=3, local_steps=2, lr=0.1, clients_per_round=2, trace="local")
+    >>> X = virtual_averages(res.trace)
+    >>> X.shape, bool(np.allclose(X[2], res.trace[1].x))
+    ((6, 3), True)
+    """
+    def avg(rounds, K):
+        if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
+            Y = np.stack([rt[name][:, :K] for rt in rounds])                  # (R, S, K, d)
+            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
+            return np.einsum("rs,rskd->rkd", W, Y)
+        return [rt.virtual_average(name)[:K] for rt in rounds]
+    return _per_step(trace, avg)
+
+
+def traced_diversity(problem, trace, name="local"):
+    r"""Multi-point diversity at every traced local step: the participants' exact gradients at
+    their own iterates :math:`y_{s,k}` (k < K), weighted by the round's aggregation weights,
+    shape (T,) in the order of :func:`virtual_averages` (spec §3.2; the proofs' version uses all
+    n clients: trace a full-participation run for it).
+
+    Examples
+    --------
+    >>> import numpy as np, fedtheory as ft, problems
+    >>> p = problems.quadratic(4, 3, shared_minimizer=True, hessian="distinct", seed=0)
+    >>> res = ft.run(p, "lfd", rounds=5, local_steps=1, lr=0.1, x0=np.ones(3), trace="local")
+    >>> lam = traced_diversity(p, res.trace)              # E = 1, all clients: Lambda(x^t, q)
+    >>> bool(lam.max() <= diversity_sup(p))
+    True
+    """
+    def div(rounds, K):
+        if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
+            Y = np.stack([rt[name][:, :K] for rt in rounds])              # (R, S, K, d)
+            c = np.stack([rt.clients for rt in rounds])
+            G = client_gradients(problem, c.ravel(), Y.reshape((-1,) + Y.shape[2:])).reshape(Y.shape)
+            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
+            with np.errstate(all="ignore"):
+                gbar = np.einsum("rs,rskd->rkd", W, G)
+                return _ratio(np.einsum("rs,rsk->rk", W, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
+        return [multi_point_diversity(client_gradients(problem, rt.clients, rt[name][:, :K]), rt.weights)
+                for rt in rounds]
+    return _per_step(trace, div)
+
+
+def _lambda_traj(problem, runs, stat):
+    """lambda_traj: ``stat`` ("max" or "p99") of the finite multi-point diversities of each run's
+    trace, maximised over the runs; inf when none is finite."""
+    vals = []
+    for res in runs:
+        lam = traced_diversity(problem, res.trace)
+        lam = lam[np.isfinite(lam)]
+        if lam.size:
+            vals.append(float(lam.max() if stat == "max" else np.percentile(lam, 99)))
+    return max(vals) if vals else math.inf
+
+
+def _grad_sq_average(problem, res, T):
+    r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x^{(t)})\|^2` from one traced run (inf when the run
+    diverged or stopped before T steps)."""
+    X = virtual_averages(res.trace)
+    if res.status == "diverged" or X.shape[0] < T:
+        return math.inf
+    g = objective_gradients(problem, X[:T])
+    with np.errstate(all="ignore"):
+        v = float(np.sum(g * g) / T)
+    return v if math.isfinite(v) else math.inf
+
+
+def _agnostic_runs(st, algorithm, kwargs):
+    """extra_runs: a full-participation traced run of the same algorithm when the main run samples
+    clients and lambda_traj is wanted (all n clients, as in the proofs)."""
+    if not st["trajectory"] or st["clients_per_round"] is None:
+        return {}
+    kw = dict(kwargs, clients_per_round=None, trace="local")
+    for k in ("replicate_duplicates", "record_iterates"):
+        kw.pop(k, None)
+    return {"agnostic": (algorithm, kw)}
+
+
+def _trace_main(st):
+    """The main runs carry the trace lambda_traj is measured on when no agnostic run is added."""
+    return {"trace": "local"} if st["trajectory"] and st["clients_per_round"] is None else {}
+
+
+def _traj_runs(runs):
+    return runs.get("agnostic") or runs["main"]
+
+
+def _f_star(problem):
+    fs = problem.info.get("f_star") if problem.info else None
+    if fs is None:
+        from ..truth import ground_truth
+        fs = ground_truth(problem).f
+    return fs
+
+
+def _x0(problem, x0):
+    return np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
+
+
+def _sigma2_B(problem, batch_size):
+    """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
+    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
+    d = problem.dim
+    if problem.kind == KIND_QUADRATIC:
+        if batch_size is not None:
+            raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
+        return d * problem.noise ** 2, 1, 0.0
+    if problem.kind == KIND_LOGISTIC:
+        if batch_size is None:
+            return d * problem.noise ** 2, 1, 0.0
+        s2 = max(float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
+                               if problem.sparse else np.sum(problem.client_data(i)[0] ** 2, axis=1)))
+                 for i in range(problem.n_clients))
+        return s2, batch_size, 0.0
+    raise ValueError("Assumption 3 needs C1 > 0 for least squares; use a quadratic with noise or logistic.")
+
+
+def _assumption_constants(problem, batch_size=None, noise_model=True):
+    """(lambda_sup, sigma^2, B, C1) of Assumptions 1-3; raises NotApplicable saying why they do not
+    exist (no closed form, or clients without a shared minimiser: sup Lambda = inf, spec §3.1)."""
+    try:
+        lam = diversity_sup(problem)
+        sigma2, B, C1 = _sigma2_B(problem, batch_size) if noise_model else (0.0, 1, 0.0)
+    except ValueError as e:
+        raise NotApplicable(str(e)) from None
+    if not math.isfinite(lam):
+        raise NotApplicable("the clients do not share a minimiser, so sup Lambda = inf "
+                            "(Assumption: bounded gradient diversity fails; spec §3.1)")
+    return lam, sigma2, B, C1
+
+
+def _check_common(name, rounds, local_steps, seeds, trajectory):
+    from .._validation import Bool, Interval, check_param
+    check_param("rounds", rounds, [Interval(int, 1, None)], name)
+    check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
+    check_param("seeds", seeds, [Interval(int, 1, None)], name)
+    check_param("trajectory", trajectory, [Bool()], name)
 
 
 # --------------------------------------------------------------------------- Theorem 4.1 --
@@ -145,130 +423,122 @@ def lfgd_E_max(eta, L, mu, lam, variant="43", E_cap=100000):
 
 
 def lfgd_bound(T, eta, mu, f0):
-    """(1 - mu eta)^T f0, Theorem 4.1."""
+    """(1 - mu eta)^T f0: eq. (45), the bound the proof of Theorem 4.1 derives."""
     return (1 - mu * eta) ** np.asarray(T) * f0
 
 
-def _lfgd_conditions(eta, L, mu, lam, E, lam_traj=None):
-    conds = [Condition(f"({v}){' as printed' if v == '19' else ''}: eta L lambda [...] <= 1 (lambda = sup)",
-                       LFGD_CONDITIONS[v](eta, L, lam, mu, E), 1.0, LFGD_CONDITIONS[v](eta, L, lam, mu, E) <= 1)
-             for v in ("19", "46", "43")]
-    conds.append(Condition("mu eta < 1", mu * eta, 1.0, mu * eta < 1))
-    if lam_traj is not None:
-        v = cond43(eta, L, lam_traj, mu, E)
-        conds.append(Condition("(43) with lambda_traj (info)", v, 1.0, v <= 1))
-    return conds
+def lfgd_bound_printed(T, eta, mu, f0):
+    """exp(-mu eta T) f0: eq. (20), the bound Theorem 4.1 prints (>= :func:`lfgd_bound`)."""
+    return np.exp(-mu * eta * np.asarray(T, dtype=float)) * f0
 
 
-def _f_star(problem):
-    fs = problem.info.get("f_star") if problem.info else None
-    if fs is None:
-        from ..truth import ground_truth
-        fs = ground_truth(problem).f
-    return fs
-
-
-def _not_applicable(name, variant, reason):
-    return Verification(name, variant, False, reason, [], float("nan"), float("nan"))
-
-
-def _assumption_constants(problem, batch_size=None, noise_model=True):
-    """(lambda_sup, sigma^2, B, C1) of Assumptions 1-3, or a string saying why they do not exist
-    (no closed form, or clients without a shared minimiser: sup Lambda = inf, spec §3.1)."""
-    try:
-        lam = diversity_sup(problem)
-        sigma2, B, C1 = _sigma2_B(problem, batch_size) if noise_model else (0.0, 1, 0.0)
-    except ValueError as e:
-        return str(e)
-    if not math.isfinite(lam):
-        return ("the clients do not share a minimiser, so sup Lambda = inf "
-                "(Assumption: bounded gradient diversity fails; spec §3.1)")
-    return lam, sigma2, B, C1
-
-
-@register_theorem("localdescent.theorem_4_1")
-def theorem_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=None, variant="corrected",
-                seeds=10, x0=None, trajectory=True, measurement=None):
-    r"""Theorem 4.1 (LFGD under PL): :math:`\mathbb E[f(\bar x^T) - f^*] \le (1-\mu\eta)^T (f(x^0) - f^*)`.
-
-    Runs LFGD (``lfd``, exact gradients) for ``seeds`` sampling seeds and compares the mean gap
-    with the bound at every round end t = rE (where the bound is above 1e-13 f0). ``measured``
-    and ``bound`` are taken at the round with the largest measured/bound ratio.
-
-    Conditions: (19) as printed, (46) and (43) with lambda = sup Lambda; ``variant="printed"``
-    requires (19), ``"corrected"`` requires (43) (the proof's sharp condition). Not applicable
-    when the clients do not share a minimiser (sup Lambda = inf, spec §3.1).
-
-    Parameters
-    ----------
-    lr : float, optional
-        Default: the largest step allowed by the variant's condition.
-    trajectory : bool
-        Also log lambda_traj (multi-point diversity along a simulated trajectory) and report
-        (43) evaluated with it as an informational condition.
-
-    Examples
-    --------
-    >>> import problems, validation
-    >>> p = problems.quadratic(6, 4, L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=0)
-    >>> v = validation.verify("localdescent.theorem_4_1", p, rounds=20, local_steps=5, seeds=3,
-    ...                       clients_per_round=3, x0=[1.0, 1.0, 1.0, 1.0])
-    >>> v.applicable, v.holds
-    (True, True)
-    """
-    from .._validation import Interval, Options, check_param
-    from ..runner import run
+def _setup_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=None, seeds=10, x0=None,
+               trajectory=True, eta_rule="43"):
+    from .._validation import Interval, NoneOk, Options, check_param
     name = "localdescent.theorem_4_1"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
-    check_param("rounds", rounds, [Interval(int, 1, None)], name)
-    check_param("seeds", seeds, [Interval(int, 1, None)], name)
-    consts = _assumption_constants(problem, noise_model=False)
-    if isinstance(consts, str):
-        return _not_applicable(name, variant, consts)
-    lam = consts[0]
+    _check_common(name, rounds, local_steps, seeds, trajectory)
+    check_param("eta_rule", eta_rule, [Options(*LFGD_CONDITIONS)], name)
+    check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
+    if problem.noise > 0:
+        raise NotApplicable("Theorem 4.1 is about LFGD (exact local gradients) and the problem adds gradient "
+                            "noise; Theorems 4.2 and 4.4 cover LFSGD")
+    lam = _assumption_constants(problem, noise_model=False)[0]
     L, mu = pl_constants(problem)
     E = local_steps
     if lr is None:
-        lr = lfgd_eta_max(L, mu, lam, E, "19" if variant == "printed" else "43")
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
+        lr = lfgd_eta_max(L, mu, lam, E, eta_rule)
+    x0 = _x0(problem, x0)
     fs = _f_star(problem)
-    f0 = problem.value(x0) - fs
-    if measurement is None:
-        gaps = []
-        for s in range(seeds):
-            res = run(problem, "lfd", rounds=rounds, local_steps=E, lr=lr, clients_per_round=clients_per_round,
-                      seed=s, x0=x0, record_iterates=True)
-            gaps.append([problem.value(x) - fs for x in res.iterates])
-        gaps = np.array(gaps)
-        lam_traj = None
-        if trajectory:
-            lam_traj = float(np.max(trajectory_diversity(problem, min(rounds, 30), E, lr, clients_per_round,
-                                                         seed=0, x0=x0)))
-        measurement = dict(mean_gap=gaps.mean(0), stderr=gaps.std(0, ddof=1) / np.sqrt(seeds) if seeds > 1
-                           else np.full(gaps.shape[1], np.nan), lam_traj=lam_traj, lr=lr)
-    m = measurement
-    lr = m["lr"]
-    T = np.arange(rounds + 1) * E
-    bound = lfgd_bound(T, lr, mu, f0)
-    mask = bound > 1e-13 * f0
+    return dict(L=L, mu=mu, kappa=L / mu, lam_sup=lam, lr=lr, E=E, rounds=rounds,
+                clients_per_round=clients_per_round, seeds=seeds, x0=x0, f_star=fs,
+                f0=problem.value(x0) - fs, trajectory=trajectory, eta_rule=eta_rule)
+
+
+def _run_kwargs_4_1(st):
+    """LFGD: lfd with exact local gradients, sampling S clients by q with replacement (all clients
+    with weights q when clients_per_round is None)."""
+    return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["lr"], clients_per_round=st["clients_per_round"],
+                x0=st["x0"], record_iterates=True, eval_every=st["rounds"], **_trace_main(st))
+
+
+def _measure_4_1(st, runs):
+    r"""The gap f(x^r) - f* at every round end t = rE (the run's iterates x^r), per seed; the left-hand side is taken at the round end with the
+    largest mean-gap / (45) ratio among those where (45) exceeds 1e-13 f0 (the floating-point
+    floor; t = 0 excluded)."""
+    problem, R, E = st["problem"], st["rounds"], st["E"]
+    gaps = np.full((len(runs["main"]), R + 1), np.inf)
+    for i, res in enumerate(runs["main"]):
+        with np.errstate(all="ignore"):
+            g = [problem.value(x) - st["f_star"] if np.all(np.isfinite(x)) else np.inf for x in res.iterates[:R + 1]]
+        gaps[i, :len(g)] = g
+    seeds = gaps.shape[0]
+    mean_gap = gaps.mean(0)
+    stderr = gaps.std(0, ddof=1) / np.sqrt(seeds) if seeds > 1 else np.full(R + 1, np.nan)
+    T = np.arange(R + 1) * E
+    bound = lfgd_bound(T, st["lr"], st["mu"], st["f0"])
+    mask = bound > 1e-13 * st["f0"]
     mask[0] = False                               # t = 0: gap = f0 = bound by definition
-    ratio = np.where(mask, m["mean_gap"] / np.where(mask, bound, 1.0), -np.inf)
+    with np.errstate(all="ignore"):
+        ratio = np.where(mask, mean_gap / np.where(mask, bound, 1.0), -np.inf)
     r = int(np.argmax(ratio))
-    conds = _lfgd_conditions(lr, L, mu, lam, E, m["lam_traj"])
-    emax = lfgd_E_max(lr, L, mu, lam, "43", E_cap=10 * E + 100)
-    conds.append(Condition("E <= E_max(eta) under (43) (info)", E, emax, E <= emax))
-    need = conds[0] if variant == "printed" else conds[2]
-    ok = need.ok and conds[3].ok
-    return Verification(name, variant, ok, "" if ok else f"fails {need.name}", conds,
-                        float(m["mean_gap"][r]), float(bound[r]), float(m["stderr"][r]),
-                        dict(L=L, mu=mu, kappa=L / mu, lam_sup=lam, lr=lr, E=E, f0=f0, worst_round=r,
-                             mean_gap=m["mean_gap"], bound_curve=bound, measurement=m,
-                             all_rounds_hold=bool(np.all(m["mean_gap"][mask] <= bound[mask] * (1 + 1e-9)))))
+    printed = lfgd_bound_printed(T, st["lr"], st["mu"], st["f0"])
+    lam_traj = _lambda_traj(problem, _traj_runs(runs), "max") if st["trajectory"] else None
+    return dict(values=list(gaps[:, r]), worst_round=r, t_worst=int(T[r]), mean_gap=mean_gap, stderr=stderr,
+                bound_curve=bound, lam_traj=lam_traj, lr=st["lr"],
+                all_rounds_hold=bool(np.all(mean_gap[mask] <= bound[mask] * (1 + 1e-9))),
+                all_rounds_hold_printed=bool(np.all(mean_gap[mask] <= printed[mask] * (1 + 1e-9))))
+
+
+def _conditions_4_1(st, m):
+    eta, L, mu, lam, E = st["lr"], st["L"], st["mu"], st["lam_sup"], st["E"]
+    c19 = cond19_printed(eta, L, lam, mu, E) if mu * eta < 1 else math.inf
+    c46, c43 = cond46(eta, L, lam, mu, E), cond43(eta, L, lam, mu, E)
+    conds = [Condition("(19) as printed: eta lambda [L + 4 kappa L E/(mu (1-mu eta)^{E-1})] <= 1 (lambda = sup)",
+                       c19, 1.0, c19 <= 1, role="stated"),
+             Condition("(9) = (46), Theorem 3.1 and Lemma A.5: eta L lambda [1 + 4 kappa E (1-mu eta)^{1-E}] <= 1",
+                       c46, 1.0, c46 <= 1, role="informational"),
+             Condition("(43): eta L lambda [1 + 4 kappa E ((1-mu eta)^{1-E} - 1)] <= 1 (Lemma A.4, lambda = sup)",
+                       c43, 1.0, c43 <= 1, role="hidden"),
+             Condition("mu eta < 1 (Delta = 1 - mu eta > 0 in (40)-(45))", mu * eta, 1.0, mu * eta < 1,
+                       role="hidden")]
+    if m.get("lam_traj") is not None:
+        v = cond43(eta, L, m["lam_traj"], mu, E)
+        conds.append(Condition("(43) with lambda_traj (max multi-point diversity along the traced run)", v, 1.0,
+                               v <= 1, role="informational"))
+    emax = lfgd_E_max(eta, L, mu, lam, "43", E_cap=10 * E + 100)
+    conds.append(Condition("E <= E_max(eta) under (43)", E, emax, E <= emax, role="informational"))
+    return conds
+
+
+def _bound_4_1(kind):
+    f = lfgd_bound_printed if kind == "printed" else lfgd_bound
+    return lambda st, m: float(f(m["t_worst"], st["lr"], st["mu"], st["f0"]))
+
+
+THEOREM_4_1 = register_spec(TheoremSpec(
+    name="localdescent.theorem_4_1", algorithm="lfd",
+    statement=r"E[f(xbar^T) - f*] <= exp(-mu eta T) (f(x^0) - f*) (eq. 20) for LFGD under (19), at round ends T = rE",
+    setup=_setup_4_1, run_kwargs=_run_kwargs_4_1, measure=_measure_4_1, conditions=_conditions_4_1,
+    variants={
+        "printed": Variant("Theorem 4.1 as printed: condition (19) implies the bound exp(-mu eta T) (f(x^0) - f*) "
+                           "of eq. (20).", _bound_4_1("printed"), ("stated",)),
+        "proof": Variant("The bound the proof derives, eq. (45), (1 - mu eta)^T (f(x^0) - f*) (never above the "
+                         "printed exp(-mu eta T) form), under the printed condition (19).",
+                         _bound_4_1("proof"), ("stated",)),
+        "corrected": Variant("The proof's bound (45) under the condition the recursion needs, (43) of Lemma A.4 "
+                             "with mu eta < 1, instead of the printed (19) with its extra 1/mu (spec §4.1).",
+                             _bound_4_1("corrected"), ("hidden",))},
+    default_variant="corrected",
+    extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_1(st)),
+    details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
+                                             "all_rounds_hold", "all_rounds_hold_printed")},
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
+              "spec/localdescent.md §4.1"))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --
 def lfsgd_pl_stated_conditions(alpha, E, S, L, mu, lam, C1=0.0):
-    """The paper's conditions (i)-(iv) of Theorem 4.2 (spec §4.2), as Conditions."""
+    """The paper's conditions (i)-(iv) of Theorem 4.2 (spec §4.2), as stated Conditions."""
     kap = L / mu
     a = alpha * E + 4
     Chat = 192 * lam * (S + 1) / S * kap ** 2 * math.exp(4 / alpha)
@@ -302,7 +572,8 @@ def lemma_b6_worst(etas, E, mu, D, c):
 
 
 def lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1=0.0, horizon=None):
-    """The direct check of Lemma B.6 plus a >= E - 1 and a >= 4 lambda kappa (C1+S)/S (spec §4.2)."""
+    """The direct check of Lemma B.6 plus a >= E - 1 and a >= 4 lambda kappa (C1+S)/S (spec §4.2): the
+    hidden conditions the proof needs, as Conditions with role "hidden"."""
     a = alpha * E + 4
     D = lam * L * (C1 + S) / S
     c = lam * L ** 2 * (S + 1) * (C1 + E) / S
@@ -310,9 +581,9 @@ def lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1=0.0, horizon=None)
     etas = 4 / (mu * (np.arange(T) + a))
     w = lemma_b6_worst(etas, E, mu, D, c)
     nec = 4 * lam * (L / mu) * (C1 + S) / S
-    return [Condition("Lemma B.6 direct check: max_k eta_k (D + 2 sum ...) <= 1", w, 1.0, w <= 1),
-            Condition("(151): a >= E - 1", a, E - 1, a >= E - 1),
-            Condition("necessary: a >= 4 lambda kappa (C1+S)/S (eta_t <= 1/D)", a, nec, a >= nec)]
+    return [Condition("Lemma B.6 direct check: max_k eta_k (D + 2 sum ...) <= 1", w, 1.0, w <= 1, role="hidden"),
+            Condition("(151): a >= E - 1", a, E - 1, a >= E - 1, role="hidden"),
+            Condition("necessary: a >= 4 lambda kappa (C1+S)/S (eta_t <= 1/D)", a, nec, a >= nec, role="hidden")]
 
 
 def lfsgd_pl_alpha_min(E, S, L, mu, lam, C1=0.0, grid=None):
@@ -330,86 +601,99 @@ def bound22(T, a, E, S, B, sigma2, L, mu, f0):
             + 256 * kap ** 2 * sigma2 * T * (E - 1) / (mu * S * B * (T + a) ** 3))
 
 
-def _sigma2_B(problem, batch_size):
-    """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
-    d = problem.dim
-    if problem.kind == KIND_QUADRATIC:
-        if batch_size is not None:
-            raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
-        return d * problem.noise ** 2, 1, 0.0
-    if problem.kind == KIND_LOGISTIC:
-        if batch_size is None:
-            return d * problem.noise ** 2, 1, 0.0
-        s2 = max(float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
-                               if problem.sparse else np.sum(problem.client_data(i)[0] ** 2, axis=1)))
-                 for i in range(problem.n_clients))
-        return s2, batch_size, 0.0
-    raise ValueError("Assumption 3 needs C1 > 0 for least squares; use a quadratic with noise or logistic.")
-
-
-@register_theorem("localdescent.theorem_4_2")
-def theorem_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round=2, batch_size=None,
-                variant="corrected", seeds=10, x0=None, replicate_duplicates=True, measurement=None):
-    r"""Theorem 4.2 (LFSGD under PL, eta_t = 4/(mu (t + a)), a = alpha E + 4): bound (22) at T = R E.
-
-    ``variant="printed"`` requires the stated conditions (i)-(iv); ``"corrected"`` requires
-    the direct Lemma B.6 check, a >= E - 1 and a >= 4 lambda kappa (C1+S)/S (spec §4.2). With
-    ``alpha=None`` the smallest alpha passing the corrected check is used.
+@dataclass(frozen=True)
+class PLStepSizes:
+    r"""The step sizes of Theorem 4.2, :math:`\eta_t = 4/(\mu(t + a))` with t the global local-step
+    counter (a callable ``lr`` for ``fedtheory.run``).
 
     Examples
     --------
-    >>> import numpy as np, problems, validation
-    >>> A = [np.diag([1.0, 0.3, 0.05]) * s for s in (0.95, 1.0, 1.05, 1.1)]
-    >>> p = problems.explicit_quadratic(A, [a @ np.ones(3) for a in A])     # spec §4.2 counterexample
-    >>> v = validation.verify("localdescent.theorem_4_2", p, rounds=5, local_steps=10, alpha=0.1,
-    ...                       variant="printed", seeds=1, x0=2 * np.ones(3))
-    >>> v.applicable, v.holds                  # every stated condition holds, the bound fails
-    (True, False)
+    >>> s = PLStepSizes(mu=0.5, a=8.0)
+    >>> s(0), s(8)
+    (1.0, 0.5)
     """
-    from .._validation import Options, check_param
-    from ..runner import run
+
+    mu: float
+    a: float
+
+    def __call__(self, t):
+        return 4.0 / (self.mu * (t + self.a))
+
+
+def _setup_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round=2, batch_size=None, seeds=10,
+               x0=None, replicate_duplicates=True, trajectory=True):
+    from .._validation import Bool, Interval, NoneOk, check_param
     name = "localdescent.theorem_4_2"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
-    consts = _assumption_constants(problem, batch_size)
-    if isinstance(consts, str):
-        return _not_applicable(name, variant, consts)
-    lam, sigma2, B, C1 = consts
+    _check_common(name, rounds, local_steps, seeds, trajectory)
+    check_param("alpha", alpha, [NoneOk(), Interval(float, 0, None, "neither")], name)
+    check_param("replicate_duplicates", replicate_duplicates, [Bool()], name)
+    lam, sigma2, B, C1 = _assumption_constants(problem, batch_size)
     L, mu = pl_constants(problem)
     E, S = local_steps, clients_per_round or problem.n_clients
     if alpha is None:
         alpha = lfsgd_pl_alpha_min(E, S, L, mu, lam, C1)
+        if not math.isfinite(alpha):
+            raise NotApplicable("no alpha in (0.5, 400] passes the direct Lemma B.6 check (spec §4.2); pass alpha",
+                                lfsgd_pl_corrected_conditions(400.0, E, S, L, mu, lam, C1))
     a = alpha * E + 4
-    T = rounds * E
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
+    x0 = _x0(problem, x0)
     fs = _f_star(problem)
-    f0 = problem.value(x0) - fs
-    if measurement is None:
-        vals = []
-        for s in range(seeds):
-            res = run(problem, "lfd", rounds=rounds, local_steps=E, lr=lambda t: 4.0 / (mu * (t + a)),
-                      clients_per_round=clients_per_round, batch_size=batch_size, seed=s, x0=x0,
-                      replicate_duplicates=replicate_duplicates and clients_per_round is not None)
-            vals.append(problem.value(res.x) - fs if res.status != "diverged" else math.inf)
-        with np.errstate(all="ignore"):
-            traj = trajectory_diversity(problem, min(rounds, 30), E, None, clients_per_round, seed=0, x0=x0,
-                                        lr_schedule=lambda t: 4.0 / (mu * (t + a)))
-        traj = traj[np.isfinite(traj)]
-        measurement = dict(values=vals, lam_traj=float(np.percentile(traj, 99)) if traj.size else math.inf)
-    m, se = mean_stderr(measurement["values"])
-    stated = lfsgd_pl_stated_conditions(alpha, E, S, L, mu, lam, C1)
-    corrected = lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1)
-    lt = measurement.get("lam_traj", math.inf)
-    if math.isfinite(lt):
-        b6t = lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lt, C1)[0]
-        corrected = corrected + [Condition("Lemma B.6 check with lambda_traj (p99 multi-point diversity; info)",
-                                           b6t.value, 1.0, b6t.ok)]
-    need = stated if variant == "printed" else [c for c in corrected if "(info)" not in c.name and "; info)" not in c.name]
-    failed = [c.name for c in need if not c.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed),
-                        stated + corrected, m, float(bound22(T, a, E, S, B, sigma2, L, mu, f0)), se,
-                        dict(L=L, mu=mu, lam_sup=lam, alpha=alpha, a=a, T=T, S=S, B=B, sigma2=sigma2,
-                             eta0_L=4 / (mu * a) * L, f0=f0, measurement=measurement))
+    return dict(L=L, mu=mu, lam_sup=lam, C1=C1, alpha=alpha, a=a, T=rounds * E, E=E, S=S, B=B, sigma2=sigma2,
+                eta0_L=4 / (mu * a) * L, rounds=rounds, clients_per_round=clients_per_round, batch_size=batch_size,
+                seeds=seeds, x0=x0, f_star=fs, f0=problem.value(x0) - fs,
+                replicate_duplicates=replicate_duplicates, trajectory=trajectory)
+
+
+def _run_kwargs_4_2(st):
+    """LFSGD: lfd with eta_t = 4/(mu (t + a)), S draws by q with replacement, independent replicas
+    for duplicate draws by default (the independence Lemma E.2 assumes)."""
+    cpr = st["clients_per_round"]
+    return dict(rounds=st["rounds"], local_steps=st["E"], lr=PLStepSizes(st["mu"], st["a"]), clients_per_round=cpr,
+                batch_size=st["batch_size"], x0=st["x0"],
+                replicate_duplicates=st["replicate_duplicates"] and cpr is not None, eval_every=st["rounds"],
+                **_trace_main(st))
+
+
+def _measure_4_2(st, runs):
+    """f(x^R) - f* of every run (inf when it diverged) and lambda_traj (99th percentile of the
+    multi-point diversity per run, maximised over the runs)."""
+    problem = st["problem"]
+    with np.errstate(all="ignore"):
+        vals = [problem.value(res.x) - st["f_star"] if res.status != "diverged" else math.inf for res in runs["main"]]
+    lam_traj = _lambda_traj(problem, _traj_runs(runs), "p99") if st["trajectory"] else None
+    return dict(values=vals, lam_traj=lam_traj)
+
+
+def _conditions_4_2(st, m):
+    args = (st["alpha"], st["E"], st["S"], st["L"], st["mu"])
+    conds = (lfsgd_pl_stated_conditions(*args, st["lam_sup"], st["C1"])
+             + lfsgd_pl_corrected_conditions(*args, st["lam_sup"], st["C1"]))
+    lt = m.get("lam_traj")
+    if lt is not None and math.isfinite(lt):
+        b6t = lfsgd_pl_corrected_conditions(*args, lt, st["C1"])[0]
+        conds.append(Condition("Lemma B.6 check with lambda_traj (p99 multi-point diversity along the traced run)",
+                               b6t.value, 1.0, b6t.ok, role="informational"))
+    return conds
+
+
+def _bound_4_2(st, m):
+    return float(bound22(st["T"], st["a"], st["E"], st["S"], st["B"], st["sigma2"], st["L"], st["mu"], st["f0"]))
+
+
+THEOREM_4_2 = register_spec(TheoremSpec(
+    name="localdescent.theorem_4_2", algorithm="lfd",
+    statement="E[f(xbar^T) - f*] <= eq. (22) for LFSGD with eta_t = 4/(mu (t + a)), a = alpha E + 4, T = RE",
+    setup=_setup_4_2, run_kwargs=_run_kwargs_4_2, measure=_measure_4_2, conditions=_conditions_4_2,
+    variants={
+        "printed": Variant("Theorem 4.2 as printed: the stated conditions (i)-(iv) imply bound (22).", _bound_4_2,
+                           ("stated",)),
+        "corrected": Variant("Bound (22) under the conditions the proof needs instead of the insufficient (i)-(iv) "
+                             "(spec §4.2): the direct per-period check of Lemma B.6, a >= E - 1 (step 151) and "
+                             "a >= 4 lambda kappa (C1+S)/S.", _bound_4_2, ("hidden",))},
+    default_variant="corrected",
+    extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
+    details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; spec/localdescent.md §4.2"))
 
 
 # --------------------------------------------------------------- Theorems 4.4 and 4.7 --
@@ -447,39 +731,6 @@ def bound29(T, eta, n, B, E, L, sigma2, zeta, f0):
             + L ** 2 * eta ** 2 * sigma2 / B * ((1 + zeta ** 2) / (1 - zeta ** 2) * E - 1))
 
 
-def _virtual_average_grad_sq(problem, T, E, eta, S, seed, x0, W=None):
-    """(1/T) sum_{t<T} ||grad f(xbar^(t))||^2 of LFSGD (S draws by q; None: all clients, weights q) or
-    NFSGD (mixing matrix W), with xbar the virtual average at every local step (spec §4.3-4.4),
-    and the 99th percentile of the multi-point diversity of the clients' iterates (lambda_traj)."""
-    rng = np.random.default_rng(seed)
-    n = problem.n_clients
-    q = problem.weights
-    X = np.repeat(np.asarray(x0, dtype=float)[None], n, axis=0)
-    idx, w = np.arange(n), q
-    acc = 0.0
-    lams = []
-    for t in range(T):
-        if W is None and t % E == 0:
-            x = w @ X[idx]
-            X[:] = x
-            if S is not None:
-                P = rng.choice(n, size=S, replace=True, p=q)
-                idx, cnt = np.unique(P, return_counts=True)
-                w = cnt / S
-        xbar = w @ X[idx] if W is None else q @ X
-        g = problem.grad(xbar)
-        acc += float(g @ g)
-        G = np.array([problem.client_grad(j, X[j]) for j in range(n)])
-        lams.append(diversity(G, q))
-        if problem.noise > 0:
-            G = G + problem.noise * rng.standard_normal(G.shape)
-        X = X - eta * G
-        if W is not None and (t + 1) % E == 0:
-            X = W @ X
-    lams = np.array(lams)
-    return acc / T, float(np.percentile(lams[np.isfinite(lams)], 99))
-
-
 def lfsgd_nc_E_max(T, S, lam, C1=0.0):
     """Remark 7: the largest E with 2 C1 + E(E+1) <= (T/S)[S/(lambda (S+1)) - sqrt(S/T)(S+C1)/(S+1)]
     (condition (23) at eta = sqrt(S/T)/L); 0 when none."""
@@ -490,97 +741,149 @@ def lfsgd_nc_E_max(T, S, lam, C1=0.0):
     return E
 
 
-@register_theorem("localdescent.theorem_4_4")
-def theorem_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, variant="corrected", seeds=10,
-                x0=None, lr=None, measurement=None):
-    r"""Theorem 4.4 (LFSGD, nonconvex, eta = sqrt(S/T)/L): bound (24) on the average squared gradient
-    at the per-step virtual average; conditions (23) as printed and corrected, with lambda_sup.
-
-    The measurement is a diagnostic NumPy simulation of LFSGD (exact client gradients plus the
-    problem's additive noise, S draws with replacement, independent noise per draw) that logs
-    :math:`\|\nabla f(\bar x^{(t)})\|^2` at every step (the library runner evaluates at round ends).
-    """
-    from .._validation import Options, check_param
+def _setup_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, seeds=10, x0=None, lr=None,
+               replicate_duplicates=True, trajectory=True):
+    from .._validation import Bool, Interval, NoneOk, check_param
     name = "localdescent.theorem_4_4"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
-    consts = _assumption_constants(problem, None)
-    if isinstance(consts, str):
-        return _not_applicable(name, variant, consts)
-    lam, sigma2, B, C1 = consts
+    _check_common(name, rounds, local_steps, seeds, trajectory)
+    check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
+    check_param("replicate_duplicates", replicate_duplicates, [Bool()], name)
+    lam, sigma2, B, C1 = _assumption_constants(problem, None)
     L, _ = pl_constants(problem)
     E, S = local_steps, clients_per_round or problem.n_clients
     T = rounds * E
-    eta = lr if lr is not None else math.sqrt(S / T) / L
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
-    f0 = problem.value(x0) - _f_star(problem)
-    if measurement is None:
-        runs = [_virtual_average_grad_sq(problem, T, E, eta, clients_per_round, s, x0) for s in range(seeds)]
-        measurement = dict(values=[r[0] for r in runs], lam_traj=max(r[1] for r in runs))
-    m, se = mean_stderr(measurement["values"])
-    lt = measurement["lam_traj"]
+    x0 = _x0(problem, x0)
+    return dict(L=L, lam_sup=lam, C1=C1, eta=lr if lr is not None else math.sqrt(S / T) / L, T=T, E=E, S=S, B=B,
+                sigma2=sigma2, rounds=rounds, clients_per_round=clients_per_round, seeds=seeds, x0=x0,
+                f0=problem.value(x0) - _f_star(problem), replicate_duplicates=replicate_duplicates,
+                trajectory=trajectory)
+
+
+def _run_kwargs_4_4(st):
+    """LFSGD: lfd with the constant eta = sqrt(S/T)/L, S draws by q with replacement, each draw with
+    its own noise (independent replicas, as Lemma E.2 assumes) unless replicate_duplicates=False."""
+    cpr = st["clients_per_round"]
+    return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["eta"], clients_per_round=cpr, x0=st["x0"],
+                replicate_duplicates=st["replicate_duplicates"] and cpr is not None, trace="local",
+                eval_every=st["rounds"])
+
+
+def _measure_nonconvex(st, runs):
+    r"""(1/T) sum_{t<T} ||grad f(xbar^(t))||^2 per run, xbar^(t) the traced virtual average at every
+    local step, and lambda_traj (99th percentile of the multi-point diversity per run, maximised
+    over the runs)."""
+    problem = st["problem"]
+    vals = [_grad_sq_average(problem, res, st["T"]) for res in runs["main"]]
+    lam_traj = _lambda_traj(problem, _traj_runs(runs), "p99") if st["trajectory"] else None
+    return dict(values=vals, lam_traj=lam_traj)
+
+
+def _conditions_4_4(st, m):
+    eta, S, E, L, lam, C1 = st["eta"], st["S"], st["E"], st["L"], st["lam_sup"], st["C1"]
     c_p, c_c = cond23(eta, S, E, L, lam, C1, False), cond23(eta, S, E, L, lam, C1, True)
-    c_t = cond23(eta, S, E, L, lt, C1, True)
-    emax = lfsgd_nc_E_max(T, S, lam, C1)
-    conds = [Condition("(23) as printed: LHS <= 0", c_p, 0.0, c_p <= 0),
-             Condition("(23) corrected (2 C1 E): LHS <= 0", c_c, 0.0, c_c <= 0),
-             Condition("eta <= eta_max of Corollary 4.5", eta, lfsgd_nc_eta_max(S, E, L, lam, C1), eta <= lfsgd_nc_eta_max(S, E, L, lam, C1)),
-             Condition("E <= E_max(T) of Remark 7 (eta = sqrt(S/T)/L)", E, emax, E <= emax),
-             Condition("(23) with lambda_traj (p99 multi-point diversity; info)", c_t, 0.0, c_t <= 0)]
-    need = conds[0] if variant == "printed" else conds[1]
-    return Verification(name, variant, need.ok, "" if need.ok else f"fails {need.name}", conds, m,
-                        float(bound24(T, eta, S, B, E, L, sigma2, f0)), se,
-                        dict(L=L, lam_sup=lam, lam_traj=lt, eta=eta, T=T, S=S, sigma2=sigma2, f0=f0,
-                             measurement=measurement))
+    e_max = lfsgd_nc_eta_max(S, E, L, lam, C1)
+    E_max = lfsgd_nc_E_max(st["T"], S, lam, C1)
+    conds = [Condition("(23) as printed: LHS <= 0", c_p, 0.0, c_p <= 0, role="stated"),
+             Condition("(23) corrected (2 C1 E, step 165): LHS <= 0", c_c, 0.0, c_c <= 0, role="hidden"),
+             Condition("eta <= eta_max of Corollary 4.5", eta, e_max, eta <= e_max, role="informational"),
+             Condition("E <= E_max(T) of Remark 7 (eta = sqrt(S/T)/L)", E, E_max, E <= E_max, role="informational")]
+    if m.get("lam_traj") is not None:
+        c_t = cond23(eta, S, E, L, m["lam_traj"], C1, True)
+        conds.append(Condition("(23) with lambda_traj (p99 multi-point diversity along the traced run)", c_t, 0.0,
+                               c_t <= 0, role="informational"))
+    return conds
 
 
-@register_theorem("localdescent.theorem_4_7")
-def theorem_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, variant="corrected", seeds=10,
-                x0=None, lr=None, measurement=None):
-    r"""Theorem 4.7 (NFSGD, eta = sqrt(n/T)/L): bound (29) on the average squared gradient at the
-    q-average of the client models; conditions (28), the simplified (86) and the condition on T
-    (printed: T >= 4 lambda^2 (C1/n + 2)^2; corrected: the missing factor n, spec §4.4).
-    Uniform client weights (the setting the proof covers)."""
-    from .._validation import Options, check_param
-    from ..topology import check_mixing, mixing_matrix, zeta as zeta_of
+def _bound_4_4(st, m):
+    return float(bound24(st["T"], st["eta"], st["S"], st["B"], st["E"], st["L"], st["sigma2"], st["f0"]))
+
+
+THEOREM_4_4 = register_spec(TheoremSpec(
+    name="localdescent.theorem_4_4", algorithm="lfd",
+    statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (24) for LFSGD with constant eta (xbar^(t): the "
+              r"virtual average at every local step)",
+    setup=_setup_4_4, run_kwargs=_run_kwargs_4_4, measure=_measure_nonconvex, conditions=_conditions_4_4,
+    variants={
+        "printed": Variant("Theorem 4.4 as printed: condition (23) implies bound (24).", _bound_4_4, ("stated",)),
+        "corrected": Variant("Bound (24) under (23) with the factor E that step (165) drops on the C1 term restored "
+                             "(2 C1 E for 2 C1; the same when C1 = 0).", _bound_4_4, ("hidden",))},
+    default_variant="corrected",
+    extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
+    details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
+              "spec/localdescent.md §4.3"))
+
+
+def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
+               trajectory=True):
+    from .._validation import Interval, NoneOk, Options, check_param
+    from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
     name = "localdescent.theorem_4_7"
-    check_param("variant", variant, [Options(*VARIANTS)], name)
+    _check_common(name, rounds, local_steps, seeds, trajectory)
+    check_param("topology", topology, [Options(*TOPOLOGIES)], name)
+    check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n):
-        return _not_applicable(name, variant, "Theorem 4.7 is proved for uniform client weights q = 1/n")
-    consts = _assumption_constants(problem, None)
-    if isinstance(consts, str):
-        return _not_applicable(name, variant, consts)
-    lam, sigma2, B, C1 = consts
-    Wm = mixing_matrix(topology, n) if W is None else check_mixing(W)
-    z = zeta_of(Wm)
+        raise NotApplicable("Theorem 4.7 is proved for uniform client weights q = 1/n")
+    lam, sigma2, B, C1 = _assumption_constants(problem, None)
+    Wm = mixing_matrix(topology, n, problem.weights) if W is None else check_mixing(W, problem.weights)
     L, _ = pl_constants(problem)
     E = local_steps
     T = rounds * E
-    eta = lr if lr is not None else math.sqrt(n / T) / L
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
-    f0 = problem.value(x0) - _f_star(problem)
-    if measurement is None:
-        runs = [_virtual_average_grad_sq(problem, T, E, eta, None, s, x0, W=Wm) for s in range(seeds)]
-        measurement = dict(values=[r[0] for r in runs], lam_traj=max(r[1] for r in runs))
-    m, se = mean_stderr(measurement["values"])
-    lt = measurement["lam_traj"]
+    x0 = _x0(problem, x0)
+    return dict(L=L, lam_sup=lam, C1=C1, zeta=zeta_of(Wm, problem.weights), W=W, topology=topology,
+                eta=lr if lr is not None else math.sqrt(n / T) / L, T=T, E=E, n=n, B=B, sigma2=sigma2,
+                rounds=rounds, clients_per_round=None, seeds=seeds, x0=x0, f0=problem.value(x0) - _f_star(problem),
+                trajectory=trajectory)
+
+
+def _run_kwargs_4_7(st):
+    """NFSGD: nfsgd with the constant eta = sqrt(n/T)/L on the topology (or the given W)."""
+    mix = dict(topology=st["topology"]) if st["W"] is None else dict(W=np.asarray(st["W"], dtype=float))
+    return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["eta"], x0=st["x0"], trace="local",
+                eval_every=st["rounds"], **mix)
+
+
+def _conditions_4_7(st, m):
+    eta, n, E, L, lam, z, C1, T = st["eta"], st["n"], st["E"], st["L"], st["lam_sup"], st["zeta"], st["C1"], st["T"]
     c28 = cond28(eta, n, E, L, lam, z, C1)
-    c28t = cond28(eta, n, E, L, lt, z, C1)
     c86 = eta * L * (C1 / n + 2) + 5 * eta ** 2 * L ** 2 * E ** 2 / (1 - z) ** 2 - 1 / lam
     t_p, t_c = 4 * lam ** 2 * (C1 / n + 2) ** 2, 4 * lam ** 2 * n * (C1 / n + 2) ** 2
     e_max = (1 - z) * math.sqrt(T / (10 * lam * n))
-    conds = [Condition("(28): LHS - 1/lambda <= 0", c28, 0.0, c28 <= 0),
-             Condition("(86) simplified: LHS - 1/lambda <= 0", c86, 0.0, c86 <= 0),
-             Condition("T >= 4 lambda^2 (C1/n + 2)^2 (as printed)", T, t_p, T >= t_p),
-             Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (corrected: factor n)", T, t_c, T >= t_c),
-             Condition("E <= (1 - zeta) sqrt(T/(10 lambda n))", E, e_max, E <= e_max),
-             Condition("(28) with lambda_traj (p99 multi-point diversity; info)", c28t, 0.0, c28t <= 0)]
-    need = [conds[0]] if variant == "corrected" else [conds[0], conds[2]]
-    failed = [c.name for c in need if not c.ok]
-    return Verification(name, variant, not failed, "; ".join(f"fails {f}" for f in failed), conds, m,
-                        float(bound29(T, eta, n, B, E, L, sigma2, z, f0)), se,
-                        dict(L=L, lam_sup=lam, lam_traj=lt, zeta=z, eta=eta, T=T, sigma2=sigma2, f0=f0,
-                             measurement=measurement))
+    conds = [Condition("(28): LHS - 1/lambda <= 0", c28, 0.0, c28 <= 0, role="stated"),
+             Condition("(86) simplified (Appendix D.1): LHS - 1/lambda <= 0", c86, 0.0, c86 <= 0,
+                       role="informational"),
+             Condition("T >= 4 lambda^2 (C1/n + 2)^2 (Theorem 3.4, informal, as printed)", T, t_p, T >= t_p,
+                       role="informational"),
+             Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (Theorem 3.4 with the missing factor n, spec §4.4)", T, t_c,
+                       T >= t_c, role="informational"),
+             Condition("E <= (1 - zeta) sqrt(T/(10 lambda n)) (Remark 10)", E, e_max, E <= e_max,
+                       role="informational")]
+    if m.get("lam_traj") is not None:
+        c28t = cond28(eta, n, E, L, m["lam_traj"], z, C1)
+        conds.append(Condition("(28) with lambda_traj (p99 multi-point diversity along the traced run)", c28t, 0.0,
+                               c28t <= 0, role="informational"))
+    return conds
+
+
+def _bound_4_7(st, m):
+    return float(bound29(st["T"], st["eta"], st["n"], st["B"], st["E"], st["L"], st["sigma2"], st["zeta"], st["f0"]))
+
+
+THEOREM_4_7 = register_spec(TheoremSpec(
+    name="localdescent.theorem_4_7", algorithm="nfsgd",
+    statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (29) for NFSGD with constant eta (xbar^(t): the "
+              r"q-average of the clients' local iterates at every local step)",
+    setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_nonconvex, conditions=_conditions_4_7,
+    variants={
+        "printed": Variant("Theorem 4.7 as printed: condition (28) implies bound (29).", _bound_4_7, ("stated",)),
+        "corrected": Variant("The same as printed, (28) implies (29): the correction of spec §4.4 (the factor n "
+                             "missing from the condition on T) concerns the informal Theorem 3.4 and is reported as "
+                             "an informational condition.", _bound_4_7, ("stated",))},
+    default_variant="corrected",
+    details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
+              "Appendix D.1 (86); spec/localdescent.md §4.4"))
 
 
 # --------------------------------------------------------------- default cases (verify) --
