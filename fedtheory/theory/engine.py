@@ -71,12 +71,16 @@ class NotApplicable(Exception):
 class Variant:
     """A bound variant: what it is (one sentence), which condition roles it requires, its bound.
 
-    ``bound(setup, measurement) -> float``.
+    ``bound(setup, measurement) -> float``. ``values(setup, measurement) -> per-seed values``,
+    when given, is the left-hand side this variant bounds (variants that bound different
+    quantities of the same runs, e.g. an expectation and a pathwise form); by default the
+    measurement's ``"values"``.
     """
 
     description: str
     bound: Callable
     requires: tuple = ("stated",)
+    values: Callable | None = None
 
 
 @dataclass
@@ -187,7 +191,7 @@ def check(spec, problem, variant=None, measurement=None, **params):
         if c.role not in ROLES:
             raise ValueError(f"{spec.name}: condition {c.name!r} has role {c.role!r}; roles are {ROLES}")
     failed = [c for c in conds if c.role in var.requires and not c.ok]
-    mean, se = mean_stderr(m["values"])
+    mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
     bound = float(var.bound(setup, m))
     reason = "; ".join(f"fails {c.name}" for c in failed)
     if not failed and not (math.isfinite(bound) and bound > 0):

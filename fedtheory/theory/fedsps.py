@@ -41,12 +41,11 @@ False
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, check, register_spec
+from .engine import NotApplicable, TheoremSpec, Variant, register_spec
 
 _REL = 1e-12
 
@@ -268,33 +267,6 @@ def _gamma_stats(runs, gamma_b):
     return dict(gamma_min=float(G.min()), gamma_max=float(G.max()), pinned_frac=float(np.mean(G == gamma_b)))
 
 
-def _register_per_variant(spec):
-    """Register a spec whose variants bound *different* left-hand sides on the same runs.
-
-    ``spec.measure`` returns ``values_by_variant``; the registered check of a variant uses its
-    own values (the runs, and the measurement passed between variants, are shared).
-    """
-    register_spec(spec)
-
-    def pick(name):
-        def measure(st, runs):
-            m = spec.measure(st, runs)
-            return dict(m, values=m["values_by_variant"][name])
-        return measure
-    views = {name: replace(spec, measure=pick(name)) for name in spec.variants}
-
-    def theorem(problem, variant=None, measurement=None, **params):
-        variant = spec.default_variant if variant is None else variant
-        if measurement is not None and "values_by_variant" in measurement and variant in views:
-            measurement = dict(measurement, values=measurement["values_by_variant"][variant])
-        return check(views.get(variant, spec), problem, variant=variant, measurement=measurement, **params)
-    theorem.__name__ = spec.name.replace(".", "_")
-    theorem.__doc__ = f"{spec.statement}\n\n{spec.reference}"
-    theorem.spec = spec
-    THEOREMS[spec.name] = theorem
-    return spec
-
-
 # ------------------------------------------------------------------ common setup --
 def _params(name, rounds, local_steps, seeds):
     from .._validation import Interval, check_param
@@ -385,7 +357,7 @@ def _bound_3a_path(st, sigma_hat):
     return 2 * st["D0"] / (st["T"] * a) + 4 * st["gamma_b"] / a * sigma_hat
 
 
-SPEC_3A = _register_per_variant(TheoremSpec(
+SPEC_3A = register_spec(TheoremSpec(
     name="fedsps.theorem_3a", algorithm="fedsps",
     statement=r"(1/(Tn)) sum_t sum_i E[f_i(x_t^i) - ell_i*] <= 2 D0/(T alpha) + 4 gamma_b sigma_f^2/alpha "
               r"(convex, c >= 2 tau^2)",
@@ -398,7 +370,8 @@ SPEC_3A = _register_per_variant(TheoremSpec(
               "corrected": Variant("pathwise form (eq. 31, spec §4.3) on every seed: the minibatch losses "
                                    "F_i(x_t^i, B_t^i) against 2 D0/(T alpha) + (4 gamma_b/alpha) mean_t "
                                    "sigma_hat_t^2 on the same batches; measured and bound at the worst seed",
-                                   lambda st, m: m["path_bounds"][m["worst_seed"]])},
+                                   lambda st, m: m["path_bounds"][m["worst_seed"]],
+                                   values=lambda st, m: m["values_by_variant"]["corrected"])},
     default_variant="printed",
     details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); spec/fedsps.md §4.3"))
