@@ -295,7 +295,8 @@ def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_
 def _run_kwargs(st):
     """FedDeper as Algorithm 1 states it (options pinned), uniform sampling without replacement."""
     kw = dict(rounds=st["T"], local_steps=st["K"], lr=st["lr"], rho=st["rho"], mix=st["mix"],
-              clients_per_round=st["clients_per_round"], batch_size=st["batch_size"], x0=st["x0"], **ALGORITHM_1)
+              clients_per_round=st["clients_per_round"], batch_size=st["batch_size"], x0=st["x0"],
+              eval_every=1, **ALGORITHM_1)            # the left-hand side sums the history over every round
     if st["clients_per_round"] is not None:
         kw["sampling"] = "uniform"
     return kw
