@@ -125,7 +125,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
         *, eval_every=1, callback=None, progress=False, sampling=None, q=None,
         participation=None, batch_replacement=False, reference=None, tol=None, trace=None,
-        trace_max_mb=1024.0, **hyperparameters):
+        trace_max_mb=1024.0, trace_rounds=None, **hyperparameters):
     r"""Run a federated algorithm on a problem.
 
     With ``batch_size=None`` and ``clients_per_round=None`` the run is deterministic and is
@@ -200,6 +200,8 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     trace_max_mb : float, default 1024
         Upper bound on the memory of the trace, checked before the run from S, K, d and the
         rounds (an error names the estimate and how to lower it).
+    trace_rounds : collection of int, optional
+        Trace only these rounds t (0-based: the round from x^t to x^{t+1}); None traces all.
     **hyperparameters
         The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
 
@@ -219,7 +221,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     """
     job = _Job(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0,
                record_iterates, backend, device, eval_every, callback, sampling, q, participation,
-               batch_replacement, reference, tol, trace, trace_max_mb, hyperparameters)
+               batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters)
     job.evaluate(0)
     bar = None
     if progress:
@@ -243,7 +245,7 @@ class _Job:
     # ------------------------------------------------------------------ setup
     def __init__(self, problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
                  x0, record_iterates, backend, device, eval_every, callback, sampling, q, participation,
-                 batch_replacement, reference, tol, trace, trace_max_mb, hyperparameters):
+                 batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters):
         self.problem, self.rounds, self.local_steps, self.lr = problem, rounds, local_steps, lr
         self.seed, self.backend, self.eval_every, self.callback = seed, backend, eval_every, callback
         self.reference, self.tol, self.record = reference, tol, record_iterates
@@ -264,7 +266,7 @@ class _Job:
         self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
         self.x0 = self._initial_point(x0)
         self.trace = _TraceRecorder.create(trace, alg, problem, rounds, local_steps,
-                                           clients_per_round, batch_size, trace_max_mb)
+                                           clients_per_round, batch_size, trace_max_mb, trace_rounds)
         self.const_lrs = None if callable(lr) else np.full(local_steps, float(lr))
         ss = np.random.SeedSequence(seed)
         self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
@@ -397,7 +399,7 @@ class _Job:
         ctx = self.context_cls(p if self.oracles is None else self.oracles, r - 1, clients, weights, idx, noise,
                                _step_sizes(self.lr, t0, K, self.const_lrs), float(self.rng_aux.random()),
                                self.rng_aux)
-        if self.trace is not None:
+        if self.trace is not None and self.trace.wants(r - 1):
             ctx.want = self.trace.paths
         return ctx
 
@@ -407,7 +409,8 @@ class _Job:
         clients, weights = self.sampler(self.rng_clients)
         self.sampled.append(clients)
         ctx = self._context(r, clients, weights)
-        x_start = to_numpy(state["x"]).copy() if self.trace is not None else None
+        tracing = self.trace is not None and self.trace.wants(r - 1)
+        x_start = to_numpy(state["x"]).copy() if tracing else None
         Sr = ctx.S
         t0 = time.perf_counter()
         msgs = {}
@@ -420,13 +423,13 @@ class _Job:
             if bad is not None:
                 self.status, self.message = "diverged", f"round {r}: {bad}"
                 counters["time"] += time.perf_counter() - t0
-                if self.trace is not None:
+                if tracing:
                     self.trace.add(r - 1, ctx, x_start, msgs, None)
                 return True
             x_before = np.array(to_numpy(state["x"]), dtype=np.float64)    # the last finite model
             self.state = state = alg.server_update(state, ctx, msgs)
         counters["time"] += time.perf_counter() - t0
-        if self.trace is not None:
+        if tracing:
             self.trace.add(r - 1, ctx, x_start, msgs, state)
         self.completed = r
         self._count(ctx, clients)

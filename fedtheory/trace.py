@@ -21,7 +21,9 @@ Memory
 ------
 A path costs ``8 S (K + 1) d`` bytes per round, the minibatch rows ``8 S K B`` and the noise
 ``8 S K d``. The runner estimates the total before the run and refuses a trace larger than
-``trace_max_mb`` (default 1024 MB), naming the estimate.
+``trace_max_mb`` (default 1024 MB), naming the estimate. ``trace_rounds`` (a collection of
+round indices t) records only those rounds, e.g. ``trace_rounds=[0]`` for a theorem whose bound
+depends on the first round only; ``rt.round`` tells which round a recorded entry is.
 
 Examples
 --------
@@ -152,16 +154,25 @@ def _copy(a):
 class _TraceRecorder:
     """Collects the RoundTraces of one run (used by :func:`fedtheory.run`)."""
 
-    def __init__(self, names, declared):
+    def __init__(self, names, declared, wanted=None):
         self.names = tuple(names)
         self.declared = {k: declared[k] for k in self.names}
         self.paths = frozenset(k for k in self.names if declared[k][0] == "path")
+        self.wanted = wanted
         self.rounds = []
 
+    def wants(self, t):
+        """Whether round t (0-based) is traced."""
+        return self.wanted is None or t in self.wanted
+
     @classmethod
-    def create(cls, trace, alg, problem, rounds, local_steps, clients_per_round, batch_size, max_mb):
+    def create(cls, trace, alg, problem, rounds, local_steps, clients_per_round, batch_size, max_mb,
+               trace_rounds=None):
         """Validate ``trace`` against the algorithm's declaration and the memory bound; None when off."""
         if trace is None or trace is False:
+            if trace_rounds is not None:
+                raise InvalidParameterError("The 'trace_rounds' parameter of run applies to traced runs only and "
+                                            f"must be None without 'trace'. Got {trace_rounds!r} instead.")
             return None
         declared = dict(type(alg).traceables)
         if trace is True:
@@ -185,6 +196,17 @@ class _TraceRecorder:
         if not (isinstance(max_mb, (int, float)) and not isinstance(max_mb, bool) and max_mb > 0):
             raise InvalidParameterError(f"The 'trace_max_mb' parameter of run must be a float in the range "
                                         f"(0, inf). Got {max_mb!r} instead.")
+        wanted = None
+        if trace_rounds is not None:
+            try:
+                wanted = frozenset(int(t) for t in trace_rounds)
+            except (TypeError, ValueError):
+                wanted = None
+            if wanted is None or any(not 0 <= t < max(rounds, 1) for t in wanted) or \
+                    any(isinstance(t, bool) or int(t) != t for t in trace_rounds):
+                raise InvalidParameterError(f"The 'trace_rounds' parameter of run must be None or a collection of "
+                                            f"round indices in the range [0, {rounds}). Got {trace_rounds!r} "
+                                            "instead.")
         n, d = problem.n_clients, problem.dim
         S = n if clients_per_round is None else clients_per_round
         K, B = local_steps, batch_size or 0
@@ -192,12 +214,13 @@ class _TraceRecorder:
         for k in names:
             src = declared[k][0]
             per_round += 8 * (S * (K + 1) * d if src == "path" else (n * d if src == "state" else S * max(d, K)))
-        est = per_round * rounds / 2 ** 20
+        est = per_round * (rounds if wanted is None else len(wanted)) / 2 ** 20
         if est > max_mb:
             raise InvalidParameterError(
                 f"The trace of this run would take about {est:.4g} MB, more than trace_max_mb={max_mb!r}: "
-                f"trace fewer names (of {sorted(declared)}), run fewer rounds, or raise 'trace_max_mb'.")
-        return cls(names, declared)
+                f"trace fewer names (of {sorted(declared)}) or rounds ('trace_rounds'), or raise "
+                "'trace_max_mb'.")
+        return cls(names, declared, wanted)
 
     def add(self, t, ctx, x_start, msgs, state):
         """Record round t (``state`` None: the round diverged before the server update)."""

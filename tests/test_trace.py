@@ -87,3 +87,17 @@ def test_diverged_round_is_traced_with_nan_after_the_failure():
     if not last.completed:                     # divergence inside a local phase
         assert np.isnan(last["local"]).any() or not np.isfinite(last["local"]).all()
     assert len(res.trace) >= res.rounds
+
+
+def test_trace_rounds_records_only_those_rounds():
+    p = problems.quadratic(4, 3, seed=0)
+    full = ft.run(p, "fedavg", rounds=6, local_steps=2, lr=0.1, trace=True)
+    some = ft.run(p, "fedavg", rounds=6, local_steps=2, lr=0.1, trace=True, trace_rounds=[0, 4])
+    assert [rt.round for rt in some.trace] == [0, 4]
+    assert np.array_equal(some.trace[1]["local"], full.trace[4]["local"])
+    assert np.array_equal(some.x, full.x)
+    for bad in ([6], [-1], "x", [0.5]):
+        with pytest.raises(InvalidParameterError, match="trace_rounds"):
+            ft.run(p, "fedavg", rounds=6, trace=True, trace_rounds=bad)
+    with pytest.raises(InvalidParameterError, match="without 'trace'"):
+        ft.run(p, "fedavg", rounds=6, trace_rounds=[0])

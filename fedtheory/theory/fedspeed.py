@@ -236,7 +236,7 @@ def _run_kwargs(st):
     return dict(rounds=st["T"], local_steps=st["K"], lr=st["lr"], lam=st["lam"], alpha=st["alpha"],
                 rho=st["rho"], perturbation="raw", server="alg1", batch_size=st["batch_size"],
                 batch_replacement=st["batch_replacement"], x0=st["x0"], trace=("z", "ghat", "gbar"),
-                eval_every=1)                     # the left-hand side sums z_grad_sq over every round
+                trace_rounds=(0,), eval_every=1)                     # the left-hand side sums z_grad_sq over every round
 
 
 def measure(st, runs):
