@@ -104,9 +104,23 @@ def _run(args):
 
 
 def _sweep(args):
+    """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept)."""
+    import shlex
     from .sweep import sweep
-    df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-               progress=None)
+    try:
+        df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                   progress=None)
+    except KeyboardInterrupt as e:
+        cmd = ["fedtheory", "sweep", args.config, "--out", args.out]
+        if args.jobs is not None:
+            cmd += ["-j", str(args.jobs)]
+        if args.backend != "local":
+            cmd += ["--backend", args.backend]
+        if args.scheduler:
+            cmd += ["--scheduler", args.scheduler]
+        what = str(e) if str(e).startswith("interrupted") else f"interrupted; finished runs are stored in {args.out}"
+        print(f"fedtheory sweep: {what}; resume with the same command: {shlex.join(cmd)}", file=sys.stderr)
+        return 130
     print(f"{df.run_id.nunique() if len(df) else 0} runs, {len(df)} rows in {args.out}/results.parquet")
     return 0
 

@@ -1,19 +1,48 @@
 """Sweeps: a configuration's grid run in parallel, locally (joblib/loky) or on Dask.
 
-The driver process is the single writer of the :class:`~fedtheory.results.ResultsStore`;
-workers only compute. Before dispatching, the driver warms up the Numba cache (one tiny run
-per algorithm) and the ground-truth cache (one solve per distinct problem), so workers load
-compiled kernels and certified optima from disk instead of repeating the work.
+The driver process is the only writer of its :class:`~fedtheory.results.ResultsStore`;
+workers only compute. ``-j 1`` runs in the driver process (no pool, no warm-up). With more
+workers the driver first warms up the Numba cache (one one-round run per algorithm and problem
+family) and the ground-truth cache (one solve per distinct problem), so workers load compiled
+kernels and certified optima from disk, then keeps ``2 * workers`` runs in flight on a loky
+process pool.
+
+Interrupts: on Ctrl-C (``KeyboardInterrupt``) or any error, the driver kills its loky workers
+(or cancels its Dask futures, which stops running runs at their next round), rewrites
+``results.parquet`` from the finished runs and raises :class:`SweepInterrupted`. A driver killed
+outright (SIGKILL) cannot clean up: each loky worker notices within 0.2 s that its parent is
+gone and exits; Dask releases the futures of a disconnected client and its running runs stop
+at their next round. Starting the same sweep again skips the stored runs.
 """
 from __future__ import annotations
 
 import functools
 import json
+import os
+import sys
+import threading
+import time
 
 import numpy as np
 
 from .config import load, run_id
 from .results import ResultsStore, flatten_params
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by Ctrl-C: its workers are stopped and its finished runs stored.
+
+    Attributes ``stored`` (runs in the store for this grid), ``total`` (distinct grid points)
+    and ``out`` (the results directory). Running the same sweep again resumes it.
+    """
+
+    def __init__(self, stored, total, out):
+        self.stored, self.total, self.out = stored, total, out
+        super().__init__(f"interrupted: {stored} of {total} runs stored in {out}")
+
+
+class SweepCancelled(RuntimeError):
+    """Raised inside a Dask task whose future was cancelled (its driver stopped or vanished)."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -29,8 +58,12 @@ def build_problem(problem_args):
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
-def run_point(problem_args, run_args):
-    """Run one configuration point; return its history with run_id, param_* and status columns."""
+def run_point(problem_args, run_args, callback=None):
+    """Run one configuration point; return ``(run_id, history)`` with run_id, param_* and status columns.
+
+    ``callback`` is passed to :func:`fedtheory.run` (it must not stop the run: a stopped run is
+    not the configured one; raise instead).
+    """
     from .runner import run
     p = build_problem(problem_args)
     kw = dict(run_args)
@@ -41,7 +74,7 @@ def run_point(problem_args, run_args):
         ref = truth.ground_truth(p)
     if "x0" in kw and kw["x0"] is not None:
         kw["x0"] = np.asarray(kw["x0"], dtype=float)
-    res = run(p, alg, reference=ref, **kw)
+    res = run(p, alg, reference=ref, callback=callback, **kw)
     return history_frame(problem_args, run_args, res)
 
 
@@ -59,22 +92,109 @@ def history_frame(problem_args, run_args, res):
 
 
 def warm_up(points):
-    """Compile the kernels once (Numba disk cache) and certify each distinct problem once."""
+    """Compile the kernels once (Numba disk cache) and certify each distinct problem once.
+
+    Kernels are compiled per algorithm and problem family (the problem's arguments other than
+    its seed), so a grid over seeds costs one one-round warm-up run per algorithm.
+    """
     from .runner import run
     seen_alg, seen_prob = set(), set()
     for prob, rn in points:
         key = json.dumps(prob, sort_keys=True)
-        p = build_problem(prob)
+        family = json.dumps({k: v for k, v in prob.items() if k != "seed"}, sort_keys=True)
         if rn.get("reference") and key not in seen_prob:
             from . import truth
-            truth.ground_truth(p)
+            truth.ground_truth(build_problem(prob))
             seen_prob.add(key)
-        sig = (rn["algorithm"], key)
+        sig = (rn["algorithm"], family)
         if sig not in seen_alg:
             seen_alg.add(sig)
             kw = {k: v for k, v in rn.items() if k not in ("algorithm", "reference", "rounds", "x0",
                                                            "record_iterates", "eval_every", "tol")}
-            run(p, rn["algorithm"], rounds=1, **kw)
+            run(build_problem(prob), rn["algorithm"], rounds=1, **kw)
+
+
+# ------------------------------------------------------------------------------- local workers
+
+_WATCH_PERIOD = 0.2
+
+
+def _worker_init():
+    """Loky worker initializer: leave Ctrl-C to the driver, and exit as soon as the driver is gone.
+
+    A terminal's Ctrl-C reaches the whole process group; the driver decides and kills the
+    workers. A daemon thread polls ``os.getppid()``: when the driver dies (even by SIGKILL)
+    the worker is re-parented and exits within ``_WATCH_PERIOD`` seconds, mid-run if need be.
+    """
+    import signal
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):           # pragma: no cover
+        pass
+    if os.name != "posix":                  # pragma: no cover  (no re-parenting to observe)
+        return
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(_WATCH_PERIOD)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="fedtheory-parent-watch", daemon=True).start()
+
+
+_POOL = {}          # n_workers -> this process's loky pool (kept between sweeps; idle workers exit)
+
+
+def _local_pool(n):
+    """A loky process pool of ``n`` workers started with :func:`_worker_init`, reused between
+    sweeps of this process (its own, not joblib's shared one); idle workers exit after 60 s."""
+    from joblib.externals.loky import ProcessPoolExecutor
+    pool = _POOL.get(n)
+    flags = getattr(pool, "_flags", None)
+    if pool is None or flags is not None and (flags.broken is not None or flags.shutdown):
+        pool = _POOL[n] = ProcessPoolExecutor(max_workers=n, initializer=_worker_init, timeout=60)
+    return pool
+
+
+def _stop_pool(pool):
+    """Kill the pool's workers now (running runs are abandoned; their results were never stored)."""
+    for n, p in list(_POOL.items()):
+        if p is pool:
+            del _POOL[n]
+    try:
+        pool.shutdown(wait=True, kill_workers=True)
+    except Exception:                       # pragma: no cover  (already broken)
+        pass
+
+
+# ------------------------------------------------------------------------------- Dask tasks
+
+def _dask_run_point(problem_args, run_args):
+    """``run_point`` on a Dask worker, stopping at the next round once its future is cancelled
+    (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished)."""
+    try:
+        from distributed import get_worker
+        worker = get_worker()
+        key = worker.get_current_task()
+    except Exception:                       # not on a worker (e.g. a synchronous scheduler)
+        return run_point(problem_args, run_args)
+
+    def still_wanted(r, x):
+        ts = worker.state.tasks.get(key)
+        if ts is None or ts.state not in ("executing", "long-running"):
+            raise SweepCancelled(f"run {run_id(problem_args, run_args)} cancelled at round {r}")
+        return False
+
+    return run_point(problem_args, run_args, callback=still_wanted)
+
+
+# ------------------------------------------------------------------------------- the driver
+
+def _n_workers(n_jobs):
+    from joblib import effective_n_jobs
+    return max(1, effective_n_jobs(-1 if n_jobs is None else n_jobs))
 
 
 def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=None, warm=True):
@@ -85,9 +205,10 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     config : str, Path or Config
         A TOML file (or text) or a loaded :class:`~fedtheory.config.Config`.
     out : str or Path
-        Results directory (``out/results.parquet``).
+        Results directory (:class:`~fedtheory.results.ResultsStore`: ``out/runs/``,
+        ``out/results.parquet``).
     n_jobs : int, optional
-        Local worker processes (joblib/loky); default all CPUs; 1 runs in this process.
+        Local worker processes (loky); default all CPUs; 1 runs in this process.
     backend : {"local", "dask"}
         Where the runs execute.
     scheduler : str or dask.distributed.Client, optional
@@ -95,12 +216,17 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     progress : bool, optional
         tqdm progress bar; None shows it only on a terminal.
     warm : bool
-        Warm the Numba and ground-truth caches in the driver first.
+        Warm the Numba and ground-truth caches in the driver first (parallel runs only).
 
     Returns
     -------
     pandas.DataFrame
         The whole stored table (finished runs of earlier invocations included).
+
+    Raises
+    ------
+    SweepInterrupted
+        On Ctrl-C, after the workers are stopped and ``results.parquet`` is rewritten.
 
     Examples
     --------
@@ -122,6 +248,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     (2, 8)
     """
     from tqdm.auto import tqdm
+    if backend not in ("local", "dask"):
+        raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
     cfg = config if hasattr(config, "points") else load(config)
     points = cfg.points()
     store = ResultsStore(out)
@@ -129,42 +257,106 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     todo, seen = [], set()
     for prob, rn in points:
         rid = run_id(prob, rn)
-        if rid not in done and rid not in seen:     # identical grid points run once
+        if rid not in seen:                 # identical grid points run once
             seen.add(rid)
-            todo.append((prob, rn))
-    skipped = len({run_id(p, r) for p, r in points} & done)
+            if rid not in done:
+                todo.append((rid, prob, rn))
+    wanted = seen
+    skipped = len(wanted & done)
     bar = tqdm(total=len(todo), desc="sweep", disable=(None if progress is None else not progress))
     if skipped:
-        bar.write(f"sweep: {skipped} of {len(points)} runs already stored in {store.path}; skipping them")
-    if todo and warm:
-        warm_up(todo)
-    if backend == "local":
-        if n_jobs == 1 or len(todo) <= 1:
-            results = (run_point(p, r) for p, r in todo)
-        else:
-            from joblib import Parallel, delayed
-            results = Parallel(n_jobs=n_jobs or -1, backend="loky", return_as="generator_unordered")(
-                delayed(run_point)(p, r) for p, r in todo)
-        for rid, df in results:
-            store.add(rid, df)
-            bar.update(1)
-    elif backend == "dask":
+        bar.write(f"sweep: {skipped} of {len(points)} runs already stored in {store.path}; skipping them",
+                  file=sys.stderr)
+
+    def stored():
+        return len(wanted & store.finished())
+
+    try:
+        for attempt in range(2):
+            if backend == "local":
+                _run_local(store, todo, n_jobs, warm, bar)
+            else:
+                _run_dask(store, todo, scheduler, bar)
+            store.commit()                  # also picks up runs stored by concurrent writers
+            fin = store.finished()
+            todo = [t for t in todo if t[0] not in fin]     # e.g. a concurrent writer's file went bad
+            if not todo:
+                break
+        if todo:
+            raise RuntimeError(f"sweep: {len(todo)} runs could not be stored in {store.dir} "
+                               f"(see {store.quarantine_dir})")
+    except KeyboardInterrupt:
+        bar.close()
+        store.commit()
+        raise SweepInterrupted(stored(), len(wanted), str(out)) from None
+    except BaseException:
+        bar.close()
         try:
-            from distributed import Client, as_completed
-        except ImportError:
-            raise ImportError("backend='dask' needs the optional extra: pip install 'fedtheory[dask]'") from None
-        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
-        try:
-            futures = client.map(run_point, [p for p, _ in todo], [r for _, r in todo], pure=False)
-            for fut in as_completed(futures):
-                rid, df = fut.result()
-                store.add(rid, df)
-                bar.update(1)
-        finally:
-            if not isinstance(scheduler, Client):
-                client.close()
-    else:
-        raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
+            store.commit()
+        except Exception:                   # pragma: no cover  (keep the original error)
+            pass
+        raise
     bar.close()
-    store.commit()
     return store.table()
+
+
+def _run_local(store, todo, n_jobs, warm, bar):
+    n = min(_n_workers(n_jobs), len(todo))
+    if n <= 1:                              # in this process: no pool, no pickling, no warm-up
+        for rid, prob, rn in todo:
+            if not store.has(rid):
+                store.add(*run_point(prob, rn))
+            bar.update(1)
+        return
+    if warm:
+        warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
+    from concurrent.futures import FIRST_COMPLETED, wait
+    pool = _local_pool(n)
+    pending = set()
+    queue = iter(todo)
+    try:
+        while True:
+            while len(pending) < 2 * n:
+                nxt = next(queue, None)
+                if nxt is None:
+                    break
+                rid, prob, rn = nxt
+                if store.has(rid):          # stored meanwhile by a concurrent writer
+                    bar.update(1)
+                    continue
+                pending.add(pool.submit(run_point, prob, rn))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                store.add(*fut.result())
+                bar.update(1)
+    except BaseException:
+        _stop_pool(pool)
+        raise
+
+
+def _run_dask(store, todo, scheduler, bar):
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ImportError("backend='dask' needs the optional extra: pip install 'fedtheory[dask]'") from None
+    todo = [t for t in todo if not store.has(t[0])]
+    if not todo:
+        return
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    futures = []
+    try:
+        futures = client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo], pure=False)
+        for fut in as_completed(futures):
+            store.add(*fut.result())
+            bar.update(1)
+    except BaseException:
+        try:
+            client.cancel(futures, force=True)
+        except Exception:                   # pragma: no cover
+            pass
+        raise
+    finally:
+        if not isinstance(scheduler, Client):
+            client.close()
