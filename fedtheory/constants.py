@@ -9,8 +9,6 @@ import math
 
 import numpy as np
 
-from ._kernels.oracles import KIND_LOGISTIC
-
 
 def smoothness(problem):
     """Exact L of the smooth part of F: sup_x lambda_max(Hessian) (cached on the problem)."""
@@ -29,14 +27,13 @@ def client_smoothness(problem):
 
 
 def strong_convexity(problem):
-    """Global strong convexity mu = inf_x lambda_min(Hessian of the smooth part).
+    """Global strong convexity mu = inf_x lambda_min(Hessian of the smooth part), from the datafit
+    (:meth:`fedtheory.components.Datafit.strong_convexity`).
 
     Least squares / quadratic: lambda_min of the constant Hessian. Logistic: the logistic
     curvature vanishes at infinity, so mu = l2 (the ridge weight).
     """
-    if problem.kind == KIND_LOGISTIC:
-        return problem.l2
-    return max(float(np.linalg.eigvalsh(problem.hessian(np.zeros(problem.dim)))[0]), 0.0)
+    return problem.datafit.strong_convexity(problem)
 
 
 def diversity(G, q):

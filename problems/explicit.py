@@ -1,7 +1,7 @@
 """Quadratics given by their matrices (for reproducing a paper's exact example)."""
 import numpy as np
 
-from fedtheory._kernels.oracles import KIND_QUADRATIC
+from fedtheory.components import Quadratic
 from fedtheory._validation import Interval, check_param
 from fedtheory.problem import FederatedProblem
 
@@ -77,6 +77,5 @@ def explicit_quadratic(Q, c, noise=0.0, weights=None, name="explicit_quadratic")
                 zeta_star_sq=float(w @ np.sum(G * G, axis=1)), sigma_sq=float(d * noise ** 2),
                 L_i=eig_i[:, 1], mu_i=eig_i[:, 0], hessian="shared" if shared else "distinct",
                 shared_minimizer=bool(np.abs(G).max() <= 1e-12 * max(1.0, np.abs(C).max())))
-    return FederatedProblem(KIND_QUADRATIC, Qa.reshape(n * d, d), C.reshape(-1),
-                            np.arange(n + 1, dtype=np.int64) * d, weights=w, noise=noise,
-                            name=name, info=info)
+    return FederatedProblem.from_clients(list(Qa), list(C), Quadratic(), weights=w, noise=noise, name=name,
+                                         info=info, caller=where)

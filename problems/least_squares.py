@@ -1,6 +1,6 @@
 """Least squares and lasso."""
-from fedtheory._kernels.oracles import KIND_LEAST_SQUARES
-from fedtheory.problem import FederatedProblem, _as_client_arrays
+from fedtheory.components import L1, GroupL2, LeastSquares
+from fedtheory.problem import FederatedProblem
 
 
 def least_squares(A, b, l2=0.0, weights=None, noise=0.0):
@@ -35,9 +35,8 @@ def least_squares(A, b, l2=0.0, weights=None, noise=0.0):
     >>> p.n_clients, p.dim
     (4, 3)
     """
-    M, t, ptr = _as_client_arrays(A, b, "problems.least_squares", labels=False)
-    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, noise=noise,
-                            name="least_squares")
+    return FederatedProblem.from_clients(A, b, LeastSquares(l2=l2), None, weights=weights, noise=noise,
+                                         name="least_squares", caller="problems.least_squares")
 
 
 def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
@@ -56,9 +55,8 @@ def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
     >>> p.is_composite
     True
     """
-    M, t, ptr = _as_client_arrays(A, b, "problems.lasso", labels=False)
-    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, l1=l1,
-                            noise=noise, name="lasso")
+    return FederatedProblem.from_clients(A, b, LeastSquares(l2=l2), L1(weight=l1), weights=weights, noise=noise,
+                                         name="lasso", caller="problems.lasso")
 
 
 def group_lasso(A, b, l1, groups, l2=0.0, weights=None, noise=0.0):
@@ -75,6 +73,6 @@ def group_lasso(A, b, l1, groups, l2=0.0, weights=None, noise=0.0):
     >>> p.reg, round(p.h_value(np.array([3.0, 4.0, 0.0, 0.0])), 12)
     ('group', 0.5)
     """
-    M, t, ptr = _as_client_arrays(A, b, "problems.group_lasso", labels=False)
-    return FederatedProblem(KIND_LEAST_SQUARES, M, t, ptr, weights=weights, l2=l2, l1=l1, noise=noise,
-                            name="group_lasso", reg="group", groups=groups)
+    return FederatedProblem.from_clients(A, b, LeastSquares(l2=l2), GroupL2(weight=l1, groups=groups),
+                                         weights=weights, noise=noise, name="group_lasso",
+                                         caller="problems.group_lasso")

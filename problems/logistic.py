@@ -1,6 +1,6 @@
 """Logistic regression."""
-from fedtheory._kernels.oracles import KIND_LOGISTIC
-from fedtheory.problem import FederatedProblem, _as_client_arrays
+from fedtheory.components import Logistic
+from fedtheory.problem import FederatedProblem
 
 
 def logistic(A, y, l2=0.0, weights=None, noise=0.0, name="logistic"):
@@ -31,5 +31,5 @@ def logistic(A, y, l2=0.0, weights=None, noise=0.0, name="logistic"):
     >>> problems.logistic(A, y, l2=0.1).kind_name
     'logistic'
     """
-    M, t, ptr = _as_client_arrays(A, y, f"problems.{name}", labels=True)
-    return FederatedProblem(KIND_LOGISTIC, M, t, ptr, weights=weights, l2=l2, noise=noise, name=name)
+    return FederatedProblem.from_clients(A, y, Logistic(l2=l2), None, weights=weights, noise=noise, name=name,
+                                         caller=f"problems.{name}")

@@ -1,9 +1,9 @@
 """Federated matrix completion with a nuclear-norm regularizer (pFedFBE §4.2, spec/pfedfbe.md §8.2)."""
 import numpy as np
 
-from fedtheory._kernels.oracles import KIND_LEAST_SQUARES
+from fedtheory.components import LeastSquares, Nuclear
 from fedtheory._validation import Interval, Options, check_param
-from fedtheory.problem import FederatedProblem
+from fedtheory.problem import ClientData, FederatedProblem
 
 
 def matrix_completion(n_clients=30, shape=(32, 32), samples=128, l_nuc=0.1, shared_rank=4, normalization="half_mse",
@@ -57,5 +57,6 @@ def matrix_completion(n_clients=30, shape=(32, 32), samples=128, l_nuc=0.1, shar
     M = np.vstack(rows) * s
     b = np.concatenate(ys) * s
     ptr = np.arange(n_clients + 1, dtype=np.int64) * samples
-    return FederatedProblem(KIND_LEAST_SQUARES, M, b, ptr, l1=l_nuc, name="matrix_completion", reg="nuclear",
-                            mat_shape=(m1, m2), info=dict(W_clients=W, normalization=normalization))
+    return FederatedProblem.from_components(ClientData(M, b, ptr, name="matrix_completion"), LeastSquares(),
+                                            Nuclear(weight=l_nuc, shape=(m1, m2)), name="matrix_completion",
+                                            info=dict(W_clients=W, normalization=normalization))

@@ -15,8 +15,12 @@ function, so after an edit of a helper in ``oracles.py`` kernels in other files 
 old helper inlined. :func:`sync_cache` runs at import: it hashes every kernel source file and
 clears the cache when the hash changed.
 
-``kind`` selects the smooth datafit: 0 least squares, 1 logistic, 2 explicit quadratic
-(then the rows of client i are the d rows of Q_i and b holds c_i).
+``kind`` is the id of the problem's datafit component and ``reg`` (``problem.reg_pack()``) the id
+of its regularizer (:mod:`fedtheory.components`). Each component's kernels live in
+:mod:`.datafits` (0 least squares, 1 logistic, 2 explicit quadratic: then the rows of client i
+are the d rows of Q_i and b holds c_i) and :mod:`.regularizers` (prox kernels); :mod:`.oracles`
+is the one module that dispatches on the ids (``client_grad``, ``client_value_grad``,
+``client_hvp``, ``prox_vec``), once per call. The local-step loops call only those.
 """
 import hashlib
 from pathlib import Path
@@ -50,4 +54,4 @@ def sync_cache(directory):
 
 sync_cache(Path(__file__).parent)
 
-from .oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC  # noqa: E402,F401
+from .datafits import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC  # noqa: E402,F401

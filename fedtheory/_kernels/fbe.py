@@ -3,61 +3,11 @@ import numpy as np
 from numba import njit
 
 from .trace import record
-from .oracles import client_grad, client_hvp
+from .oracles import client_grad, client_hvp, prox_vec
 
 HVP_NONE = 0       # cheap variant: g = lam Rm
 HVP_EXACT = 1      # g = lam Rm - H Rm with the exact minibatch Hessian-vector product
 HVP_FD = 2         # forward difference (grad(x + delta Rm) - grad(x)) / delta, delta = fd_eps / ||Rm||
-
-
-@njit(cache=True)
-def _soft(u, t):
-    if u > t:
-        return u - t
-    if u < -t:
-        return u + t
-    return 0.0
-
-
-@njit(cache=True)
-def prox_vec(u, t, reg, groups, m1, m2, out):
-    """out = prox of t * h at u: h = ||.||_1 (reg 0), sum_g ||u_g||_2 over the group ids in
-    ``groups`` (reg 1; id -1 = unpenalized), or the nuclear norm of u.reshape(m1, m2) (reg 2)."""
-    d = u.shape[0]
-    if reg == 0:
-        for j in range(d):
-            out[j] = _soft(u[j], t)
-    elif reg == 1:
-        ng = 0
-        for j in range(d):
-            if groups[j] + 1 > ng:
-                ng = groups[j] + 1
-        nrm = np.zeros(ng)
-        for j in range(d):
-            if groups[j] >= 0:
-                nrm[groups[j]] += u[j] * u[j]
-        for j in range(d):
-            gj = groups[j]
-            if gj < 0:
-                out[j] = u[j]
-            else:
-                n_ = np.sqrt(nrm[gj])
-                out[j] = 0.0 if n_ <= t else u[j] * (1.0 - t / n_)
-    else:
-        X = np.empty((m1, m2))
-        for a in range(m1):
-            for c in range(m2):
-                X[a, c] = u[a * m2 + c]
-        U, sv, Vt = np.linalg.svd(X, full_matrices=False)
-        r = sv.shape[0]
-        for q in range(r):
-            sv[q] = sv[q] - t if sv[q] > t else 0.0
-        for a in range(m1):
-            for c in range(m2):
-                acc = 0.0
-                for q in range(r):
-                    acc += U[a, q] * sv[q] * Vt[q, c]
-                out[a * m2 + c] = acc
 
 
 @njit(cache=True)

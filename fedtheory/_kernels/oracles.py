@@ -1,47 +1,35 @@
-"""Gradient oracles on client rows (dense or CSR), compiled with Numba."""
+r"""Client oracles and proxes for the loops: the one place that dispatches on component kernel ids.
+
+A problem hands the kernels its datafit's id ``kind`` (in the data pack) and its regularizer's id
+``reg`` (in ``problem.reg_pack()``). :func:`datafit_rows` and :func:`prox_vec` turn an id into the
+component's kernel (:mod:`.datafits`, :mod:`.regularizers`) once per call. The row loops of the
+margin datafits (least squares, logistic) are written once here, for dense and for CSR rows (one
+branch on the storage per call, never per row: a per-row branch made the CSR gradient four times
+slower); per row they call the datafit's scalar kernel.
+
+A component registered without a Numba kernel (see :mod:`fedtheory.components`) gets an id of
+its own from the registry; the dispatch sends it to its NumPy code through ``objmode`` (correct
+and slow: add a kernel for speed). An id that nothing registered raises an error naming the
+known components.
+"""
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
-KIND_LEAST_SQUARES = 0
-KIND_LOGISTIC = 1
-KIND_QUADRATIC = 2
+from .datafits import (KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC, OP_GRAD, OP_HVP, OP_VALUE_GRAD,
+                       least_squares_terms, logistic_terms, quadratic_rows)
+from .regularizers import (REG_GROUP, REG_L1, REG_L2, REG_NONE, REG_NUCLEAR, prox_group, prox_l1, prox_l2,
+                           prox_none, prox_nuclear)
+
+__all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "OP_VALUE_GRAD", "OP_HVP",
+           "REG_L1", "REG_GROUP", "REG_NUCLEAR", "REG_L2", "REG_NONE", "client_grad", "client_value_grad",
+           "client_hvp", "datafit_rows", "prox_vec"]
 
 
+# --------------------------------------------------------------------------- margin datafits
 @njit(cache=True)
-def loss_derivative(kind, z, target):
-    """Derivative of the per-sample loss with respect to the margin z = a^T x.
-
-    Least squares: l(z) = (z - b)^2 / 2, l'(z) = z - b.
-    Logistic: l(z) = log(1 + exp(-y z)), l'(z) = -y / (1 + exp(y z)).
-    """
-    if kind == KIND_LEAST_SQUARES:
-        return z - target
-    t = target * z
-    if t > 0.0:
-        e = np.exp(-t)
-        return -target * e / (1.0 + e)
-    return -target / (1.0 + np.exp(t))
-
-
-@njit(cache=True)
-def _grad_rows_csr(data, indices, indptr, b, kind, start, end, rows, x, g):
-    """g += mean over the selected CSR rows of l'(a_r^T x) a_r."""
-    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
-    inv = 1.0 / n_sel
-    for t in range(n_sel):
-        r = rows[t] if rows.shape[0] > 0 else start + t
-        p0, p1 = indptr[r], indptr[r + 1]
-        z = 0.0
-        for p in range(p0, p1):
-            z += data[p] * x[indices[p]]
-        c = inv * loss_derivative(kind, z, b[r])
-        for p in range(p0, p1):
-            g[indices[p]] += c * data[p]
-
-
-@njit(cache=True)
-def _grad_rows_dense(A, b, kind, start, end, rows, x, g):
-    """g += mean over the selected dense rows of l'(a_r^T x) a_r."""
+def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
+    """out += mean over the selected dense rows r of c_r a_r, c_r = l'(a_r^T x) (OP_HVP:
+    l''(a_r^T x) a_r^T v); val += mean of l(a_r^T x) for OP_VALUE_GRAD. Returns val."""
     d = x.shape[0]
     n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
     inv = 1.0 / n_sel
@@ -50,54 +38,91 @@ def _grad_rows_dense(A, b, kind, start, end, rows, x, g):
         z = 0.0
         for j in range(d):
             z += A[r, j] * x[j]
-        c = inv * loss_derivative(kind, z, b[r])
+        if kind == KIND_LEAST_SQUARES:
+            f, c = least_squares_terms(op, z, b[r])
+        else:
+            f, c = logistic_terms(op, z, b[r])
+        c = inv * c
+        if op == OP_HVP:
+            zv = 0.0
+            for j in range(d):
+                zv += A[r, j] * v[j]
+            c = c * zv
+        elif op == OP_VALUE_GRAD:
+            val += inv * f
         for j in range(d):
-            g[j] += c * A[r, j]
+            out[j] += c * A[r, j]
+    return val
 
 
 @njit(cache=True)
-def _quadratic_grad(sparse, A, data, indices, indptr, b, start, end, x, g):
-    """g += Q_i x - c_i, the rows start:end being Q_i and b[start:end] being c_i."""
-    d = x.shape[0]
-    for r in range(start, end):
+def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
+    """As :func:`_margin_dense` for CSR rows."""
+    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
+    inv = 1.0 / n_sel
+    for t in range(n_sel):
+        r = rows[t] if rows.shape[0] > 0 else start + t
+        p0, p1 = indptr[r], indptr[r + 1]
         z = 0.0
-        if sparse:
-            for p in range(indptr[r], indptr[r + 1]):
-                z += data[p] * x[indices[p]]
+        for p in range(p0, p1):
+            z += data[p] * x[indices[p]]
+        if kind == KIND_LEAST_SQUARES:
+            f, c = least_squares_terms(op, z, b[r])
         else:
-            for j in range(d):
-                z += A[r, j] * x[j]
-        g[r - start] += z - b[r]
+            f, c = logistic_terms(op, z, b[r])
+        c = inv * c
+        if op == OP_HVP:
+            zv = 0.0
+            for p in range(p0, p1):
+                zv += data[p] * v[indices[p]]
+            c = c * zv
+        elif op == OP_VALUE_GRAD:
+            val += inv * f
+        for p in range(p0, p1):
+            out[indices[p]] += c * data[p]
+    return val
+
+
+# --------------------------------------------------------------------------- dispatch
+def _python_rows(kind, op, start, end, rows, x, v, out, val):
+    """A registered datafit without a Numba kernel: its NumPy code (through ``objmode``)."""
+    from ..components.registry import kernel_fallback
+    return float(kernel_fallback("datafit", kind).rows(op, start, end, rows, x, v, out, val))
+
+
+@njit(cache=True)
+def _fallback_rows(kind, op, start, end, rows, x, v, out, val):
+    with objmode(res="float64"):
+        res = _python_rows(kind, op, start, end, rows, x, v, out, val)
+    return res
+
+
+@njit(cache=True, inline="always")
+def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
+    """The datafit kernel of id ``kind``: operation ``op`` (OP_GRAD, OP_VALUE_GRAD, OP_HVP) of the loss
+    part on client rows ``start:end`` (or on the absolute minibatch ``rows`` when not empty),
+    accumulated into ``out``; returns ``val`` plus the value for OP_VALUE_GRAD."""
+    if kind == KIND_LEAST_SQUARES or kind == KIND_LOGISTIC:
+        if sparse:
+            return _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val)
+        return _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val)
+    if kind == KIND_QUADRATIC:
+        return quadratic_rows(sparse, A, data, indices, indptr, b, op, start, end, x, v, out, val)
+    return _fallback_rows(kind, op, start, end, rows, x, v, out, val)
 
 
 @njit(cache=True)
 def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write into ``g`` the (minibatch) gradient of a client's smooth objective.
 
-    With ``rows`` empty the full client gradient over rows ``start:end`` is computed:
-    grad f_i(x) = (1/m_i) sum_j l'(a_j^T x) a_j + l2 x. Otherwise ``rows`` holds absolute
-    row indices of a minibatch and the mean over those rows is used. For the explicit
-    quadratic (kind 2) the gradient is Q_i x - c_i + l2 x and ``rows`` is ignored.
+    With ``rows`` empty the full client gradient over rows ``start:end``:
+    grad f_i(x) = (1/m_i) sum_j l'(a_j^T x) a_j + l2 x; otherwise ``rows`` holds absolute row
+    indices of a minibatch and the mean over those rows is used. For the explicit quadratic
+    the gradient is Q_i x - c_i + l2 x and ``rows`` is ignored.
     """
     for j in range(x.shape[0]):
         g[j] = l2 * x[j]
-    if kind == KIND_QUADRATIC:
-        _quadratic_grad(sparse, A, data, indices, indptr, b, start, end, x, g)
-    elif sparse:
-        _grad_rows_csr(data, indices, indptr, b, kind, start, end, rows, x, g)
-    else:
-        _grad_rows_dense(A, b, kind, start, end, rows, x, g)
-
-
-@njit(cache=True)
-def loss_value(kind, z, target):
-    """Per-sample loss at margin z: (z - b)^2 / 2 (least squares), log(1 + exp(-y z)) (logistic)."""
-    if kind == KIND_LEAST_SQUARES:
-        return 0.5 * (z - target) * (z - target)
-    t = -target * z
-    if t > 0.0:
-        return t + np.log1p(np.exp(-t))
-    return np.log1p(np.exp(t))
+    datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_GRAD), start, end, rows, x, x, g, 0.0)
 
 
 @njit(cache=True)
@@ -105,47 +130,15 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
     """Write the (minibatch) gradient of f_i into ``g`` and return the (minibatch) value.
 
     Value and gradient use the same rows: F_i(x, B) = mean_{r in B} loss(a_r^T x) + l2/2 ||x||^2
-    (all client rows when ``rows`` is empty); for the quadratic kind
+    (all client rows when ``rows`` is empty); for the quadratic
     1/2 x^T Q_i x - c_i^T x + l2/2 ||x||^2 (``rows`` ignored).
     """
-    d = x.shape[0]
     val = 0.0
-    for j in range(d):
+    for j in range(x.shape[0]):
         g[j] = l2 * x[j]
         val += 0.5 * l2 * x[j] * x[j]
-    if kind == KIND_QUADRATIC:
-        for r in range(start, end):
-            z = 0.0
-            if sparse:
-                for p in range(indptr[r], indptr[r + 1]):
-                    z += data[p] * x[indices[p]]
-            else:
-                for j in range(d):
-                    z += A[r, j] * x[j]
-            xr = x[r - start]
-            val += 0.5 * z * xr - b[r] * xr
-            g[r - start] += z - b[r]
-        return val
-    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
-    inv = 1.0 / n_sel
-    for t in range(n_sel):
-        r = rows[t] if rows.shape[0] > 0 else start + t
-        z = 0.0
-        if sparse:
-            for p in range(indptr[r], indptr[r + 1]):
-                z += data[p] * x[indices[p]]
-        else:
-            for j in range(d):
-                z += A[r, j] * x[j]
-        val += inv * loss_value(kind, z, b[r])
-        c = inv * loss_derivative(kind, z, b[r])
-        if sparse:
-            for p in range(indptr[r], indptr[r + 1]):
-                g[indices[p]] += c * data[p]
-        else:
-            for j in range(d):
-                g[j] += c * A[r, j]
-    return val
+    return datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_VALUE_GRAD), start, end, rows, x, x,
+                        g, val)
 
 
 @njit(cache=True)
@@ -155,42 +148,38 @@ def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v
     Least squares: mean_r a_r (a_r^T v); logistic: mean_r s_r (1 - s_r) a_r (a_r^T v) with
     s_r = sigmoid(a_r^T x); quadratic: Q_i v; plus l2 v.
     """
-    d = x.shape[0]
-    for j in range(d):
+    for j in range(x.shape[0]):
         out[j] = l2 * v[j]
-    if kind == KIND_QUADRATIC:
-        for r in range(start, end):
-            z = 0.0
-            if sparse:
-                for p in range(indptr[r], indptr[r + 1]):
-                    z += data[p] * v[indices[p]]
-            else:
-                for j in range(d):
-                    z += A[r, j] * v[j]
-            out[r - start] += z
-        return
-    n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
-    inv = 1.0 / n_sel
-    for t in range(n_sel):
-        r = rows[t] if rows.shape[0] > 0 else start + t
-        zv = 0.0
-        zx = 0.0
-        if sparse:
-            for p in range(indptr[r], indptr[r + 1]):
-                zv += data[p] * v[indices[p]]
-                zx += data[p] * x[indices[p]]
-        else:
-            for j in range(d):
-                zv += A[r, j] * v[j]
-                zx += A[r, j] * x[j]
-        w = 1.0
-        if kind != KIND_LEAST_SQUARES:
-            s = 1.0 / (1.0 + np.exp(-zx))
-            w = s * (1.0 - s)
-        c = inv * w * zv
-        if sparse:
-            for p in range(indptr[r], indptr[r + 1]):
-                out[indices[p]] += c * data[p]
-        else:
-            for j in range(d):
-                out[j] += c * A[r, j]
+    datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_HVP), start, end, rows, x, v, out, 0.0)
+
+
+# --------------------------------------------------------------------------- regularizers
+def _python_prox(reg, u, t, out):
+    """A registered regularizer without a Numba kernel: its NumPy prox (through ``objmode``)."""
+    from ..components.registry import kernel_fallback
+    out[:] = kernel_fallback("regularizer", reg).prox_t(u, t)
+
+
+@njit(cache=True)
+def _fallback_prox(reg, u, t, out):
+    with objmode():
+        _python_prox(reg, u, t, out)
+
+
+@njit(cache=True)
+def prox_vec(u, t, reg, groups, m1, m2, out):
+    """out = prox of t * h0 at u for the regularizer of id ``reg``: ||.||_1 (REG_L1), sum_g ||u_g||_2
+    over the group ids in ``groups`` (REG_GROUP; id -1 = unpenalized), the nuclear norm of
+    u.reshape(m1, m2) (REG_NUCLEAR), ||.||^2 / 2 (REG_L2) or 0 (REG_NONE)."""
+    if reg == REG_L1:
+        prox_l1(u, t, out)
+    elif reg == REG_GROUP:
+        prox_group(u, t, groups, out)
+    elif reg == REG_NUCLEAR:
+        prox_nuclear(u, t, m1, m2, out)
+    elif reg == REG_L2:
+        prox_l2(u, t, out)
+    elif reg == REG_NONE:
+        prox_none(u, out)
+    else:
+        _fallback_prox(reg, u, t, out)

@@ -15,11 +15,13 @@ import re
 
 import numpy as np
 
-import problems
 from .. import run
 from .._kernels import local_steps as _ls
 from .._validation import Interval
+from ..components import LeastSquares, Logistic, Quadratic
+from ..components.quadratic import synthetic_quadratic
 from ..exceptions import InvalidParameterError
+from ..problem import FederatedProblem
 from ..registry import get_algorithm
 
 HISTORY_COLUMNS = ("round", "comm_up", "comm_down", "grad_evals", "sample_grads", "time", "value",
@@ -42,16 +44,22 @@ def _rng_data(seed, n=6, m=30, d=5, sparse=False, labels=False):
 
 
 def suite_problems():
-    """Small heterogeneous problems for the suite: least squares, logistic (dense and CSR), quadratic."""
+    """Small heterogeneous problems for the suite: least squares, logistic (dense and CSR), quadratic.
+
+    Built from the components (the same problems as ``problems.least_squares(A, b, l2=0.01)``,
+    ``problems.logistic(A, y, l2=0.05)`` and ``problems.quadratic(6, 5, L=1.0, mu=0.2,
+    heterogeneity=1.0, seed=0, hessian="distinct")``, without importing the ``problems`` package).
+    """
     A, b = _rng_data(0)
     Al, yl = _rng_data(1, labels=True)
     As, ys = _rng_data(2, sparse=True, labels=True)
+    Q, C, w, info = synthetic_quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0, hessian="distinct")
     return {
-        "least_squares": problems.least_squares(A, b, l2=0.01),
-        "logistic": problems.logistic(Al, yl, l2=0.05),
-        "logistic_csr": problems.logistic(As, ys, l2=0.05),
-        "quadratic": problems.quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0,
-                                       hessian="distinct"),
+        "least_squares": FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares"),
+        "logistic": FederatedProblem.from_clients(Al, yl, Logistic(l2=0.05), name="logistic"),
+        "logistic_csr": FederatedProblem.from_clients(As, ys, Logistic(l2=0.05), name="logistic"),
+        "quadratic": FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, name="quadratic",
+                                                   info=info),
     }
 
 

@@ -3,8 +3,10 @@
 :class:`TorchOracles` holds the client layout (``client_ptr``, ``client_sizes``, ``weights`` as a
 tensor) and differentiates one scalar, the (minibatch) client loss ``_loss(i, y, rows)``, with
 autograd: gradients, values on the same minibatch, Hessian-vector products. Convex problems
-(:class:`ConvexOracles`, float64) write the loss of :class:`fedtheory.problem.FederatedProblem`
-with torch operations, so their iterates agree with the numba backend to rounding; deep networks
+(:class:`ConvexOracles`, float64) evaluate the torch form of the problem's datafit and regularizer
+components (:meth:`fedtheory.components.Datafit.torch_value`,
+:meth:`fedtheory.components.Regularizer.torch_prox_t`), so their iterates agree with the numba
+backend to rounding; deep networks
 (:class:`fedtheory.backends.torch.deep.DeepOracles`) evaluate an ``nn.Module`` on flat parameters.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..._kernels.oracles import KIND_LEAST_SQUARES, KIND_QUADRATIC
+from ...components import make_regularizer
 from ...exceptions import InvalidParameterError
 
 
@@ -49,6 +51,7 @@ class TorchOracles:
         self.l2 = float(problem.l2)
         self.l1 = float(getattr(problem, "l1", 0.0))
         self.reg = getattr(problem, "reg", "l1")
+        self.regularizer = getattr(problem, "regularizer", None) or make_regularizer(self.reg, weight=self.l1)
         self.is_composite = bool(getattr(problem, "is_composite", False))
         self.name = problem.name
         self.weights = torch.as_tensor(np.asarray(problem.weights), dtype=dtype, device=device)
@@ -99,24 +102,9 @@ class TorchOracles:
 
     # ------------------------------------------------------------------ regularizer
     def prox_t(self, u, t):
-        """Proximal map of t * h0 at u, h0 the problem's regularizer without its weight: soft
-        thresholding (l1), block soft thresholding (group) or singular-value thresholding (nuclear)."""
-        if self.reg == "l1":
-            return torch.sign(u) * torch.clamp(u.abs() - t, min=0.0)
-        if self.reg == "group":
-            groups = torch.as_tensor(self.source.groups, device=self.device)
-            pen = groups >= 0
-            ng = int(groups.max()) + 1 if bool(pen.any()) else 0
-            sq = torch.zeros(ng, dtype=u.dtype, device=u.device).index_add_(0, groups[pen], u[pen] * u[pen])
-            nrm = sq.sqrt()
-            scale = torch.where(nrm <= t, torch.zeros_like(nrm), 1.0 - t / nrm)
-            out = u.clone()
-            out[pen] = u[pen] * scale[groups[pen]]
-            return out
-        m1, m2 = self.source.mat_shape
-        U, sv, Vt = torch.linalg.svd(u.reshape(m1, m2), full_matrices=False)
-        sv = torch.where(sv > t, sv - t, torch.zeros_like(sv))
-        return ((U * sv) @ Vt).reshape(-1)
+        """Proximal map of t * h0 at u, h0 the problem's regularizer without its weight (the
+        regularizer's :meth:`~fedtheory.components.Regularizer.torch_prox_t`)."""
+        return self.regularizer.torch_prox_t(u, t)
 
     def prox(self, x, step):
         """Proximal operator of step * h (as :meth:`FederatedProblem.prox`), on tensors."""
@@ -133,20 +121,11 @@ class ConvexOracles(TorchOracles):
 
     def __init__(self, problem, device, dtype=torch.float64):
         super().__init__(problem, device, dtype)
-        self.kind = problem.kind
+        self.datafit = problem.datafit
         M = problem.M.toarray() if problem.sparse else np.asarray(problem.M)
         self.A = self.tensor(M)
         self.b = self.tensor(problem.b)
 
     def _loss(self, i, y, rows):
-        ridge = 0.5 * self.l2 * (y @ y)
-        if self.kind == KIND_QUADRATIC:
-            sl = slice(int(self.client_ptr[i]), int(self.client_ptr[i + 1]))
-            Q, c = self.A[sl], self.b[sl]
-            return 0.5 * (y @ (Q @ y)) - c @ y + ridge
-        r = self._rows(i, rows)
-        z = self.A[r] @ y
-        t = self.b[r]
-        if self.kind == KIND_LEAST_SQUARES:
-            return 0.5 * ((z - t) ** 2).mean() + ridge
-        return torch.logaddexp(torch.zeros_like(z), -t * z).mean() + ridge
+        r = self._rows(i, rows if self.datafit.has_samples else None)
+        return self.datafit.torch_value(self.A[r], self.b[r], y)

@@ -1,0 +1,78 @@
+r"""Numba kernels of the datafit components (:mod:`fedtheory.components`), one section per datafit.
+
+A *margin* datafit has a per-sample loss :math:`\ell(z, t)` of the margin :math:`z = a^\top x` and
+the target t; its kernels are the three scalar functions :math:`\ell, \ell', \ell''` (the row loops
+over dense or CSR rows that use them are shared, in :mod:`.oracles`). The explicit quadratic has no
+samples: its kernel :func:`quadratic_rows` works on the client's block of Q_i rows directly.
+
+Kernel ids (``kind`` in the data pack) and operation codes are defined here, next to the kernels;
+the one place that dispatches on them is :mod:`.oracles`.
+"""
+import numpy as np
+from numba import njit
+
+KIND_LEAST_SQUARES = 0
+KIND_LOGISTIC = 1
+KIND_QUADRATIC = 2
+
+OP_GRAD = 0          # out += gradient of the loss part
+OP_VALUE_GRAD = 1    # the same, and return val + the loss value
+OP_HVP = 2           # out += Hessian of the loss part times v
+
+
+# --------------------------------------------------------------------------- least squares
+@njit(cache=True)
+def least_squares_terms(op, z, t):
+    """(loss, slope) of l(z) = (z - t)^2 / 2 at the margin z: the loss l(z) only for OP_VALUE_GRAD
+    (else 0); the slope l'(z) = z - t, or l''(z) = 1 for OP_HVP."""
+    if op == OP_HVP:
+        return 0.0, 1.0
+    val = 0.5 * (z - t) * (z - t) if op == OP_VALUE_GRAD else 0.0
+    return val, z - t
+
+
+# --------------------------------------------------------------------------- logistic
+@njit(cache=True)
+def logistic_terms(op, z, t):
+    """(loss, slope) of l(z) = log(1 + exp(-t z)) (labels t = +-1), as :func:`least_squares_terms`:
+    l'(z) = -t / (1 + exp(t z)), l''(z) = s (1 - s) with s = sigmoid(z); no overflow for large |z|."""
+    if op == OP_HVP:
+        s = 1.0 / (1.0 + np.exp(-z))
+        return 0.0, s * (1.0 - s)
+    val = 0.0
+    if op == OP_VALUE_GRAD:
+        u = -t * z
+        val = u + np.log1p(np.exp(-u)) if u > 0.0 else np.log1p(np.exp(u))
+    u = t * z
+    if u > 0.0:
+        e = np.exp(-u)
+        return val, -t * e / (1.0 + e)
+    return val, -t / (1.0 + np.exp(u))
+
+
+# --------------------------------------------------------------------------- explicit quadratic
+@njit(cache=True)
+def quadratic_rows(sparse, A, data, indices, indptr, b, op, start, end, x, v, out, val):
+    """Loss part of f_i(x) = x^T Q_i x / 2 - c_i^T x on rows ``start:end`` (Q_i; ``b[start:end]`` = c_i).
+
+    OP_GRAD: out += Q_i x - c_i; OP_VALUE_GRAD: the same and val + x^T Q_i x / 2 - c_i^T x;
+    OP_HVP: out += Q_i v. Returns ``val``.
+    """
+    d = x.shape[0]
+    u = v if op == OP_HVP else x
+    for r in range(start, end):
+        z = 0.0
+        if sparse:
+            for p in range(indptr[r], indptr[r + 1]):
+                z += data[p] * u[indices[p]]
+        else:
+            for j in range(d):
+                z += A[r, j] * u[j]
+        if op == OP_HVP:
+            out[r - start] += z
+        else:
+            if op == OP_VALUE_GRAD:
+                xr = x[r - start]
+                val += 0.5 * z * xr - b[r] * xr
+            out[r - start] += z - b[r]
+    return val

@@ -1,0 +1,370 @@
+r"""The two kinds of components of a problem: a :class:`Datafit` (the smooth client objectives f_i)
+and a :class:`Regularizer` (the non-smooth part h), after skglm's datafit/penalty split.
+
+A :class:`~fedtheory.problem.FederatedProblem` is data + datafit + regularizer:
+
+.. math::
+
+    F(x) = \sum_{i=1}^n w_i f_i(x) + h(x), \qquad
+    f_i(x) = \phi(A_i, b_i; x) + \frac{\ell_2}{2}\|x\|^2, \qquad h(x) = \tau\, h_0(x).
+
+The datafit owns :math:`\phi` (its value, gradient, Hessian, on NumPy arrays, torch tensors and as
+a CVXPY expression), the ridge weight :math:`\ell_2`, its constants and the id of its Numba
+kernel; the regularizer owns :math:`h_0`, its weight :math:`\tau`, its proximal operator (NumPy,
+torch, Numba id) and its CVXPY expression. The problem only stacks the client data and adds
+things up: no code outside the components asks which datafit or regularizer a problem has.
+
+A component is one small class, registered by name (:mod:`fedtheory.components.registry`); the
+component suite (:mod:`fedtheory.components.checks`, run by ``tests/test_components.py`` on every
+registered pair) checks that its Numba, NumPy, torch and CVXPY forms agree.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..exceptions import DataError
+
+
+def _check_nonneg(owner, pname, v):
+    try:
+        ok = bool(np.isfinite(v) and v >= 0)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise DataError(f"{owner}: {pname!r} must be a finite float >= 0, got {v!r}.")
+    return float(v)
+
+
+class Component:
+    """What datafits and regularizers share: a registered name, parameters, a kernel id."""
+
+    #: Registered name (``"least_squares"``, ``"l1"``, ...).
+    name: ClassVar[str] = "component"
+    #: Id of the component's Numba kernel in :mod:`fedtheory._kernels` (None: no native kernel; the
+    #: kernels then call the NumPy code of the component through the registry, slowly).
+    code: ClassVar[int | None] = None
+
+    def params(self):
+        """The constructor's parameters and their values (used by ``repr``, equality and hashing)."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {p: getattr(self, p) for p in names}
+
+    def key(self):
+        """A string that identifies the component and its parameters (part of the problem's hash)."""
+        return f"{self.name}|" + "|".join(f"{k}={_key_value(v)}" for k, v in self.params().items())
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.key() == other.key()
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _key_value(v):
+    if isinstance(v, np.ndarray):
+        import hashlib
+        return hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]
+    return repr(v)
+
+
+# =============================================================================== datafits
+class Datafit(Component):
+    r"""Smooth client objective :math:`f_i(x) = \phi(A_i, b_i; x) + \frac{\ell_2}{2}\|x\|^2`.
+
+    A subclass implements the loss part :math:`\phi` on one block of rows ``(A, t)`` (the rows of a
+    client, or of a minibatch): :meth:`block_value`, :meth:`block_grad`, :meth:`block_hvp`,
+    :meth:`block_hessian` (NumPy), :meth:`torch_block` (torch), :meth:`cvxpy_block` (CVXPY), plus
+    :meth:`example` (data for the component suite). Everything else (the ridge, the client and
+    global oracles, the client weights) is done here once.
+
+    Parameters
+    ----------
+    l2 : float, default 0
+        Ridge weight inside every f_i (part of the smooth objective and of its constants).
+    """
+
+    #: Rows are samples: minibatches select rows (False: a client's rows form one block, e.g. Q_i).
+    has_samples: ClassVar[bool] = True
+    #: The Hessian of the loss part does not depend on x (least squares, quadratic).
+    constant_hessian: ClassVar[bool] = False
+    #: The per-row targets are labels in {-1, +1}.
+    binary_targets: ClassVar[bool] = False
+
+    def __init__(self, l2=0.0):
+        self.l2 = _check_nonneg(self.name, "l2", l2)
+
+    # ------------------------------------------------------------------ data checks
+    def check_client(self, A, t, i, caller):
+        """Raise DataError when client ``i``'s rows ``A`` and targets ``t`` do not fit the datafit."""
+        if self.binary_targets:
+            bad = np.setdiff1d(np.unique(t), [-1.0, 1.0])
+            if bad.size:
+                raise DataError(f"{caller}: client {i} has labels outside {{-1, +1}}: "
+                                f"found {bad[:5].tolist()}. Map the classes to -1/+1 first.")
+
+    def check_data(self, data, caller):
+        """Raise DataError when the stacked ``data`` (:class:`~fedtheory.problem.ClientData`) do not fit."""
+        for i in range(data.n_clients):
+            self.check_client(*data.block(i), i, caller)
+
+    def hash_token(self):
+        """The datafit's part of the problem's hash (kernel id and l2 for the built-in datafits)."""
+        if self.code is not None and set(self.params()) == {"l2"}:
+            return f"{self.code}|{self.l2!r}"
+        return self.key()
+
+    # ------------------------------------------------------------------ the loss part on a block of rows
+    def block_value(self, A, t, x):  # pragma: no cover - abstract
+        """Loss part phi(A, t; x) of one block (a client's rows, or a minibatch: a mean over rows)."""
+        raise NotImplementedError
+
+    def block_grad(self, A, t, x):  # pragma: no cover - abstract
+        """Gradient of :meth:`block_value` in x."""
+        raise NotImplementedError
+
+    def block_hvp(self, A, t, x, v):
+        """Hessian of :meth:`block_value` at x times v (default: the dense Hessian times v)."""
+        return self.block_hessian(A, t, x) @ v
+
+    def block_hessian(self, A, t, x):  # pragma: no cover - abstract
+        """Dense Hessian of :meth:`block_value` at x, shape (d, d)."""
+        raise NotImplementedError
+
+    def torch_block(self, A, t, y):  # pragma: no cover - abstract
+        """:meth:`block_value` on torch tensors (differentiated by autograd)."""
+        raise NotImplementedError
+
+    def cvxpy_block(self, A, t, x):  # pragma: no cover - abstract
+        """:meth:`block_value` as a CVXPY expression of the variable x."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ weighted sums over clients
+    def loss_value(self, data, x):
+        """sum_i w_i phi(A_i, b_i; x) (the smooth value without the ridge)."""
+        return sum(data.weights[i] * self.block_value(*data.block(i), x) for i in range(data.n_clients))
+
+    def loss_grad(self, data, x):
+        """Gradient of :meth:`loss_value`."""
+        return sum(data.weights[i] * self.block_grad(*data.block(i), x) for i in range(data.n_clients))
+
+    def loss_hessian(self, data, x):
+        """Hessian of :meth:`loss_value`."""
+        return sum(data.weights[i] * self.block_hessian(*data.block(i), x) for i in range(data.n_clients))
+
+    def cvxpy_loss(self, data, x):
+        """:meth:`loss_value` as a CVXPY expression."""
+        import cvxpy as cp
+        return cp.sum([data.weights[i] * self.cvxpy_block(*data.block(i), x) for i in range(data.n_clients)])
+
+    # ------------------------------------------------------------------ smooth objective (ridge added here)
+    def value(self, data, x):
+        """sum_i w_i f_i(x)."""
+        return float(self.loss_value(data, x) + 0.5 * self.l2 * x @ x)
+
+    def grad(self, data, x):
+        """sum_i w_i grad f_i(x)."""
+        return self.loss_grad(data, x) + self.l2 * x
+
+    def hessian(self, data, x):
+        """sum_i w_i Hessian f_i(x), dense (d, d)."""
+        return self.loss_hessian(data, x) + self.l2 * np.eye(data.dim)
+
+    def client_value(self, data, i, x, rows=None):
+        """f_i(x), or the minibatch value on the absolute rows ``rows``."""
+        return float(self.block_value(*data.block(i, self._rows(rows)), x) + 0.5 * self.l2 * x @ x)
+
+    def client_grad(self, data, i, x, rows=None):
+        """grad f_i(x), or the minibatch gradient on ``rows``."""
+        return self.block_grad(*data.block(i, self._rows(rows)), x) + self.l2 * x
+
+    def client_hvp(self, data, i, x, v, rows=None):
+        """Hessian of f_i (or of the minibatch objective on ``rows``) at x times v."""
+        return self.block_hvp(*data.block(i, self._rows(rows)), x, v) + self.l2 * v
+
+    def client_hessian(self, data, i, x):
+        """Dense Hessian of f_i at x."""
+        return self.block_hessian(*data.block(i), x) + self.l2 * np.eye(data.dim)
+
+    def torch_value(self, A, t, y):
+        """f on a block of rows as a torch scalar: phi + l2/2 ||y||^2 (the ridge node is created
+        first: autograd accumulates the gradient contributions in reverse creation order)."""
+        ridge = 0.5 * self.l2 * (y @ y)
+        return self.torch_block(A, t, y) + ridge
+
+    def cvxpy_value(self, data, x):
+        """sum_i w_i f_i(x) as a CVXPY expression."""
+        import cvxpy as cp
+        expr = self.cvxpy_loss(data, x)
+        return expr + 0.5 * self.l2 * cp.sum_squares(x) if self.l2 else expr
+
+    def _rows(self, rows):
+        return None if rows is None or not self.has_samples else np.asarray(rows, dtype=np.int64)
+
+    # ------------------------------------------------------------------ constants
+    def strong_convexity(self, problem):
+        """mu = inf_x lambda_min of the Hessian of sum_i w_i f_i: the smallest eigenvalue of the
+        constant Hessian when it is constant, else the ridge l2 (a lower bound that is exact when
+        the loss curvature can vanish, as the logistic one does at infinity)."""
+        if self.constant_hessian:
+            return max(float(np.linalg.eigvalsh(problem.hessian(np.zeros(problem.dim)))[0]), 0.0)
+        return self.l2
+
+    # ------------------------------------------------------------------ the component suite
+    @classmethod
+    def example(cls, rng, n_clients, dim, sparse=False):
+        """``(datafit, A, b)``: an instance and per-client lists of rows and targets on which the
+        component suite checks the datafit (``sparse``: CSR rows, for datafits with samples)."""
+        A, b = [], []
+        for i in range(n_clients):
+            a = rng.normal(size=(5 + i, dim))
+            if sparse:
+                a = sp.csr_matrix(a * (rng.random(a.shape) < 0.5))
+            A.append(a)
+            t = rng.normal(size=a.shape[0])
+            b.append(np.where(t > 0, 1.0, -1.0) if cls.binary_targets else t)
+        return cls(l2=0.1), A, b
+
+
+class MarginDatafit(Datafit):
+    r"""A datafit of the margins: :math:`\phi(A, t; x) = \frac1m \sum_r \ell(a_r^\top x, t_r)`.
+
+    A subclass gives the per-sample loss :math:`\ell(z, t)` and its first two derivatives in z on
+    NumPy arrays (:meth:`loss`, :meth:`dloss`, :meth:`d2loss`), on torch tensors
+    (:meth:`torch_loss`) and in CVXPY (:meth:`cvxpy_loss_rows`); the Numba kernel is the datafit's
+    scalar ``*_terms`` function in :mod:`fedtheory._kernels.datafits` (shared dense and CSR row loops).
+    """
+
+    #: sup_z l''(z, t): the sample smoothness constant is this times max_r ||a_r||^2 (plus l2).
+    curvature_bound: ClassVar[float] = 1.0
+
+    def loss(self, z, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def dloss(self, z, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def d2loss(self, z, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def torch_loss(self, z, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def cvxpy_loss_rows(self, z, t, w):  # pragma: no cover - abstract
+        """sum_r w_r l(z_r, t_r) as a CVXPY expression (w >= 0 the row weights)."""
+        raise NotImplementedError
+
+    # blocks: means over the rows
+    def block_value(self, A, t, x):
+        return np.mean(self.loss(A @ x, t))
+
+    def block_grad(self, A, t, x):
+        return A.T @ self.dloss(A @ x, t) / A.shape[0]
+
+    def block_hvp(self, A, t, x, v):
+        return A.T @ (self.d2loss(A @ x, t) * (A @ v)) / A.shape[0]
+
+    def block_hessian(self, A, t, x):
+        D = self.d2loss(A @ x, t) / A.shape[0]
+        return (A.T @ sp.diags(D) @ A).toarray() if sp.issparse(A) else (A * D[:, None]).T @ A
+
+    def torch_block(self, A, t, y):
+        return self.torch_loss(A @ y, t).mean()
+
+    def cvxpy_block(self, A, t, x):
+        return self.cvxpy_loss_rows(A @ x, t, np.full(A.shape[0], 1.0 / A.shape[0]))
+
+    # all clients at once, with per-row weights omega_r = w_i / m_i
+    def loss_value(self, data, x):
+        return data.row_w @ self.loss(data.M @ x, data.b)
+
+    def loss_grad(self, data, x):
+        return data.M.T @ (data.row_w * self.dloss(data.M @ x, data.b))
+
+    def loss_hessian(self, data, x):
+        D = data.row_w * self.d2loss(data.M @ x, data.b)
+        if data.sparse:
+            return (data.M.T @ sp.diags(D) @ data.M).toarray()
+        return (data.M * D[:, None]).T @ data.M
+
+    def cvxpy_loss(self, data, x):
+        return self.cvxpy_loss_rows(data.M @ x, data.b, data.row_w)
+
+
+# =============================================================================== regularizers
+class Regularizer(Component):
+    r"""Non-smooth part :math:`h(x) = \tau\, h_0(x)` with a computable proximal operator.
+
+    A subclass implements :meth:`h0` (NumPy), :meth:`prox_t` (the prox of :math:`t h_0`, NumPy),
+    :meth:`torch_prox_t`, :meth:`cvxpy_h0` and :meth:`example`; weights, the zero case and the
+    prox of step * h are handled here.
+
+    Parameters
+    ----------
+    weight : float, default 0
+        tau >= 0 (``problem.l1``); with 0 the problem is smooth.
+    """
+
+    def __init__(self, weight=0.0):
+        self.weight = _check_nonneg(self.name, "weight", weight)
+
+    def check(self, dim, caller):
+        """Raise DataError when the regularizer cannot act on vectors of dimension ``dim``."""
+
+    @property
+    def is_zero(self):
+        """h = 0 (the problem is smooth)."""
+        return self.weight == 0
+
+    def h0(self, x):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def prox_t(self, u, t):  # pragma: no cover - abstract
+        """prox of t * h0 at u (NumPy)."""
+        raise NotImplementedError
+
+    def torch_prox_t(self, u, t):  # pragma: no cover - abstract
+        """:meth:`prox_t` on a torch tensor."""
+        raise NotImplementedError
+
+    def cvxpy_h0(self, x):  # pragma: no cover - abstract
+        """h0 as a CVXPY expression."""
+        raise NotImplementedError
+
+    def value(self, x):
+        """h(x) = tau h0(x) (0.0 when tau = 0)."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.is_zero:
+            return 0.0
+        return self.weight * float(self.h0(x))
+
+    def prox(self, x, step):
+        """prox of step * h at x, i.e. of h0 at threshold t = step * tau (a copy when h = 0)."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.is_zero:
+            return x.copy()
+        return self.prox_t(x, step * self.weight)
+
+    def cvxpy_value(self, x):
+        """h as a CVXPY expression (None when h = 0)."""
+        return None if self.is_zero else self.weight * self.cvxpy_h0(x)
+
+    def kernel_args(self):
+        """(group ids (d,) or empty int64, m1, m2): the arrays the Numba prox kernels read."""
+        return np.zeros(0, dtype=np.int64), 0, 0
+
+    def hash_extra(self):
+        """Extra bytes of the problem's hash that define h0 beyond its weight."""
+        return f"|{self.key()}".encode()
+
+    @classmethod
+    def example(cls, rng, dim):
+        """An instance acting on dimension ``dim`` for the component suite (None: ``dim`` does not fit)."""
+        return cls(weight=0.3)

@@ -1,0 +1,45 @@
+r"""Logistic regression: :math:`f_i(x) = \frac{1}{m_i}\sum_j \log(1 + e^{-y_{ij} a_{ij}^\top x})
++ \frac{\ell_2}{2}\|x\|^2`."""
+import numpy as np
+from scipy.special import expit
+
+from .._kernels.datafits import KIND_LOGISTIC
+from .base import MarginDatafit
+from .registry import register_datafit
+
+
+@register_datafit
+class Logistic(MarginDatafit):
+    r"""Logistic loss of the margin, labels t in {-1, +1}: :math:`\ell(z, t) = \log(1 + e^{-t z})`
+    (Numba: ``logistic_terms``). Its curvature :math:`\sigma(z)(1 - \sigma(z)) \le 1/4` vanishes at
+    infinity, so the strong convexity constant is the ridge weight l2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(Logistic().block_value(np.ones((1, 2)), np.array([1.0]), np.zeros(2))), 12)  # log 2
+    0.69314718056
+    """
+
+    name = "logistic"
+    code = KIND_LOGISTIC
+    binary_targets = True
+    curvature_bound = 0.25
+
+    def loss(self, z, t):
+        return np.logaddexp(0.0, -t * z)
+
+    def dloss(self, z, t):
+        return -t * expit(-t * z)
+
+    def d2loss(self, z, t):
+        s = expit(t * z)
+        return s * (1.0 - s)
+
+    def torch_loss(self, z, t):
+        import torch
+        return torch.logaddexp(torch.zeros_like(z), -t * z)
+
+    def cvxpy_loss_rows(self, z, t, w):
+        import cvxpy as cp
+        return cp.sum(cp.multiply(w, cp.logistic(-cp.multiply(t, z))))

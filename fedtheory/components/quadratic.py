@@ -1,0 +1,145 @@
+r"""Explicit quadratics: :math:`f_i(x) = \frac12 x^\top Q_i x - c_i^\top x + \frac{\ell_2}{2}\|x\|^2`."""
+import numpy as np
+
+from .._kernels.datafits import KIND_QUADRATIC
+from .._validation import Interval, Options, check_param
+from ..exceptions import DataError
+from .base import Datafit
+from .registry import register_datafit
+
+
+@register_datafit
+class Quadratic(Datafit):
+    r"""Client i's rows are the d rows of :math:`Q_i` (symmetric) and its targets :math:`c_i`; there are
+    no samples, so minibatch rows are ignored (Numba: ``quadratic_rows``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Quadratic().block_grad(2 * np.eye(2), np.array([1.0, 0.0]), np.array([1.0, 1.0])).tolist()
+    [1.0, 2.0]
+    """
+
+    name = "quadratic"
+    code = KIND_QUADRATIC
+    has_samples = False
+    constant_hessian = True
+
+    def check_data(self, data, caller):
+        if np.any(data.client_sizes != data.dim):
+            raise DataError(f"{caller}: each quadratic client needs a {data.dim}x{data.dim} Q_i.")
+
+    def block_value(self, A, t, x):
+        return 0.5 * x @ (A @ x) - t @ x
+
+    def block_grad(self, A, t, x):
+        return A @ x - t
+
+    def block_hvp(self, A, t, x, v):
+        return A @ v
+
+    def block_hessian(self, A, t, x):
+        return np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
+
+    def torch_block(self, A, t, y):
+        return 0.5 * (y @ (A @ y)) - t @ y
+
+    def cvxpy_block(self, A, t, x):
+        import cvxpy as cp
+        H = np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
+        return 0.5 * cp.quad_form(x, cp.psd_wrap(0.5 * (H + H.T))) - t @ x
+
+    def _blocks(self, data):
+        M = data.M.toarray() if data.sparse else np.asarray(data.M)
+        return M.reshape(data.n_clients, data.dim, data.dim), data.b.reshape(data.n_clients, data.dim)
+
+    def loss_value(self, data, x):
+        Q, c = self._blocks(data)
+        return data.weights @ (0.5 * np.einsum("j,ijk,k->i", x, Q, x) - c @ x)
+
+    def loss_grad(self, data, x):
+        Q, c = self._blocks(data)
+        return np.einsum("i,ijk,k->j", data.weights, Q, x) - data.weights @ c
+
+    def loss_hessian(self, data, x):
+        Q, _ = self._blocks(data)
+        return np.einsum("i,ijk->jk", data.weights, Q)
+
+    def cvxpy_loss(self, data, x):
+        import cvxpy as cp
+        H = self.loss_hessian(data, None)
+        cbar = data.weights @ self._blocks(data)[1]
+        return 0.5 * cp.quad_form(x, cp.psd_wrap(0.5 * (H + H.T))) - cbar @ x
+
+    @classmethod
+    def example(cls, rng, n_clients, dim, sparse=False):
+        Q, c = [], []
+        for _ in range(n_clients):
+            B = rng.normal(size=(dim, dim))
+            Q.append(B @ B.T / dim + 0.1 * np.eye(dim))
+            c.append(rng.normal(size=dim))
+        return cls(l2=0.05), Q, c
+
+
+def _orthogonal(rng, d):
+    q, r = np.linalg.qr(rng.normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=0.0, seed=0, hessian="shared",
+                        shared_minimizer=False, weights=None, caller="synthetic_quadratic"):
+    r"""The client quadratics of :func:`problems.quadratic` (its parameters, checked; see there for the
+    construction): ``(Q, C, w, info)`` with Q (n, d, d), C (n, d), normalised weights w and ``info``
+    holding the exact constants (L, mu, x*, f*, zeta_*^2, sigma^2, L_i, mu_i).
+
+    Examples
+    --------
+    >>> Q, C, w, info = synthetic_quadratic(3, 2, L=2.0, mu=0.5, seed=0)
+    >>> Q.shape, C.shape, round(info["L"], 12), info["hessian"]
+    ((3, 2, 2), (3, 2), 2.0, 'shared')
+    """
+    c = caller
+    check_param("n_clients", n_clients, [Interval(int, 1, None)], c)
+    check_param("dim", dim, [Interval(int, 1, None)], c)
+    check_param("L", L, [Interval(float, 0, None, "neither")], c)
+    check_param("mu", mu, [Interval(float, 0, L, "right")], c)
+    check_param("heterogeneity", heterogeneity, [Interval(float, 0, None, "left")], c)
+    check_param("noise", noise, [Interval(float, 0, None, "left")], c)
+    check_param("hessian", hessian, [Options("shared", "distinct")], c)
+    if dim == 1 and mu != L:
+        raise ValueError(f"{c}: with dim=1 the Hessian has one eigenvalue, so mu must equal L; "
+                         f"got mu={mu}, L={L}.")
+    if shared_minimizer and heterogeneity != 0:
+        raise ValueError(f"{c}: shared_minimizer=True means every grad f_i(x*) = 0, so "
+                         f"'heterogeneity' must be 0; got {heterogeneity}.")
+    if heterogeneity > 0 and n_clients < 2:
+        raise ValueError(f"{c}: 'heterogeneity' > 0 needs n_clients >= 2; got n_clients=1.")
+    rng = np.random.default_rng(seed)
+    n, d = n_clients, dim
+    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float) / np.sum(weights)
+    s = np.linspace(mu, L, d) if d > 1 else np.array([L])
+    U = _orthogonal(rng, d)
+    Qbar = (U * s) @ U.T
+    Qbar = 0.5 * (Qbar + Qbar.T)
+    Q = np.repeat(Qbar[None], n, axis=0)
+    if hessian == "distinct" and n > 1:
+        E = rng.normal(size=(n, d, d))
+        E = 0.5 * (E + E.transpose(0, 2, 1))
+        E -= np.einsum("i,ijk->jk", w, E)[None]
+        norms = np.array([np.linalg.norm(e, 2) for e in E])
+        E *= (0.5 * mu / max(norms.max(), 1e-300))
+        Q = Q + E
+    x_star = rng.normal(size=d)
+    x_star /= np.linalg.norm(x_star)
+    C = np.einsum("ijk,k->ij", Q, x_star)
+    if heterogeneity > 0:
+        V = rng.normal(size=(n, d))
+        V -= w @ V
+        V /= np.sqrt(w @ np.sum(V * V, axis=1))
+        C = C + np.sqrt(heterogeneity) * V
+    eig_i = np.array([np.linalg.eigvalsh(q)[[0, -1]] for q in Q])
+    info = dict(L=float(L), mu=float(mu), x_star=x_star, f_star=float(-0.5 * x_star @ Qbar @ x_star),
+                zeta_star_sq=float(heterogeneity), sigma_sq=float(d * noise ** 2),
+                L_i=eig_i[:, 1], mu_i=eig_i[:, 0], hessian=hessian,
+                shared_minimizer=bool(shared_minimizer))
+    return Q, C, w, info
