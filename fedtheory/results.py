@@ -263,6 +263,8 @@ class ResultsStore:
         self.fsync = bool(fsync)
         self.quarantined = []            # (file name, reason) moved by this object
         self._tables = {}                # run_id -> Arrow table (schema metadata stripped)
+        self._changes = 0                # bumped on every change of _tables (cache key)
+        self._cache = None
         self._last_commit = -math.inf
         self._commit_cost = 0.0
         self._dirty = False
@@ -298,6 +300,7 @@ class ResultsStore:
                 self._quarantine(p, err, ino)
             elif table is not None:
                 self._tables[p.name[:-len(".parquet")]] = table
+                self._changes += 1
 
     def _load(self, p):
         """``(table, None, ino)`` for a good run file, ``(None, reason, ino)`` for a bad one."""
@@ -395,8 +398,12 @@ class ResultsStore:
         """
         if len(df) and "run_id" in df.columns and set(df["run_id"].unique()) != {rid}:
             raise ValueError(f"add({rid!r}, df): the rows' run_id column holds {sorted(df['run_id'].unique())[:3]}")
-        df, _ = sanitize(df)
-        self._tables[rid] = self._write_run(rid, df)
+        table = _to_arrow(df)
+        if _any_nonfinite(table):
+            table = _to_arrow(sanitize(df)[0])
+        _write_atomic(_with_meta(table, rid), self.parts / f"{rid}.parquet", fsync=self.fsync)
+        self._tables[rid] = table.replace_schema_metadata(None)
+        self._changes += 1
         self._dirty = True
         now = time.monotonic()
         if now - self._last_commit >= max(self.commit_interval, self.commit_cost_factor * self._commit_cost):
@@ -404,10 +411,18 @@ class ResultsStore:
 
     # -------------------------------------------------------------- the consolidated table
     def _consolidated(self):
-        import pyarrow as pa
+        key = (len(self._tables), self._changes)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
         tables = [self._tables[r] for r in sorted(self._tables)]
         if not tables:
             return None
+        self._cache = (key, self._concat(tables))
+        return self._cache[1]
+
+    @staticmethod
+    def _concat(tables):
+        import pyarrow as pa
         try:
             try:
                 return pa.concat_tables(tables, promote_options="permissive")

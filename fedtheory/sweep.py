@@ -81,14 +81,16 @@ def run_point(problem_args, run_args, callback=None):
 def history_frame(problem_args, run_args, res):
     """``(run_id, table)``: a run's history with the results store's run_id, param_*, status, seed
     and version columns (the rows :class:`~fedtheory.results.ResultsStore` and ``fedtheory plot`` read)."""
+    import pandas as pd
     from . import __version__
-    h = res.history.copy()
+    h = res.history
     rid = run_id(problem_args, run_args)
     cols = {"run_id": rid, **flatten_params(problem_args, run_args), "status": res.status,
             "seed": int(run_args.get("seed", 0)), "version": __version__}
-    for k, v in cols.items():
-        h[k] = v
-    return rid, h[list(cols) + [c for c in res.history.columns]]
+    n = len(h)
+    data = {k: [v] * n for k, v in cols.items()}          # one frame built at once (no column inserts)
+    data.update({c: h[c].array for c in h.columns if c not in cols})
+    return rid, pd.DataFrame(data, index=h.index if n else None)
 
 
 def warm_up(points):

@@ -457,3 +457,17 @@ def test_store_refuses_inf_and_nan_rows_and_repairs_old_files(tmp_path, referenc
     t2 = s2.table()
     assert list(t2["round"]) == list(g["round"]) and set(t2.status) == {"diverged"}
     assert np.isfinite(pd.read_parquet(d / "runs" / f"{rid}.parquet")["value"]).all()
+
+
+def test_table_is_the_concatenation_of_the_run_files(tmp_path):
+    """The returned table and results.parquet are the run files concatenated in run_id order
+    (columns united across algorithms with different history columns), as before."""
+    import glob
+    cfg = TINY.replace('algorithm = ["fedavg", "scaffold"]', 'algorithm = ["fedavg", "fedspeed", "fedsps"]')
+    out = tmp_path / "t"
+    df = sweep(cfg, out, n_jobs=1, progress=False)
+    cat = pd.concat([pd.read_parquet(f) for f in sorted(glob.glob(str(out / "runs" / "*.parquet")))],
+                    ignore_index=True)
+    pd.testing.assert_frame_equal(df, cat)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), cat)
+    _check_complete(df, cfg, TINY_ROWS)
