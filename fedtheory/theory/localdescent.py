@@ -133,8 +133,8 @@ def client_gradients(problem, clients, Y):
     Returns
     -------
     ndarray, shape of ``Y``
-        Evaluated in one vectorised pass per distinct client (quadratic, least-squares and
-        logistic clients, dense or sparse); non-finite points give non-finite gradients.
+        Quadratic clients in one vectorised pass per distinct client, other datafits with the
+        problem's ``client_grad`` point by point; non-finite points give non-finite gradients.
 
     Examples
     --------
@@ -154,14 +154,13 @@ def client_gradients(problem, clients, Y):
         for j in np.unique(clients):
             sel = clients == j
             X = Y[sel].reshape(-1, d)
-            A, t = problem.client_data(int(j))
-            if problem.kind == KIND_QUADRATIC:
-                g = X @ np.asarray(A).T - t
-            else:
-                Z = np.asarray((A @ X.T).T)
-                D = problem._dloss(Z, t)
-                g = np.asarray((A.T @ D.T).T) / A.shape[0]
-            G[sel] = (g + problem.l2 * X).reshape(Y[sel].shape)
+            if problem.kind == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
+                Q, c = problem.client_data(int(j))
+                g = X @ np.asarray(Q).T - c + problem.l2 * X
+            else:                                        # the problem's own client oracle, point by point
+                g = np.array([problem.client_grad(int(j), x) if np.all(np.isfinite(x)) else np.full(d, np.nan)
+                              for x in X]).reshape(X.shape)
+            G[sel] = g.reshape(Y[sel].shape)
     return G
 
 
