@@ -20,7 +20,8 @@ regularizer        h(x) (weight tau = ``problem.l1``)                           
 
 Build a problem from components with :meth:`fedtheory.problem.FederatedProblem.from_clients`;
 add a component with one class and :func:`register_datafit` / :func:`register_regularizer`
-(``docs/how-a-problem-is-built.md``).
+(``docs/how-a-problem-is-built.md``). The suite of :mod:`.checks` (``tests/test_components.py``) checks every
+registered pair.
 
 Examples
 --------

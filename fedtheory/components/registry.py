@@ -27,11 +27,17 @@ _fallback_ids = itertools.count(_FIRST_FALLBACK_ID)
 _FALLBACKS = {"datafit": weakref.WeakValueDictionary(), "regularizer": weakref.WeakValueDictionary()}
 
 
+def _origin(cls):
+    return cls.__module__, cls.__qualname__
+
+
 def _register(table, what, cls):
-    if not isinstance(getattr(cls, "name", None), str) or cls.name in table:
-        raise ValueError(f"{what} {getattr(cls, 'name', cls)!r} has no name or is registered twice")
+    """Add ``cls`` under ``cls.name``; the same class defined again (a re-run cell or script) replaces itself."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or (name in table and _origin(table[name]) != _origin(cls)):
+        raise ValueError(f"{what} {name!r} has no name or is registered twice ({cls} and {table.get(name)})")
     if cls.code is not None:
-        clash = [c.name for c in table.values() if c.code == cls.code]
+        clash = [c.name for c in table.values() if c.code == cls.code and c.name != name]
         if clash or not 0 <= cls.code < _FIRST_FALLBACK_ID:
             raise ValueError(f"{what} {cls.name!r}: kernel id {cls.code} is taken by {clash} or out of "
                              f"range [0, {_FIRST_FALLBACK_ID})")
