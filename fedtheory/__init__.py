@@ -19,7 +19,25 @@ __all__ = ["run", "RunResult", "algorithms", "get_algorithm", "FederatedProblem"
 
 
 def describe(name):
-    """Hyperparameters with defaults, and the paper reference, of a registered algorithm."""
+    """What a name is: an algorithm (hyperparameters with defaults, paper reference, communication,
+    traceable sequences) or a registered theorem (algorithm measured, statement, variants with
+    the condition roles each requires, reference).
+
+    Examples
+    --------
+    >>> import fedtheory as ft
+    >>> ft.describe("fedprox")["hyperparameters"]
+    {'mu': 0.01, 'server_lr': 1.0}
+    >>> sorted(ft.describe("fedspeed.theorem_4_4")["variants"])
+    ['corrected', 'derived', 'printed']
+    """
+    from .theory import SPECS
+    if name in SPECS:
+        spec = SPECS[name]
+        return {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
+                "reference": spec.reference, "default_variant": spec.default_variant,
+                "variants": {v: {"description": var.description, "requires": list(var.requires)}
+                             for v, var in spec.variants.items()}}
     cls = get_algorithm(name)
     return {"name": cls.name, "reference": cls.reference, "hyperparameters": cls.hyperparameters(),
             "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},

@@ -169,7 +169,7 @@ def main(argv=None):
                                      epilog=EPILOGS["main"], formatter_class=fmt)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="algorithms, problems and theorems")
-    d = sub.add_parser("describe", help="hyperparameters and reference of an algorithm", epilog=EPILOGS["describe"],
+    d = sub.add_parser("describe", help="an algorithm (hyperparameters, reference) or a theorem (variants)", epilog=EPILOGS["describe"],
                        formatter_class=fmt)
     d.add_argument("name")
     r = sub.add_parser("run", help="one run from a TOML config", epilog=EPILOGS["run"], formatter_class=fmt)
@@ -206,7 +206,15 @@ def main(argv=None):
             print("problems:  ", ", ".join(problems.available()))
             print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
         elif args.cmd == "describe":
-            print(json.dumps(describe(args.name), indent=2, default=str))
+            from .exceptions import InvalidParameterError
+            from .theory import THEOREMS
+            try:
+                info = describe(args.name)
+            except InvalidParameterError:
+                print(f"error: {args.name!r} is neither an algorithm ({', '.join(algorithms())}) nor a "
+                      f"theorem ({', '.join(sorted(THEOREMS))})", file=sys.stderr)
+                return 2
+            print(json.dumps(info, indent=2, default=str, ensure_ascii=False))
         elif args.cmd == "demo":
             _demo(args)
         else:

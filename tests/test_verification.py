@@ -85,3 +85,15 @@ def test_every_theorem_is_a_spec_measured_through_run(name):
     spec = THEOREMS[name].spec
     assert spec.algorithm in ft.algorithms()
     assert "printed" in spec.variants
+
+
+def test_describe_covers_theorems_and_rejects_unknown_names():
+    d = ft.describe("localdescent.theorem_4_1")
+    assert d["kind"] == "theorem" and d["algorithm"] == "lfd"
+    assert {"printed", "proof", "corrected"} <= set(d["variants"])
+    assert d["variants"]["printed"]["requires"] == ["stated"]
+    r = subprocess.run([sys.executable, "-m", "fedtheory", "describe", "nope"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "fedspeed.theorem_4_4" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "fedtheory", "describe", "fedspeed.theorem_4_4"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "\\u00a7" not in r.stdout
