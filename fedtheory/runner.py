@@ -24,6 +24,7 @@ from .trace import _TraceRecorder
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
 harden_all()            # a damaged Numba cache file is recompiled, never fatal
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
+EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 
 
 @dataclass
@@ -123,7 +124,7 @@ class _Sampler:
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
-        *, eval_every=1, callback=None, progress=False, sampling=None, q=None,
+        *, eval_every=None, callback=None, progress=False, sampling=None, q=None,
         participation=None, batch_replacement=False, reference=None, tol=None, trace=None,
         trace_max_mb=1024.0, trace_rounds=None, **hyperparameters):
     r"""Run a federated algorithm on a problem.
@@ -165,8 +166,15 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     device : str, optional
         Torch device ("cpu", "cuda", "cuda:1", ...); None picks "cuda" when available, else
         "cpu". Torch backend only.
-    eval_every : int, default 1
-        Evaluate every this many rounds (round 0 and the last round always).
+    eval_every : int, optional
+        Evaluate every this many rounds (round 0 and the last round always). None (the default)
+        uses a cost-based schedule: round r is evaluated when the evaluations so far, counting
+        this one, cost at most 25% of the training work so far, both in per-sample gradients (an
+        evaluation costs two passes over all the data: F and its gradient). So the evaluation
+        never costs more than a quarter of the training beyond round 0 and the last round, and
+        the schedule is deterministic (it depends on counts, not time). With ``tol`` set, None
+        means every round. Theorem checks and rate plots that need every round say so with
+        ``eval_every=1``.
     callback : callable, optional
         ``callback(round, x)`` after each round; returning True stops with "callback_stop".
     progress : bool, default False
@@ -216,8 +224,10 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     >>> import fedtheory as ft, problems
     >>> p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=0.5, seed=0)
     >>> res = ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1)
-    >>> res.status, res.history.shape[0]
-    ('max_rounds', 21)
+    >>> res.status, res.history["round"].tolist()        # the cost-based evaluation schedule
+    ('max_rounds', [0, 2, 4, 5, 7, 8, 10, 12, 13, 15, 16, 18, 20])
+    >>> ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1, eval_every=1).history.shape[0]
+    21
     """
     job = _Job(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0,
                record_iterates, backend, device, eval_every, callback, sampling, q, participation,
@@ -247,7 +257,12 @@ class _Job:
                  x0, record_iterates, backend, device, eval_every, callback, sampling, q, participation,
                  batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters):
         self.problem, self.rounds, self.local_steps, self.lr = problem, rounds, local_steps, lr
-        self.seed, self.backend, self.eval_every, self.callback = seed, backend, eval_every, callback
+        self.seed, self.backend, self.callback = seed, backend, callback
+        if eval_every is None and tol is not None:
+            eval_every = 1                       # convergence is detected at evaluations
+        self.eval_every = eval_every
+        self.eval_spent = 0.0                    # per-sample gradients spent on evaluations (auto schedule)
+        self.eval_unit = 2.0 * float(problem.client_sizes.sum())
         self.reference, self.tol, self.record = reference, tol, record_iterates
         self.deep = bool(getattr(problem, "is_deep", False))
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
@@ -308,7 +323,7 @@ class _Job:
         check_param("seed", seed, [Interval(int, 0, None)], c)
         check_param("record_iterates", record_iterates, [Bool()], c)
         check_param("backend", backend, [Options("numba", "python", "torch")], c)
-        check_param("eval_every", eval_every, [Interval(int, 1, None)], c)
+        check_param("eval_every", eval_every, [NoneOk(), Interval(int, 1, None)], c)
         check_param("sampling", sampling, [NoneOk(), Options(*SAMPLING)], c)
         check_param("batch_replacement", batch_replacement, [Bool()], c)
         check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
@@ -441,7 +456,7 @@ class _Job:
             self.message = f"round {r}: the global model became non-finite after aggregation"
             return True
         stop = self.callback is not None and bool(self.callback(r, to_numpy(state["x"])))
-        if r % self.eval_every == 0 or r == self.rounds or stop:
+        if self._due(r) or r == self.rounds or stop:
             row, bad = self.evaluate(r)
             if bad is not None:
                 self.status, self.message = "diverged", f"round {r}: {bad}"
@@ -470,6 +485,12 @@ class _Job:
         counters["comm_down"] += down
 
     # ------------------------------------------------------------------ evaluation
+    def _due(self, r):
+        """Whether round r is evaluated: every ``eval_every`` rounds, or by the cost-based budget."""
+        if self.eval_every is not None:
+            return r % self.eval_every == 0
+        return self.eval_spent + self.eval_unit <= EVAL_BUDGET * self.counters["sample_grads"]
+
     def evaluate(self, r):
         """One history row at round r: counters, F(x), the gradient mapping and the extras.
 
@@ -478,6 +499,8 @@ class _Job:
         the last finite metrics) and ``problem`` says which metric, else None.
         """
         problem, state = self.problem, self.state
+        if r > 0:
+            self.eval_spent += self.eval_unit
         x = to_numpy(state["x"])
         row = {"round": r, **self.counters, "value": problem.value(x),
                "grad_mapping_sq": problem.gradient_mapping_sq(x, self.L_eval)}

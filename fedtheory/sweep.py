@@ -242,6 +242,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     ... [run]
     ... algorithm = "fedavg"
     ... rounds = 3
+    ... eval_every = 1
     ... [grid]
     ... seed = [0, 1]
     ... '''

@@ -154,7 +154,7 @@ def test_fedpd_rule_with_skipped_communication():
     g = _grad_fn("logistic", A, b, 0.01)
     n, R, K, lr, eta, p_skip = len(A), 10, 3, 0.05, 2.0, 0.5
     res = ft.run(_problem("logistic", A, b, 0.01), "fedpd", rounds=R, local_steps=K, lr=lr, eta=eta,
-                 p=p_skip, seed=3, record_iterates=True)
+                 p=p_skip, seed=3, record_iterates=True, eval_every=1)
     # replay the communication coins: the per-round communication count says which rounds talked
     talked = np.diff(np.r_[0, res.history.comm_up.to_numpy()[1:]]) > 0
     assert 0 < talked.sum() < R                # the seed gives both kinds of round
@@ -223,9 +223,9 @@ def test_lr_decay_drops_the_auxiliary_sequence():
     of computing it with a constant gamma."""
     from fedtheory.schedules import round_decay
     p = problems.quadratic(4, 3, heterogeneity=1.0, seed=0)
-    const = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=0.1, lam=1.0)
+    const = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=0.1, lam=1.0, eval_every=1)
     assert np.isfinite(const.history.z_grad_sq.iloc[1:]).all()
-    dec = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=round_decay(0.1, 0.9, 3), lam=1.0)
+    dec = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=round_decay(0.1, 0.9, 3), lam=1.0, eval_every=1)
     assert np.isfinite(dec.history.z_grad_sq.iloc[1])         # round 0 alone has one gamma
     assert dec.history.z_grad_sq.iloc[2:].isna().all()
 

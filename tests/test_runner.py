@@ -19,7 +19,7 @@ def test_callback_stops_the_run(quad):
         seen.append(r)
         return r == 3
 
-    res = ft.run(quad, "fedavg", rounds=10, callback=cb)
+    res = ft.run(quad, "fedavg", rounds=10, callback=cb, eval_every=1)
     assert res.status == "callback_stop" and seen == [1, 2, 3] and res.rounds == 3
     assert res.history["round"].tolist() == [0, 1, 2, 3]
 
@@ -111,3 +111,23 @@ def test_lr_schedule_is_called_with_global_steps(quad):
 def test_zero_rounds(quad):
     res = ft.run(quad, "fedavg", rounds=0)
     assert res.status == "max_rounds" and len(res.history) == 1 and res.rounds == 0
+
+
+def test_default_evaluation_schedule_costs_at_most_a_quarter_of_training(quad):
+    """eval_every=None: each evaluation (two passes over the data) is admitted only while the
+    evaluations after round 0 cost at most 25% of the per-sample gradients spent training."""
+    p = problems.quadratic(10, 4, seed=1)
+    for kw in (dict(local_steps=1), dict(local_steps=5), dict(local_steps=2, clients_per_round=3)):
+        res = ft.run(p, "fedavg", rounds=200, lr=0.05, **kw)
+        h = res.history
+        unit = 2 * p.client_sizes.sum()
+        inner = h[(h["round"] > 0) & (h["round"] < 200)]
+        spent = unit * np.arange(1, len(inner) + 1)
+        assert np.all(spent <= 0.25 * inner.sample_grads.to_numpy()), kw
+        assert h["round"].iloc[0] == 0 and h["round"].iloc[-1] == 200
+        # and it is not sparser than needed: the next round after each evaluation was not yet affordable
+        assert len(inner) >= int(0.25 * res.sample_grads / unit) - 1, (kw, len(inner))
+    every = ft.run(p, "fedavg", rounds=30, lr=0.05, eval_every=1)
+    assert every.history["round"].tolist() == list(range(31))
+    tol = ft.run(p, "fedavg", rounds=30, lr=0.05, tol=1e-300)             # tol: every round is checked
+    assert tol.history["round"].tolist() == list(range(31))

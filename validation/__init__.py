@@ -1,6 +1,18 @@
-"""Ground truth, problem constants and theorem checks (API.md "Ground truth and theory")."""
-from fedtheory.truth import Constants, constants, feddeper_constants
-from fedtheory.truth import GroundTruth, ground_truth
+"""Ground truth, problem constants and theorem checks (API.md "Ground truth and theory").
+
+The library owns them (:mod:`fedtheory.truth`, :mod:`fedtheory.theory`); this package re-exports
+them under their public names. ``validation.ground_truth`` and ``validation.constants`` are the
+functions; the modules that define them stay importable under their old dotted names
+(``from validation.constants import gradient_diversity``) without shadowing the functions.
+"""
+import sys as _sys
+
+from fedtheory.truth import Constants, GroundTruth, constants, feddeper_constants, ground_truth
+from fedtheory.truth import optimum as _optimum, problem_constants as _problem_constants
+
 from .theorems import theorems, verify
+
+_sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
+_sys.modules.setdefault(__name__ + ".constants", _problem_constants)
 
 __all__ = ["ground_truth", "GroundTruth", "constants", "Constants", "feddeper_constants", "theorems", "verify"]
