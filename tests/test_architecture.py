@@ -92,3 +92,12 @@ def test_simulator_detector_flags_a_simulator():
            "    return x\n")
     loops = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.For)]
     assert _simulator_loop(loops[0]) is not None
+
+
+def test_importing_a_submodule_keeps_ft_algorithms_callable():
+    code = ("import fedtheory as ft; import fedtheory.algorithms.fedspeed, fedtheory.theory.fedspeed; "
+            "import fedtheory.truth.optimum, fedtheory.truth.problem_constants, validation.constants; "
+            "import validation; assert 'fedavg' in ft.algorithms(); "
+            "assert callable(validation.constants) and callable(validation.ground_truth); print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
