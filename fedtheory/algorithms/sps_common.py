@@ -68,7 +68,7 @@ class SPSBase(Algorithm):
 
     def init(self, problem, x0):
         return {"x": copy(x0), "ell": self._ell(problem), "state": self._init_state(problem),
-                "stats": step_stats(np.zeros((0, 0)), np.zeros((0, 0))), "steps_total": 0, "capped_total": 0}
+                "last_steps": (np.zeros((0, 0)), np.zeros((0, 0))), "steps_total": 0, "capped_total": 0}
 
     def _init_state(self, problem):
         return np.zeros(problem.n_clients)
@@ -122,7 +122,7 @@ class SPSBase(Algorithm):
         st = state["state"]
         st[ctx.clients] = messages["state"]                   # per-client memory persists
         new = {**state, "x": self._aggregate(state, ctx, messages), "state": st,
-               "stats": step_stats(messages["gammas"], messages["capped"]),
+               "last_steps": (messages["gammas"], messages["capped"]),     # statistics when evaluated
                "steps_total": state["steps_total"] + messages["capped"].size,
                "capped_total": state["capped_total"] + int(messages["capped"].sum())}
         return self._after_round(new, ctx, messages)
@@ -132,4 +132,5 @@ class SPSBase(Algorithm):
 
     def history_extras(self, state, problem):
         tot = state["steps_total"]
-        return {**state["stats"], "step_capped_frac_total": state["capped_total"] / tot if tot else np.nan}
+        return {**step_stats(*state["last_steps"]),
+                "step_capped_frac_total": state["capped_total"] / tot if tot else np.nan}
