@@ -1,9 +1,11 @@
-"""Local steps on forward-backward envelopes and proximal local steps (pFedFBE, FedMiD, FedDualAvg)."""
+"""Local steps on forward-backward envelopes and proximal local steps (pFedFBE, FedMiD, FedDualAvg,
+Ditto, pFedProx, pFedMe), compiled with Numba; h = tau h0 is the problem's regularizer (``prox_vec``)."""
 import numpy as np
 from numba import njit
 
-from .trace import record
 from .oracles import client_grad, client_hvp, prox_vec
+from .trace import record
+from .vec import add_into, copy_into, end_step, total
 
 HVP_NONE = 0       # cheap variant: g = lam Rm
 HVP_EXACT = 1      # g = lam Rm - H Rm with the exact minibatch Hessian-vector product
@@ -24,32 +26,22 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
     ``path`` records x_k (k = 0..K) and ``path_prox`` th_k (k = 0..K-1) when not empty (traces).
     Returns -1 or s * K + k of the first non-finite iterate.
     """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    v = np.empty(d)
-    rm = np.empty(d)
-    hv = np.empty(d)
-    g2 = np.empty(d)
-    xp = np.empty(d)
+    S, K, d = clients.shape[0], lrs.shape[0], x0.shape[0]
+    first_bad = np.int64(-1)
+    v, rm, hv, g2, xp = np.empty(d), np.empty(d), np.empty(d), np.empty(d), np.empty(d)
     has_noise = noise.shape[0] > 0
     t = tau / lam
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
         x = out[s]
-        for j in range(d):
-            x[j] = x0[j]
+        copy_into(x, x0)
         record(path, s, 0, x)
         for k in range(K):
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_g[s, k], x, l2, v)
+            if has_noise:
+                add_into(v, noise[s, k], 1.0)
             for j in range(d):
-                vj = v[j]
-                if has_noise:
-                    vj += noise[s, k, j]
-                xp[j] = x[j] - vj / lam
+                xp[j] = x[j] - v[j] / lam
             prox_vec(xp, t, reg, groups, m1, m2, rm)
             record(path_prox, s, k, rm)
             nrm = 0.0
@@ -74,101 +66,54 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             for j in range(d):
                 x[j] -= lr * (lam * rm[j] - hv[j])
                 check += x[j]
-            record(path, s, k + 1, x)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+            first_bad, stop = end_step(path, s, k, K, x, check, first_bad)
+            if stop:
                 break
     return first_bad
 
 
 @njit(cache=True)
-def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, x0,
-                   tau, dual, t0_thresh, reg, groups, m1, m2, out_x, out_z):
-    """Proximal local SGD for h of ``prox_vec`` (weight tau), every sampled client from x0.
+def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
+                   anchors, mu, tau, dual, t0_thresh, reg, groups, m1, m2, out_x, out_z):
+    """Proximal local SGD for h = tau h0 of ``prox_vec``, every sampled client from X0[s] (X0[0] when
+    X0 has one row), with the minibatch ``idx[s, k]`` and the noise ``noise[s, k]``.
 
-    Primal (FedMiD, ``dual`` False):  x <- soft(x - eta_k g(x), eta_k tau).
-    Dual (FedDualAvg, ``dual`` True): z_0 = x0 (the dual vector); x_k = soft(z_k, (t0_thresh +
-    sum_{j<k} eta_j) tau); z_{k+1} = z_k - eta_k g(x_k). ``out_z`` receives z_K, ``out_x`` x_K.
+    Primal (``dual`` False; FedMiD, Ditto, pFedProx, FedProx with a composite h):
+        y <- prox_{eta_k tau h0}(y - eta_k (g(y) + noise + mu (y - anchors[s])))
+    (no proximal term when ``anchors`` is empty, (0, d); one row: shared anchor).
+    Dual (FedDualAvg): z_0 = X0[s] (the dual vector); x_k = prox_{(t0_thresh + sum_{j<k} eta_j) tau h0}(z_k);
+    z_{k+1} = z_k - eta_k g(x_k). ``out_x`` receives the last primal point, ``out_z`` z_K (the start
+    point in the primal mode). Returns -1 or s * K + k of the first non-finite iterate.
     """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    g = np.empty(d)
-    xk = np.empty(d)
-    has_noise = noise.shape[0] > 0
+    S, K, d = clients.shape[0], lrs.shape[0], X0.shape[1]
+    first_bad = np.int64(-1)
+    g, u, no_path = np.empty(d), np.empty(d), np.zeros((0, 0, 0))
+    has_noise, has_anchor = noise.shape[0] > 0, anchors.shape[0] > 0
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        x = out_x[s]
-        z = out_z[s]
-        for j in range(d):
-            x[j] = x0[j]
-            z[j] = x0[j]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
+        x0 = X0[s if X0.shape[0] > 1 else 0]
+        anchor = anchors[s if anchors.shape[0] > 1 else 0] if has_anchor else x0
+        x, z = out_x[s], out_z[s]
+        copy_into(x, x0)
+        copy_into(z, x0)
         acc = t0_thresh
         for k in range(K):
             lr = lrs[k]
+            y = z if dual else x                 # the point the step moves
             if dual:
-                prox_vec(z, acc * tau, reg, groups, m1, m2, xk)
-                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], xk, l2, g)
-                check = 0.0
-                for j in range(d):
-                    gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
-                    z[j] -= lr * gj
-                    check += z[j]
-                acc += lr
-                prox_vec(z, acc * tau, reg, groups, m1, m2, x)
-            else:
-                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x, l2, g)
-                for j in range(d):
-                    gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
-                    xk[j] = x[j] - lr * gj
-                prox_vec(xk, lr * tau, reg, groups, m1, m2, x)
-                check = 0.0
-                for j in range(d):
-                    check += x[j]
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
-                break
-    return first_bad
-
-
-@njit(cache=True)
-def anchored_prox_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
-                      anchor, mu, tau, reg, groups, m1, m2, out):
-    """K proximal steps with a pull to ``anchor``: y_0 = X0[s],
-    y <- prox_{eta_k tau h}(y - eta_k (g(y; B) + mu (y - anchor))) (Ditto's personal model, FedProx
-    with a composite h). Returns -1 or s * K + k of the first non-finite iterate."""
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = X0.shape[1]
-    first_bad = -1
-    g = np.empty(d)
-    u = np.empty(d)
-    has_noise = noise.shape[0] > 0
-    for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        y = out[s]
-        for j in range(d):
-            y[j] = X0[s, j]
-        for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
-            lr = lrs[k]
+                prox_vec(z, acc * tau, reg, groups, m1, m2, u)
+            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], u if dual else x, l2, g)
             for j in range(d):
                 gj = g[j] + (noise[s, k, j] if has_noise else 0.0)
-                u[j] = y[j] - lr * (gj + mu * (y[j] - anchor[j]))
-            prox_vec(u, lr * tau, reg, groups, m1, m2, y)
-            check = 0.0
-            for j in range(d):
-                check += y[j]
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+                if has_anchor:
+                    gj += mu * (x[j] - anchor[j])
+                u[j] = y[j] - lr * gj
+            if dual:
+                copy_into(z, u)
+                acc += lr
+            prox_vec(u, (acc if dual else lr) * tau, reg, groups, m1, m2, x)
+            first_bad, stop = end_step(no_path, s, k, K, y, total(y), first_bad)
+            if stop:
                 break
     return first_bad
 
@@ -179,22 +124,15 @@ def pfedme_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients,
     """pFedMe's local rounds (T Dinh et al. 2020, with a prox for h): w_0 = theta_0 = x0; for each step k
     with one minibatch, ``inner`` times theta <- prox_{eta_p tau h}(theta - eta_p (g(theta; B) + lam_p
     (theta - w) + wd theta)), then w <- w - eta_k lam_p (w - theta). theta is warm-started across k."""
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    g = np.empty(d)
-    u = np.empty(d)
+    S, K, d = clients.shape[0], lrs.shape[0], x0.shape[0]
+    first_bad = np.int64(-1)
+    g, u, no_path = np.empty(d), np.empty(d), np.zeros((0, 0, 0))
     has_noise = noise.shape[0] > 0
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        w = out_w[s]
-        th = out_theta[s]
-        for j in range(d):
-            w[j] = x0[j]
-            th[j] = x0[j]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
+        w, th = out_w[s], out_theta[s]
+        copy_into(w, x0)
+        copy_into(th, x0)
         for k in range(K):
             for _ in range(inner):
                 client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], th, l2, g)
@@ -207,8 +145,7 @@ def pfedme_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients,
             for j in range(d):
                 w[j] -= lr * lam_p * (w[j] - th[j])
                 check += w[j] + th[j]
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+            first_bad, stop = end_step(no_path, s, k, K, w, check, first_bad)
+            if stop:
                 break
     return first_bad

@@ -1,226 +1,94 @@
-"""Local update loops of the sampled clients of one round, compiled with Numba."""
+"""Local update loops of the sampled clients of one round, compiled with Numba.
+
+Every loop runs, for each sampled client slot s, K local steps from a start point, calls the
+problem's gradient kernel (:func:`.oracles.client_grad`, whatever the datafit) and returns -1 when
+every local iterate stayed finite, else ``s * K + k`` for the first client slot s and local step k
+whose iterate became non-finite (that client stops there). The local paths are recorded for
+traces (:mod:`.trace`) when ``path`` is not empty.
+"""
 import numpy as np
 from numba import njit
 
-from .trace import record
 from .oracles import client_grad
+from .trace import record
+from .vec import add_into, copy_into, end_step, sum_sq
+
+DIR_PLAIN = 0      # d_k = g(y_k; B_k) + noise
+DIR_SAM = 1        # d_k = (1 - alpha) g(y_k) + alpha g(y_k + r g(y_k)) (both with the noise; FedSpeed)
+DIR_VR = 2         # d_k = g(y_k; B_k) - g(y_0; B_k), the same minibatch, no noise (Mime)
 
 
 @njit(cache=True)
-def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                        clients, idx, noise, lrs, l2, x0, gscale, mu, anchor, corr, out, path):
-    """Run K corrected local SGD steps for every sampled client of a round.
+def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
+                        anchors, gscale, mu, corr, direction, alpha, rho, normalized, eps, out, path):
+    """K corrected local SGD steps for every sampled client.
 
-    For client ``clients[s]`` and step k = 0..K-1, starting from y_0 = x0:
+    For client ``clients[s]`` and step k = 0..K-1, from y_0 = X0[s] (X0[0] when X0 has one row):
 
-        y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; idx[s, k]) + noise[s, k])
-                                   + mu * (y_k - anchor) + corr[s] )
+        y_{k+1} = y_k - lrs[k] * ( gscale * d_k + mu * (y_k - anchors[s]) + corr[s] )
 
-    ``idx`` has shape (S, K, B) of absolute minibatch rows, or (S, K, 0) for exact
-    client gradients; ``noise`` has shape (S, K, d) or (0, 0, 0) for none; ``corr``
-    has shape (S, d) or (0, 0) for none. The final y_K is written into ``out[s]``;
-    ``path`` of shape (S, K + 1, d), or (0, 0, 0), receives y_0..y_K (traces, :mod:`.trace`).
-    FedAvg, FedProx, SCAFFOLD, FedDyn, FedCM and LFD are all instances.
+    with the direction d_k of ``direction`` (minibatch ``idx[s, k]``, noise ``noise[s, k]``):
 
-    Returns -1 when every local iterate stayed finite, else ``s * K + k`` for the first
-    client slot s and local step k whose iterate became non-finite (that client stops there).
+        DIR_PLAIN: d_k = g(y_k) + noise
+        DIR_SAM:   g1 = g(y_k) + noise; r = rho / (||g1|| + eps) if ``normalized`` else rho;
+                   g2 = g(y_k + r g1) + noise (the same minibatch); d_k = (1 - alpha) g1 + alpha g2
+                   (g2 is not computed when alpha * rho == 0)
+        DIR_VR:    d_k = g(y_k) - g(y_0) on the same minibatch (the noise cancels)
+
+    ``idx`` has shape (S, K, B) of absolute minibatch rows, or (S, K, 0) for exact client
+    gradients; ``noise`` (S, K, d) or (0, 0, 0) for none; ``anchors`` one row (shared), S rows, or
+    (0, d) for no proximal term; ``corr`` (S, d) or (0, 0) for none. y_K is written into ``out[s]``
+    and, when ``path`` is not empty, y_0..y_K into ``path[s]``. FedAvg, FedProx, SCAFFOLD, FedDyn,
+    FedCM, LFD, FedADMM, FedPD, NFSGD (DIR_PLAIN), FedSpeed (DIR_SAM) and Mime (DIR_VR) are instances.
+    Returns -1 or s * K + k of the first non-finite iterate.
     """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    g = np.empty(d)
-    has_noise = noise.shape[0] > 0
-    has_corr = corr.shape[0] > 0
+    S, K, d = clients.shape[0], lrs.shape[0], X0.shape[1]
+    first_bad = np.int64(-1)        # an int64, not a literal: one specialisation of end_step
+    g, g2, xb = np.empty(d), np.empty(d), np.empty(d)
+    has_noise = noise.shape[0] > 0 and direction != DIR_VR
+    has_anchor, has_corr = anchors.shape[0] > 0, corr.shape[0] > 0
+    perturb = direction == DIR_SAM and alpha != 0.0 and rho != 0.0
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
+        x0 = X0[s if X0.shape[0] > 1 else 0]
+        anchor = anchors[s if anchors.shape[0] > 1 else 0] if has_anchor else x0
         y = out[s]
-        for j in range(d):
-            y[j] = x0[j]
+        copy_into(y, x0)
         record(path, s, 0, y)
         for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
-            lr = lrs[k]
-            check = 0.0
-            for j in range(d):
-                gj = g[j]
-                if has_noise:
-                    gj += noise[s, k, j]
-                step = gscale * gj + mu * (y[j] - anchor[j])
-                if has_corr:
-                    step += corr[s, j]
-                y[j] -= lr * step
-                check += y[j]
-            record(path, s, k + 1, y)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
-                break
-    return first_bad
-
-
-@njit(cache=True)
-def perturbed_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                        clients, idx, noise, lrs, l2, x0, alpha, rho, normalized, eps,
-                        mu, anchor, corr, out, path):
-    """K local steps with a SAM-type quasi-gradient (FedSpeed, Alg. 1 lines 7-11).
-
-    For client ``clients[s]`` and step k, with the minibatch ``idx[s, k]`` and the noise
-    sample ``noise[s, k]`` shared by both gradients:
-
-        g1 = g(y_k) + noise
-        r  = rho / (||g1|| + eps) if normalized else rho
-        g2 = g(y_k + r g1) + noise                      (ascent point, same minibatch)
-        gt = (1 - alpha) g1 + alpha g2
-        y_{k+1} = y_k - lrs[k] * ( gt + mu (y_k - anchor) + corr[s] )
-
-    When ``alpha * rho == 0`` the second gradient is not computed and gt = g1. Output and
-    return value as in :func:`corrected_local_sgd`.
-    """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    g = np.empty(d)
-    g2 = np.empty(d)
-    xb = np.empty(d)
-    has_noise = noise.shape[0] > 0
-    has_corr = corr.shape[0] > 0
-    perturb = alpha != 0.0 and rho != 0.0
-    for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        y = out[s]
-        for j in range(d):
-            y[j] = x0[j]
-        record(path, s, 0, y)
-        for k in range(K):
-            rows = idx[s, k]
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, y, l2, g)
-            if has_noise:
-                for j in range(d):
-                    g[j] += noise[s, k, j]
-            if perturb:
-                r = rho
-                if normalized:
-                    nrm = 0.0
+            for e in range(2 if direction == DIR_VR or perturb else 1):      # the step's gradient evaluations
+                if e == 1 and perturb:
+                    r = rho / (np.sqrt(sum_sq(g)) + eps) if normalized else rho
                     for j in range(d):
-                        nrm += g[j] * g[j]
-                    r = rho / (np.sqrt(nrm) + eps)
-                for j in range(d):
-                    xb[j] = y[j] + r * g[j]
-                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, xb, l2, g2)
+                        xb[j] = y[j] + r * g[j]
+                pt = y if e == 0 else (x0 if direction == DIR_VR else xb)
+                buf = g if e == 0 else g2
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], pt, l2, buf)
                 if has_noise:
-                    for j in range(d):
-                        g2[j] += noise[s, k, j]
+                    add_into(buf, noise[s, k], 1.0)
+            if direction == DIR_VR:
+                add_into(g, g2, -1.0)
+            elif perturb:
                 for j in range(d):
                     g[j] = (1.0 - alpha) * g[j] + alpha * g2[j]
             lr = lrs[k]
             check = 0.0
             for j in range(d):
-                step = g[j] + mu * (y[j] - anchor[j])
+                step = gscale * g[j]
+                if has_anchor:
+                    step += mu * (y[j] - anchor[j])
                 if has_corr:
                     step += corr[s, j]
                 y[j] -= lr * step
                 check += y[j]
-            record(path, s, k + 1, y)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+            first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
+            if stop:
                 break
     return first_bad
 
 
-@njit(cache=True)
-def multi_start_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                          clients, idx, noise, lrs, l2, X0, gscale, mu, corr, out, path):
-    """K corrected local SGD steps, each client from its own start ``X0[s]``.
-
-        y_0 = X0[s],  y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; idx[s, k]) + noise[s, k])
-                                               + mu * (y_k - X0[s]) + corr[s] )
-
-    Decentralised local SGD (NFSGD) and FedPD after a silent round start every client from
-    its own model. Shapes, output and return value as in :func:`corrected_local_sgd`.
-    """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = X0.shape[1]
-    first_bad = -1
-    g = np.empty(d)
-    has_noise = noise.shape[0] > 0
-    has_corr = corr.shape[0] > 0
-    for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        y = out[s]
-        for j in range(d):
-            y[j] = X0[s, j]
-        record(path, s, 0, y)
-        for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
-            lr = lrs[k]
-            check = 0.0
-            for j in range(d):
-                gj = g[j]
-                if has_noise:
-                    gj += noise[s, k, j]
-                step = gscale * gj + mu * (y[j] - X0[s, j])
-                if has_corr:
-                    step += corr[s, j]
-                y[j] -= lr * step
-                check += y[j]
-            record(path, s, k + 1, y)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
-                break
-    return first_bad
-
-
-@njit(cache=True)
-def anchored_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr,
-                       clients, idx, noise, lrs, l2, x0, gscale, corr, out, path):
-    """K local steps with a variance-reduced direction (Mime):
-
-        y_{k+1} = y_k - lrs[k] * ( gscale * (g(y_k; B) - g(x0; B) + corr[s]) ... )
-
-    precisely: d = g(y_k; idx[s, k]) - g(x0; idx[s, k]) (the same minibatch and the same noise
-    sample, which cancels), then y_{k+1} = y_k - lrs[k] * (gscale * d + corr[s]). With ``corr[s]``
-    holding gscale * c + beta * s_mom the Mime update follows. Output and return as
-    :func:`corrected_local_sgd`.
-    """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    g = np.empty(d)
-    g0 = np.empty(d)
-    for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        y = out[s]
-        for j in range(d):
-            y[j] = x0[j]
-        record(path, s, 0, y)
-        for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], x0, l2, g0)
-            lr = lrs[k]
-            check = 0.0
-            for j in range(d):
-                y[j] -= lr * (gscale * (g[j] - g0[j]) + corr[s, j])
-                check += y[j]
-            record(path, s, k + 1, y)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
-                break
-    return first_bad
+#: FedSpeed's SAM-type local steps are ``corrected_local_sgd`` with ``direction=DIR_SAM``.
+perturbed_local_sgd = corrected_local_sgd
 
 
 @njit(cache=True)
@@ -240,22 +108,15 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
     ``path_v`` when they are not empty); returns -1 or s * K + k of the first
     non-finite iterate.
     """
-    S = clients.shape[0]
-    K = lrs.shape[0]
-    d = x0.shape[0]
-    first_bad = -1
-    gy = np.empty(d)
-    gv = np.empty(d)
+    S, K, d = clients.shape[0], lrs.shape[0], x0.shape[0]
+    first_bad = np.int64(-1)
+    gy, gv = np.empty(d), np.empty(d)
     has_noise = noise.shape[0] > 0
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
-        y = out_y[s]
-        v = out_v[s]
-        for j in range(d):
-            y[j] = x0[j]
-            v[j] = V0[s, j]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
+        y, v = out_y[s], out_v[s]
+        copy_into(y, x0)
+        copy_into(v, V0[s])
         record(path_y, s, 0, y)
         record(path_v, s, 0, v)
         for k in range(K):
@@ -276,9 +137,7 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                 v[j] = vn
                 check += y[j] + v[j]
             record(path_y, s, k + 1, y)
-            record(path_v, s, k + 1, v)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+            first_bad, stop = end_step(path_v, s, k, K, v, check, first_bad)
+            if stop:
                 break
     return first_bad

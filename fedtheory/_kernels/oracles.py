@@ -27,29 +27,36 @@ __all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "
 
 # --------------------------------------------------------------------------- margin datafits
 @njit(cache=True)
+def _row(kind, op, inv, z, zv, t, val):
+    """(val, c) for one row of a margin datafit: its scalar kernel at the margin z and target t gives the
+    coefficient c = inv l'(z) (OP_HVP: inv l''(z) a^T v, with zv = a^T v) and, for OP_VALUE_GRAD,
+    val + inv l(z)."""
+    if kind == KIND_LEAST_SQUARES:
+        f, c = least_squares_terms(op, z, t)
+    else:
+        f, c = logistic_terms(op, z, t)
+    if op == OP_HVP:
+        return val, inv * c * zv
+    if op == OP_VALUE_GRAD:
+        val += inv * f
+    return val, inv * c
+
+
+@njit(cache=True)
 def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
-    """out += mean over the selected dense rows r of c_r a_r, c_r = l'(a_r^T x) (OP_HVP:
-    l''(a_r^T x) a_r^T v); val += mean of l(a_r^T x) for OP_VALUE_GRAD. Returns val."""
+    """out += mean over the selected dense rows r of c_r a_r (see :func:`_row`); returns val."""
     d = x.shape[0]
     n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
     inv = 1.0 / n_sel
     for t in range(n_sel):
         r = rows[t] if rows.shape[0] > 0 else start + t
-        z = 0.0
+        z = zv = 0.0
         for j in range(d):
             z += A[r, j] * x[j]
-        if kind == KIND_LEAST_SQUARES:
-            f, c = least_squares_terms(op, z, b[r])
-        else:
-            f, c = logistic_terms(op, z, b[r])
-        c = inv * c
         if op == OP_HVP:
-            zv = 0.0
             for j in range(d):
                 zv += A[r, j] * v[j]
-            c = c * zv
-        elif op == OP_VALUE_GRAD:
-            val += inv * f
+        val, c = _row(kind, op, inv, z, zv, b[r], val)
         for j in range(d):
             out[j] += c * A[r, j]
     return val
@@ -63,21 +70,13 @@ def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out,
     for t in range(n_sel):
         r = rows[t] if rows.shape[0] > 0 else start + t
         p0, p1 = indptr[r], indptr[r + 1]
-        z = 0.0
+        z = zv = 0.0
         for p in range(p0, p1):
             z += data[p] * x[indices[p]]
-        if kind == KIND_LEAST_SQUARES:
-            f, c = least_squares_terms(op, z, b[r])
-        else:
-            f, c = logistic_terms(op, z, b[r])
-        c = inv * c
         if op == OP_HVP:
-            zv = 0.0
             for p in range(p0, p1):
                 zv += data[p] * v[indices[p]]
-            c = c * zv
-        elif op == OP_VALUE_GRAD:
-            val += inv * f
+        val, c = _row(kind, op, inv, z, zv, b[r], val)
         for p in range(p0, p1):
             out[indices[p]] += c * data[p]
     return val

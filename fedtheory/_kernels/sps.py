@@ -2,8 +2,9 @@
 import numpy as np
 from numba import njit
 
-from .trace import record
 from .oracles import client_value_grad
+from .trace import record
+from .vec import copy_into, end_step
 
 MODE_SPS = 0          # FedSPS: min{(F - l)/(c ||g||^2), gamma_b}
 MODE_DEC = 1          # FedDecSPS: min{(F - l)/||g||^2, P_i} / c_t, then P_i <- c_t gamma
@@ -35,19 +36,14 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
     ``path`` (S, K + 1, d), or (0, 0, 0), receives y_0..y_K (traces).
     Returns -1, or s * K + k of the first non-finite iterate.
     """
-    S = clients.shape[0]
-    K = idx.shape[1]
-    d = x0.shape[0]
-    first_bad = -1
+    S, K, d = clients.shape[0], idx.shape[1], x0.shape[0]
+    first_bad = np.int64(-1)
     g = np.empty(d)
     has_noise = noise.shape[0] > 0
     for s in range(S):
-        i = clients[s]
-        start = client_ptr[i]
-        end = client_ptr[i + 1]
+        start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
         y = out[s]
-        for j in range(d):
-            y[j] = x0[j]
+        copy_into(y, x0)
         record(path, s, 0, y)
         for k in range(K):
             val = client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, g)
@@ -61,40 +57,22 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                 num = 0.0
             inf_ratio = gg + eps == 0.0
             ratio = 0.0 if inf_ratio else num / (gg + eps)
-            cap_hit = 0
-            if mode == MODE_SPS:
-                gam = gamma_b
-                cap_hit = 1
-                if not inf_ratio and ratio / c < gamma_b:
-                    gam = ratio / c
-                    cap_hit = 0
-            elif mode == MODE_DEC:
-                t = t0 + k
-                tt = t // K_round if c_round else t
+            if mode == MODE_DEC:
+                tt = (t0 + k) // K_round if c_round else t0 + k
                 ct = c0 * np.sqrt(tt + 1.0)
-                m = state[s]
-                cap_hit = 1
-                if not inf_ratio and ratio < m:
-                    m = ratio
-                    cap_hit = 0
-                gam = m / ct
+                gam, cap_hit = _capped(ratio, state[s], inf_ratio)
+                gam = gam / ct
                 state[s] = ct * gam
-            elif mode == MODE_SMOOTH or mode == MODE_SMOOTH_LIT:
-                if mode == MODE_SMOOTH:
-                    cap = factor[s] * state[s]
-                else:
-                    state[s] = factor[s] * state[s]
-                    cap = state[s]
-                gam = cap
-                cap_hit = 1
-                if not inf_ratio and ratio / c < cap:
-                    gam = ratio / c
-                    cap_hit = 0
-                if mode == MODE_SMOOTH:
-                    state[s] = gam
-            else:
+            elif mode == MODE_FIXED:
                 gam = gamma_fixed
                 cap_hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
+            else:
+                if mode == MODE_SMOOTH_LIT:
+                    state[s] = factor[s] * state[s]
+                cap = gamma_b if mode == MODE_SPS else (factor[s] * state[s] if mode == MODE_SMOOTH else state[s])
+                gam, cap_hit = _capped(ratio / c, cap, inf_ratio)
+                if mode == MODE_SMOOTH:
+                    state[s] = gam
             gammas[s, k] = gam
             capped[s, k] = cap_hit
             last_val[s] = val
@@ -103,9 +81,15 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             for j in range(d):
                 y[j] -= gam * g[j]
                 check += y[j]
-            record(path, s, k + 1, y)
-            if not np.isfinite(check):
-                if first_bad < 0:
-                    first_bad = s * K + k
+            first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
+            if stop:
                 break
     return first_bad
+
+
+@njit(cache=True)
+def _capped(step, cap, inf_ratio):
+    """(min(step, cap), 1 when the cap binds); an infinite ratio (||g|| = 0) takes the cap."""
+    if not inf_ratio and step < cap:
+        return step, 0
+    return cap, 1

@@ -18,9 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.fbe import anchored_prox_sgd, fbe_local_steps, pfedme_local, prox_local_sgd
-from .._kernels.local_steps import (anchored_local_sgd, corrected_local_sgd, feddeper_local,
-                                   multi_start_local_sgd, perturbed_local_sgd)
+from .._kernels.fbe import fbe_local_steps, pfedme_local, prox_local_sgd
+from .._kernels.local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .._kernels.sps import sps_local_steps
 from .._validation import check_param
 from ..arrays import copy
@@ -96,6 +95,23 @@ class RoundContext:
             self.path(name)[s, k] = to_numpy(y)
 
     # -- Numba path -----------------------------------------------------------------
+    def _local_sgd(self, X0, anchors, gscale=1.0, mu=0.0, corr=None, direction=DIR_PLAIN, alpha=0.0, rho=0.0,
+                   normalized=False, eps=0.0):
+        """The corrected local SGD kernel (``corrected_local_sgd``) for every sampled client: starts
+        ``X0`` and proximal anchors ``anchors`` (one row: shared; (0, d): no proximal term)."""
+        p = self.problem
+        Y = np.empty((self.S, p.dim))
+        X0, anchors = np.ascontiguousarray(X0), np.ascontiguousarray(anchors)
+        bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
+                                  float(gscale), float(mu), _EMPTY2 if corr is None else np.ascontiguousarray(corr),
+                                  int(direction), float(alpha), float(rho), bool(normalized), float(eps), Y,
+                                  self.path("local"))
+        return Y, self._failure(bad)
+
+    def _failure(self, bad):
+        """A kernel's return value as None or (client slot s, local step k) of the first failure."""
+        return None if bad < 0 else divmod(bad, self.K)
+
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
         """Run the corrected local SGD kernel for every sampled client.
 
@@ -104,12 +120,7 @@ class RoundContext:
         ``(s, k)`` for the first client slot and local step whose iterate became non-finite
         (put it in the messages under "fail" so that the runner reports it).
         """
-        p = self.problem
-        Y = np.empty((self.S, p.dim))
-        bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
-                                  p.l2, x0, float(gscale), float(mu), x0 if anchor is None else anchor,
-                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        return self._local_sgd(x0[None], (x0 if anchor is None else anchor)[None], gscale, mu, corr)
 
     def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
         """Local SGD with one start per sampled client: y_0 = X0[s], prox anchor X0[s].
@@ -117,12 +128,7 @@ class RoundContext:
         y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - X0[s]) + corr_s).
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
-        p = self.problem
-        Y = np.empty((self.S, p.dim))
-        bad = multi_start_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
-                                    p.l2, np.ascontiguousarray(X0), float(gscale), float(mu),
-                                    _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        return self._local_sgd(X0, X0, gscale, mu, corr)
 
     def independent_stream(self):
         """A second set of minibatch rows (S, K, B) and noise (S, K, d), independent of ``idx`` and
@@ -148,34 +154,25 @@ class RoundContext:
         bad = feddeper_local(*p.kernel_pack(), self.clients, self.idx, idx_v, self.noise, noise_v, self.lrs, p.l2,
                              x0, np.ascontiguousarray(V0), float(rho), int(coupling), Y, V,
                              self.path("local"), self.path("personal"))
-        return Y, V, (None if bad < 0 else divmod(bad, self.K))
+        return Y, V, self._failure(bad)
 
     def local_sgd_anchored(self, x0, gscale, corr):
         """Mime's local steps: y <- y - eta_k (gscale (g(y; B) - g(x0; B)) + corr_s) (same minibatch).
 
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
-        p = self.problem
-        Y = np.empty((self.S, p.dim))
-        bad = anchored_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
-                                 float(gscale), np.ascontiguousarray(corr), Y, self.path("local"))
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        return self._local_sgd(x0[None], _EMPTY2, gscale, corr=corr, direction=DIR_VR)
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
                             corr=None, eps=1e-7):
-        """Local SGD with FedSpeed's quasi-gradient (see ``perturbed_local_sgd``).
+        """Local SGD with FedSpeed's quasi-gradient (``corrected_local_sgd`` with ``DIR_SAM``).
 
         gt = (1 - alpha) g(y) + alpha g(y + r g(y)) with r = rho, or rho / (||g(y)|| + eps)
         when ``normalized``; y_{k+1} = y_k - eta_k (gt + mu (y_k - anchor) + corr_s).
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
-        p = self.problem
-        Y = np.empty((self.S, p.dim))
-        bad = perturbed_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs,
-                                  p.l2, x0, float(alpha), float(rho), bool(normalized), float(eps),
-                                  float(mu), x0 if anchor is None else anchor,
-                                  _EMPTY2 if corr is None else np.ascontiguousarray(corr), Y, self.path("local"))
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        return self._local_sgd(x0[None], (x0 if anchor is None else anchor)[None], 1.0, mu, corr, DIR_SAM, alpha, rho,
+                               normalized, eps)
 
     def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
         """K local steps with a stochastic Polyak step size (see ``sps_local_steps``).
@@ -193,25 +190,26 @@ class RoundContext:
                               float(c), float(gamma_b), np.ascontiguousarray(ell), float(c0), int(self.round * K),
                               bool(c_round), int(K), float(gamma_fixed),
                               np.ascontiguousarray(factor, dtype=np.float64), st, float(eps), Y, G, C, lv, lg, self.path("local"))
-        return Y, G, C, lv, lg, (None if bad < 0 else divmod(bad, K))
+        return Y, G, C, lv, lg, self._failure(bad)
+
+    def _prox_sgd(self, X0, anchors, mu=0.0, dual=False, t0_thresh=0.0):
+        p = self.problem
+        X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
+        X0, anchors = np.ascontiguousarray(X0), np.ascontiguousarray(anchors)
+        bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
+                             float(mu), float(p.l1), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
+        return X, Z, self._failure(bad)
 
     def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
         """Proximal local SGD of FedMiD (``dual`` False) or FedDualAvg (True) for h of the problem
         (see ``prox_local_sgd``). Returns ``(X, Z, fail)``: primal and dual local iterates."""
-        p = self.problem
-        X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
-        bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
-                             float(p.l1), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
-        return X, Z, (None if bad < 0 else divmod(bad, self.K))
+        return self._prox_sgd(x0[None], _EMPTY2, dual=dual, t0_thresh=t0_thresh)
 
     def anchored_prox_sgd(self, X0, anchor, mu):
-        """K proximal steps pulled to ``anchor`` from y_0 = X0[s] (see ``anchored_prox_sgd``).
+        """K proximal steps pulled to ``anchor`` from y_0 = X0[s] (see ``prox_local_sgd``).
         Returns ``(Y, fail)``."""
-        p = self.problem
-        Y = np.empty((self.S, p.dim))
-        bad = anchored_prox_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2,
-                                np.ascontiguousarray(X0), anchor, float(mu), float(p.l1), *p.reg_pack(), Y)
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        X, _, fail = self._prox_sgd(X0, anchor[None], mu)
+        return X, fail
 
     def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
         """pFedMe's local rounds (see ``pfedme_local``). Returns ``(W, Theta, fail)``."""
@@ -219,7 +217,7 @@ class RoundContext:
         W, Th = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
         bad = pfedme_local(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
                            float(lam_p), float(eta_p), int(inner), float(wd), float(p.l1), *p.reg_pack(), W, Th)
-        return W, Th, (None if bad < 0 else divmod(bad, self.K))
+        return W, Th, self._failure(bad)
 
     def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
         """pFedFBE's local steps (see ``fbe_local_steps``) with Hessian minibatch rows ``idx_h``.
@@ -229,7 +227,7 @@ class RoundContext:
         bad = fbe_local_steps(*p.kernel_pack(), self.clients, self.idx, np.ascontiguousarray(idx_h), self.noise,
                               self.lrs, p.l2, x0, float(lam), float(p.l1), int(hvp_mode), float(fd_eps),
                               *p.reg_pack(), Y, self.path("local"), self.path("prox_point"))
-        return Y, (None if bad < 0 else divmod(bad, self.K))
+        return Y, self._failure(bad)
 
     def full_grads(self, x):
         """Exact client gradients grad f_i(x) of the sampled clients, shape (S, d)."""
