@@ -99,6 +99,11 @@ def _check_weights(weights, n, caller):
     return w / w.sum()
 
 
+def _derived(component, attr, doc):
+    """A read-only attribute of the problem that is ``attr`` of its ``component`` (None when absent)."""
+    return property(lambda self: getattr(getattr(self, component), attr, None), doc=doc)
+
+
 class ClientData:
     """Stacked client rows and targets, client offsets and client weights.
 
@@ -171,14 +176,8 @@ class FederatedProblem:
     datafit : Datafit, str or int
         The smooth datafit: a :class:`fedtheory.components.Datafit`, a registered name
         (``"least_squares"``, ``"logistic"``, ``"quadratic"``) or a kernel id (``problem.kind``).
-    M : ndarray of shape (m, d) or scipy CSR matrix
-        Stacked client rows (for the quadratic: the stacked Q_i).
-    b : ndarray of shape (m,)
-        Stacked targets, labels, or the stacked c_i of the quadratic.
-    client_ptr : ndarray of shape (n + 1,)
-        Row offsets: client i owns rows ``client_ptr[i]:client_ptr[i+1]``.
-    weights : ndarray of shape (n,), optional
-        Client weights w_i (normalised to sum 1); uniform 1/n by default.
+    M, b, client_ptr, weights
+        The stacked client data (see :class:`ClientData`).
     l2, l1 : float
         Ridge weight of a datafit given by name, and the weight tau of a regularizer given by name.
     noise : float
@@ -262,35 +261,12 @@ class FederatedProblem:
         """Kernel id of the datafit (``KIND_*`` of :mod:`fedtheory._kernels.oracles` for the built-ins)."""
         return self.datafit.code if self.datafit.code is not None else self.kernel_pack()[6]
 
-    @property
-    def kind_name(self):
-        """Name of the datafit."""
-        return self.datafit.name
-
-    @property
-    def l2(self):
-        """Ridge weight inside every f_i."""
-        return self.datafit.l2
-
-    @property
-    def l1(self):
-        """Weight tau of h (0 for a smooth problem)."""
-        return self.regularizer.weight
-
-    @property
-    def reg(self):
-        """Name of the regularizer."""
-        return self.regularizer.name
-
-    @property
-    def groups(self):
-        """Group ids of a group regularizer (None otherwise)."""
-        return getattr(self.regularizer, "groups", None)
-
-    @property
-    def mat_shape(self):
-        """Matrix shape of a nuclear-norm regularizer (None otherwise)."""
-        return getattr(self.regularizer, "shape", None)
+    kind_name = _derived("datafit", "name", "Name of the datafit.")
+    l2 = _derived("datafit", "l2", "Ridge weight inside every f_i.")
+    l1 = _derived("regularizer", "weight", "Weight tau of h (0 for a smooth problem).")
+    reg = _derived("regularizer", "name", "Name of the regularizer.")
+    groups = _derived("regularizer", "groups", "Group ids of a group regularizer (None otherwise).")
+    mat_shape = _derived("regularizer", "shape", "Matrix shape of a nuclear-norm regularizer (None otherwise).")
 
     @property
     def is_composite(self):

@@ -246,15 +246,19 @@ class MarginDatafit(Datafit):
     curvature_bound: ClassVar[float] = 1.0
 
     def loss(self, z, t):  # pragma: no cover - abstract
+        """Per-sample loss l(z, t), elementwise over arrays of margins z and targets t."""
         raise NotImplementedError
 
     def dloss(self, z, t):  # pragma: no cover - abstract
+        """Its derivative in the margin, l'(z, t), elementwise."""
         raise NotImplementedError
 
     def d2loss(self, z, t):  # pragma: no cover - abstract
+        """Its second derivative in the margin, l''(z, t) >= 0, elementwise."""
         raise NotImplementedError
 
     def torch_loss(self, z, t):  # pragma: no cover - abstract
+        """l(z, t) elementwise on torch tensors (autograd differentiates it)."""
         raise NotImplementedError
 
     def cvxpy_loss_rows(self, z, t, w):  # pragma: no cover - abstract
