@@ -222,6 +222,11 @@ class _Bad(Exception):
     """A run file that must be quarantined (the message is the reason)."""
 
 
+def _why(e):
+    first = (str(e).splitlines() or [""])[0][:120]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
 # ---------------------------------------------------------------------------- the store
 
 class ResultsStore:
@@ -273,7 +278,6 @@ class ResultsStore:
         self._cache = None
         self._last_commit = -math.inf
         self._commit_cost = 0.0
-        self._dirty = False
         for d in (self.parts, self.dir):
             for p in d.glob(".*.tmp"):
                 if _stale_tmp(p):          # left by a killed writer of this host: never complete
@@ -319,10 +323,17 @@ class ResultsStore:
                 try:
                     table = pq.read_table(f)
                 except Exception as e:           # truncated, not Parquet, bad pages
-                    raise _Bad(f"unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
-            return self._check(rid, p, table), None, ino
+                    raise _Bad(f"unreadable ({_why(e)})") from None
+            try:
+                return self._check(rid, p, table), None, ino
+            except _Bad:
+                raise
+            except Exception as e:               # anything else the content trips on
+                raise _Bad(f"damaged ({_why(e)})") from None
         except FileNotFoundError:                # renamed or quarantined meanwhile by another writer
             return None, None, ino
+        except OSError as e:                     # a directory, no permission, I/O error
+            return None, f"unreadable ({_why(e)})", ino
         except _Bad as e:
             return None, str(e), ino
 
@@ -372,6 +383,10 @@ class ResultsStore:
             os.rename(p, dest)
         except FileNotFoundError:
             return                               # another writer moved it first
+        except OSError as e:
+            warnings.warn(f"results store {self.dir}: {p.name}: {reason}; could not be moved to {dest} "
+                          f"({_why(e)}); its run is not counted as stored", StoreWarning, stacklevel=4)
+            return
         try:
             with open(self.quarantine_dir / "log.txt", "a") as f:
                 f.write(f"{stamp}\t{p.name}\t{dest.name}\t{reason}\n")
@@ -410,7 +425,6 @@ class ResultsStore:
         _write_atomic(_with_meta(table, rid), self.parts / f"{rid}.parquet", fsync=self.fsync)
         self._tables[rid] = table.replace_schema_metadata(None)
         self._changes += 1
-        self._dirty = True
         now = time.monotonic()
         if now - self._last_commit >= max(self.commit_interval, self.commit_cost_factor * self._commit_cost):
             self.commit()
@@ -455,6 +469,5 @@ class ResultsStore:
                 import pyarrow as pa
                 t = pa.table({})
             _write_atomic(t, self.path, fsync=True)
-        self._dirty = False
         self._last_commit = time.monotonic()
         self._commit_cost = self._last_commit - t0
