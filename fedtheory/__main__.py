@@ -147,11 +147,15 @@ def _plot(args):
     from .plotting import results_figure
     src = Path(args.dir)
     path = src / "results.parquet" if src.is_dir() else src
-    if not path.exists():
+    if src.is_dir() and (src / "runs").is_dir():
+        from .results import ResultsStore
+        df = ResultsStore(src).table()            # the run files: current even after a killed sweep
+    elif path.exists():
+        df = pd.read_parquet(path)
+    else:
         print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
               file=sys.stderr)
         return 2
-    df = pd.read_parquet(path)
     fig = results_figure(df, y=args.y, title=args.title)
     out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png"
     fig.savefig(out, dpi=150)

@@ -25,6 +25,7 @@ Errors name the file, the line, the key and what is expected (:class:`ConfigErro
 from __future__ import annotations
 
 import hashlib
+import functools
 import inspect
 import itertools
 import json
@@ -42,10 +43,11 @@ class ConfigError(ValueError):
     """A configuration file is invalid; the message names the file, line and key."""
 
 
+@functools.lru_cache(maxsize=None)
 def _run_keys():
     from .runner import run
-    return {p for p in inspect.signature(run).parameters if p not in RUN_EXCLUDED
-            and inspect.signature(run).parameters[p].kind != inspect.Parameter.VAR_KEYWORD}
+    params = inspect.signature(run).parameters
+    return frozenset(p for p in params if p not in RUN_EXCLUDED and params[p].kind != inspect.Parameter.VAR_KEYWORD)
 
 
 def _line_of(text, table, key):
