@@ -1,5 +1,4 @@
 """Real data loaders and partitions."""
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,45 +118,3 @@ def test_download_verifies_checksum(tmp_path, monkeypatch, data_dir):
         assert not list((tmp_path / "cache" / "libsvm").glob("w8a*"))
     finally:
         srv.shutdown()
-
-
-def _uncompressed_mushrooms(data_dir, tmp_path):
-    import bz2
-    raw = bz2.decompress((Path(data_dir) / "mushrooms.bz2").read_bytes())
-    return raw
-
-
-def test_uncompressed_known_file_is_checked(data_dir, tmp_path):
-    raw = _uncompressed_mushrooms(data_dir, tmp_path)
-    (tmp_path / "mushrooms").write_bytes(raw)
-    X, y = problems.load_libsvm("mushrooms", data_dir=tmp_path, download=False)
-    assert X.shape == (8124, 112)
-
-
-@pytest.mark.parametrize("damage", ["truncated", "relabelled", "bz2 truncated"])
-def test_damaged_libsvm_file_is_rejected(data_dir, tmp_path, damage):
-    raw = _uncompressed_mushrooms(data_dir, tmp_path)
-    if damage == "truncated":
-        (tmp_path / "mushrooms").write_bytes(raw[: len(raw) - len(raw) // 10])
-    elif damage == "relabelled":
-        first = raw.index(b" ")
-        label = raw[:first]
-        (tmp_path / "mushrooms").write_bytes((b"1" if label == b"2" else b"2") + raw[first:])
-    else:
-        packed = (Path(data_dir) / "mushrooms.bz2").read_bytes()
-        (tmp_path / "mushrooms.bz2").write_bytes(packed[: len(packed) // 2])
-    with pytest.raises(OSError, match=r"has sha256 [0-9a-f]{64}, expected [0-9a-f]{64}"):
-        problems.load_libsvm("mushrooms", data_dir=tmp_path, download=False)
-
-
-def test_unknown_libsvm_file_needs_its_sha256(data_dir, tmp_path):
-    from problems.datasets import file_digest
-    raw = _uncompressed_mushrooms(data_dir, tmp_path)
-    (tmp_path / "my_data.txt").write_bytes(raw)
-    with pytest.raises(ValueError, match="'sha256' parameter of load_libsvm"):
-        problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False)
-    X, y = problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False,
-                                sha256=file_digest(tmp_path / "my_data.txt"))
-    assert X.shape[0] == 8124
-    with pytest.raises(OSError, match="the given sha256"):
-        problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False, sha256="0" * 64)

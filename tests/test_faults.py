@@ -1,4 +1,4 @@
-"""Faults injected into sweeps and their results store (issue #17): killed and interrupted
+"""Faults injected into sweeps, their results store, the caches, the data and the runs (issue #17): killed and interrupted
 drivers, damaged, stray and overwritten run files, concurrent writers, diverged runs.
 
 Every test ends with the same check: the store holds exactly the grid's run ids, once each,
@@ -473,3 +473,237 @@ def test_table_is_the_concatenation_of_the_run_files(tmp_path):
     pd.testing.assert_frame_equal(df, cat)
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), cat)
     _check_complete(df, cfg, TINY_ROWS)
+
+
+# =====================================================================================
+# Faults in the caches, the data and the runs themselves (issue #17): a corrupt or
+# foreign ground-truth cache entry, concurrent solves, a damaged Numba cache, damaged
+# data files, diverged runs.
+# =====================================================================================
+import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import fedtheory as ft  # noqa: E402
+import problems  # noqa: E402
+from fedtheory.testing.checks import suite_problems  # noqa: E402
+from fedtheory.truth import ground_truth  # noqa: E402
+from fedtheory.truth.optimum import _cache_path  # noqa: E402
+
+
+# ------------------------------------------------------------------ ground-truth cache
+def _gt_problem(seed=0):
+    rng = np.random.default_rng(seed)
+    A = [rng.normal(size=(20, 4)) for _ in range(3)]
+    return problems.least_squares(A, [a @ np.ones(4) + 0.1 * rng.normal(size=20) for a in A], l2=0.01)
+
+
+def _fresh_gt(p, tmp_path):
+    ref = ground_truth(p, cache=False)
+    ground_truth(p, cache_dir=tmp_path)
+    path = _cache_path(p, tmp_path)
+    assert path.is_file()
+    return ref, path
+
+
+def _rewrite_npz(path, **changes):
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays.update(changes)
+    np.savez(path, **arrays)
+
+
+def _gt_corruptions(path, p, tmp_path):
+    raw = path.read_bytes()
+    other = _gt_problem(1)
+    ground_truth(other, cache_dir=tmp_path / "other")
+    other_path = _cache_path(other, tmp_path / "other")
+    return {
+        "truncated": lambda: path.write_bytes(raw[: len(raw) // 2]),
+        "empty": lambda: path.write_bytes(b""),
+        "garbage": lambda: path.write_bytes(np.random.default_rng(0).bytes(len(raw))),
+        "flipped byte": lambda: path.write_bytes(raw[:200] + bytes([raw[200] ^ 0xFF]) + raw[201:]),
+        "not an npz": lambda: path.write_text("hello"),
+        "a directory": lambda: (path.unlink(), path.mkdir()),
+        "missing keys": lambda: np.savez(path, x=np.zeros(4)),
+        "another problem's entry": lambda: shutil.copyfile(other_path, path),
+        "edited x (checksum stale)": lambda: _rewrite_npz(path, x=np.ones(4)),
+        "edited f (checksum stale)": lambda: _rewrite_npz(path, f=np.float64(-1.0)),
+        "bad info json": lambda: _rewrite_npz(path, info="{not json"),
+        "old version layout": lambda: np.savez(path, x=np.zeros(4), f=0.0, residual=0.0,
+                                               client_f=np.zeros(3), client_x=np.zeros((3, 4)),
+                                               client_residual=np.zeros(3),
+                                               client_attained=np.ones(3, dtype=bool), info=json.dumps({})),
+    }
+
+
+@pytest.mark.parametrize("kind", ["truncated", "empty", "garbage", "flipped byte", "not an npz", "a directory",
+                                  "missing keys", "another problem's entry", "edited x (checksum stale)",
+                                  "edited f (checksum stale)", "bad info json", "old version layout"])
+def test_corrupt_entry_is_recomputed_with_a_warning(kind, tmp_path):
+    p = _gt_problem()
+    ref, path = _fresh_gt(p, tmp_path)
+    _gt_corruptions(path, p, tmp_path)[kind]()
+    with pytest.warns(RuntimeWarning, match="ground_truth: (ignoring the cache entry|could not write)"):
+        gt = ground_truth(p, cache_dir=tmp_path)
+    assert not gt.info["cached"]
+    assert np.allclose(gt.x, ref.x, rtol=0, atol=1e-12) and abs(gt.f - ref.f) <= 1e-14
+    if kind != "a directory":                       # repaired: the next call reads the cache silently
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            again = ground_truth(p, cache_dir=tmp_path)
+        assert again.info["cached"] and np.array_equal(again.x, gt.x)
+
+
+def test_wrong_but_well_formed_entry_with_a_fresh_checksum_is_rejected(tmp_path):
+    """An entry whose arrays were replaced consistently (checksum recomputed) but whose x* is not the
+    optimum of the problem is caught by the optimality check."""
+    from fedtheory.truth import optimum
+    p = _gt_problem()
+    ref, path = _fresh_gt(p, tmp_path)
+    wrong = optimum.GroundTruth(x=ref.x + 0.1, f=p.value(ref.x + 0.1), residual=ref.residual,
+                                client_f=ref.client_f, client_x=ref.client_x, client_residual=ref.client_residual,
+                                client_attained=ref.client_attained, info=dict(ref.info))
+    optimum._save(path, p, wrong)
+    with pytest.warns(RuntimeWarning, match="gradient-mapping norm at the stored x"):
+        gt = ground_truth(p, cache_dir=tmp_path)
+    assert np.allclose(gt.x, ref.x, atol=1e-12)
+
+
+def _solve_in_process(args):
+    cache_dir, seed = args
+    gt = ground_truth(_gt_problem(seed), cache_dir=cache_dir)
+    return float(gt.f)
+
+
+def test_concurrent_solves_of_one_problem_all_succeed(tmp_path):
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        fs = pool.map(_solve_in_process, [(str(tmp_path), 0)] * 8)
+    ref = ground_truth(_gt_problem(0), cache=False).f
+    assert all(abs(f - ref) <= 1e-14 for f in fs)
+    assert not list(tmp_path.glob("*.tmp*")) and not list(tmp_path.glob(".*tmp*"))
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+
+
+# ------------------------------------------------------------------ Numba cache
+_NB_ROOT = Path(__file__).resolve().parent.parent
+NUMBA_RUN = ("import warnings, fedtheory as ft, problems\n"
+       "with warnings.catch_warnings(record=True) as w:\n"
+       "    warnings.simplefilter('always')\n"
+       "    r = ft.run(problems.quadratic(3, 2, seed=0), 'fedavg', rounds=2, local_steps=2)\n"
+       "print(r.status, sum('Numba cache' in str(x.message) for x in w))\n")
+
+
+def _numba_run(cache_dir):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    r = subprocess.run([sys.executable, "-c", NUMBA_RUN], capture_output=True, text=True, cwd=_NB_ROOT, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    status, warned = r.stdout.split()
+    return status, int(warned)
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory):
+    d = tmp_path_factory.mktemp("numba-cache")
+    assert _numba_run(d) == ("max_rounds", 0)
+    return d
+
+
+@pytest.mark.parametrize("damage", ["garbage", pytest.param("truncate", marks=pytest.mark.slow),
+                                    pytest.param("empty", marks=pytest.mark.slow)])
+def test_damaged_numba_cache_is_recompiled(populated, tmp_path, damage):
+    shutil.copytree(populated, tmp_path, dirs_exist_ok=True)
+    files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc") and "local_steps" in f.name]
+    assert files, "the kernel cache was not written where expected"
+    for f in files:
+        raw = f.read_bytes()
+        f.write_bytes({"garbage": os.urandom(len(raw)), "truncate": raw[: len(raw) // 3], "empty": b""}[damage])
+    status, warned = _numba_run(tmp_path)
+    assert status == "max_rounds" and warned >= 1
+    assert _numba_run(tmp_path) == ("max_rounds", 0)          # repaired: read back silently
+
+
+# ------------------------------------------------------------------ data files
+def _uncompressed_mushrooms(data_dir, tmp_path):
+    import bz2
+    raw = bz2.decompress((Path(data_dir) / "mushrooms.bz2").read_bytes())
+    return raw
+
+
+def test_uncompressed_known_file_is_checked(data_dir, tmp_path):
+    raw = _uncompressed_mushrooms(data_dir, tmp_path)
+    (tmp_path / "mushrooms").write_bytes(raw)
+    X, y = problems.load_libsvm("mushrooms", data_dir=tmp_path, download=False)
+    assert X.shape == (8124, 112)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "relabelled", "bz2 truncated"])
+def test_damaged_libsvm_file_is_rejected(data_dir, tmp_path, damage):
+    raw = _uncompressed_mushrooms(data_dir, tmp_path)
+    if damage == "truncated":
+        (tmp_path / "mushrooms").write_bytes(raw[: len(raw) - len(raw) // 10])
+    elif damage == "relabelled":
+        first = raw.index(b" ")
+        label = raw[:first]
+        (tmp_path / "mushrooms").write_bytes((b"1" if label == b"2" else b"2") + raw[first:])
+    else:
+        packed = (Path(data_dir) / "mushrooms.bz2").read_bytes()
+        (tmp_path / "mushrooms.bz2").write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(OSError, match=r"has sha256 [0-9a-f]{64}, expected [0-9a-f]{64}"):
+        problems.load_libsvm("mushrooms", data_dir=tmp_path, download=False)
+
+
+def test_unknown_libsvm_file_needs_its_sha256(data_dir, tmp_path):
+    from problems.datasets import file_digest
+    raw = _uncompressed_mushrooms(data_dir, tmp_path)
+    (tmp_path / "my_data.txt").write_bytes(raw)
+    with pytest.raises(ValueError, match="'sha256' parameter of load_libsvm"):
+        problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False)
+    X, y = problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False,
+                                sha256=file_digest(tmp_path / "my_data.txt"))
+    assert X.shape[0] == 8124
+    with pytest.raises(OSError, match="the given sha256"):
+        problems.load_libsvm("my_data.txt", data_dir=tmp_path, download=False, sha256="0" * 64)
+
+
+# ------------------------------------------------------------------ diverged runs
+CORE = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
+
+
+def _finite_history(res):
+    cols = [c for c in CORE if c in res.history.columns]
+    return np.all(np.isfinite(res.history[cols].to_numpy(dtype=float)))
+
+
+@pytest.mark.parametrize("name", ft.algorithms())
+@pytest.mark.parametrize("lr", [3.0, 50.0, 1e6])
+def test_diverged_run_keeps_only_finite_rows(name, lr):
+    p = suite_problems()["least_squares"]
+    kw = dict(rounds=60, local_steps=5, lr=lr, eval_every=1)
+    kw.update(ft.get_algorithm(name).divergence_params)
+    kw["lr"] = max(kw["lr"], lr)
+    res = ft.run(p, name, **kw)
+    if res.status != "diverged":
+        pytest.skip(f"{name} does not diverge at lr={lr}")
+    assert res.message.startswith(f"round {res.rounds + (0 if 'aggregation' in res.message else 1)}") or \
+        "is not finite" in res.message, res.message
+    assert _finite_history(res), res.history.tail()
+    assert np.all(np.isfinite(res.x))
+    assert res.history["round"].iloc[-1] <= res.rounds
+
+
+def test_divergence_in_the_local_phase_names_round_and_client():
+    p = suite_problems()["least_squares"]
+    res = ft.run(p, "fedavg", rounds=20, local_steps=200, lr=1e8)
+    assert res.status == "diverged"
+    assert "client" in res.message and "local step" in res.message and res.message.startswith("round ")
+    assert _finite_history(res) and np.all(np.isfinite(res.x))
+
+
+def test_divergence_with_a_reference_keeps_finite_suboptimality():
+    p = problems.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+    from fedtheory.truth import ground_truth
+    res = ft.run(p, "fedavg", rounds=400, local_steps=1, lr=10.0, reference=ground_truth(p, cache=False))
+    assert res.status == "diverged" and _finite_history(res)
+    assert res.history["suboptimality"].iloc[-1] > res.history["suboptimality"].iloc[0]
