@@ -21,7 +21,7 @@ OP_HVP = 2           # out += Hessian of the loss part times v
 
 
 # --------------------------------------------------------------------------- least squares
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def least_squares_terms(op, z, t):
     """(loss, slope) of l(z) = (z - t)^2 / 2 at the margin z: the loss l(z) only for OP_VALUE_GRAD
     (else 0); the slope l'(z) = z - t, or l''(z) = 1 for OP_HVP."""
@@ -32,7 +32,7 @@ def least_squares_terms(op, z, t):
 
 
 # --------------------------------------------------------------------------- logistic
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def logistic_terms(op, z, t):
     """(loss, slope) of l(z) = log(1 + exp(-t z)) (labels t = +-1), as :func:`least_squares_terms`:
     l'(z) = -t / (1 + exp(t z)), l''(z) = s (1 - s) with s = sigmoid(z); no overflow for large |z|."""

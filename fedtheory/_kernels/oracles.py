@@ -5,7 +5,10 @@ A problem hands the kernels its datafit's id ``kind`` (in the data pack) and its
 component's kernel (:mod:`.datafits`, :mod:`.regularizers`) once per call. The row loops of the
 margin datafits (least squares, logistic) are written once here, for dense and for CSR rows (one
 branch on the storage per call, never per row: a per-row branch made the CSR gradient four times
-slower); per row they call the datafit's scalar kernel.
+slower); per row they call the datafit's scalar kernel through :func:`_row` (both inlined). The
+operation is a constant of each entry point (``client_grad``, ``client_value_grad``,
+``client_hvp``), so Numba compiles the loops once per operation with the other operations' branches
+removed; the datafit is a loop-invariant branch inside the row loop.
 
 A component registered without a Numba kernel (see :mod:`fedtheory.components`) gets an id of
 its own from the registry; the dispatch sends it to its NumPy code through ``objmode`` (correct
@@ -26,7 +29,7 @@ __all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "
 
 
 # --------------------------------------------------------------------------- margin datafits
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _row(kind, op, inv, z, zv, t, val):
     """(val, c) for one row of a margin datafit: its scalar kernel at the margin z and target t gives the
     coefficient c = inv l'(z) (OP_HVP: inv l''(z) a^T v, with zv = a^T v) and, for OP_VALUE_GRAD,
@@ -51,11 +54,13 @@ def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
     for t in range(n_sel):
         r = rows[t] if rows.shape[0] > 0 else start + t
         z = zv = 0.0
-        for j in range(d):
-            z += A[r, j] * x[j]
-        if op == OP_HVP:
+        if op == OP_HVP:                      # both margins in one pass over the row
             for j in range(d):
+                z += A[r, j] * x[j]
                 zv += A[r, j] * v[j]
+        else:
+            for j in range(d):
+                z += A[r, j] * x[j]
         val, c = _row(kind, op, inv, z, zv, b[r], val)
         for j in range(d):
             out[j] += c * A[r, j]
@@ -71,11 +76,13 @@ def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out,
         r = rows[t] if rows.shape[0] > 0 else start + t
         p0, p1 = indptr[r], indptr[r + 1]
         z = zv = 0.0
-        for p in range(p0, p1):
-            z += data[p] * x[indices[p]]
         if op == OP_HVP:
             for p in range(p0, p1):
+                z += data[p] * x[indices[p]]
                 zv += data[p] * v[indices[p]]
+        else:
+            for p in range(p0, p1):
+                z += data[p] * x[indices[p]]
         val, c = _row(kind, op, inv, z, zv, b[r], val)
         for p in range(p0, p1):
             out[indices[p]] += c * data[p]
@@ -121,7 +128,7 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
     """
     for j in range(x.shape[0]):
         g[j] = l2 * x[j]
-    datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_GRAD), start, end, rows, x, x, g, 0.0)
+    datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_GRAD, start, end, rows, x, x, g, 0.0)
 
 
 @njit(cache=True)
@@ -136,7 +143,7 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
     for j in range(x.shape[0]):
         g[j] = l2 * x[j]
         val += 0.5 * l2 * x[j] * x[j]
-    return datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_VALUE_GRAD), start, end, rows, x, x,
+    return datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_VALUE_GRAD, start, end, rows, x, x,
                         g, val)
 
 
@@ -149,7 +156,7 @@ def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v
     """
     for j in range(x.shape[0]):
         out[j] = l2 * v[j]
-    datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(OP_HVP), start, end, rows, x, v, out, 0.0)
+    datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_HVP, start, end, rows, x, v, out, 0.0)
 
 
 # --------------------------------------------------------------------------- regularizers

@@ -23,14 +23,14 @@ def _soft(u, t):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prox_l1(u, t, out):
     """Soft thresholding: out_j = sign(u_j) max(|u_j| - t, 0)."""
     for j in range(u.shape[0]):
         out[j] = _soft(u[j], t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prox_group(u, t, groups, out):
     """Block soft thresholding of every group g (ids in ``groups``; id -1 is left unpenalized):
     out_g = u_g max(1 - t / ||u_g||, 0)."""
@@ -52,7 +52,7 @@ def prox_group(u, t, groups, out):
             out[j] = 0.0 if n_ <= t else u[j] * (1.0 - t / n_)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prox_nuclear(u, t, m1, m2, out):
     """Singular-value thresholding of U = u.reshape(m1, m2) (row-major): U diag(max(s - t, 0)) V^T."""
     X = np.empty((m1, m2))
@@ -71,14 +71,14 @@ def prox_nuclear(u, t, m1, m2, out):
             out[a * m2 + c] = acc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prox_l2(u, t, out):
     """Prox of t ||x||^2 / 2: out = u / (1 + t)."""
     for j in range(u.shape[0]):
         out[j] = u[j] / (1.0 + t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def prox_none(u, out):
     """h = 0: out = u."""
     for j in range(u.shape[0]):
