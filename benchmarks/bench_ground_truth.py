@@ -7,6 +7,10 @@ clients, gives each solve one BLAS thread and solves chunks of clients in parall
 Target of issue 17: a9a with 1000 clients at least 5x faster than before. Usage::
 
     python benchmarks/bench_ground_truth.py [--clients 1000] [--data-dir DIR] [--out FILE]
+                                            [--baseline-checkout DIR]
+
+``--baseline-checkout`` (a checkout of an earlier commit, e.g. ``git worktree add /tmp/base
+0b19b09``) also times that code's ``validation.ground_truth`` in a subprocess of the same run.
 """
 import argparse
 import json
@@ -38,6 +42,7 @@ def main():
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--data-dir", default=os.environ.get("FEDTHEORY_DATA"))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--baseline-checkout", default=None)
     args = ap.parse_args()
     p = problems.libsvm("a9a", n_clients=args.clients, partition="iid", l2=1e-3, seed=0, data_dir=args.data_dir)
     t0 = time.perf_counter()
@@ -50,6 +55,16 @@ def main():
     out = dict(clients=args.clients, cores=os.cpu_count(), new_client_optima_s=t_new, new_total_s=t_total,
                previous_client_optima_s=t_old, speedup=t_old / t_new,
                max_abs_diff_client_f=float(np.max(np.abs(old_f - gt.client_f))))
+    if args.baseline_checkout:
+        import subprocess
+        import sys
+        code = ("import problems, validation, json; "
+                f"p = problems.libsvm('a9a', n_clients={args.clients}, partition='iid', l2=1e-3, seed=0, "
+                f"data_dir={args.data_dir!r}); gt = validation.ground_truth(p, cache=False); "
+                "print(json.dumps(gt.info['time_clients']))")
+        r = subprocess.run([sys.executable, "-c", code], cwd=args.baseline_checkout, capture_output=True, text=True)
+        out["baseline_client_optima_s"] = float(r.stdout.strip().splitlines()[-1])
+        out["speedup_vs_baseline"] = out["baseline_client_optima_s"] / t_new
     print(json.dumps(out, indent=2))
     if args.out:
         with open(args.out, "w") as f:
