@@ -112,9 +112,9 @@ def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows
         if sparse:
             return _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val)
         return _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val)
-    if kind == KIND_QUADRATIC:
-        return quadratic_rows(sparse, A, data, indices, indptr, b, op, start, end, x, v, out, val)
-    return _fallback_rows(kind, op, start, end, rows, x, v, out, val)
+    if kind == KIND_QUADRATIC:          # a plain int64 op: one compilation serves the three operations
+        return quadratic_rows(sparse, A, data, indices, indptr, b, np.int64(op), start, end, x, v, out, val)
+    return _fallback_rows(kind, np.int64(op), start, end, rows, x, v, out, val)
 
 
 @njit(cache=True)
