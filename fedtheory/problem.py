@@ -347,6 +347,17 @@ class FederatedProblem:
         """Proximal operator of step * h (the regularizer's prox at threshold step * tau)."""
         return self.regularizer.prox(x, step)
 
+    def value_and_gradient_mapping_sq(self, x, step):
+        """(F(x), ||G_step(x)||^2) with one pass over the data for the smooth value and gradient
+        (the runner's evaluation)."""
+        x = self._check_x(x)
+        v, g = self.datafit.value_grad(self.data, x)
+        F = v + self.h_value(x)
+        if not self.is_composite:
+            return F, float(g @ g)
+        G = (x - self.prox(x - step * g, step)) / step
+        return F, float(G @ G)
+
     def gradient_mapping_sq(self, x, step):
         """||G_step(x)||^2 with G = (x - prox_{step h}(x - step grad))/step (= ||grad||^2 if h=0)."""
         g = self.grad(x)

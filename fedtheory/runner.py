@@ -502,8 +502,11 @@ class _Job:
         if r > 0:
             self.eval_spent += self.eval_unit
         x = to_numpy(state["x"])
-        row = {"round": r, **self.counters, "value": problem.value(x),
-               "grad_mapping_sq": problem.gradient_mapping_sq(x, self.L_eval)}
+        if hasattr(problem, "value_and_gradient_mapping_sq"):        # one pass over the data
+            F, gm = problem.value_and_gradient_mapping_sq(x, self.L_eval)
+        else:                                                       # a torch DeepProblem
+            F, gm = problem.value(x), problem.gradient_mapping_sq(x, self.L_eval)
+        row = {"round": r, **self.counters, "value": F, "grad_mapping_sq": gm}
         if self.reference is not None:
             row["suboptimality"] = row["value"] - self.reference.f
             diff = x - self.reference.x

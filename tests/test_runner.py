@@ -131,3 +131,17 @@ def test_default_evaluation_schedule_costs_at_most_a_quarter_of_training(quad):
     assert every.history["round"].tolist() == list(range(31))
     tol = ft.run(p, "fedavg", rounds=30, lr=0.05, tol=1e-300)             # tol: every round is checked
     assert tol.history["round"].tolist() == list(range(31))
+
+
+def test_fused_evaluation_equals_separate_passes():
+    """The runner's evaluation (one pass over the data for F and its gradient) gives the values of
+    problem.value and problem.gradient_mapping_sq exactly, smooth and composite, dense and CSR."""
+    from fedtheory.testing.checks import suite_problems
+    ps = dict(suite_problems())
+    rng = np.random.default_rng(0)
+    A = [rng.normal(size=(12, 5)) for _ in range(3)]
+    ps["lasso"] = problems.lasso(A, [a @ np.ones(5) for a in A], l1=0.1)
+    for key, p in ps.items():
+        x = rng.normal(size=p.dim)
+        F, gm = p.value_and_gradient_mapping_sq(x, 0.5)
+        assert F == p.value(x) and gm == p.gradient_mapping_sq(x, 0.5), key

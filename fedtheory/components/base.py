@@ -164,10 +164,19 @@ class Datafit(Component):
         import cvxpy as cp
         return cp.sum([data.weights[i] * self.cvxpy_block(*data.block(i), x) for i in range(data.n_clients)])
 
+    def loss_value_grad(self, data, x):
+        """(:meth:`loss_value`, :meth:`loss_grad`); margin datafits share one pass over the data."""
+        return self.loss_value(data, x), self.loss_grad(data, x)
+
     # ------------------------------------------------------------------ smooth objective (ridge added here)
     def value(self, data, x):
         """sum_i w_i f_i(x)."""
         return float(self.loss_value(data, x) + 0.5 * self.l2 * x @ x)
+
+    def value_grad(self, data, x):
+        """(sum_i w_i f_i(x), its gradient), the evaluation's fused pass."""
+        v, g = self.loss_value_grad(data, x)
+        return float(v + 0.5 * self.l2 * x @ x), g + self.l2 * x
 
     def grad(self, data, x):
         """sum_i w_i grad f_i(x)."""
@@ -291,6 +300,10 @@ class MarginDatafit(Datafit):
 
     def loss_grad(self, data, x):
         return data.M.T @ (data.row_w * self.dloss(data.M @ x, data.b))
+
+    def loss_value_grad(self, data, x):
+        z = data.M @ x                             # one product with the data for both
+        return data.row_w @ self.loss(z, data.b), data.M.T @ (data.row_w * self.dloss(z, data.b))
 
     def loss_hessian(self, data, x):
         D = data.row_w * self.d2loss(data.M @ x, data.b)
