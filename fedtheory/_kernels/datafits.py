@@ -1,8 +1,9 @@
 r"""Numba kernels of the datafit components (:mod:`fedtheory.components`), one section per datafit.
 
 A *margin* datafit has a per-sample loss :math:`\ell(z, t)` of the margin :math:`z = a^\top x` and
-the target t; its kernels are the three scalar functions :math:`\ell, \ell', \ell''` (the row loops
-over dense or CSR rows that use them are shared, in :mod:`.oracles`). The explicit quadratic has no
+the target t; its kernel is one scalar function ``<name>_terms(op, z, t)`` giving the loss (for
+``OP_VALUE_GRAD``) and the slope :math:`\ell'(z)` (:math:`\ell''(z)` for ``OP_HVP``); the row loops
+over dense or CSR rows that call it are shared (:mod:`.oracles`). The explicit quadratic has no
 samples: its kernel :func:`quadratic_rows` works on the client's block of Q_i rows directly.
 
 Kernel ids (``kind`` in the data pack) and operation codes are defined here, next to the kernels;
@@ -42,7 +43,10 @@ def logistic_terms(op, z, t):
     val = 0.0
     if op == OP_VALUE_GRAD:
         u = -t * z
-        val = u + np.log1p(np.exp(-u)) if u > 0.0 else np.log1p(np.exp(u))
+        if u > 0.0:
+            val = u + np.log1p(np.exp(-u))
+        else:
+            val = np.log1p(np.exp(u))
     u = t * z
     if u > 0.0:
         e = np.exp(-u)
