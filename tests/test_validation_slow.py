@@ -14,7 +14,9 @@ def test_a9a_scaffold_reaches_certified_optimum_fedavg_floors(data_dir):
     p = problems.libsvm("a9a", n_clients=100, l2=1e-2, data_dir=data_dir)
     gt = validation.ground_truth(p)
     c = validation.constants(p, gt)
-    assert gt.residual < 1e-13 and np.all(gt.client_attained)
+    # the certified precision (README: ~1e-12); a fresh solve gives 1.58e-13 here, old code and new alike
+    # (the former 1e-13 bound held only for an entry cached by an earlier solve)
+    assert gt.residual < 1e-12 and np.all(gt.client_attained)
     lr = 1.0 / c.L
     sc = ft.run(p, "scaffold", rounds=1500, local_steps=5, lr=lr, reference=gt, eval_every=100)
     assert sc.history.suboptimality.iloc[-1] < 1e-12
