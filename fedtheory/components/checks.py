@@ -10,7 +10,8 @@ check by registering itself), and callable on a component of your own::
 
 What is checked, on the data of the component's ``example`` (a few clients, dense and CSR rows):
 
-* datafit, per client and globally: the NumPy oracles (:meth:`Datafit.client_value`, ...) equal the
+* datafit, per client and globally (also the fused :meth:`Datafit.value_grad` of the evaluations):
+  the NumPy oracles (:meth:`Datafit.client_value`, ...) equal the
   Numba kernels (``client_grad``, ``client_value_grad``, ``client_hvp`` through the problem's kernel
   pack), the torch oracles (autograd of :meth:`Datafit.torch_value`) and the CVXPY expression
   (:meth:`Datafit.cvxpy_value` and its ``.grad``) to 1e-10 relative; on minibatch rows too; the
@@ -124,6 +125,9 @@ def check_datafit(datafit, sparse=False, seed=0):
                 total_g += p.weights[i] * kg
     _close(p.smooth_value(x), total, RTOL, f"{name}: sum_i w_i f_i, NumPy vs numba")
     _close(p.grad(x), total_g, RTOL, f"{name}: sum_i w_i grad f_i, NumPy vs numba")
+    fv, fg = f.value_grad(p.data, x)
+    _close(fv, p.smooth_value(x), RTOL, f"{name}: value of the fused value_grad vs value")
+    _close(fg, p.grad(x), RTOL, f"{name}: gradient of the fused value_grad vs grad")
     _close(p.hessian(x) @ v, sum(p.weights[i] * p.client_hessian(i, x) @ v for i in range(p.n_clients)), RTOL,
            f"{name}: Hessian of the sum vs the sum of client Hessians")
     xv = cp.Variable(d)
