@@ -26,7 +26,8 @@ any moment leaves only its own temporary file, which a later writer deletes once
 is dead (never the file of a live writer). Adding a run costs O(1): one file, no rewrite of
 the table.
 
-Divergence: no stored row has a non-finite ``value``, ``grad_mapping_sq``, ``suboptimality``
+Divergence (a metric that is NaN in every row of a run was not computed, e.g. the gradient of a
+deep run with ``eval_grad=False``, and is no sign of divergence): no stored row has a non-finite ``value``, ``grad_mapping_sq``, ``suboptimality``
 or ``dist_sq``, and no metric column holds +-inf. A run with such rows keeps its finite rows
 and gets ``status = "diverged"``. (Other metric columns may hold NaN where a quantity is not
 defined at that round, e.g. step-size statistics before the first round.)
@@ -169,7 +170,8 @@ def nonfinite_rows(df):
     core = [c for c in CORE_METRICS if c in df.columns]
     if core:
         vals = df[core].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-        bad |= ~np.isfinite(vals).all(axis=1)
+        computed = ~np.isnan(vals).all(axis=0)          # a metric the run never computes (NaN throughout,
+        bad |= ~np.isfinite(vals[:, computed]).all(axis=1)   # e.g. a deep run without gradients) is no sign
     flt = [c for c in df.columns if c not in NOT_METRICS and not c.startswith("param_")
            and df[c].dtype.kind == "f"]
     if flt:
@@ -195,7 +197,7 @@ def _any_nonfinite(table):
         if n in NOT_METRICS or n.startswith("param_") or not pa.types.is_floating(c.type):
             continue
         v = c.to_numpy()
-        if (n in CORE_METRICS and not np.isfinite(v).all()) or np.isinf(v).any():
+        if (n in CORE_METRICS and not np.isfinite(v).all() and not np.isnan(v).all()) or np.isinf(v).any():
             return True
     return False
 

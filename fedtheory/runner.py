@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._kernels.oracles import KIND_QUADRATIC
 import math
 
 from ._kernels.cache import harden_all
@@ -329,7 +328,7 @@ class _Job:
         check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
         min_m = int(problem.client_sizes.min())
         if batch_size is not None:
-            if problem.kind == KIND_QUADRATIC:
+            if getattr(getattr(problem, "datafit", None), "has_samples", True) is False:
                 raise InvalidParameterError(
                     "The 'batch_size' parameter of run must be None for a quadratic problem (it has no "
                     "samples; use its 'noise' for stochastic gradients). Got "
@@ -511,7 +510,8 @@ class _Job:
             row["suboptimality"] = row["value"] - self.reference.f
             diff = x - self.reference.x
             row["dist_sq"] = float(diff @ diff)
-        for key in _CORE_METRICS:
+        # a DeepProblem may skip the full gradient (eval_grad=False: NaN by design): F decides there
+        for key in ("value",) if self.deep else _CORE_METRICS:
             if key in row and not math.isfinite(row[key]):
                 what = "F(x)" if key == "value" else key
                 return row, f"{what} is not finite ({row[key]})"

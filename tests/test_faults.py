@@ -707,3 +707,13 @@ def test_divergence_with_a_reference_keeps_finite_suboptimality():
     res = ft.run(p, "fedavg", rounds=400, local_steps=1, lr=10.0, reference=ground_truth(p, cache=False))
     assert res.status == "diverged" and _finite_history(res)
     assert res.history["suboptimality"].iloc[-1] > res.history["suboptimality"].iloc[0]
+
+
+def test_a_metric_never_computed_is_not_divergence():
+    """A deep run without gradients has grad_mapping_sq NaN in every row: stored as it is; a NaN that
+    appears in a computed metric still marks divergence."""
+    from fedtheory.results import nonfinite_rows
+    df = pd.DataFrame({"round": [0, 1, 2], "value": [2.0, 1.5, 1.2], "grad_mapping_sq": [np.nan] * 3})
+    assert not nonfinite_rows(df).any()
+    df2 = df.assign(grad_mapping_sq=[1.0, np.nan, 0.5])
+    assert nonfinite_rows(df2).tolist() == [False, True, False]
