@@ -31,3 +31,15 @@ def test_examples_of_page_run(page, monkeypatch):
 def test_theorem_page_exists_with_an_example():
     page = DOCS / "how-a-theorem-is-checked.md"
     assert page.exists() and _blocks(page)
+
+
+def test_readme_names_only_files_in_the_repository():
+    """Every file path the README names (in backticks, ending .md/.py/.toml) exists in the repository:
+    users do not have the development notes beside it."""
+    root = DOCS.parent
+    text = (root / "README.md").read_text()
+    paths = set(re.findall(r"`([\w./-]+\.(?:md|py|toml))`", text))
+    outputs = ("verify-report/",)                  # written by the commands the README shows
+    missing = sorted(p for p in paths if "/" in p and not p.startswith(outputs) and not (root / p).exists())
+    assert not missing, missing
+    assert "spec/" not in text and "API.md" not in text
