@@ -17,7 +17,6 @@ steps per second, ratios, first-call compile time and cached-call time. Usage::
     python benchmarks/bench_a9a.py [--rounds 2000] [--out benchmarks/results.json]
 """
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -32,6 +31,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import fedtheory as ft  # noqa: E402
+from _report import report, timed  # noqa: E402
 import problems  # noqa: E402
 from fedtheory._kernels.raw import minibatch_gradients_only  # noqa: E402
 
@@ -167,15 +167,6 @@ def raw_limit(p, rounds, seed=0):
     return time.perf_counter() - t0
 
 
-def timed(fn, *a, repeat=3):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(*a)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def compile_times():
     """First call in a fresh process with an empty cache, then with the on-disk cache."""
     code = ("import time,os; t=time.perf_counter(); import fedtheory as ft, problems; "
@@ -235,10 +226,7 @@ def main():
         row["x_vs_numpy"] = row["fedtheory_steps_per_s"] / row["numpy_steps_per_s"]
         row["raw_limit_over_fedtheory"] = out["raw_steps_per_s"] / row["fedtheory_steps_per_s"]
         out[algo] = row
-    print(json.dumps(out, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=2)
+    report(out, args.out)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ Target of issue 17: a9a with 1000 clients at least 5x faster than before. Usage:
 0b19b09``) also times that code's ``validation.ground_truth`` in a subprocess of the same run.
 """
 import argparse
-import json
 import os
 import time
 
 import numpy as np
 
 import problems
+from _report import report
 from fedtheory.problem import FederatedProblem
 from fedtheory.truth import ground_truth
 from fedtheory.truth import optimum
@@ -65,10 +65,7 @@ def main():
         r = subprocess.run([sys.executable, "-c", code], cwd=args.baseline_checkout, capture_output=True, text=True)
         out["baseline_client_optima_s"] = float(r.stdout.strip().splitlines()[-1])
         out["speedup_vs_baseline"] = out["baseline_client_optima_s"] / t_new
-    print(json.dumps(out, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=2)
+    report(out, args.out)
 
 
 if __name__ == "__main__":

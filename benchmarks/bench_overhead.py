@@ -13,27 +13,16 @@ All in one process, best of ``--repeat``. Usage::
     python benchmarks/bench_overhead.py [--data-dir DIR] [--repeat 5] [--out FILE]
 """
 import argparse
-import json
 import os
-import time
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 
 import fedtheory as ft  # noqa: E402
+from _report import report, timed  # noqa: E402
 import problems  # noqa: E402
-
-
-def best(fn, repeat):
-    t = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t = min(t, time.perf_counter() - t0)
-    return t
 
 
 def main():
@@ -48,23 +37,20 @@ def main():
     tiny = problems.quadratic(4, 2, L=1.0, mu=0.5, seed=0)
     R = 20000
     ft.run(tiny, "fedavg", rounds=2, local_steps=1, lr=0.1)
-    t = best(lambda: ft.run(tiny, "fedavg", rounds=R, local_steps=1, lr=0.1, eval_every=R), args.repeat)
+    t = timed(lambda: ft.run(tiny, "fedavg", rounds=R, local_steps=1, lr=0.1, eval_every=R), repeat=args.repeat)
     out["tiny_us_per_round"] = 1e6 * t / R
 
     p = problems.libsvm("a9a", n_clients=100, partition="iid", l2=1e-3, seed=0, data_dir=args.data_dir)
     kw = dict(rounds=args.rounds, local_steps=5, lr=0.5, clients_per_round=10, batch_size=20)
     ft.run(p, "fedavg", **dict(kw, rounds=2))
-    t_train = best(lambda: ft.run(p, "fedavg", eval_every=args.rounds, **kw), args.repeat)
-    t_default = best(lambda: ft.run(p, "fedavg", **kw), args.repeat)
-    t_every = best(lambda: ft.run(p, "fedavg", eval_every=1, **kw), max(1, args.repeat // 2))
+    t_train = timed(lambda: ft.run(p, "fedavg", eval_every=args.rounds, **kw), repeat=args.repeat)
+    t_default = timed(lambda: ft.run(p, "fedavg", **kw), repeat=args.repeat)
+    t_every = timed(lambda: ft.run(p, "fedavg", eval_every=1, **kw), repeat=max(1, args.repeat // 2))
     rows = len(ft.run(p, "fedavg", **kw).history)
     out.update(a9a_training_only_s=t_train, a9a_default_s=t_default, a9a_every_round_s=t_every,
                a9a_default_history_rows=rows, default_over_training=t_default / t_train,
                every_round_over_training=t_every / t_train)
-    print(json.dumps(out, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=2)
+    report(out, args.out)
 
 
 if __name__ == "__main__":
