@@ -43,7 +43,8 @@ EPILOGS = {
               "  fedtheory verify --out verify-report # full run: report.md, verdicts.csv, PNGs\n"
               "  fedtheory verify --theorem fedspeed.theorem_4_4",
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
-            "  fedtheory plot results --out rates.pdf --y grad_mapping_sq",
+            "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"
+            "  fedtheory plot results --filter algorithm=scaffold --filter lr=0.1 --x comm",
     "describe": "example:\n  fedtheory describe scaffold",
 }
 
@@ -156,7 +157,8 @@ def _plot(args):
         print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
               file=sys.stderr)
         return 2
-    fig = results_figure(df, y=args.y, title=args.title)
+    fig = results_figure(df, y=args.y, title=args.title, filters=args.filter,
+                         xs=[args.x] if args.x else ("round", "comm_up", "grad_evals"))
     out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png"
     fig.savefig(out, dpi=150)
     print(f"figure: {out}")
@@ -196,6 +198,11 @@ def main(argv=None):
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")
     pl.add_argument("--y", default=None, help="metric (default: suboptimality if measured, else grad_mapping_sq)")
     pl.add_argument("--title", default=None)
+    pl.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                    help="only the runs whose parameter KEY equals VALUE (repeatable; e.g. algorithm=fedavg, "
+                         "problem.heterogeneity=2.0)")
+    pl.add_argument("--x", choices=("rounds", "comm", "grad_evals"), default=None,
+                    help="one panel against this axis (default: three panels, one per axis)")
     demo = sub.add_parser("demo", help="a small run that prints a suboptimality table")
     demo.add_argument("--dataset", default="a9a")
     demo.add_argument("--data-dir", default=None)

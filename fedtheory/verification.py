@@ -8,6 +8,7 @@ is printed and written with figures to a Markdown report.
 """
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 
@@ -125,6 +126,111 @@ def format_table(df, markdown=False):
     return "\n".join(out)
 
 
+#: The largest side, in pixels, of a report figure (:func:`save_figure`).
+MAX_PIXELS = 2400
+
+
+def save_figure(fig, path, dpi=150):
+    """Save a report figure at ``dpi``, lowered where needed so that no side exceeds
+    :data:`MAX_PIXELS`; close it."""
+    import matplotlib.pyplot as plt
+    w, h = fig.get_size_inches()
+    fig.savefig(path, dpi=min(dpi, MAX_PIXELS / max(w, h)))
+    plt.close(fig)
+
+
+def _short(case, width=56):
+    """A case label for an axis: its tag ("C2") when it has one, else the label cut at ``width``."""
+    case = str(case)
+    head = case.split(":")[0]
+    if ":" in case and len(head) <= 12:
+        return head
+    return case if len(case) <= width else case[:width - 1].rstrip() + "\u2026"
+
+
+def ratios_figure(df):
+    r"""Measured left-hand side over the bound, one panel per theorem, one horizontal bar per case
+    and variant.
+
+    Bars take the colour of their variant (:func:`fedtheory.plotting.bound_style`, as in every
+    figure); a violated bound (ratio > 1) is hatched and the vertical line marks ratio 1. A
+    theorem whose ratios span more than two decades is drawn on a logarithmic axis, else on a
+    linear one. A row that is not applicable (a required condition fails) or has no finite ratio
+    is written "n/a" with its reason instead of a bar. The value is written at the end of each bar.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The verdict table of :func:`run_cases`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        About 9 inches wide, 0.2 inch per row (:func:`save_figure` keeps it under
+        :data:`MAX_PIXELS`).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from fedtheory.verification import ratios_figure
+    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "C2: y"], kind="conforming",
+    ...                       variant=["printed", "corrected", "printed"], ratio=[2.0, 0.5, float("nan")],
+    ...                       verdict=["VIOLATED", "holds", "NOT APPLICABLE: S1 fails"]))
+    >>> fig = ratios_figure(t)
+    >>> [tk.get_text() for tk in fig.axes[0].get_yticklabels()]
+    ['C1 · printed', 'C1 · corrected', 'C2 · printed']
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+    from matplotlib.transforms import blended_transform_factory
+    from .plotting import bound_style
+    theorems = list(dict.fromkeys(df.theorem))
+    sizes = [int((df.theorem == t).sum()) for t in theorems]
+    height = 0.2 * sum(sizes) + 0.55 * len(theorems) + 0.9
+    fig, axes = plt.subplots(len(theorems), 1, figsize=(9, height), squeeze=False, layout="constrained",
+                             gridspec_kw=dict(height_ratios=[n + 1.2 for n in sizes]))
+    variants = []
+    for ax, name in zip(axes[:, 0], theorems):
+        rows = df[df.theorem == name].reset_index(drop=True)
+        ratio = pd.to_numeric(rows.ratio, errors="coerce").to_numpy(dtype=float)
+        ok = np.isfinite(ratio) & (ratio > 0) & ~rows.verdict.astype(str).str.startswith("NOT APPLICABLE").to_numpy()
+        good = ratio[ok]
+        logx = bool(good.size) and max(good.max(), 1.0) / min(good.min(), 1.0) > 100
+        y = np.arange(len(rows))
+        for j, r in rows.iterrows():
+            if r.variant not in variants:
+                variants.append(r.variant)
+            if not ok[j]:
+                continue
+            st = bound_style(r.variant)
+            ax.barh(j, ratio[j], height=0.7, color=st["color"], alpha=0.85,
+                    hatch="///" if ratio[j] > 1 else None, edgecolor="white" if ratio[j] <= 1 else "black", lw=0.5)
+            ax.annotate(f"{ratio[j]:.3g}", (ratio[j], j), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=6.5)
+        trans = blended_transform_factory(ax.transAxes, ax.transData)
+        for j in np.flatnonzero(~ok):
+            why = str(rows.verdict[j]).removeprefix("NOT APPLICABLE: ")
+            text = "n/a" + (f": {textwrap.shorten(why, 90, placeholder=' ...')}" if why and why != "nan" else "")
+            ax.text(0.01, j, text, transform=trans, va="center", fontsize=6.5, color="0.35", style="italic")
+        ax.axvline(1.0, color="k", lw=0.8)
+        if logx:
+            ax.set_xscale("log")
+            lo, hi = min(good.min(), 1.0), max(good.max(), 1.0)
+            ax.set_xlim(lo / 3, hi * 3 * (hi / lo) ** 0.15)     # room for the value at the bar's end
+        else:
+            ax.set_xlim(0, 1.25 * max(good.max() if good.size else 1.0, 1.0))
+        ax.set_yticks(y, [f"{_short(r.case)} \u00b7 {r.variant}" for r in rows.itertuples()], fontsize=7)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+        ax.set_title(name, fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("measured / bound  (> 1: the bound is violated)", fontsize=8)
+    handles = [Patch(color=bound_style(v)["color"], label=v) for v in variants]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="violated (ratio > 1)"))
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5), fontsize=7, frameon=False)
+    return fig
+
+
 def write_report(df, studies, out, quick, seconds):
     """Markdown report and PNG figures in ``out``; returns the report path."""
     import matplotlib
@@ -137,25 +243,13 @@ def write_report(df, studies, out, quick, seconds):
     figs = []
     for k, s in enumerate(studies):
         fig = bound_vs_T(s["T"], s["measured"], s["stderr"], s["bounds"], s["predicted"],
-                         title=f"{s['theorem']}\n{s['label']}")
+                         title=f"{s['theorem']}\n" + "\n".join(textwrap.wrap(s["label"], 70)))
         fname = f"rate_{s['theorem'].replace('.', '_')}_{k}.png"
-        fig.savefig(out / fname, dpi=150)
-        plt.close(fig)
+        save_figure(fig, out / fname)
         figs.append((fname, s))
-    cases = df[(df.kind != "rate") & df.ratio.notna() & ~df.verdict.astype(str).str.startswith("NOT APPLICABLE")]
+    cases = df[df.case.astype(str) != "(no default cases registered)"]
     if len(cases):
-        fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(cases)), 4))
-        labels = [f"{r.case.split(':')[0]}\n{r.variant}" for r in cases.itertuples()]
-        colors = ["C2" if r.ratio <= 1 else "C3" for r in cases.itertuples()]
-        ax.bar(range(len(cases)), cases.ratio, color=colors)
-        ax.axhline(1.0, color="k", lw=1)
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(cases)), labels, fontsize=7)
-        ax.set_ylabel("measured / bound (> 1: violated)")
-        ax.set_title("Theorem checks: measured left-hand side over the bound", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(out / "ratios.png", dpi=150)
-        plt.close(fig)
+        save_figure(ratios_figure(cases), out / "ratios.png")
     lines = [f"# fedtheory verify ({'quick' if quick else 'full'})", "",
              f"fedtheory {__version__}; {time.strftime('%Y-%m-%d %H:%M:%S')}; {seconds:.0f} s.", "",
              "Each registered theorem runs its default configurations: conforming cases (every stated "

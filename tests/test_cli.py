@@ -151,6 +151,9 @@ def test_verify_quick_prints_table_and_writes_report(tmp_path, capsys):
     assert rep.exists() and "| theorem |" in rep.read_text()
     assert (tmp_path / "v" / "ratios.png").exists()
     assert list((tmp_path / "v").glob("rate_*.png"))
+    from PIL import Image
+    for png in (tmp_path / "v").glob("*.png"):               # report figures at most 2400 px a side
+        assert max(Image.open(png).size) <= 2400, png.name
     v = pd.read_csv(tmp_path / "v" / "verdicts.csv")
     c2 = v[v.case.str.startswith("C2")].set_index("variant")
     assert c2.loc["printed", "ratio"] > 1 > c2.loc["corrected", "ratio"]

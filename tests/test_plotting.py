@@ -1,0 +1,182 @@
+"""Rate plots: one curve per setting (never settings averaged as seeds), filters, axes, styles,
+legends outside the data; the verify report's figures (size, labels, one colour per variant)."""
+import itertools
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from fedtheory.plotting import (BOUND_STYLES, bound_style, bound_vs_T, curve_groups, filter_table,  # noqa: E402
+                                rate_plot, results_figure)
+from fedtheory.verification import MAX_PIXELS, ratios_figure, save_figure  # noqa: E402
+
+ROUNDS = np.array([0, 1, 2, 3])
+
+
+def _run(run_id, seed, values, **params):
+    """One run's rows: ``values`` per round, communication 2 vectors and 5 gradients per round."""
+    values = np.asarray(values, float)
+    return pd.DataFrame({"run_id": run_id, "param_seed": seed, **{f"param_{k}": v for k, v in params.items()},
+                         "round": ROUNDS, "comm_up": 2 * ROUNDS, "grad_evals": 5 * ROUNDS,
+                         "suboptimality": values, "test_acc": 1 - values / (1 + values)})
+
+
+def _feddeper_table():
+    """FedDeper and FedDeper* (``star`` set on the second only, as the deep reproduction stores it),
+    two seeds each, and a FedAvg run (which has neither ``star`` nor ``mix``)."""
+    base = np.array([1.0, 0.1, 0.01, 0.001])
+    return pd.concat([
+        _run("d0", 0, base, algorithm="feddeper", mix=0.5),
+        _run("d1", 1, 3 * base, algorithm="feddeper", mix=0.5),
+        _run("s0", 0, 10 * base, algorithm="feddeper", mix=0.5, star=True),
+        _run("s1", 1, 30 * base, algorithm="feddeper", mix=0.5, star=True),
+        _run("a0", 0, 100 * base, algorithm="fedavg"),
+    ], ignore_index=True)
+
+
+def test_settings_that_differ_in_a_non_seed_parameter_are_distinct_curves():
+    df = _feddeper_table()
+    labels = [label for label, _ in curve_groups(df)]
+    assert labels == ["fedavg", "feddeper, mix=0.5", "feddeper, mix=0.5, star=True"]
+    fig = rate_plot(df)
+    lines = fig.axes[0].lines
+    assert [ln.get_label() for ln in lines] == ["fedavg", "feddeper, mix=0.5 (2 seeds)",
+                                                "feddeper, mix=0.5, star=True (2 seeds)"]
+    base = np.array([1.0, 0.1, 0.01, 0.001])
+    # each curve is the mean over its own seeds only: FedDeper (1 and 3) and FedDeper* (10 and 30)
+    assert np.allclose(lines[1].get_ydata(), 2 * base)
+    assert np.allclose(lines[2].get_ydata(), 20 * base)
+    assert np.allclose(lines[0].get_ydata(), 100 * base)
+
+
+def test_seeds_of_one_setting_are_one_curve_with_a_min_max_band():
+    df = _feddeper_table()
+    fig = rate_plot(df, filters=["star=True"])
+    ax = fig.axes[0]
+    assert len(ax.lines) == 1
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    base = np.array([1.0, 0.1, 0.01, 0.001])
+    assert np.isclose(band.max(), 30 * base.max()) and np.isclose(band.min(), 10 * base.min())
+
+
+def test_filter_selects_runs_by_parameter_and_names_unknown_keys():
+    df = _feddeper_table()
+    assert sorted(filter_table(df, ["algorithm=feddeper"]).run_id.unique()) == ["d0", "d1", "s0", "s1"]
+    assert sorted(filter_table(df, {"algorithm": "feddeper", "mix": "5e-1"}).run_id.unique()) == ["d0", "d1", "s0", "s1"]
+    assert sorted(filter_table(df, ["algorithm=fedavg", "algorithm=feddeper", "seed=1"]).run_id.unique()) == ["d1", "s1"]
+    with pytest.raises(ValueError, match="Unknown parameter 'lr'.*'algorithm'"):
+        filter_table(df, ["lr=0.1"])
+    with pytest.raises(ValueError, match="key=value"):
+        filter_table(df, ["algorithm"])
+    with pytest.raises(ValueError, match="No run matches"):
+        filter_table(df, ["algorithm=scaffold"])
+
+
+def test_x_axis_names_of_the_command_line():
+    df = _feddeper_table()
+    for x, col, factor in (("rounds", "round", 1), ("comm", "comm_up", 2), ("grad_evals", "grad_evals", 5)):
+        ax = rate_plot(df, x=x).axes[0]
+        assert np.allclose(ax.lines[0].get_xdata(), factor * ROUNDS), x
+        assert ax.get_xlabel() == {"round": "communication rounds", "comm_up": "vectors sent to the server",
+                                   "grad_evals": "stochastic gradient evaluations"}[col]
+    with pytest.raises(ValueError, match="'x' parameter of rate_plot"):
+        rate_plot(df, x="epochs")
+
+
+def test_accuracy_on_a_linear_axis_suboptimality_on_a_log_axis():
+    df = _feddeper_table()
+    assert rate_plot(df, y="test_acc").axes[0].get_yscale() == "linear"
+    assert rate_plot(df, y="suboptimality").axes[0].get_yscale() == "log"
+
+
+def test_twenty_curves_have_distinct_colour_and_line_style_pairs():
+    df = pd.concat([_run(f"r{j}", 0, [1, 0.5, 0.2, 0.1], algorithm="fedavg", lr=0.01 * (j + 1))
+                    for j in range(20)], ignore_index=True)
+    lines = rate_plot(df).axes[0].lines
+    assert len(lines) == 20
+    pairs = [(matplotlib.colors.to_hex(ln.get_color()), ln.get_linestyle()) for ln in lines]
+    assert len(set(pairs)) == 20
+    # curves that share a colour differ in line style (the pair, not the colour alone, is unique)
+    for a, b in itertools.combinations(pairs, 2):
+        assert a != b
+
+
+def test_legend_lies_outside_the_data():
+    df = _feddeper_table()
+    for fig in (rate_plot(df), results_figure(df)):
+        fig.canvas.draw()
+        legend = (fig.axes[0].get_legend() or fig.legends[0]).get_window_extent()
+        for ax in fig.axes:
+            assert not legend.overlaps(ax.get_window_extent())
+
+
+def test_cli_plot_filter_and_x(tmp_path):
+    from fedtheory.__main__ import main
+    (tmp_path / "r").mkdir()
+    _feddeper_table().to_parquet(tmp_path / "r" / "results.parquet")
+    out = tmp_path / "one.png"
+    assert main(["plot", str(tmp_path / "r"), "--filter", "algorithm=feddeper", "--x", "comm",
+                 "--out", str(out), "--y", "test_acc"]) == 0
+    assert out.stat().st_size > 5000
+
+
+# ------------------------------------------------------------------ verify report figures
+
+def _verdicts(n_theorems=12, rows=8):
+    """A verdict table as large as a full verify: ratios over 40 decades, not-applicable rows, long labels."""
+    recs = []
+    for t in range(n_theorems):
+        for r in range(rows):
+            variant = ("printed", "corrected", "derived")[r % 3]
+            ratio = 10.0 ** (32 * (r == 0 and t == 1) - 7 * (r == 1) + 0.3 * r - 1)
+            na = r == rows - 1
+            recs.append(dict(theorem=f"paper{t}.theorem_{t}", case=f"a long case label describing the problem, "
+                             f"case number {r} of theorem {t}, with its step size and rounds", kind="conforming",
+                             variant=variant, ratio=np.nan if na else ratio,
+                             verdict="NOT APPLICABLE: [stated] S1 fails" if na else "holds"))
+    return pd.DataFrame(recs)
+
+
+def test_report_figures_at_most_2400_pixels(tmp_path):
+    from PIL import Image
+    save_figure(ratios_figure(_verdicts()), tmp_path / "ratios.png")
+    save_figure(bound_vs_T([10, 20, 40, 80], [1, 0.5, 0.25, 0.12], [0.01] * 4,
+                           {"printed": [0.5, 0.3, 0.2, 0.1], "corrected": [4, 2, 1, 0.5]}, -1,
+                           title="a.theorem\nstudy"), tmp_path / "rate.png")
+    for name in ("ratios.png", "rate.png"):
+        w, h = Image.open(tmp_path / name).size
+        assert max(w, h) <= MAX_PIXELS, (name, w, h)
+
+
+def test_ratio_figure_one_horizontal_panel_per_theorem_no_overlapping_labels():
+    df = _verdicts(n_theorems=4)
+    fig = ratios_figure(df)
+    assert len(fig.axes) == 4
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for ax in fig.axes for t in ax.get_yticklabels()]
+    boxes += [ax.title.get_window_extent() for ax in fig.axes]
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b)
+    wide = fig.axes[1]                     # the 1e31 ratio: decades apart, so a log axis
+    assert wide.get_xscale() == "log"
+    patches = [p for p in wide.patches if p.get_width() > 0]
+    assert len(patches) == 7                # 8 rows, one of them not applicable
+    texts = [t.get_text() for t in wide.texts]
+    assert any(t.startswith("n/a") for t in texts)
+
+
+def test_one_colour_per_bound_variant_in_every_figure():
+    """The printed and corrected bounds have the colour of BOUND_STYLES in the rate figures and the
+    ratio bars alike."""
+    fig = bound_vs_T([10, 20], [1, 0.5], bounds={"corrected": [4, 2], "printed": [0.5, 0.4]})
+    by_label = {ln.get_label(): ln.get_color() for ln in fig.axes[0].lines}
+    bars = ratios_figure(_verdicts(n_theorems=1, rows=4)).axes[0].patches   # the 4th row: n/a
+    for variant in ("printed", "corrected"):
+        want = matplotlib.colors.to_hex(BOUND_STYLES[variant]["color"])
+        assert matplotlib.colors.to_hex(by_label[f"bound: {variant}"]) == want
+        assert bound_style(variant)["color"] == BOUND_STYLES[variant]["color"]
+    colours = {matplotlib.colors.to_hex(p.get_facecolor()[:3]) for p in bars}
+    assert colours == {matplotlib.colors.to_hex(BOUND_STYLES[v]["color"]) for v in ("printed", "corrected", "derived")}
