@@ -408,6 +408,9 @@ def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=N
                 label=f"predicted order $T^{{{predicted_slope:g}}}$")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import NullFormatter
+    ax.set_xticks(T, [f"{t:g}" for t in T])        # the measured T values, not crowded minor labels
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("rounds T")
     ax.set_ylabel("left-hand side of the theorem")
     if title:
