@@ -1,22 +1,73 @@
-"""Shared command line of the figure scripts: read the result tables, draw, save the PNGs."""
+"""Shared command line and styling of the figure scripts: read the result tables, draw, save the PNGs.
+
+Styling is the library's (:mod:`fedtheory.plotting`): curve ``j`` takes :func:`style` ``(j)`` (the
+colour/line-style pair of :func:`fedtheory.plotting.curve_style` plus a marker, so curves that
+coincide stay visible), a theorem's bound variant takes :func:`fedtheory.plotting.bound_style`
+(the same colour in every figure and in the ``fedtheory verify`` report), and legends sit outside
+the data.
+"""
 import argparse
+import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from fedtheory.plotting import bound_style, curve_style, legend_outside  # noqa: E402,F401
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def finish(fig, ax, **legend):
-    """Last lines of a one-panel figure: legend (``fontsize=7`` unless given), log-scale grid, tight layout."""
-    ax.legend(**{"fontsize": 7, **legend})
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+def style(j, marker=True):
+    """Keyword arguments of ``ax.plot`` for the ``j``-th curve: colour, line style, marker."""
+    kw = curve_style(j)
+    if marker:
+        kw["marker"] = MARKERS[j % len(MARKERS)]
+        kw["markersize"] = 5
+    return kw
+
+
+def value_ticks(ax, values, axis="x"):
+    """Ticks of a logarithmic axis at the measured values, written as plain numbers."""
+    values = sorted(set(float(v) for v in values))
+    getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
+    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
+
+
+def log_ticks(ax, axis="y"):
+    """Readable labels on a logarithmic axis that spans less than two decades (1, 2, 5 times a power
+    of ten, written as plain numbers); wider axes keep matplotlib's powers of ten."""
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    if lo > 0 and hi / lo < 100:
+        a = getattr(ax, f"{axis}axis")
+        a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.set_minor_formatter(NullFormatter())
+
+
+def finish(fig, ax, outside=True, **legend):
+    """Last lines of a one-panel figure: legend (outside the data unless ``outside=False``; ``fontsize=7``
+    unless given), major grid, constrained layout."""
+    if outside:
+        legend_outside(ax, **legend)
+    else:
+        ax.legend(**{"fontsize": 7, **legend})
+    ax.grid(True, which="major", alpha=0.3)
+    fig.set_layout_engine("constrained")
     return fig
+
+
+def save(fig, path):
+    """Save at 150 dpi with everything drawn (legends outside the axes included)."""
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
 
 
 def render(figures, results, description, argv=None):
@@ -32,7 +83,9 @@ def render(figures, results, description, argv=None):
         if not path.exists():
             print(f"skip {fname}: {path} missing")
             continue
-        fig = fn(pd.read_csv(path))
-        fig.savefig(out / fname, dpi=150)
-        plt.close(fig)
+        save(fn(pd.read_csv(path)), out / fname)
         print(f"wrote {out / fname}")
+
+
+__all__ = ["ROOT", "bound_style", "curve_style", "finish", "legend_outside", "log_ticks", "np", "render", "save",
+           "style", "value_ticks"]
