@@ -27,7 +27,7 @@ stream. Each experiment writes ``OUT/<experiment>/results.parquet`` (the results
 Usage::
 
     python -m validation.deep_reproduction fedspeed_cifar10 --device cuda
-    python -m validation.deep_reproduction all --quick          # minutes on a CPU: small subsets
+    python -m validation.deep_reproduction all --quick          # about 20 min on a CPU: small subsets
     python -m validation.deep_reproduction all --quick --dataset digits --out /tmp/deep   # offline
 """
 from __future__ import annotations
