@@ -110,6 +110,38 @@ def log_axis(y, values=None):
     return bool(v.size and (v > 0).all() and v.max() > 100 * v.min())
 
 
+def log_ticks(ax, axis="y"):
+    """Readable labels on a logarithmic axis: plain numbers at 1, 2 and 5 times the powers of ten
+    when it spans less than two decades; powers of ten at a regular step of whole decades (at most
+    about eight labels) when it spans many.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from fedtheory.plotting import log_ticks
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.semilogy([1, 2], [0.12, 0.5]); log_ticks(ax)
+    >>> [t.get_text() for t in ax.get_yticklabels() if t.get_text()][:3]
+    ['0.1', '0.2', '0.5']
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    a = getattr(ax, f"{axis}axis")
+    if not (lo > 0 and hi > lo):
+        return
+    decades = np.log10(hi / lo)
+    if decades < 2:
+        a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.set_minor_formatter(NullFormatter())
+    elif decades > 8:
+        step = int(np.ceil(decades / 8))
+        first, last = int(np.ceil(np.log10(lo) / step)) * step, int(np.floor(np.log10(hi)))
+        a.set_major_locator(FixedLocator([10.0 ** k for k in range(first, last + 1, step)]))
+        a.set_major_formatter(LogFormatterSciNotation())
+        a.set_minor_formatter(NullFormatter())
+
+
 def default_metric(df):
     """``suboptimality`` when the runs were measured against a certified optimum, else the
     squared gradient mapping norm."""
@@ -411,6 +443,7 @@ def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=N
     from matplotlib.ticker import NullFormatter
     ax.set_xticks(T, [f"{t:g}" for t in T])        # the measured T values, not crowded minor labels
     ax.xaxis.set_minor_formatter(NullFormatter())
+    log_ticks(ax, "y")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("left-hand side of the theorem")
     if title:

@@ -183,7 +183,7 @@ def ratios_figure(df):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
-    from .plotting import bound_style
+    from .plotting import bound_style, log_ticks
     theorems = list(dict.fromkeys(df.theorem))
     sizes = [int((df.theorem == t).sum()) for t in theorems]
     height = 0.2 * sum(sizes) + 0.55 * len(theorems) + 0.9
@@ -206,7 +206,8 @@ def ratios_figure(df):
             ax.barh(j, ratio[j], height=0.7, color=st["color"], alpha=0.85,
                     hatch="///" if ratio[j] > 1 else None, edgecolor="white" if ratio[j] <= 1 else "black", lw=0.5)
             ax.annotate(f"{ratio[j]:.3g}", (ratio[j], j), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=6.5)
+                        va="center", fontsize=6.5,
+                        bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.3))
         trans = blended_transform_factory(ax.transAxes, ax.transData)
         for j in np.flatnonzero(~ok):
             why = str(rows.verdict[j]).removeprefix("NOT APPLICABLE: ")
@@ -217,6 +218,7 @@ def ratios_figure(df):
             ax.set_xscale("log")
             lo, hi = min(good.min(), 1.0), max(good.max(), 1.0)
             ax.set_xlim(lo / 3, hi * 3 * (hi / lo) ** 0.15)     # room for the value at the bar's end
+            log_ticks(ax, "x")
         else:
             ax.set_xlim(0, 1.25 * max(good.max() if good.size else 1.0, 1.0))
         ax.set_yticks(y, [f"{_short(r.case)} \u00b7 {r.variant}" for r in rows.itertuples()], fontsize=7)

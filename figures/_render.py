@@ -16,11 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedtheory.plotting import bound_style, curve_style, legend_outside  # noqa: E402,F401
+from fedtheory.plotting import bound_style, curve_style, legend_outside, log_ticks  # noqa: E402,F401
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -39,17 +39,6 @@ def value_ticks(ax, values, axis="x"):
     values = sorted(set(float(v) for v in values))
     getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
-
-
-def log_ticks(ax, axis="y"):
-    """Readable labels on a logarithmic axis that spans less than two decades (1, 2, 5 times a power
-    of ten, written as plain numbers); wider axes keep matplotlib's powers of ten."""
-    lo, hi = getattr(ax, f"get_{axis}lim")()
-    if lo > 0 and hi / lo < 100:
-        a = getattr(ax, f"{axis}axis")
-        a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        a.set_minor_formatter(NullFormatter())
 
 
 def finish(fig, ax, outside=True, **legend):
