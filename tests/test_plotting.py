@@ -16,6 +16,15 @@ from fedtheory.verification import MAX_PIXELS, ratios_figure, save_figure  # noq
 ROUNDS = np.array([0, 1, 2, 3])
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Every test starts and ends with no open figure (the library returns them open, to the caller)."""
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    yield
+    plt.close("all")
+
+
 def _run(run_id, seed, values, **params):
     """One run's rows: ``values`` per round, communication 2 vectors and 5 gradients per round."""
     values = np.asarray(values, float)
