@@ -30,6 +30,9 @@ Y_LABELS = {"suboptimality": r"$F(x^t) - F^*$", "grad_mapping_sq": r"$\|G(x^t)\|
 X_ALIASES = {"rounds": "round", "comm": "comm_up", "grad_evals": "grad_evals"}
 #: Metrics always drawn on a logarithmic axis (they decay over decades towards 0).
 LOG_METRICS = ("suboptimality", "grad_mapping_sq", "dist_sq", "z_grad_sq")
+#: Markers of the curves of :func:`rate_plot` (one per curve, placed at staggered points so that
+#: curves that coincide stay visible).
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 #: Line styles cycled after every ten colours (:func:`curve_style`).
 LINESTYLES = ("-", "--", ":", "-.")
 #: Colour and line style of each bound variant, in every figure of the project (verify report,
@@ -351,8 +354,9 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
                     lo, hi = mean - sd, mean + sd
         style = curve_style(j)
         n_seeds = piv.shape[1]
-        ax.plot(xs, np.maximum(mean, floor), lw=1.6, **style,
-                label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 else ""))
+        step = max(1, len(xs) // 6)                   # staggered markers: coinciding curves stay visible
+        ax.plot(xs, np.maximum(mean, floor), lw=1.6, marker=MARKERS[j % len(MARKERS)], ms=3.5,
+                markevery=(j % step, step), **style, label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 else ""))
         if spread and n_seeds > 1:
             ax.fill_between(xs, np.maximum(lo, floor), np.maximum(hi, floor), color=style["color"], alpha=0.15, lw=0)
     if bound is not None:
@@ -366,6 +370,7 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
         ax.plot(xb, yb, "k--", lw=1.3, label=bound_label)
     if logy:
         ax.set_yscale("log")
+        log_ticks(ax, "y")
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(X_LABELS.get(x, x))
