@@ -248,6 +248,32 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     return job.result()
 
 
+def check_arguments(problem, algorithm, **kwargs):
+    """Raise what ``run(problem, algorithm, **kwargs)`` raises for a bad argument, without running.
+
+    The run is set up as :func:`run` sets it up (arguments, the algorithm's hyperparameters,
+    the problem's compatibility, client sampling, ``x0``, the trace budget) and then dropped:
+    no round and no evaluation. Configurations (:mod:`fedtheory.config`) check every grid point
+    with it before a sweep starts.
+
+    Examples
+    --------
+    >>> import problems
+    >>> from fedtheory.runner import check_arguments
+    >>> check_arguments(problems.quadratic(4, 3), "fedavg", lr=-1.0)
+    Traceback (most recent call last):
+    ...
+    fedtheory.exceptions.InvalidParameterError: The 'lr' parameter of run must be a float in the range (0, inf). Got -1.0 instead.
+    """
+    import inspect
+    bound = inspect.signature(run).bind(problem, algorithm, **kwargs)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    hyper = args.pop("hyperparameters", {})
+    accepted = inspect.signature(_Job.__init__).parameters
+    _Job(**{k: v for k, v in args.items() if k in accepted}, hyperparameters=hyper)
+
+
 class _Job:
     """One run's phases: setup (validation, sampler, streams, state), round, evaluation, result."""
 

@@ -23,9 +23,8 @@ import sys
 import threading
 import time
 
-import numpy as np
 
-from .config import load, run_id
+from .config import load, make_problem, run_call, run_id
 from .results import ResultsStore, flatten_params
 
 
@@ -47,14 +46,12 @@ class SweepCancelled(RuntimeError):
 
 @functools.lru_cache(maxsize=8)
 def _problem(blob):
-    import problems
-    args = json.loads(blob)
-    name = args.pop("name")
-    return getattr(problems, name)(**args)
+    return make_problem(json.loads(blob))
 
 
 def build_problem(problem_args):
-    """The problem of a configuration (cached per process)."""
+    """The problem of a configuration point ``{"factory": ..., **arguments}`` (cached per process;
+    ``{"name": factory, ...}`` is accepted as well)."""
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
@@ -66,14 +63,11 @@ def run_point(problem_args, run_args, callback=None):
     """
     from .runner import run
     p = build_problem(problem_args)
-    kw = dict(run_args)
-    alg = kw.pop("algorithm")
+    alg, kw, want_ref = run_call(run_args)
     ref = None
-    if kw.pop("reference", False):
+    if want_ref:
         from . import truth
         ref = truth.ground_truth(p)
-    if "x0" in kw and kw["x0"] is not None:
-        kw["x0"] = np.asarray(kw["x0"], dtype=float)
     res = run(p, alg, reference=ref, callback=callback, **kw)
     return history_frame(problem_args, run_args, res)
 
@@ -236,7 +230,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> from fedtheory.sweep import sweep
     >>> cfg = '''
     ... [problem]
-    ... name = "quadratic"
+    ... factory = "quadratic"
     ... n_clients = 4
     ... dim = 3
     ... [run]
