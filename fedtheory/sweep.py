@@ -210,7 +210,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     scheduler : str or dask.distributed.Client, optional
         Dask scheduler address (``tcp://host:port``) or a connected client (backend "dask").
     progress : bool, optional
-        tqdm progress bar; None shows it only on a terminal.
+        tqdm progress bar on stderr; None shows it only when stderr is a terminal (never with
+        ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``).
     warm : bool
         Warm the Numba and ground-truth caches in the driver first (parallel runs only).
 
@@ -244,7 +245,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> df.run_id.nunique(), len(df)
     (2, 8)
     """
-    from tqdm.auto import tqdm
+    from ._progress import bar as progress_bar
     if backend not in ("local", "dask"):
         raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
     cfg = config if hasattr(config, "points") else load(config)
@@ -260,7 +261,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
                 todo.append((rid, prob, rn))
     wanted = seen
     skipped = len(wanted & done)
-    bar = tqdm(total=len(todo), desc="sweep", disable=(None if progress is None else not progress))
+    bar = progress_bar(progress, total=len(todo), desc="sweep", unit="run")
     if skipped:
         bar.write(f"sweep: {skipped} of {len(points)} runs already stored in {store.path}; skipping them",
                   file=sys.stderr)
