@@ -10,32 +10,36 @@ import json
 import sys
 
 EXAMPLE_CONFIG = """\
-  # sweep.toml
-  [problem]
-  name = "quadratic"              # a problems factory and its arguments
-  n_clients = 10
-  dim = 5
+  # examples/sweep.toml: 3 algorithms x 2 heterogeneity levels x 2 seeds = 12 runs
+  [problem]                 # factory = a problems factory; every other key is its argument
+  factory = "quadratic"
+  n_clients = 20
+  dim = 10
+  L = 1.0
+  mu = 0.1
+  hessian = "distinct"      # client-specific Hessians: local steps drift (shared ones would not)
   heterogeneity = 1.0
 
-  [run]                           # fedtheory.run arguments, algorithm, hyperparameters
+  [run]                     # fedtheory.run arguments, the algorithm and its hyperparameters
   algorithm = "fedavg"
-  rounds = 200
-  local_steps = 5
+  rounds = 150
+  local_steps = 10
   lr = 0.1
-  eval_every = 10
-  reference = true                # certified optimum: suboptimality columns
+  clients_per_round = 5     # partial participation: the seed changes the sampled clients
+  eval_every = 5
+  reference = true          # measure against the certified optimum (suboptimality, dist_sq)
 
-  [grid]                          # lists: the sweep runs their Cartesian product
-  algorithm = ["fedavg", "scaffold", "fedspeed"]
-  seed = [0, 1, 2]
-  "problem.heterogeneity" = [0.5, 2.0]
+  [grid]                    # lists: the sweep runs their Cartesian product
+  algorithm = ["fedavg", "scaffold", "feddyn"]
+  "problem.heterogeneity" = [0.1, 10.0]
+  seed = [0, 1]
 """
 
 EPILOGS = {
     "main": "examples:\n  fedtheory list\n  fedtheory describe fedspeed\n  fedtheory verify --quick --out report\n"
             "  fedtheory sweep sweep.toml --out results -j 4\n  fedtheory plot results --out rates.png",
     "run": "example:\n  fedtheory run one.toml --out results\n\n" + EXAMPLE_CONFIG.replace("[grid]", "[grid]  (optional; run takes one point)"),
-    "sweep": "examples:\n  fedtheory sweep sweep.toml --out results            # all cores, joblib/loky\n"
+    "sweep": "examples:\n  fedtheory sweep examples/sweep.toml --out results   # all cores, joblib/loky\n"
              "  fedtheory sweep sweep.toml --out results -j 2\n"
              "  fedtheory sweep sweep.toml --out results --backend dask --scheduler tcp://10.0.0.5:8786\n"
              "  (killed and restarted: finished runs are skipped, none is lost or duplicated)\n\n" + EXAMPLE_CONFIG,
