@@ -299,9 +299,9 @@ class Config:
         """Line of ``key`` in ``[table]`` (or of the table's header, or of its closest parent)."""
         lines = key_lines(self.text)
         cands = [(table,)] if key is None else [(table, key), (table, *key.split("."))]
-        for path in cands:
-            for n in range(len(path), 0, -1):
-                if path[:n] in lines:
+        for n in range(max(map(len, cands)), 0, -1):           # the longest known prefix
+            for path in cands:
+                if len(path) >= n and path[:n] in lines:
                     return lines[path[:n]]
         return None
 
