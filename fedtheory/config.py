@@ -243,7 +243,8 @@ def _expectation(msg, args):
         got = _describe(args[param])
     if what.startswith("None or "):              # TOML has no None: leaving the key out is None
         what = what[len("None or "):] + " (or the key left out)"
-    return param, f"expected {what} (argument of {m.group('caller')}); got {got}"
+    caller = {"run": "fedtheory.run"}.get(m.group("caller"), m.group("caller"))
+    return param, f"expected {what} (argument of {caller}); got {got}"
 
 
 def _mentioned(msg, keys):
@@ -497,7 +498,7 @@ def load(path_or_text, path=None, check=True):
     >>> load(cfg.text.replace("lr = [0.1, 0.2]", "lr = [0.1, -2]"))
     Traceback (most recent call last):
     ...
-    fedtheory.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of run); got -2
+    fedtheory.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
     """
     text, where = _read(path_or_text, path)
     try:
