@@ -168,7 +168,8 @@ def _run(args):
         print(f"error: {args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
               "configuration (use 'fedtheory sweep').", file=sys.stderr)
         return 2
-    rid, df = run_point(*pts[0])
+    from ._progress import enabled
+    rid, df = run_point(*pts[0], progress=enabled())
     last = df.iloc[-1]
     cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
             if c in df]

@@ -410,20 +410,21 @@ class Config:
         from .exceptions import IncompatibleProblemError
         from .runner import check_arguments
         points = self.points() if points is None else points
-        built = {}
+        groups = {}                       # one build per distinct problem, one problem in memory at a time
         for prob, rn in points:
-            blob = json.dumps(prob, sort_keys=True, default=str)
-            if blob not in built:
-                built[blob] = self._build(prob)
-            problem = built[blob]
-            alg, kw, _ = run_call(rn)
-            try:
-                check_arguments(problem, alg, **kw)
-            except IncompatibleProblemError as e:
-                t = "grid" if "algorithm" in self.grid else "run"
-                raise self.error(t, "algorithm", str(e), alg, t == "grid") from None
-            except (ValueError, TypeError) as e:
-                raise self._blame("run", rn, e) from None
+            groups.setdefault(json.dumps(prob, sort_keys=True, default=str), (prob, []))[1].append(rn)
+        for prob, runs in groups.values():
+            problem = self._build(prob)
+            for rn in runs:
+                alg, kw, _ = run_call(rn)
+                try:
+                    check_arguments(problem, alg, **kw)
+                except IncompatibleProblemError as e:
+                    t = "grid" if "algorithm" in self.grid else "run"
+                    raise self.error(t, "algorithm", str(e), alg, t == "grid") from None
+                except (ValueError, TypeError) as e:
+                    raise self._blame("run", rn, e) from None
+            del problem
         return points
 
     def _build(self, prob):

@@ -55,11 +55,12 @@ def build_problem(problem_args):
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
-def run_point(problem_args, run_args, callback=None):
+def run_point(problem_args, run_args, callback=None, progress=False):
     """Run one configuration point; return ``(run_id, history)`` with run_id, param_* and status columns.
 
     ``callback`` is passed to :func:`fedtheory.run` (it must not stop the run: a stopped run is
-    not the configured one; raise instead).
+    not the configured one; raise instead); ``progress`` draws a bar over the rounds (and over
+    the ground truth's stages when ``reference`` is set).
     """
     from .runner import run
     p = build_problem(problem_args)
@@ -67,8 +68,8 @@ def run_point(problem_args, run_args, callback=None):
     ref = None
     if want_ref:
         from . import truth
-        ref = truth.ground_truth(p)
-    res = run(p, alg, reference=ref, callback=callback, **kw)
+        ref = truth.ground_truth(p, progress=progress or None)
+    res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
     return history_frame(problem_args, run_args, res)
 
 
