@@ -66,6 +66,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
 
 
+def _jobs(text):
+    """``-j``: a positive number of workers, or a negative one counted back from all CPUs (joblib)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"expected a nonzero int (workers; -1: all CPUs); got {text!r}")
+    return n
+
+
 def _out_dir(path, flag="--out"):
     """Refuse an output directory that is an existing file (one-line error)."""
     from pathlib import Path
@@ -103,8 +114,8 @@ def _describe_text(info):
                   f"  statement: {info['statement']}", f"  reference: {info['reference']}", "  variants:"]
         for v, var in info["variants"].items():
             default = " (default)" if v == info["default_variant"] else ""
-            lines.append(f"    {v}{default}: {var['description']}; requires the {' and '.join(var['requires'])} "
-                         "conditions")
+            lines.append(f"    {v}{default}: {var['description'].rstrip('.')}; requires the "
+                         f"{' and '.join(var['requires'])} conditions")
         if "conditions" in info:
             lines.append(f"  conditions (role, value vs limit on the default case {info['conditions_case']!r}):")
             for c in info["conditions"]:
@@ -112,7 +123,8 @@ def _describe_text(info):
                              f"({'ok' if c['ok'] else 'fails'})")
     elif kind == "problem factory":
         lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
-        lines += [f"    {k} = {v!r}" if v != "required" else f"    {k} (required)" for k, v in info["parameters"].items()]
+        lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"
+                  for k, v in info["parameters"].items()]
     else:
         lines += [f"{info['name']}: algorithm", f"  {info['doc']}", f"  reference: {info['reference']}",
                   "  hyperparameters:"]
@@ -125,6 +137,9 @@ def _describe_text(info):
 
 
 def _demo(args):
+    from ._validation import Interval, check_param
+    check_param("rounds", args.rounds, [Interval(int, 1, None)], "demo")
+    check_param("l2", args.l2, [Interval(float, 0, None, "left")], "demo")
     import problems
     from . import truth
 
@@ -293,7 +308,7 @@ def _main(argv):
                        formatter_class=fmt)
     s.add_argument("config")
     s.add_argument("--out", required=True, help="results directory")
-    s.add_argument("-j", "--jobs", type=int, default=None, help="local worker processes (default: all CPUs)")
+    s.add_argument("-j", "--jobs", type=_jobs, default=None, help="local worker processes (default: all CPUs)")
     s.add_argument("--backend", choices=("local", "dask"), default="local")
     s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port)")
     v = sub.add_parser("verify", help="every registered theorem: verdict table and report", epilog=EPILOGS["verify"],

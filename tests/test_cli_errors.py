@@ -60,7 +60,9 @@ ERRORS = [
     (["plot", "{d}/nothing"], "no results table at"),
     (["plot", "{d}/empty.parquet"], "not a results table"),
     (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
-    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: invalid int value: 'two'"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: expected a nonzero int (workers; -1: all CPUs); got 'two'"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
+    (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, inf). Got -5 instead."),
     (["bogus"], "invalid choice: 'bogus'"),
     ([], "the following arguments are required: cmd"),
 ]
