@@ -256,6 +256,8 @@ def _plot(args):
         print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
               file=sys.stderr)
         return 2
+    if not len(df):
+        raise UsageError(f"{path}: no runs stored yet (run 'fedtheory sweep CONFIG --out {args.dir}')")
     if args.y is not None and args.y not in df.columns:
         skip = {"run_id", "status", "seed", "version", "round"}
         metrics = [c for c in df.columns if not c.startswith("param_") and c not in skip

@@ -68,7 +68,11 @@ def run_point(problem_args, run_args, callback=None, progress=False):
     ref = None
     if want_ref:
         from . import truth
-        ref = truth.ground_truth(p, progress=progress or None)
+        try:
+            ref = truth.ground_truth(p, progress=progress or None)
+        except ValueError as e:              # e.g. no minimiser (separable data, l2 = 0)
+            from .config import ConfigError
+            raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
     res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
     return history_frame(problem_args, run_args, res)
 

@@ -36,6 +36,9 @@ def files(tmp_path_factory):
     (d / "bad.toml").write_text(CFG.replace("rounds = 3", "rounds = -3"))
     (d / "a_file").write_text("not a directory")
     (d / "empty.parquet").write_bytes(b"")
+    (d / "no_runs" / "runs").mkdir(parents=True)
+    (d / "separable.toml").write_text('[problem]\nfactory = "digits"\nn_clients = 4\nl2 = 0.0\n\n'
+                                      '[run]\nalgorithm = "fedavg"\nrounds = 3\nreference = true\n')
     assert main(["sweep", str(d / "ok.toml"), "--out", str(d / "res"), "-j", "1", "--quiet"]) == 0
     return d
 
@@ -59,6 +62,9 @@ ERRORS = [
     (["plot", "{d}/res", "--out", "{d}/x.xyz"], "unknown figure format '.xyz'"),
     (["plot", "{d}/nothing"], "no results table at"),
     (["plot", "{d}/empty.parquet"], "not a results table"),
+    (["plot", "{d}/no_runs"], "no runs stored yet"),
+    (["run", "{d}/separable.toml"], "reference = true needs the problem's optimum: ground_truth: problem 'digits:0' "
+                                    "has no minimiser"),
     (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: expected a nonzero int (workers; -1: all CPUs); got 'two'"),
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
