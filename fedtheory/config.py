@@ -247,12 +247,20 @@ def _expectation(msg, args):
     return param, f"expected {what} (argument of {caller}); got {got}"
 
 
-def _mentioned(msg, keys):
-    """The first of ``keys`` named in ``msg`` ('key', key= or the bare word), or None."""
-    for pat in (r"'{}'", r"\b{}=", r"\b{}\b"):
+def _mentioned(msg, args, keys):
+    """The first of ``keys`` an error message names: as 'key' or key=, then by its (string)
+    value in quotes, then as a bare word; None if none is named."""
+    for pat in (r"'{}'", r"\b{}="):
         for k in keys:
             if re.search(pat.format(re.escape(k)), msg):
                 return k
+    for k in keys:
+        v = args[k]
+        if isinstance(v, str) and v and (f"'{v}'" in msg or f'"{v}"' in msg):
+            return k
+    for k in keys:
+        if re.search(r"\b{}\b".format(re.escape(k)), msg):
+            return k
     return None
 
 
@@ -442,7 +450,7 @@ class Config:
         param, what = _expectation(err, args)
         keys = [k for k in args if k not in ("factory", "algorithm")]
         if param not in keys:
-            param = _mentioned(str(err), keys)
+            param = _mentioned(str(err), args, keys)
         if isinstance(err, OSError) and not isinstance(err, FileNotFoundError):
             what = f"{type(err).__name__}: {what}"
         if param is None:

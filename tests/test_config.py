@@ -182,6 +182,8 @@ rounds = 2
     msg = _error(tmp_path, text.replace('factory = "libsvm"\n', "").replace('"mushrooms"', '"libsvm"'))
     assert msg.startswith(", line 1: table [problem]: problems factory 'libsvm' needs the argument(s) 'name' "
                           "(write factory = 'libsvm' and name = the data set")
+    msg = _error(tmp_path, text.replace('"mushrooms"', '"a9b"'))           # not a known data set: no download
+    assert msg.startswith(", line 3: [problem] key 'name': LIBSVM data set 'a9b'") and "known data sets" in msg, msg
     msg = _error(tmp_path, text.replace("l2 = 0.01", "l2 = -1.0"))
     assert msg.startswith(", line 6: [problem] key 'l2': "), msg
     msg = _error(tmp_path, text.replace("n_clients = 4", "n_clients = 4000"))
