@@ -248,19 +248,19 @@ def _expectation(msg, args):
 
 
 def _mentioned(msg, args, keys):
-    """The first of ``keys`` an error message names: as 'key' or key=, then by its (string)
-    value in quotes, then as a bare word; None if none is named."""
-    for pat in (r"'{}'", r"\b{}="):
-        for k in keys:
-            if re.search(pat.format(re.escape(k)), msg):
-                return k
+    """The first of ``keys`` an error message names: as 'key', then by its (string) value in
+    quotes, then as key=, then as a bare word; None if none is named."""
+    for k in keys:
+        if f"'{k}'" in msg:
+            return k
     for k in keys:
         v = args[k]
         if isinstance(v, str) and v and (f"'{v}'" in msg or f'"{v}"' in msg):
             return k
-    for k in keys:
-        if re.search(r"\b{}\b".format(re.escape(k)), msg):
-            return k
+    for pat in (r"\b{}=", r"\b{}\b"):
+        for k in keys:
+            if re.search(pat.format(re.escape(k)), msg):
+                return k
     return None
 
 
