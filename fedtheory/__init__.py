@@ -18,28 +18,81 @@ __all__ = ["run", "RunResult", "algorithms", "get_algorithm", "FederatedProblem"
            "InvalidParameterError", "IncompatibleProblemError", "DataError", "describe"]
 
 
-def describe(name):
-    """What a name is: an algorithm (hyperparameters with defaults, paper reference, communication,
-    traceable sequences) or a registered theorem (algorithm measured, statement, variants with
-    the condition roles each requires, reference).
+def describe(name, conditions=True):
+    """What a name is, as a dict: an algorithm, a problem factory or a registered theorem.
+
+    * an algorithm: ``kind`` "algorithm", hyperparameters with defaults, paper reference,
+      communication per client, traceable sequences, the docstring's summary;
+    * a problem factory (``problems.<name>`` or ``vision.image_problem``, the names a
+      configuration's ``factory`` accepts): ``kind`` "problem factory", its parameters with
+      defaults (``"required"`` for those without one) and the docstring's summary;
+    * a theorem: ``kind`` "theorem", the algorithm it measures, the statement (its equations),
+      the reference, the variants with the condition roles each requires, and with
+      ``conditions`` every condition with its role, evaluated on the theorem's first default
+      case of ``fedtheory verify --quick`` (named in ``conditions_case``; this runs it).
+
+    Raises InvalidParameterError listing the known names when ``name`` is none of these.
 
     Examples
     --------
     >>> import fedtheory as ft
     >>> ft.describe("fedprox")["hyperparameters"]
     {'mu': 0.01, 'server_lr': 1.0}
-    >>> sorted(ft.describe("fedspeed.theorem_4_4")["variants"])
+    >>> sorted(ft.describe("fedspeed.theorem_4_4", conditions=False)["variants"])
     ['corrected', 'derived', 'printed']
+    >>> ft.describe("quadratic")["parameters"]["heterogeneity"]
+    0.0
     """
     from .theory import SPECS
     if name in SPECS:
-        spec = SPECS[name]
-        return {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
-                "reference": spec.reference, "default_variant": spec.default_variant,
-                "variants": {v: {"description": var.description, "requires": list(var.requires)}
-                             for v, var in spec.variants.items()}}
-    cls = get_algorithm(name)
-    return {"name": cls.name, "reference": cls.reference, "hyperparameters": cls.hyperparameters(),
-            "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
-            "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
-            "doc": (cls.__doc__ or "").strip().splitlines()[0]}
+        return _describe_theorem(SPECS[name], conditions)
+    from .registry import ALGORITHMS
+    if name in algorithms() and name in ALGORITHMS:
+        cls = ALGORITHMS[name]
+        return {"name": cls.name, "kind": "algorithm", "reference": cls.reference,
+                "hyperparameters": cls.hyperparameters(),
+                "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
+                "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
+                "doc": _summary(cls.__doc__)}
+    from .config import factories
+    table = factories()
+    if name in table:
+        import inspect
+        fn = table[name]
+        params = {}
+        for p, par in inspect.signature(fn).parameters.items():
+            if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
+                params[("*" if par.kind == par.VAR_POSITIONAL else "**") + p] = "more arguments"
+            else:
+                params[p] = "required" if par.default is inspect.Parameter.empty else par.default
+        return {"name": name, "kind": "problem factory", "call": f"problems.{name}",
+                "parameters": params, "doc": _summary(fn.__doc__)}
+    raise InvalidParameterError(
+        f"{name!r} is neither an algorithm ({', '.join(algorithms())}), a problem factory "
+        f"({', '.join(sorted(table))}) nor a theorem ({', '.join(sorted(SPECS))}).")
+
+
+def _summary(doc):
+    """The first paragraph of a docstring, on one line."""
+    paras = (doc or "").strip().split("\n\n")
+    return " ".join(line.strip() for line in paras[0].splitlines()) if paras else ""
+
+
+def _describe_theorem(spec, conditions):
+    out = {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
+           "reference": spec.reference, "default_variant": spec.default_variant,
+           "variants": {v: {"description": var.description, "requires": list(var.requires)}
+                        for v, var in spec.variants.items()}}
+    if not conditions:
+        return out
+    from .theory import CASES, THEOREMS
+    cases = CASES[spec.name](True)[0] if spec.name in CASES else []
+    if not cases:
+        out["conditions"], out["conditions_case"] = [], "(no default case registered)"
+        return out
+    case = cases[0]
+    v = THEOREMS[spec.name](case.build(), variant=spec.default_variant, **case.kwargs)
+    out["conditions_case"] = case.label
+    out["conditions"] = [{"name": c.name, "role": getattr(c, "role", "stated"), "value": float(c.value),
+                          "limit": float(c.limit), "ok": bool(c.ok)} for c in v.conditions]
+    return out

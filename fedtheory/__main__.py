@@ -10,32 +10,36 @@ import json
 import sys
 
 EXAMPLE_CONFIG = """\
-  # sweep.toml
-  [problem]
-  name = "quadratic"              # a problems factory and its arguments
-  n_clients = 10
-  dim = 5
+  # examples/sweep.toml: 3 algorithms x 2 heterogeneity levels x 2 seeds = 12 runs
+  [problem]                 # factory = a problems factory; every other key is its argument
+  factory = "quadratic"
+  n_clients = 20
+  dim = 10
+  L = 1.0
+  mu = 0.1
+  hessian = "distinct"      # client-specific Hessians: local steps drift (shared ones would not)
   heterogeneity = 1.0
 
-  [run]                           # fedtheory.run arguments, algorithm, hyperparameters
+  [run]                     # fedtheory.run arguments, the algorithm and its hyperparameters
   algorithm = "fedavg"
-  rounds = 200
-  local_steps = 5
+  rounds = 150
+  local_steps = 10
   lr = 0.1
-  eval_every = 10
-  reference = true                # certified optimum: suboptimality columns
+  clients_per_round = 5     # partial participation: the seed changes the sampled clients
+  eval_every = 5
+  reference = true          # measure against the certified optimum (suboptimality, dist_sq)
 
-  [grid]                          # lists: the sweep runs their Cartesian product
-  algorithm = ["fedavg", "scaffold", "fedspeed"]
-  seed = [0, 1, 2]
-  "problem.heterogeneity" = [0.5, 2.0]
+  [grid]                    # lists: the sweep runs their Cartesian product
+  algorithm = ["fedavg", "scaffold", "feddyn"]
+  "problem.heterogeneity" = [0.1, 10.0]
+  seed = [0, 1]
 """
 
 EPILOGS = {
     "main": "examples:\n  fedtheory list\n  fedtheory describe fedspeed\n  fedtheory verify --quick --out report\n"
             "  fedtheory sweep sweep.toml --out results -j 4\n  fedtheory plot results --out rates.png",
     "run": "example:\n  fedtheory run one.toml --out results\n\n" + EXAMPLE_CONFIG.replace("[grid]", "[grid]  (optional; run takes one point)"),
-    "sweep": "examples:\n  fedtheory sweep sweep.toml --out results            # all cores, joblib/loky\n"
+    "sweep": "examples:\n  fedtheory sweep examples/sweep.toml --out results   # all cores, joblib/loky\n"
              "  fedtheory sweep sweep.toml --out results -j 2\n"
              "  fedtheory sweep sweep.toml --out results --backend dask --scheduler tcp://10.0.0.5:8786\n"
              "  (killed and restarted: finished runs are skipped, none is lost or duplicated)\n\n" + EXAMPLE_CONFIG,
@@ -45,11 +49,98 @@ EPILOGS = {
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
             "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"
             "  fedtheory plot results --filter algorithm=scaffold --filter lr=0.1 --x comm",
-    "describe": "example:\n  fedtheory describe scaffold",
+    "describe": "examples:\n  fedtheory describe scaffold                 # an algorithm\n"
+                "  fedtheory describe libsvm                   # a problem factory\n"
+                "  fedtheory describe fedspeed.theorem_4_4     # a theorem: variants, conditions with roles\n"
+                "  fedtheory describe fedprox --json",
 }
 
 
+class UsageError(Exception):
+    """A usage mistake: printed as one line ``fedtheory CMD: error: ...``, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (raised, so that main() prints them and returns 2)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+
+
+def _jobs(text):
+    """``-j``: a positive number of workers, or a negative one counted back from all CPUs (joblib)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"expected a nonzero int (workers; -1: all CPUs); got {text!r}")
+    return n
+
+
+def _out_dir(path, flag="--out"):
+    """Refuse an output directory that is an existing file (one-line error)."""
+    from pathlib import Path
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{flag} {path}: is a file; a directory is expected")
+    for parent in p.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{flag} {path}: {parent} is a file; a directory is expected")
+    return path
+
+
+def _out_file(path, flag="--out"):
+    """Refuse an output file that is a directory, in a missing directory, or of an unknown format."""
+    from pathlib import Path
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; a file name is expected (e.g. {p / 'rates.png'})")
+    if not p.parent.is_dir():
+        raise UsageError(f"{flag} {path}: the directory {p.parent} does not exist")
+    from matplotlib.figure import Figure
+    kinds = Figure().canvas.get_supported_filetypes()
+    if p.suffix.lstrip(".").lower() not in kinds:
+        raise UsageError(f"{flag} {path}: unknown figure format {p.suffix or '(no suffix)'!r}; "
+                         f"expected one of {', '.join('.' + k for k in sorted(kinds))}")
+    return path
+
+
+def _describe_text(info):
+    """``fedtheory describe``'s human-readable text (UTF-8) of :func:`fedtheory.describe`'s dict."""
+    lines = []
+    kind = info.get("kind")
+    if kind == "theorem":
+        lines += [f"{info['name']}: theorem (measures algorithm {info['algorithm']!r})",
+                  f"  statement: {info['statement']}", f"  reference: {info['reference']}", "  variants:"]
+        for v, var in info["variants"].items():
+            default = " (default)" if v == info["default_variant"] else ""
+            lines.append(f"    {v}{default}: {var['description'].rstrip('.')}; requires the "
+                         f"{' and '.join(var['requires'])} conditions")
+        if "conditions" in info:
+            lines.append(f"  conditions (role, value vs limit on the default case {info['conditions_case']!r}):")
+            for c in info["conditions"]:
+                lines.append(f"    [{c['role']}] {c['name']}: {c['value']:.4g} vs {c['limit']:.4g} "
+                             f"({'ok' if c['ok'] else 'fails'})")
+    elif kind == "problem factory":
+        lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
+        lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"
+                  for k, v in info["parameters"].items()]
+    else:
+        lines += [f"{info['name']}: algorithm", f"  {info['doc']}", f"  reference: {info['reference']}",
+                  "  hyperparameters:"]
+        lines += [f"    {k} = {v!r}" for k, v in info["hyperparameters"].items()]
+        c = info["communication_per_client"]
+        lines.append(f"  communication per participating client and round: {c['down']} down, {c['up']} up (d-vectors)")
+        lines.append("  traceable sequences (run(..., trace=...)):")
+        lines += [f"    {k}: {v}" for k, v in info["traceables"].items()]
+    return "\n".join(lines)
+
+
 def _demo(args):
+    from ._validation import Interval, check_param
+    check_param("rounds", args.rounds, [Interval(int, 1, None)], "demo")
+    check_param("l2", args.l2, [Interval(float, 0, None, "left")], "demo")
     import problems
     from . import truth
 
@@ -85,17 +176,20 @@ def _run(args):
     from .config import load
     from .results import ResultsStore
     from .sweep import run_point
+    if args.out:
+        _out_dir(args.out)
     cfg = load(args.config)
     pts = cfg.points()
     if len(pts) != 1:
         print(f"error: {args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
               "configuration (use 'fedtheory sweep').", file=sys.stderr)
         return 2
-    rid, df = run_point(*pts[0])
+    from ._progress import enabled
+    rid, df = run_point(*pts[0], progress=enabled())
     last = df.iloc[-1]
     cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
             if c in df]
-    print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['name']}, status {last.status}")
+    print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
     print(df[cols].to_string(index=False, max_rows=20))
     if args.out:
         store = ResultsStore(args.out)
@@ -108,6 +202,7 @@ def _sweep(args):
     """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept)."""
     import shlex
     from .sweep import sweep
+    _out_dir(args.out)
     try:
         df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                    progress=None)
@@ -134,6 +229,7 @@ def _verify(args):
         print(f"error: unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
               f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
         return 2
+    _out_dir(args.out)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
@@ -152,32 +248,66 @@ def _plot(args):
         from .results import ResultsStore
         df = ResultsStore(src).table()            # the run files: current even after a killed sweep
     elif path.exists():
-        df = pd.read_parquet(path)
+        try:
+            df = pd.read_parquet(path)
+        except Exception as e:                      # pyarrow's errors for a file that is not Parquet
+            raise UsageError(f"{path}: not a results table (a Parquet file written by 'fedtheory sweep'): "
+                             f"{_one_line(e)}") from None
     else:
         print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
               file=sys.stderr)
         return 2
-    fig = results_figure(df, y=args.y, title=args.title, filters=args.filter,
-                         xs=[args.x] if args.x else ("round", "comm_up", "grad_evals"))
-    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png"
+    if not len(df):
+        raise UsageError(f"{path}: no runs stored yet (run 'fedtheory sweep CONFIG --out {args.dir}')")
+    if args.y is not None and args.y not in df.columns:
+        skip = {"run_id", "status", "seed", "version", "round"}
+        metrics = [c for c in df.columns if not c.startswith("param_") and c not in skip
+                   and pd.api.types.is_numeric_dtype(df[c])]
+        raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}")
+    out = Path(_out_file(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png")
+    try:
+        fig = results_figure(df, y=args.y, title=args.title, filters=args.filter,
+                             xs=[args.x] if args.x else ("round", "comm_up", "grad_evals"))
+    except ValueError as e:          # a --filter naming no parameter, or matching no run
+        raise UsageError(f"--filter: {e}") from None
     fig.savefig(out, dpi=150)
     print(f"figure: {out}")
     return 0
 
 
 def main(argv=None):
-    """Entry point of the ``fedtheory`` console command."""
+    """Entry point of the ``fedtheory`` console command.
+
+    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict, 2 for
+    a usage mistake (one line on stderr, never a traceback: bad arguments, a bad or missing
+    configuration, an unknown name, an output path of the wrong kind), 130 on Ctrl-C (one line).
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        cmd = next((a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), "")
+        print(f"fedtheory{' ' + cmd if cmd else ''}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _one_line(e):
+    return " ".join(str(e).split())
+
+
+def _main(argv):
     from . import algorithms, describe
     from .config import ConfigError
+    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError
 
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
+    parser = _Parser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
                                      epilog=EPILOGS["main"], formatter_class=fmt)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="algorithms, problems and theorems")
-    d = sub.add_parser("describe", help="an algorithm (hyperparameters, reference) or a theorem (variants)", epilog=EPILOGS["describe"],
-                       formatter_class=fmt)
+    d = sub.add_parser("describe", help="an algorithm, a problem factory or a theorem (conditions, variants)",
+                       epilog=EPILOGS["describe"], formatter_class=fmt)
     d.add_argument("name")
+    d.add_argument("--json", action="store_true", help="the description as JSON (UTF-8)")
     r = sub.add_parser("run", help="one run from a TOML config", epilog=EPILOGS["run"], formatter_class=fmt)
     r.add_argument("config")
     r.add_argument("--out", help="results directory (results.parquet)")
@@ -185,7 +315,7 @@ def main(argv=None):
                        formatter_class=fmt)
     s.add_argument("config")
     s.add_argument("--out", required=True, help="results directory")
-    s.add_argument("-j", "--jobs", type=int, default=None, help="local worker processes (default: all CPUs)")
+    s.add_argument("-j", "--jobs", type=_jobs, default=None, help="local worker processes (default: all CPUs)")
     s.add_argument("--backend", choices=("local", "dask"), default="local")
     s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:port)")
     v = sub.add_parser("verify", help="every registered theorem: verdict table and report", epilog=EPILOGS["verify"],
@@ -209,32 +339,49 @@ def main(argv=None):
     demo.add_argument("--data-dir", default=None)
     demo.add_argument("--rounds", type=int, default=1000)
     demo.add_argument("--l2", type=float, default=1e-2)
-    args = parser.parse_args(argv)
+    for p in sub.choices.values():
+        p.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress bars (bars go to stderr, only on a terminal; also FEDTHEORY_QUIET=1)")
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        print(_one_line(e), file=sys.stderr)
+        return 2
+    _utf8_stdout()
+    from . import _progress
+    if args.quiet:
+        _progress._QUIET.append(True)
     try:
         if args.cmd == "list":
             import problems
             from .theory import THEOREMS
             print("algorithms:", ", ".join(algorithms()))
-            print("problems:  ", ", ".join(problems.available()))
+            print("problems:  ", ", ".join(problems.available() + ["vision.image_problem"]))
             print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
         elif args.cmd == "describe":
-            from .exceptions import InvalidParameterError
-            from .theory import THEOREMS
-            try:
-                info = describe(args.name)
-            except InvalidParameterError:
-                print(f"error: {args.name!r} is neither an algorithm ({', '.join(algorithms())}) nor a "
-                      f"theorem ({', '.join(sorted(THEOREMS))})", file=sys.stderr)
-                return 2
-            print(json.dumps(info, indent=2, default=str, ensure_ascii=False))
+            info = describe(args.name)
+            print(json.dumps(info, indent=2, default=str, ensure_ascii=False) if args.json else _describe_text(info))
         elif args.cmd == "demo":
             _demo(args)
         else:
             return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot}[args.cmd](args)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError) as e:
+        print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    finally:
+        if args.quiet:
+            _progress._QUIET.pop()
     return 0
+
+
+def _utf8_stdout():
+    """Print real UTF-8 (e.g. the section sign of references) whatever the locale says."""
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    if enc != "utf8" and hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(encoding="utf-8")
+        except (ValueError, OSError):          # pragma: no cover  (a stream that cannot be changed)
+            pass
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""TOML run and sweep configurations (API.md "Command line").
+"""TOML run and sweep configurations (API.md "Command line"; docs/configuration.md).
 
 A configuration has three tables::
 
-    [problem]                 # a factory of the problems package and its arguments
-    name = "quadratic"
+    [problem]                 # factory = a problems factory; every other key is its argument
+    factory = "quadratic"
     n_clients = 10
     dim = 5
     heterogeneity = 1.0
@@ -20,12 +20,22 @@ A configuration has three tables::
     seed = [0, 1, 2]
     "problem.heterogeneity" = [0.5, 2.0]    # a problem argument
 
-Errors name the file, the line, the key and what is expected (:class:`ConfigError`).
+``name`` is accepted instead of ``factory`` when no ``factory`` is given (then it cannot be an
+argument); with ``factory`` given, ``name`` is an argument (the data set of ``libsvm``).
+``factory = "vision.image_problem"`` builds a torch image problem; its ``model`` is the name of
+a network of :mod:`fedtheory.backends.torch.models` or a table ``{name = "mlp", ...}`` of the
+network's arguments.
+
+:func:`load` checks every argument of every grid point before any run: the factory's
+signature and its own checks (the problem is built), and ``fedtheory.run``'s checks of the run
+arguments and of the algorithm's hyperparameters (:func:`fedtheory.runner.check_arguments`).
+Errors (:class:`ConfigError`) name the file, the line, the key, what is expected and what was
+found.
 """
 from __future__ import annotations
 
-import hashlib
 import functools
+import hashlib
 import inspect
 import itertools
 import json
@@ -37,10 +47,66 @@ from pathlib import Path
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
 TABLES = ("problem", "run", "grid")
+VISION = "vision.image_problem"
 
 
 class ConfigError(ValueError):
     """A configuration file is invalid; the message names the file, line and key."""
+
+
+# ------------------------------------------------------------------------------- factories
+
+def factories():
+    """``{name: callable}``: the problem factories a configuration can name."""
+    import problems
+    out = {name: getattr(problems, name) for name in problems.available()}
+    out[VISION] = problems.vision.image_problem
+    return out
+
+
+def _split_problem(problem_args):
+    """``(factory name, arguments)`` of a problem dict (``factory`` key, or ``name`` without one)."""
+    args = dict(problem_args)
+    if "factory" in args:
+        return args.pop("factory"), args
+    return args.pop("name", None), args
+
+
+def make_problem(problem_args):
+    """Build the problem of a configuration point ``{"factory": ..., **arguments}``.
+
+    ``{"name": factory, ...}`` (no ``factory`` key) is accepted as well.
+    """
+    name, args = _split_problem(problem_args)
+    table = factories()
+    if name not in table:
+        raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}")
+    if name == VISION:
+        args["model"] = _vision_model(args.get("model"))
+    return table[name](**args)
+
+
+def _vision_model(spec):
+    """The network of ``model = "mlp"`` or ``model = {name = "mlp", hidden = [8], ...}``."""
+    from fedtheory.backends import require_torch
+    require_torch("vision.image_problem")
+    from fedtheory.backends.torch.models import MODELS
+    if not isinstance(spec, (str, dict)):
+        return spec                                   # an nn.Module given from Python
+    kw = {"name": spec} if isinstance(spec, str) else dict(spec)
+    name = kw.pop("name", None)
+    if name not in MODELS:
+        raise ValueError(f"The 'model' parameter of vision.image_problem must be a str among "
+                         f"{{{', '.join(map(repr, sorted(MODELS)))}}} or a table with such a 'name' and the "
+                         f"network's arguments. Got {spec!r} instead.")
+    params = inspect.signature(MODELS[name]).parameters
+    unknown = sorted(set(kw) - set(params))
+    if unknown:
+        raise ValueError(f"The 'model' parameter of vision.image_problem: {unknown} are not arguments of "
+                         f"network {name!r}; expected some of {sorted(params)}. Got {spec!r} instead.")
+    kw = {k: tuple(map(tuple, v)) if isinstance(v, list) and v and isinstance(v[0], list)
+          else tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+    return MODELS[name](**kw)
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,26 +116,186 @@ def _run_keys():
     return frozenset(p for p in params if p not in RUN_EXCLUDED and params[p].kind != inspect.Parameter.VAR_KEYWORD)
 
 
-def _line_of(text, table, key):
-    """1-based line of ``key = ...`` inside ``[table]`` (or of the table header), or None."""
-    current = None
-    header_line = None
-    pat = None if key is None else re.compile(r'^\s*("?)' + re.escape(key) + r'\1\s*=')
-    for n, line in enumerate(text.splitlines(), 1):
-        m = re.match(r"^\s*\[([^\]]+)\]\s*(#.*)?$", line)
-        if m:
-            current = m.group(1).strip()
-            if current == table:
-                header_line = n
-            continue
-        if current == table and pat is not None and pat.match(line):
-            return n
-    return header_line
+def run_call(run_args):
+    """``(algorithm, keyword arguments of fedtheory.run, reference wanted)`` of a run point."""
+    import numpy as np
+    kw = dict(run_args)
+    alg = kw.pop("algorithm")
+    ref = bool(kw.pop("reference", False))
+    if kw.get("x0") is not None:
+        kw["x0"] = np.asarray(kw["x0"], dtype=float)
+    return alg, kw, ref
 
+
+# ------------------------------------------------------------------------------- line numbers
+
+_BARE = r"[A-Za-z0-9_-]+"
+_BASIC = r'"(?:[^"\\\n]|\\.)*"'
+_LITERAL = r"'[^'\n]*'"
+_PART = rf"(?:{_BARE}|{_BASIC}|{_LITERAL})"
+_DOTTED = rf"{_PART}(?:[ \t]*\.[ \t]*{_PART})*"
+_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(rf"^\s*({_DOTTED})\s*=")
+_PARTS = re.compile(_PART)
+
+
+def _key_path(dotted):
+    """The parts of a TOML key (``a."b.c".d`` -> ``("a", "b.c", "d")``)."""
+    out = []
+    for m in _PARTS.finditer(dotted):
+        s = m.group(0)
+        out.append(json.loads(s) if s.startswith('"') else s[1:-1] if s.startswith("'") else s)
+    return tuple(out)
+
+
+def _value_state(s, state):
+    """Advance the scanner state ``(depth, string delimiter)`` over a value's text ``s``."""
+    depth, quote = state
+    i = 0
+    while i < len(s):
+        if quote:
+            if quote in ('"', '"""') and s[i] == "\\":
+                i += 2
+                continue
+            if s.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+            i += 1
+            continue
+        for q in ('"""', "'''", '"', "'"):
+            if s.startswith(q, i):
+                quote = q
+                i += len(q)
+                break
+        else:
+            c = s[i]
+            if c == "#":
+                break
+            depth += (c in "[{") - (c in "]}")
+            i += 1
+    if quote in ('"', "'"):             # single-line strings end with their line
+        quote = None
+    return depth, quote
+
+
+def key_lines(text):
+    """``{key path: line}`` of every table header and ``key =`` of a TOML text (1-based lines).
+
+    A key's path starts with its table's (``[grid]`` then ``"problem.seed" = ...`` is
+    ``("grid", "problem.seed")``; ``problem.seed = ...`` is ``("grid", "problem", "seed")``).
+    Lines inside multi-line strings and arrays are skipped. Used for error messages only: the
+    values themselves come from :mod:`tomllib`.
+    """
+    lines, table, state = {}, (), (0, None)
+    for n, line in enumerate(text.splitlines(), 1):
+        if state != (0, None):                       # inside a multi-line value
+            state = _value_state(line, state)
+            continue
+        m = _HEADER.match(line)
+        if m:
+            table = _key_path(m.group(2))
+            lines.setdefault(table, n)
+            continue
+        m = _KEY.match(line)
+        if m:
+            path = table + _key_path(m.group(1))
+            lines.setdefault(path, n)
+            state = _value_state(line[m.end():], (0, None))
+    return lines
+
+
+def _flatten(d, prefix=""):
+    """Nested tables of ``[grid]`` (dotted keys, ``[grid.problem]``) as ``"problem.key"`` entries."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+# ------------------------------------------------------------------------------- messages
+
+_CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>.+?) must be (?P<what>.+?)\. "
+                    r"Got (?P<got>.+) instead\.?$", re.S)
+
+
+def _describe(value):
+    """A value as written in TOML (true, "text", 1.5, [1, 2])."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_describe, value)) + "]"
+    return repr(value)
+
+
+def _expectation(msg, args):
+    """``(parameter, "expected ...; got ...")`` from a check_param message, or (None, msg)."""
+    m = _CHECK.match(str(msg).strip())
+    if not m:
+        return None, str(msg)
+    param, got, what = m.group("param"), m.group("got"), m.group("what")
+    if param in args and got == repr(args[param]):
+        got = _describe(args[param])
+    if what.startswith("None or "):              # TOML has no None: leaving the key out is None
+        what = what[len("None or "):] + " (or the key left out)"
+    caller = {"run": "fedtheory.run"}.get(m.group("caller"), m.group("caller"))
+    return param, f"expected {what} (argument of {caller}); got {got}"
+
+
+def _mentioned(msg, args, keys):
+    """The first of ``keys`` an error message names: as 'key', then by its (string) value in
+    quotes, then as key=, then as a bare word; None if none is named."""
+    for k in keys:
+        if f"'{k}'" in msg:
+            return k
+    for k in keys:
+        v = args[k]
+        if isinstance(v, str) and v and (f"'{v}'" in msg or f'"{v}"' in msg):
+            return k
+    for pat in (r"\b{}=", r"\b{}\b"):
+        for k in keys:
+            if re.search(pat.format(re.escape(k)), msg):
+                return k
+    return None
+
+
+_TYPES = {bool: "a bool (true or false)", int: "an int", float: "a float", str: "a str"}
+
+
+def _default_type_error(value, default):
+    """What a TOML value of the wrong type for a factory argument (judged by its default) is."""
+    if default is None or default is inspect.Parameter.empty:
+        return None
+    kind = type(default)
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif kind is str:
+        ok = isinstance(value, str)
+    else:
+        return None
+    if ok:
+        return None
+    return f"expected {_TYPES[kind]} (the default is {_describe(default)}); got {_describe(value)}"
+
+
+# ------------------------------------------------------------------------------- the configuration
 
 @dataclass
 class Config:
-    """A parsed configuration: ``problem`` args, ``run`` args, ``grid`` lists, source ``path``."""
+    """A parsed configuration: ``problem`` args, ``run`` args, ``grid`` lists, source ``path``.
+
+    ``problem`` is as written (``factory`` or ``name`` naming the factory); :meth:`points`
+    returns canonical problem dicts ``{"factory": ..., **arguments}``.
+    """
 
     problem: dict
     run: dict
@@ -77,16 +303,47 @@ class Config:
     path: str = "<config>"
     text: str = ""
 
-    def error(self, table, key, what):
-        line = _line_of(self.text, table, key)
+    # -- locations -------------------------------------------------------------------
+    def line(self, table, key=None):
+        """Line of ``key`` in ``[table]`` (or of the table's header, or of its closest parent)."""
+        lines = key_lines(self.text)
+        cands = [(table,)] if key is None else [(table, key), (table, *key.split("."))]
+        for n in range(max(map(len, cands)), 0, -1):           # the longest known prefix
+            for path in cands:
+                if len(path) >= n and path[:n] in lines:
+                    return lines[path[:n]]
+        return None
+
+    def error(self, table, key, what, value=None, in_grid=False):
+        """A :class:`ConfigError` "FILE, line N: [table] key 'k' (grid value v): what"."""
+        line = self.line(table, key)
         where = f"{self.path}, line {line}" if line else self.path
         k = f"[{table}] key {key!r}" if key else f"table [{table}]"
+        if in_grid:
+            k += f" (grid value {_describe(value)})"
         return ConfigError(f"{where}: {k}: {what}")
 
+    def _where(self, section, key):
+        """``(table, key)`` where a problem (``section="problem"``) or run argument is set."""
+        gkey = f"problem.{key}" if section == "problem" else key
+        if gkey in self.grid:
+            return "grid", gkey
+        return section, key
+
+    def _factory_key(self):
+        """Which key names the factory: ``factory`` (table or grid) or else ``name``."""
+        return "factory" if ("factory" in self.problem or "problem.factory" in self.grid) else "name"
+
+    # -- grid points -----------------------------------------------------------------
     def points(self):
-        """The grid's Cartesian product as a list of ``(problem_args, run_args)`` (validated)."""
+        """The grid's Cartesian product as a list of ``(problem_args, run_args)``.
+
+        Problem dicts are canonical, ``{"factory": name, **arguments}``. Names and keys are
+        checked (cheap); :meth:`check` (called by :func:`load`) checks the values.
+        """
         keys = list(self.grid)
         combos = itertools.product(*(self.grid[k] for k in keys)) if keys else [()]
+        fkey = self._factory_key()
         out = []
         for values in combos:
             prob, rn = dict(self.problem), dict(self.run)
@@ -95,52 +352,147 @@ class Config:
                     prob[k[len("problem."):]] = v
                 else:
                     rn[k] = v
-            self._check_point(prob, rn)
+            factory = prob.pop(fkey, None)
+            prob = {"factory": factory, **prob}
+            self._check_names(prob, rn, fkey)
             out.append((prob, rn))
         return out
 
-    def _check_point(self, prob, rn):
-        import problems
+    def _check_names(self, prob, rn, fkey):
         from .registry import algorithms, get_algorithm
-        name = prob.get("name")
-        if name not in problems.available():
-            table = "grid" if "problem.name" in self.grid else "problem"
-            raise self.error(table, "name" if table == "problem" else "problem.name",
-                             f"must be one of the problems factories {problems.available()}; got {name!r}")
-        sig = inspect.signature(getattr(problems, name)).parameters
-        for k in prob:
-            if k != "name" and k not in sig:
-                table = "grid" if f"problem.{k}" in self.grid else "problem"
-                raise self.error(table, k if table == "problem" else f"problem.{k}",
-                                 f"is not an argument of problems.{name}; expected one of "
-                                 f"{sorted(p for p in sig if p != 'self')}")
+        table = factories()
+        name = prob["factory"]
+        t, k = self._where("problem", fkey)
+        if not isinstance(name, str) or name not in table:
+            raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
+                                   f"got {_describe(name)}", name, t == "grid")
+        sig = inspect.signature(table[name]).parameters
+        var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.values())
+        named = [p for p, v in sig.items() if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)]
+        for key in prob:
+            if key == "factory":
+                continue
+            if key not in sig and not var_kw:
+                t, k = self._where("problem", key)
+                hint = (" ('name' names the factory only when no 'factory' key is given)"
+                        if key == "name" else "")
+                raise self.error(t, k, f"is not an argument of problems factory {name!r}{hint}; expected "
+                                       f"one of {', '.join(named)}")
+            if key in sig:
+                bad = _default_type_error(prob[key], sig[key].default)
+                if bad:
+                    t, k = self._where("problem", key)
+                    raise self.error(t, k, bad + f" (argument of problems factory {name!r})", prob[key],
+                                     t == "grid")
+        missing = [p for p in named if sig[p].default is inspect.Parameter.empty and p not in prob]
+        if missing:
+            hint = ""
+            if "name" in missing and fkey == "name":
+                hint = f" (write factory = {name!r} and name = the data set: 'name' alone names the factory)"
+            raise self.error("problem", None, f"problems factory {name!r} needs the argument(s) "
+                                              f"{', '.join(map(repr, missing))}{hint}")
         alg = rn.get("algorithm")
-        if alg not in algorithms():
-            table = "grid" if "algorithm" in self.grid else "run"
-            raise self.error(table, "algorithm", f"must be a registered algorithm {algorithms()}; got {alg!r}")
+        if not isinstance(alg, str) or alg not in algorithms():
+            t = "grid" if "algorithm" in self.grid else "run"
+            raise self.error(t, "algorithm", f"expected a registered algorithm, one of {', '.join(algorithms())}; "
+                                             f"got {_describe(alg)}", alg, t == "grid")
         own = get_algorithm(alg).hyperparameters()
         allowed = _run_keys() | EXTRA_RUN_KEYS | set(own)
         for k in rn:
             if k != "algorithm" and k not in allowed:
-                table = "grid" if k in self.grid else "run"
-                raise self.error(table, k, f"is neither an argument of fedtheory.run nor a hyperparameter "
-                                           f"of {alg!r}; expected one of {sorted(allowed)}")
+                t = "grid" if k in self.grid else "run"
+                raise self.error(t, k, f"is neither an argument of fedtheory.run nor a hyperparameter "
+                                       f"of {alg!r}; expected one of {', '.join(sorted(allowed))}")
         if "reference" in rn and not isinstance(rn["reference"], bool):
-            raise self.error("run", "reference", f"must be true or false; got {rn['reference']!r}")
+            t, k = self._where("run", "reference")
+            raise self.error(t, k, f"expected true or false; got {_describe(rn['reference'])}",
+                             rn["reference"], t == "grid")
+
+    # -- values ----------------------------------------------------------------------
+    def check(self, points=None):
+        """Check every value of every grid point: build each distinct problem (the factory's own
+        checks) and set up each run (:func:`fedtheory.runner.check_arguments`), before any run.
+
+        Raises :class:`ConfigError` naming the line and key of the first bad value.
+        """
+        from .exceptions import IncompatibleProblemError
+        from .runner import check_arguments
+        points = self.points() if points is None else points
+        groups = {}                       # one build per distinct problem, one problem in memory at a time
+        for prob, rn in points:
+            groups.setdefault(json.dumps(prob, sort_keys=True, default=str), (prob, []))[1].append(rn)
+        for prob, runs in groups.values():
+            problem = self._build(prob)
+            for rn in runs:
+                alg, kw, _ = run_call(rn)
+                try:
+                    check_arguments(problem, alg, **kw)
+                except IncompatibleProblemError as e:
+                    t = "grid" if "algorithm" in self.grid else "run"
+                    raise self.error(t, "algorithm", str(e), alg, t == "grid") from None
+                except (ValueError, TypeError) as e:
+                    raise self._blame("run", rn, e) from None
+            del problem
+        return points
+
+    def _build(self, prob):
+        try:
+            from .sweep import build_problem
+            return build_problem(prob)
+        except ImportError as e:
+            raise self.error(*self._where("problem", self._factory_key()), str(e)) from None
+        except (ValueError, TypeError, OSError, KeyError) as e:
+            raise self._blame("problem", prob, e) from None
+
+    def _blame(self, section, args, err):
+        """The ConfigError of an argument check that failed with ``err`` (a check_param message
+        names the parameter; otherwise the first argument the message mentions; else the table)."""
+        param, what = _expectation(err, args)
+        keys = [k for k in args if k not in ("factory", "algorithm")]
+        if param not in keys:
+            param = _mentioned(str(err), args, keys)
+        if isinstance(err, OSError) and not isinstance(err, FileNotFoundError):
+            what = f"{type(err).__name__}: {what}"
+        if param is None:
+            return self.error(section, None, what)
+        t, k = self._where(section, param)
+        return self.error(t, k, what, args[param], t == "grid")
 
 
-def load(path_or_text, path=None):
-    """Parse and check a configuration from a file path or a TOML string.
+def _read(path_or_text, path):
+    """``(text, where)`` of a configuration given as a file path or as TOML text."""
+    if path is not None:
+        return str(path_or_text), str(path)
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        return path_or_text, "<config>"
+    p = Path(path_or_text)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such configuration file")
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory, not a configuration file (a TOML file is expected)")
+    try:
+        return p.read_text(encoding="utf-8"), str(p)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not a UTF-8 text file ({e.reason} at byte {e.start}); TOML is expected") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot be read ({e.strerror or e})") from None
 
-    Raises :class:`ConfigError` naming the line and key for syntax errors, unknown tables or
-    keys, grid values that are not non-empty lists, unknown problems or algorithms.
+
+def load(path_or_text, path=None, check=True):
+    """Parse and check a configuration from a file path or a TOML string (a string with a newline).
+
+    Raises :class:`ConfigError` naming the file, line and key for: a missing or unreadable file,
+    TOML syntax errors, unknown tables or keys, grid values that are not non-empty lists,
+    unknown factories or algorithms (the known ones listed), and with ``check`` (the default)
+    every value a factory, ``fedtheory.run`` or the algorithm rejects (range, type, options),
+    found by building each distinct problem and setting up each run (:meth:`Config.check`).
 
     Examples
     --------
     >>> from fedtheory.config import load
     >>> cfg = load('''
     ... [problem]
-    ... name = "quadratic"
+    ... factory = "quadratic"
     ... n_clients = 4
     ... dim = 3
     ... [run]
@@ -152,35 +504,47 @@ def load(path_or_text, path=None):
     ... ''')
     >>> len(cfg.points())
     4
+    >>> load(cfg.text.replace("lr = [0.1, 0.2]", "lr = [0.1, -2]"))
+    Traceback (most recent call last):
+    ...
+    fedtheory.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
     """
-    if path is None and isinstance(path_or_text, (str, Path)) and "\n" not in str(path_or_text) \
-            and Path(path_or_text).exists():
-        path = str(path_or_text)
-        text = Path(path).read_text()
-    else:
-        text = str(path_or_text)
-    where = path or "<config>"
+    text, where = _read(path_or_text, path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{where}: invalid TOML: {e}") from None
+        msg = str(e)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if m:
+            msg = msg[:m.start()].strip()
+            raise ConfigError(f"{where}, line {m.group(1)}, column {m.group(2)}: invalid TOML: {msg}") from None
+        raise ConfigError(f"{where}: invalid TOML: {msg}") from None
     cfg = Config({}, {}, {}, where, text)
     for t in data:
         if t not in TABLES or not isinstance(data[t], dict):
-            raise cfg.error(t, None, "unknown table; expected [problem], [run] and optionally [grid]")
+            what = ("unknown table; expected [problem], [run] and optionally [grid]" if t not in TABLES
+                    else f"must be a table; got {_describe(data[t])}")
+            line = cfg.line(t)
+            raise ConfigError(f"{where}{f', line {line}' if line else ''}: {t!r}: {what}")
     if "problem" not in data:
-        raise ConfigError(f"{where}: missing table [problem] (with name = a problems factory)")
+        raise ConfigError(f"{where}: missing table [problem] (with factory = a problems factory)")
     if "run" not in data:
         raise ConfigError(f"{where}: missing table [run] (with algorithm = a registered algorithm)")
-    cfg.problem, cfg.run, cfg.grid = dict(data["problem"]), dict(data["run"]), dict(data.get("grid", {}))
+    cfg.problem, cfg.run, cfg.grid = dict(data["problem"]), dict(data["run"]), _flatten(data.get("grid", {}))
     for k, v in cfg.grid.items():
         if not isinstance(v, list) or not v:
-            raise cfg.error("grid", k, f"must be a non-empty list of values; got {v!r}")
-    if "name" not in cfg.problem and "problem.name" not in cfg.grid:
-        raise cfg.error("problem", None, "missing key 'name' (a problems factory)")
+            raise cfg.error("grid", k, f"expected a non-empty list of values; got {_describe(v)}")
+        if not (k.startswith("problem.") or "." not in k):
+            raise cfg.error("grid", k, "expected a run argument, a hyperparameter or 'problem.<argument>'")
+    if not ({"factory", "name"} & set(cfg.problem) or {"problem.factory", "problem.name"} & set(cfg.grid)):
+        raise cfg.error("problem", None, "missing key 'factory' (a problems factory, one of "
+                                         f"{', '.join(sorted(factories()))})")
     if "algorithm" not in cfg.run and "algorithm" not in cfg.grid:
-        raise cfg.error("run", None, "missing key 'algorithm' (a registered algorithm)")
-    cfg.points()           # validates every grid point
+        from .registry import algorithms
+        raise cfg.error("run", None, f"missing key 'algorithm' (one of {', '.join(algorithms())})")
+    points = cfg.points()           # names and keys of every grid point
+    if check:
+        cfg.check(points)           # values: the factories' and run's own checks
     return cfg
 
 

@@ -14,3 +14,13 @@ class IncompatibleProblemError(ValueError):
 
 class DataError(ValueError):
     """Client data are invalid (NaN/inf, wrong shape, empty client, bad labels)."""
+
+
+class FedSpeedServerWarning(UserWarning):
+    """FedSpeed's ``server="alg1"`` (Algorithm 1, line 16, as printed) runs under partial
+    participation, where it is known to end worse than its start; ``server="dyn"`` converges.
+
+    A ``UserWarning`` (not a ``RuntimeWarning``): it is about the method chosen, not about the
+    numerics of the run. Silence it with
+    ``warnings.filterwarnings("ignore", category=FedSpeedServerWarning)``.
+    """

@@ -79,6 +79,41 @@ class RunResult:
     time: float = 0.0
     trace: object = field(default=None, repr=False)
 
+    def __repr__(self):
+        """One line: algorithm, status, rounds, the last evaluated metrics and the costs."""
+        name = getattr(self.algorithm, "name", self.algorithm)
+        last = ""
+        if len(self.history):
+            row = self.history.iloc[-1]
+            last = "".join(f", {k}={row[k]:.4g}" for k in ("value", "suboptimality") if k in row)
+        return (f"RunResult({name!r}, status={self.status!r}, rounds={self.rounds}{last}, "
+                f"grad_evals={self.grad_evals}, comm_up={self.comm_up}, d={np.shape(self.x)[0]}, "
+                f"seed={self.seed}, backend={self.backend!r})")
+
+    def summary(self):
+        """Every detail of the run as text: the algorithm and its hyperparameters, status and
+        message, costs, the last history row, the final model, the state, trace and iterates."""
+        x = np.asarray(self.x)
+        lines = [f"algorithm: {self.algorithm!r}", f"status:    {self.status} ({self.message})",
+                 f"rounds:    {self.rounds} completed; seed {self.seed}; backend {self.backend}; "
+                 f"local work {self.time:.3g} s",
+                 f"costs:     {self.grad_evals} oracle calls, {self.sample_grads} per-sample gradients, "
+                 f"{self.comm_up} vectors up, {self.comm_down} down",
+                 f"x:         d={x.shape[0]}, ||x||={np.linalg.norm(x):.6g}, "
+                 f"{np.array2string(x, precision=4, threshold=8, edgeitems=3)}",
+                 f"history:   {len(self.history)} evaluated rounds, columns {list(self.history.columns)}"]
+        if len(self.history):
+            lines.append("last row:  " + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                                   for k, v in self.history.iloc[-1].items()))
+        state = {k: (f"array{tuple(np.shape(v))}" if hasattr(v, "shape") else type(v).__name__)
+                 for k, v in (self.state or {}).items()}
+        lines.append(f"state:     {state}")
+        if self.iterates is not None:
+            lines.append(f"iterates:  {np.shape(self.iterates)}")
+        if self.trace is not None:
+            lines.append(f"trace:     {self.trace!r}")
+        return "\n".join(lines)
+
 
 def _step_sizes(lr, t0, K, const=None):
     """Step sizes of the K local steps with global step counters t0 .. t0 + K - 1."""
@@ -246,6 +281,32 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     if bar is not None:
         bar.close()
     return job.result()
+
+
+def check_arguments(problem, algorithm, **kwargs):
+    """Raise what ``run(problem, algorithm, **kwargs)`` raises for a bad argument, without running.
+
+    The run is set up as :func:`run` sets it up (arguments, the algorithm's hyperparameters,
+    the problem's compatibility, client sampling, ``x0``, the trace budget) and then dropped:
+    no round and no evaluation. Configurations (:mod:`fedtheory.config`) check every grid point
+    with it before a sweep starts.
+
+    Examples
+    --------
+    >>> import problems
+    >>> from fedtheory.runner import check_arguments
+    >>> check_arguments(problems.quadratic(4, 3), "fedavg", lr=-1.0)
+    Traceback (most recent call last):
+    ...
+    fedtheory.exceptions.InvalidParameterError: The 'lr' parameter of run must be a float in the range (0, inf). Got -1.0 instead.
+    """
+    import inspect
+    bound = inspect.signature(run).bind(problem, algorithm, **kwargs)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    hyper = args.pop("hyperparameters", {})
+    accepted = inspect.signature(_Job.__init__).parameters
+    _Job(**{k: v for k, v in args.items() if k in accepted}, hyperparameters=hyper)
 
 
 class _Job:

@@ -23,9 +23,8 @@ import sys
 import threading
 import time
 
-import numpy as np
 
-from .config import load, run_id
+from .config import load, make_problem, run_call, run_id
 from .results import ResultsStore, flatten_params
 
 
@@ -47,34 +46,34 @@ class SweepCancelled(RuntimeError):
 
 @functools.lru_cache(maxsize=8)
 def _problem(blob):
-    import problems
-    args = json.loads(blob)
-    name = args.pop("name")
-    return getattr(problems, name)(**args)
+    return make_problem(json.loads(blob))
 
 
 def build_problem(problem_args):
-    """The problem of a configuration (cached per process)."""
+    """The problem of a configuration point ``{"factory": ..., **arguments}`` (cached per process;
+    ``{"name": factory, ...}`` is accepted as well)."""
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
-def run_point(problem_args, run_args, callback=None):
+def run_point(problem_args, run_args, callback=None, progress=False):
     """Run one configuration point; return ``(run_id, history)`` with run_id, param_* and status columns.
 
     ``callback`` is passed to :func:`fedtheory.run` (it must not stop the run: a stopped run is
-    not the configured one; raise instead).
+    not the configured one; raise instead); ``progress`` draws a bar over the rounds (and over
+    the ground truth's stages when ``reference`` is set).
     """
     from .runner import run
     p = build_problem(problem_args)
-    kw = dict(run_args)
-    alg = kw.pop("algorithm")
+    alg, kw, want_ref = run_call(run_args)
     ref = None
-    if kw.pop("reference", False):
+    if want_ref:
         from . import truth
-        ref = truth.ground_truth(p)
-    if "x0" in kw and kw["x0"] is not None:
-        kw["x0"] = np.asarray(kw["x0"], dtype=float)
-    res = run(p, alg, reference=ref, callback=callback, **kw)
+        try:
+            ref = truth.ground_truth(p, progress=progress or None)
+        except ValueError as e:              # e.g. no minimiser (separable data, l2 = 0)
+            from .config import ConfigError
+            raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
+    res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
     return history_frame(problem_args, run_args, res)
 
 
@@ -216,7 +215,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     scheduler : str or dask.distributed.Client, optional
         Dask scheduler address (``tcp://host:port``) or a connected client (backend "dask").
     progress : bool, optional
-        tqdm progress bar; None shows it only on a terminal.
+        tqdm progress bar on stderr; None shows it only when stderr is a terminal (never with
+        ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``).
     warm : bool
         Warm the Numba and ground-truth caches in the driver first (parallel runs only).
 
@@ -236,7 +236,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> from fedtheory.sweep import sweep
     >>> cfg = '''
     ... [problem]
-    ... name = "quadratic"
+    ... factory = "quadratic"
     ... n_clients = 4
     ... dim = 3
     ... [run]
@@ -250,7 +250,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> df.run_id.nunique(), len(df)
     (2, 8)
     """
-    from tqdm.auto import tqdm
+    from ._progress import bar as progress_bar
     if backend not in ("local", "dask"):
         raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
     cfg = config if hasattr(config, "points") else load(config)
@@ -266,7 +266,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
                 todo.append((rid, prob, rn))
     wanted = seen
     skipped = len(wanted & done)
-    bar = tqdm(total=len(todo), desc="sweep", disable=(None if progress is None else not progress))
+    bar = progress_bar(progress, total=len(todo), desc="sweep", unit="run")
     if skipped:
         bar.write(f"sweep: {skipped} of {len(points)} runs already stored in {store.path}; skipping them",
                   file=sys.stderr)

@@ -42,8 +42,11 @@ def _verdict(holds, expected, kind):
 
 
 def run_cases(quick=False, theorems=None, progress=None):
-    """Run the default cases; return (table, rate-study records) for the report."""
-    from tqdm.auto import tqdm
+    """Run the default cases; return (table, rate-study records) for the report.
+
+    ``progress``: a bar on stderr over the cases, naming the theorem being checked (None: only
+    when stderr is a terminal; see :mod:`fedtheory._progress`)."""
+    from ._progress import bar as progress_bar
     rows, studies = [], []
     names = [n for n in sorted(THEOREMS) if theorems is None or n in theorems]
     work = []
@@ -54,8 +57,9 @@ def run_cases(quick=False, theorems=None, progress=None):
             continue
         cases, rates = CASES[name](quick)
         work += [(name, c) for c in cases] + [(name, r) for r in rates]
-    bar = tqdm(work, desc="verify", disable=(None if progress is None else not progress))
+    bar = progress_bar(progress, iterable=work, desc="verify", unit="case")
     for name, item in bar:
+        bar.set_postfix_str(name, refresh=False)
         fn = THEOREMS[name]
         problem = item.build()
         if hasattr(item, "expect"):               # a Case

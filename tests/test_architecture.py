@@ -101,3 +101,30 @@ def test_importing_a_submodule_keeps_ft_algorithms_callable():
             "assert callable(validation.constants) and callable(validation.ground_truth); print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+WALK = """
+import importlib, inspect, pkgutil, sys
+import fedtheory as ft, problems, validation
+PKGS = (ft, problems, validation)
+def public(pkg):
+    return {k: inspect.isfunction(v) for k, v in vars(pkg).items() if not k.startswith("_")}
+before = {p.__name__: public(p) for p in PKGS}
+names = sorted(m.name for p in PKGS for m in pkgutil.walk_packages(p.__path__, p.__name__ + "."))
+for name in names:
+    importlib.import_module(name)          # every submodule imports (an error fails the test)
+for p in PKGS:
+    for k, was_function in before[p.__name__].items():
+        assert inspect.isfunction(getattr(p, k)) == was_function, (p.__name__, k, getattr(p, k))
+assert callable(ft.algorithms) and "fedavg" in ft.algorithms() and isinstance(ft.algorithms(), list)
+print(len(names))
+"""
+
+
+def test_every_submodule_imports_and_shadows_no_function():
+    """Walk fedtheory, problems and validation: every submodule imports, and afterwards every public
+    function of the packages (``ft.algorithms`` above all) is still that function, not a module."""
+    r = subprocess.run([sys.executable, "-c", WALK], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.strip()) > 90            # the walk found the package's modules
+

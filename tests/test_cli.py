@@ -15,7 +15,7 @@ from fedtheory.sweep import sweep
 
 CFG = """\
 [problem]
-name = "quadratic"
+factory = "quadratic"
 n_clients = 6
 dim = 4
 heterogeneity = 1.0
@@ -59,15 +59,15 @@ def test_config_errors_name_key_line_and_expectation(tmp_path):
     with pytest.raises(ConfigError, match=r"cfg.toml, line 11: \[run\] key 'lrr': is neither an argument "
                                           r"of fedtheory.run nor a hyperparameter"):
         load(_write(tmp_path, bad_key))
-    with pytest.raises(ConfigError, match=r"line 17: \[grid\] key 'seed': must be a non-empty list"):
+    with pytest.raises(ConfigError, match=r"line 17: \[grid\] key 'seed': expected a non-empty list"):
         load(_write(tmp_path, CFG.replace("seed = [0, 1]", "seed = 3")))
-    with pytest.raises(ConfigError, match=r"line 2: \[problem\] key 'name': must be one of the problems"):
+    with pytest.raises(ConfigError, match=r"line 2: \[problem\] key 'factory': expected a problems factory, one of "):
         load(_write(tmp_path, CFG.replace('"quadratic"', '"quadratik"')))
-    with pytest.raises(ConfigError, match=r"\[grid\] key 'algorithm': must be a registered algorithm"):
+    with pytest.raises(ConfigError, match=r"\[grid\] key 'algorithm' \(grid value \"fedsped\"\): expected a registered algorithm"):
         load(_write(tmp_path, CFG.replace('"fedspeed"]', '"fedsped"]')))
     with pytest.raises(ConfigError, match=r"line 19: \[grid\] key 'problem.heterogenity': is not an argument"):
         load(_write(tmp_path, CFG.replace('"problem.heterogeneity"', '"problem.heterogenity"')))
-    with pytest.raises(ConfigError, match=r"invalid TOML.*line 3"):
+    with pytest.raises(ConfigError, match=r"cfg.toml, line 3, column 13: invalid TOML"):
         load(_write(tmp_path, CFG.replace("n_clients = 6", "n_clients = ")))
     with pytest.raises(ConfigError, match=r"unknown table"):
         load(_write(tmp_path, CFG + "\n[runs]\nx = 1\n"))

@@ -122,6 +122,13 @@ class Verification:
     def __str__(self):
         return self.report()
 
+    def __repr__(self):
+        """One line: theorem, variant, verdict, measured, bound, ratio and conditions met."""
+        n_ok = sum(bool(c.ok) for c in self.conditions)
+        return (f"Verification({self.name!r}, variant={self.variant!r}, verdict={self.verdict()!r}, "
+                f"measured={self.measured:.4g}, bound={self.bound:.4g}, ratio={self.ratio:.3g}, "
+                f"conditions {n_ok}/{len(self.conditions)} ok, {len(self.runs)} runs)")
+
 
 def register_theorem(name):
     """Decorator registering ``fn(problem, **kwargs) -> Verification`` under ``name``.

@@ -77,6 +77,30 @@ class GroundTruth:
     client_attained: np.ndarray
     info: dict = field(default_factory=dict)
 
+    def __repr__(self):
+        """One line: F*, the residual, the dimension and what was certified."""
+        n = np.shape(self.client_f)[0]
+        clients = (f"{int(np.sum(self.client_attained))}/{n} client optima attained"
+                   if self.info.get("clients_computed", True) else "client optima not computed")
+        return (f"GroundTruth(f={self.f:.17g}, residual={self.residual:.2e}, d={np.shape(self.x)[0]}, "
+                f"n_clients={n}, {clients}{', cached' if self.info.get('cached') else ''})")
+
+    def summary(self):
+        """Every detail as text: x*, F*, the client optima and the solver's statistics."""
+        x = np.asarray(self.x)
+        lines = [f"F* = {self.f:.17g}", f"residual (gradient-mapping norm at x*) = {self.residual:.3e}",
+                 f"x*: d={x.shape[0]}, ||x*||={np.linalg.norm(x):.6g}, "
+                 f"{np.array2string(x, precision=6, threshold=8, edgeitems=3)}"]
+        cf = np.asarray(self.client_f)
+        if cf.size and np.isfinite(cf).any():
+            lines.append(f"client optima f_i*: n={cf.size}, min {np.nanmin(cf):.6g}, max {np.nanmax(cf):.6g}; "
+                         f"attained by {int(np.sum(self.client_attained))}; max client residual "
+                         f"{np.nanmax(self.client_residual):.3e}")
+        else:
+            lines.append(f"client optima f_i*: not computed (n={cf.size})")
+        lines += [f"info: {k} = {v}" for k, v in self.info.items()]
+        return "\n".join(lines)
+
 
 def _cache_path(problem, cache_dir):
     from problems.datasets import cache_dir as default_dir
@@ -101,7 +125,9 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         Also compute every client's own optimum f_i*: warm-started at x*, one BLAS thread per
         solve, in parallel processes when there are many clients.
     progress : bool, optional
-        Progress bar over the client solves (None: shown for 100 clients or more).
+        Progress bars on stderr: the stages (global optimum, client optima) and the client
+        solves. None: shown for large problems (100 clients or more, or 10^7 data entries) when
+        stderr is a terminal; never with ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``.
     n_jobs : int, optional
         Processes for the client solves (None: every core when n >= 64, else 1).
 
@@ -126,8 +152,26 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         if gt is not None and (not clients or gt.info.get("clients_computed", False)):
             gt.info["cached"] = True
             return gt
+    from .._progress import bar, enabled
+    big = problem.n_clients >= 100 or float(problem.client_sizes.sum()) * problem.dim >= 1e7
+    show = enabled(progress) if progress is not None else (big and enabled())
+    stages = bar(show, total=2 if clients else 1, desc=f"ground truth of {problem.name}", unit="stage")
+    try:
+        gt = _certify(problem, solver, clients, show, n_jobs, stages)
+    finally:
+        stages.close()
+    if cache:
+        _save(path, problem, gt)
+    gt.info["cached"] = False
+    return gt
+
+
+def _certify(problem, solver, clients, progress, n_jobs, stages):
+    """The global optimum (stage 1) and each client's (stage 2) of :func:`ground_truth`."""
     t0 = time.perf_counter()
+    stages.set_postfix_str("global optimum", refresh=True)
     x, info = _solve(problem, solver, use_cvxpy=True)
+    stages.update(1)
     if x is None:
         raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: its data are linearly "
                          "separable and l2 = 0, so F approaches its infimum 0 only as ||x|| -> inf. "
@@ -137,6 +181,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     cf, cx = np.full(n, np.nan), np.full((n, d), np.nan)
     cres, catt = np.full(n, np.nan), np.zeros(n, dtype=bool)
     if clients:
+        stages.set_postfix_str("client optima", refresh=True)
         t1 = time.perf_counter()
         for i, (fi, xi, ri, ai) in enumerate(_client_optima(problem, x, solver, progress, n_jobs)):
             cf[i], cres[i], catt[i] = fi, ri, ai
@@ -146,14 +191,11 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
                           "is not attained (linearly separable logistic data with l2=0); client_f holds "
-                          "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=2)
+                          "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=3)
+        stages.update(1)
     info["clients_computed"] = bool(clients)
-    gt = GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
-                     client_residual=cres, client_attained=catt, info=info)
-    if cache:
-        _save(path, problem, gt)
-    gt.info["cached"] = False
-    return gt
+    return GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
+                       client_residual=cres, client_attained=catt, info=info)
 
 
 def _solve_clients(subs, solver, use_cvxpy, start):
@@ -170,14 +212,18 @@ def _solve_clients(subs, solver, use_cvxpy, start):
 
 def _client_optima(problem, x, solver, progress=None, n_jobs=None):
     """Every client's optimum (see :func:`_solve_clients`), in chunks over processes, with a bar."""
+    import sys
+
     from tqdm.auto import tqdm
+
+    from .._progress import enabled
     n = problem.n_clients
     if n_jobs is None:
         n_jobs = (os.cpu_count() or 1) if n >= 64 else 1
-    show = n >= 100 if progress is None else bool(progress)
+    show = bool(progress) if progress is not None else (n >= 100 and enabled())
     chunk = max(1, min(64, -(-n // (4 * n_jobs))))
     starts = list(range(0, n, chunk))
-    bar = tqdm(total=n, desc="ground truth: client optima", disable=not show)
+    bar = tqdm(total=n, desc="ground truth: client optima", disable=not show, file=sys.stderr, leave=False)
     results = []
     try:
         if n_jobs > 1 and len(starts) > 1:

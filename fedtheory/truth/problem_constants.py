@@ -52,6 +52,26 @@ class Constants:
     gradient_diversity_kind: str
     notes: dict = field(default_factory=dict)
 
+    def __repr__(self):
+        """One line: smoothness, strong convexity, conditioning and heterogeneity."""
+        return (f"Constants(L={self.L:.6g}, L_max={self.L_max:.6g}, mu={self.mu:.6g}, kappa={self.kappa:.6g}, "
+                f"f_star={self.f_star:.10g}, zeta_star_sq={self.zeta_star_sq:.6g}, "
+                f"sigma_g_sq={self.sigma_g_sq:.6g} ({self.sigma_g_sq_kind}), n_clients={np.shape(self.L_i)[0]})")
+
+    def summary(self):
+        """Every constant on its own line (L_i summarised), then the notes."""
+        lines = []
+        for k, v in self.__dict__.items():
+            if k == "notes":
+                continue
+            if k == "L_i":
+                Li = np.asarray(v)
+                lines.append(f"L_i: n={Li.size}, min {Li.min():.6g}, max {Li.max():.6g}")
+            else:
+                lines.append(f"{k}: {v:.10g}" if isinstance(v, float) else f"{k}: {v}")
+        lines += [f"note {k}: {v}" for k, v in self.notes.items()]
+        return "\n".join(lines)
+
     def as_dict(self):
         """Scalar constants as a plain dict (arrays summarised by their max)."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("L_i", "notes")}

@@ -1,0 +1,203 @@
+"""The command line: one-line errors (exit 2, no traceback), Ctrl-C (130), describe, --quiet."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedtheory.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = """\
+[problem]
+factory = "quadratic"
+n_clients = 4
+dim = 3
+
+[run]
+algorithm = "fedavg"
+rounds = 3
+eval_every = 1
+"""
+
+
+def _cli(*args, **env):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+    return subprocess.run([sys.executable, "-m", "fedtheory", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    (d / "ok.toml").write_text(CFG)
+    (d / "bad.toml").write_text(CFG.replace("rounds = 3", "rounds = -3"))
+    (d / "a_file").write_text("not a directory")
+    (d / "empty.parquet").write_bytes(b"")
+    (d / "no_runs" / "runs").mkdir(parents=True)
+    (d / "separable.toml").write_text('[problem]\nfactory = "digits"\nn_clients = 4\nl2 = 0.0\n\n'
+                                      '[run]\nalgorithm = "fedavg"\nrounds = 3\nreference = true\n')
+    assert main(["sweep", str(d / "ok.toml"), "--out", str(d / "res"), "-j", "1", "--quiet"]) == 0
+    return d
+
+
+# (arguments, a fragment the one-line message must hold); {d} is the fixture's directory
+ERRORS = [
+    (["sweep", "{d}/bad.toml", "--out", "{d}/o"], "bad.toml, line 8: [run] key 'rounds': expected an int"),
+    (["run", "{d}/bad.toml"], "bad.toml, line 8: [run] key 'rounds'"),
+    (["run", "{d}/missing.toml"], "missing.toml: no such configuration file"),
+    (["sweep", "{d}/missing.toml", "--out", "{d}/o"], "missing.toml: no such configuration file"),
+    (["run", "{d}"], "is a directory, not a configuration file"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/a_file"], "--out {d}/a_file: is a file; a directory is expected"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/a_file/sub"], "a_file is a file; a directory is expected"),
+    (["run", "{d}/ok.toml", "--out", "{d}/a_file"], "--out {d}/a_file: is a file"),
+    (["verify", "--quick", "--out", "{d}/a_file"], "--out {d}/a_file: is a file"),
+    (["verify", "--theorem", "nope"], "unknown theorem 'nope'; registered theorems: "),
+    (["describe", "nope"], "'nope' is neither an algorithm (ditto, "),
+    (["plot", "{d}/res", "--y", "bad"], "--y bad: no such metric in "),
+    (["plot", "{d}/res", "--out", "{d}/res"], "is a directory; a file name is expected"),
+    (["plot", "{d}/res", "--out", "{d}/nodir/x.png"], "the directory {d}/nodir does not exist"),
+    (["plot", "{d}/res", "--out", "{d}/x.xyz"], "unknown figure format '.xyz'"),
+    (["plot", "{d}/nothing"], "no results table at"),
+    (["plot", "{d}/empty.parquet"], "not a results table"),
+    (["plot", "{d}/no_runs"], "no runs stored yet"),
+    (["run", "{d}/separable.toml"], "reference = true needs the problem's optimum: ground_truth: problem 'digits:0' "
+                                    "has no minimiser"),
+    (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: expected a nonzero int (workers; -1: all CPUs); got 'two'"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
+    (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, inf). Got -5 instead."),
+    (["bogus"], "invalid choice: 'bogus'"),
+    ([], "the following arguments are required: cmd"),
+]
+
+
+@pytest.mark.parametrize("argv,fragment", ERRORS, ids=[" ".join(a).replace("{d}/", "") or "(none)" for a, _ in ERRORS])
+def test_usage_mistakes_exit_2_with_one_line(files, capsys, argv, fragment):
+    argv = [a.format(d=files) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert fragment.format(d=files) in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["plot", "{d}/res", "--y", "bad"], ["sweep", "{d}/bad.toml", "--out", "{d}/o"],
+                                  ["describe", "nope"], ["run", "{d}/missing.toml"], ["plot", "{d}/empty.parquet"],
+                                  ["sweep", "{d}/ok.toml", "--out", "{d}/a_file"]])
+def test_usage_mistakes_in_a_real_process_print_no_traceback(files, argv):
+    r = _cli(*[a.format(d=files) for a in argv])
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("cmd,target,argv", [
+    ("run", "fedtheory.sweep.run_point", ["run", "{d}/ok.toml"]),
+    ("verify", "fedtheory.verification.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
+    ("plot", "fedtheory.plotting.results_figure", ["plot", "{d}/res", "--out", "{d}/r.png"]),
+    ("describe", "fedtheory.describe", ["describe", "fedavg"]),
+    ("list", "fedtheory.algorithms", ["list"]),
+    ("demo", "problems.libsvm", ["demo"]),
+])
+def test_ctrl_c_exits_130_with_one_line_for_every_command(files, capsys, monkeypatch, cmd, target, argv):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(target, interrupted)
+    assert main([a.format(d=files) for a in argv]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == f"fedtheory {cmd}: interrupted (Ctrl-C)", err
+
+
+def test_sigint_to_a_running_verify_exits_130_without_traceback(tmp_path):
+    """A real SIGINT while ``verify`` runs its cases (the process says when the cases start, so
+    the signal lands inside the command, not before it)."""
+    code = ("import sys\nimport fedtheory.verification as v\nrun_cases = v.run_cases\n"
+            "def announced(*a, **k):\n    print('ready', flush=True)\n    return run_cases(*a, **k)\n"
+            "v.run_cases = announced\nfrom fedtheory.__main__ import main\n"
+            f"sys.exit(main(['verify', '--quick', '--out', {str(tmp_path / 'v')!r}]))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip() == "fedtheory verify: interrupted (Ctrl-C)", err
+
+
+def test_describe_three_kinds_in_utf8(capsys):
+    assert main(["describe", "fedspeed"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fedspeed: algorithm") and "lam = 10.0" in out and "§" in out and "\\u00a7" not in out
+    assert main(["describe", "libsvm"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("libsvm: problem factory (problems.libsvm)")
+    assert "Federated logistic regression on a LIBSVM binary data set." in out
+    assert "    name (required)" in out and "    n_clients = 10" in out and "    partition = 'iid'" in out
+    assert main(["describe", "fedspeed.theorem_4_4"]) == 0
+    out = capsys.readouterr().out
+    assert "theorem (measures algorithm 'fedspeed')" in out and "statement: (1/T) sum" in out
+    assert "printed (default): eq. (6)-(7) as printed; requires the stated conditions" in out
+    assert "derived: " in out and "corrected: " in out
+    assert "[stated] S1: rho <= 1/(sqrt(6) alpha L)" in out and "[hidden] H1 (hidden)" in out
+    assert "[informational] H2 as printed" in out
+    assert main(["describe", "fedspeed", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"kind": "algorithm"' in out and "§" in out and "\\u00a7" not in out
+
+
+def test_describe_in_a_real_process_prints_utf8_under_an_ascii_locale():
+    r = _cli("describe", "fedspeed", PYTHONIOENCODING="ascii", LC_ALL="C")
+    assert r.returncode == 0, r.stderr
+    assert "§" in r.stdout
+
+
+def test_describe_dict_for_factories_and_theorems():
+    import fedtheory as ft
+    d = ft.describe("quadratic")
+    assert d["kind"] == "problem factory" and d["parameters"]["n_clients"] == "required"
+    assert d["parameters"]["hessian"] == "shared" and d["doc"].startswith("Federated quadratic")
+    t = ft.describe("fedsps.theorem_3a")
+    assert t["kind"] == "theorem" and t["conditions"] and t["conditions_case"]
+    assert {c["role"] for c in t["conditions"]} <= {"stated", "hidden", "informational"}
+    assert set(t["variants"]) >= {"printed"} and all("requires" in v for v in t["variants"].values())
+
+
+def test_quiet_and_environment_switch_turn_bars_off(monkeypatch):
+    from fedtheory import _progress
+    monkeypatch.delenv("FEDTHEORY_QUIET", raising=False)
+    assert _progress.enabled(True) and not _progress.enabled(False)
+    assert _progress.enabled(None) == sys.stderr.isatty()
+    monkeypatch.setenv("FEDTHEORY_QUIET", "1")
+    assert not _progress.enabled(True)
+    monkeypatch.setenv("FEDTHEORY_QUIET", "0")
+    assert _progress.enabled(True)
+
+
+def test_progress_bars_go_to_stderr_when_asked(tmp_path, capsys, monkeypatch):
+    """Sweeps, ground truth and verify draw bars (stderr) when asked; --quiet silences them."""
+    import problems
+    from fedtheory.sweep import sweep
+    from fedtheory.truth import ground_truth
+    monkeypatch.delenv("FEDTHEORY_QUIET", raising=False)
+    sweep(CFG, tmp_path / "s", n_jobs=1, progress=True)
+    ground_truth(problems.quadratic(4, 3, seed=7), cache=False, progress=True)
+    from fedtheory.verification import run_cases
+    run_cases(quick=True, theorems=["fedsps.theorem_3a"], progress=True)
+    captured = capsys.readouterr()
+    assert "sweep: 100%" in captured.err and "ground truth of quadratic" in captured.err
+    assert "verify" in captured.err and "fedsps.theorem_3a" in captured.err and captured.out == ""
+    # on a terminal the sweep draws its bar, unless --quiet
+    (tmp_path / "ok.toml").write_text(CFG)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert main(["sweep", str(tmp_path / "ok.toml"), "--out", str(tmp_path / "t"), "-j", "1"]) == 0
+    assert "sweep: 100%" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "ok.toml"), "--out", str(tmp_path / "q"), "-j", "1", "--quiet"]) == 0
+    assert "sweep:" not in capsys.readouterr().err
