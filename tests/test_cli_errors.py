@@ -63,6 +63,9 @@ ERRORS = [
     (["plot", "{d}/nothing"], "no results table at"),
     (["plot", "{d}/empty.parquet"], "not a results table"),
     (["plot", "{d}/no_runs"], "no runs stored yet"),
+    (["plot", "{d}/res", "--filter", "nope=1"], "--filter: Unknown parameter 'nope' in a filter"),
+    (["plot", "{d}/res", "--filter", "algorithm"], "--filter: A filter must be written key=value"),
+    (["plot", "{d}/res", "--filter", "algorithm=nope"], "--filter: No run matches the filters"),
     (["run", "{d}/separable.toml"], "reference = true needs the problem's optimum: ground_truth: problem 'digits:0' "
                                     "has no minimiser"),
     (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
