@@ -549,6 +549,12 @@ def load(path_or_text, path=None, check=True):
 
 
 def run_id(problem_args, run_args):
-    """Hash of a run's full configuration (problem and run arguments), 16 hex digits."""
+    """Hash of a run's full configuration (problem and run arguments), 16 hex digits.
+
+    A factory without a ``name`` argument is hashed under the key ``name``, as configurations named
+    it before ``factory`` existed: a sweep written then and resumed now finds its runs.
+    """
+    if "factory" in problem_args and "name" not in problem_args:
+        problem_args = {("name" if k == "factory" else k): v for k, v in problem_args.items()}
     blob = json.dumps({"problem": problem_args, "run": run_args}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

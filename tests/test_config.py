@@ -1,4 +1,6 @@
 """Configurations: every argument checked at load, errors naming file, line, key, expected, found."""
+import hashlib
+import json
 import re
 
 import pytest
@@ -254,3 +256,14 @@ def test_dotted_grid_keys_are_problem_arguments(tmp_path):
     assert sorted({p["heterogeneity"] for p, _ in cfg.points()}) == [0.5, 2.0]
     msg = _error(tmp_path, BASE.replace('"problem.heterogeneity" = [0.5, 2.0]', "problem.heterogeneity = [0.5, -1.0]"))
     assert msg.startswith(", line 17: [grid] key 'problem.heterogeneity' (grid value -1.0)"), msg
+
+
+def test_run_ids_of_configurations_naming_the_factory_with_name_are_unchanged():
+    """A sweep written when ``name`` named the factory keeps its run ids: resuming it redoes nothing."""
+    from fedtheory.config import run_id
+    run = {"algorithm": "fedavg", "rounds": 5, "seed": 0}
+    old = json.dumps({"problem": {"name": "quadratic", "dim": 3}, "run": run}, sort_keys=True, default=str)
+    assert run_id({"factory": "quadratic", "dim": 3}, run) == hashlib.sha256(old.encode()).hexdigest()[:16]
+    assert run_id({"factory": "quadratic", "dim": 3}, run) == run_id({"name": "quadratic", "dim": 3}, run)
+    # libsvm: the factory and the data set are different keys, so they hash differently
+    assert run_id({"factory": "libsvm", "name": "a9a"}, run) != run_id({"factory": "libsvm", "name": "w8a"}, run)
