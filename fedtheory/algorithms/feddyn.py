@@ -54,6 +54,7 @@ class FedDyn(Algorithm):
     alpha: float = 0.1
 
     name: ClassVar[str] = "feddyn"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Acar et al. 2021, Algorithm 1 (inexact); spec/fedspeed.md §3.6"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
@@ -79,7 +80,7 @@ class FedDyn(Algorithm):
             y = x.copy()
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - gi + a * (y - x))
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) - gi + a * (y - x), y, a)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "grad_i": state["grad_i"][ctx.clients] - a * (Y - x)}

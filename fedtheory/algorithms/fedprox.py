@@ -46,6 +46,7 @@ class FedProx(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedprox"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Li et al. 2020, Alg. 2; spec/fedspeed.md §3.2"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
@@ -64,7 +65,7 @@ class FedProx(Algorithm):
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 # y <- y - eta_l (g(y; xi) + mu (y - x^t))
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) + self.mu * (y - x))
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) + self.mu * (y - x), y, self.mu)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}

@@ -51,6 +51,7 @@ class Scaffold(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "scaffold"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Karimireddy et al. 2020, Alg. 1 (option II); spec/fedspeed.md §3.4"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (2, 2)
@@ -77,7 +78,7 @@ class Scaffold(Algorithm):
             y = x.copy()
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - c_i + c)   # y <- y - eta (g - c_i + c)
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) - c_i + c, y)   # y <- y - eta (g - c_i + c)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         # c_i^+ = c_i - c + (x^t - y_K) / (K eta_l), uploaded as Delta c_i = c_i^+ - c_i
