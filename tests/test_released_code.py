@@ -220,3 +220,168 @@ def test_schedule_validation_errors():
         ft.run(p, "fedavg", rounds=1, client_schedule=[[0.5]])
     with pytest.raises(InvalidParameterError, match="sequence of client-index arrays"):
         ft.run(p, "fedavg", rounds=1, client_schedule=3)
+
+
+# ------------------------------------------------------------------ done-when: the three claims, three backends
+def _supported():
+    return sorted(n for n in ft.algorithms() if "clip_norm" in ft.get_algorithm(n).released_options)
+
+
+def _noisy_logistic():
+    rng = np.random.default_rng(5)
+    A = [rng.standard_normal((12, D)) for _ in range(N)]
+    y = [np.where(rng.random(12) < 0.5, -1.0, 1.0) for _ in range(N)]
+    return problems.logistic(A, y, noise=0.05)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weight_decay_enters_neither_the_sam_ascent_nor_the_function_values(backend):
+    """FedSpeed's local path with weight decay is the recursion whose SAM ascent uses grad f_i
+    alone and whose step adds wd y; and F in the history is the problem's F, without wd."""
+    p, wd, lam, a, rho = _label_skewed(), 0.05, 4.0, 0.5, 0.2
+    res = ft.run(p, "fedspeed", rounds=1, local_steps=3, lr=0.3, lam=lam, alpha=a, rho=rho, perturbation="sam",
+                 weight_decay=wd, trace="local", backend=backend, eval_every=1)
+    path = res.trace[0]["local"]                                   # (S, K + 1, d), round 0: ghat = 0, x = 0
+    for s, i in enumerate(res.sampled[0]):
+        y = np.zeros(D)
+        for k in range(3):
+            g1 = p.client_grad(int(i), y)
+            g2 = p.client_grad(int(i), y + rho / (np.linalg.norm(g1) + 1e-7) * g1)
+            y = y - 0.3 * ((1 - a) * g1 + a * g2 + y / lam + wd * y)
+            assert np.allclose(path[s, k + 1], y, rtol=0, atol=1e-13)
+            # decay inside the ascent (grad of f_i + wd/2 ||y||^2) would give another path
+        assert not np.allclose(path[s, 1:], _path_with_decay_in_f(p, int(i), wd, lam, a, rho), rtol=0, atol=1e-8)
+    assert res.history["value"].iloc[-1] == pytest.approx(p.value(res.x), rel=1e-14, abs=0)
+
+
+def _path_with_decay_in_f(p, i, wd, lam, a, rho):
+    """The same client's path when the decay were part of f_i (``l2 = wd``): it enters the ascent."""
+    y, out = np.zeros(D), []
+    for _ in range(3):
+        g1 = p.client_grad(i, y) + wd * y
+        g2 = p.client_grad(i, y + rho / (np.linalg.norm(g1) + 1e-7) * g1)
+        g2 = g2 + wd * (y + rho / (np.linalg.norm(g1) + 1e-7) * g1)
+        y = y - 0.3 * ((1 - a) * g1 + a * g2 + y / lam)
+        out.append(y)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weight_decay_is_l2_in_the_iterates_of_fedavg_but_not_in_f(backend):
+    """For FedAvg the decay is the gradient of (wd/2)||x||^2, so the iterates equal those of the
+    problem with l2 = wd (to rounding); the values differ by exactly that term (not part of f_i)."""
+    p, wd = _label_skewed(), 0.03
+    pl2 = problems.logistic([p.client_data(i)[0] for i in range(N)], [p.client_data(i)[1] for i in range(N)], l2=wd)
+    a = ft.run(p, "fedavg", rounds=5, local_steps=3, lr=0.3, weight_decay=wd, backend=backend, eval_every=1,
+               record_iterates=True)
+    b = ft.run(pl2, "fedavg", rounds=5, local_steps=3, lr=0.3, backend=backend, eval_every=1, record_iterates=True)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-14
+    xs = a.iterates[a.history["round"].to_numpy()]
+    assert np.allclose(a.history["value"], [p.value(x) for x in xs], rtol=1e-14, atol=0)
+    assert np.allclose(b.history["value"] - a.history["value"], [wd / 2 * x @ x for x in xs], rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("alg", _supported())
+def test_clip_norm_never_changes_a_shorter_step(alg, backend):
+    """A threshold above every local direction leaves the run bit for bit unchanged (with weight
+    decay, sampling and minibatches), on every algorithm that accepts clipping."""
+    p = _noisy_logistic()
+    kw = dict(rounds=3, local_steps=3, lr=0.1, clients_per_round=3, batch_size=4, seed=2, record_iterates=True,
+              backend=backend, eval_every=1, weight_decay=1e-3)
+    if ft.get_algorithm(alg).full_participation_only:
+        kw.pop("clients_per_round")
+    a = ft.run(p, alg, **kw)
+    b = ft.run(p, alg, clip_norm=1e8, **kw)
+    assert a.status == b.status == "max_rounds"
+    assert np.array_equal(a.iterates, b.iterates)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clipped_directions_have_norm_at_most_clip_norm(backend):
+    """With clipping active, every FedAvg local direction (y_k - y_{k+1}) / eta - wd y_k has norm
+    <= clip_norm (and the threshold is reached: some steps are clipped)."""
+    p, clip, wd, lr = _label_skewed(), 0.2, 0.01, 0.3
+    res = ft.run(p, "fedavg", rounds=3, local_steps=4, lr=lr, clip_norm=clip, weight_decay=wd, trace="local",
+                 backend=backend)
+    norms = []
+    for t in range(3):
+        Y = res.trace[t]["local"]
+        dirs = (Y[:, :-1] - Y[:, 1:]) / lr - wd * Y[:, :-1]
+        norms.extend(np.linalg.norm(dirs, axis=2).ravel())
+    norms = np.array(norms)
+    assert norms.max() <= clip * (1 + 1e-12)
+    # a clipped direction has norm clip ||u|| / (||u|| + 1e-6), within 1e-5 of clip here
+    assert np.sum(norms > clip * (1 - 1e-4)) > 0 and np.sum(norms < clip * (1 - 1e-2)) > 0
+
+
+REPLAY = [("fedavg", dict(clients_per_round=3)), ("scaffold", dict(clients_per_round=2, sampling="uniform")),
+          ("fedspeed", dict(sampling="bernoulli", participation=0.5, perturbation="sam", server="dyn")),
+          ("feddyn", dict(clients_per_round=4, weight_decay=1e-2, clip_norm=0.3)),
+          ("lfd", dict(clients_per_round=3, replicate_duplicates=True)),
+          ("fedsps", dict(clients_per_round=3))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("alg,kw", REPLAY)
+def test_client_schedule_replays_a_sampled_run_bit_for_bit(alg, kw, backend):
+    """Feeding a sampled run's own participants back as client_schedule (with minibatches, noise
+    and the same seed) reproduces its iterates, history, counters and participants exactly."""
+    p = _noisy_logistic()
+    base = dict(rounds=6, local_steps=3, lr=0.1, batch_size=3, seed=9, record_iterates=True, eval_every=2,
+                backend=backend, **kw)
+    a = ft.run(p, alg, **base)
+    b = ft.run(p, alg, client_schedule=list(a.sampled), **base)
+    assert np.array_equal(a.iterates, b.iterates)
+    assert [c.tolist() for c in a.sampled] == [c.tolist() for c in b.sampled]
+    cols = [c for c in a.history.columns if c != "time"]
+    assert a.history[cols].equals(b.history[cols])
+    assert (a.grad_evals, a.sample_grads, a.comm_up, a.comm_down) == (b.grad_evals, b.sample_grads, b.comm_up,
+                                                                      b.comm_down)
+    assert len({len(c) for c in a.sampled}) > 1 or kw.get("clients_per_round")   # bernoulli: sizes vary
+
+
+def test_client_schedule_weights_follow_the_sampling_mode():
+    """An explicit schedule is weighted as its sampling mode weighs a draw: uniform w_i n / S,
+    self-normalised w_i / sum_S w without a mode, and w itself for an entry of every client."""
+    rng = np.random.default_rng(0)
+    A = [rng.standard_normal((8, 3)) for _ in range(4)]
+    y = [np.where(rng.random(8) < 0.5, -1.0, 1.0) for _ in range(4)]
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    p = problems.logistic(A, y, weights=w)
+    sched = [[2, 0], [0, 1, 2, 3], [3]]
+    res = ft.run(p, "fedavg", rounds=3, client_schedule=sched, trace=True)
+    seen = [rt.weights for rt in res.trace]
+    np.testing.assert_array_equal(seen[0], w[[2, 0]] / w[[2, 0]].sum())
+    np.testing.assert_array_equal(seen[1], w)
+    np.testing.assert_array_equal(seen[2], [1.0])
+    res = ft.run(p, "fedavg", rounds=1, clients_per_round=2, client_schedule=[[3, 1]], trace=True)
+    np.testing.assert_array_equal(res.trace[0].weights, w[[3, 1]] * (4 / 2))
+
+
+def test_options_rejected_where_the_local_step_is_not_a_gradient_step():
+    p = _label_skewed()
+    with pytest.raises(InvalidParameterError, match=r"'weight_decay'.*not supported by 'fedsps'.*Polyak.*Got weight_decay=0.01"):
+        ft.run(p, "fedsps", rounds=1, weight_decay=0.01)
+    with pytest.raises(InvalidParameterError, match=r"'clip_norm'.*not supported by 'pfedme'.*Got clip_norm=1.0"):
+        ft.run(p, "pfedme", rounds=1, clip_norm=1.0)
+    with pytest.raises(InvalidParameterError, match=r"'clip_norm'.*not supported by 'feddeper'"):
+        ft.run(p, "feddeper", rounds=1, clip_norm=1.0)
+    with pytest.raises(InvalidParameterError, match=r"'weight_decay' parameter of run"):
+        ft.run(p, "fedavg", rounds=1, weight_decay=-1.0)
+    with pytest.raises(InvalidParameterError, match=r"'clip_norm' parameter of run"):
+        ft.run(p, "fedavg", rounds=1, clip_norm=0.0)
+    with pytest.raises(InvalidParameterError, match=r"'sam_eps'"):
+        ft.run(p, "fedspeed", rounds=1, sam_eps=0.0)
+    ft.run(p, "fedsps", rounds=1, weight_decay=0.0)            # 0 is "off": accepted everywhere
+
+
+def test_pfedme_receives_weight_decay_as_its_own_hyperparameter():
+    """pfedme's reference-code decay is its own weight_decay: the run option sets it (default 0.001)."""
+    rng = np.random.default_rng(0)
+    p = problems.lasso([rng.normal(size=(10, 3)) for _ in range(3)], [rng.normal(size=10) for _ in range(3)], l1=0.1)
+    kw = dict(rounds=2, local_steps=2, lr=0.005, eta_p=0.05)
+    assert ft.run(p, "pfedme", **kw).algorithm.weight_decay == 0.001
+    r = ft.run(p, "pfedme", weight_decay=0.02, **kw)
+    assert r.algorithm.weight_decay == 0.02
+    assert not np.array_equal(r.x, ft.run(p, "pfedme", **kw).x)
