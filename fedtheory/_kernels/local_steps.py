@@ -82,8 +82,9 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                     g[j] = (1.0 - alpha) * g[j] + alpha * g2[j]
             lr = lrs[k]
             check = 0.0
-            c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr,
-                                 clip) if clipping else 1.0
+            c = 1.0
+            if clipping:
+                c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr, clip)
             if c < 1.0:                 # clipped u_k (the released codes' order): y -= lr (c u + (mu + wd) y)
                 pull = (mu if has_anchor else 0.0) + wd
                 for j in range(d):
@@ -94,15 +95,22 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                         u += corr[s, j]
                     y[j] -= lr * (c * u + pull * y[j])
                     check += y[j]
-            else:
+            elif has_wd:                # unclipped, with the decay wd y_k
                 for j in range(d):
                     step = gscale * g[j]
                     if has_anchor:
                         step += mu * (y[j] - anchor[j])
                     if has_corr:
                         step += corr[s, j]
-                    if has_wd:
-                        step += wd * y[j]
+                    y[j] -= lr * (step + wd * y[j])
+                    check += y[j]
+            else:                       # the paper's step
+                for j in range(d):
+                    step = gscale * g[j]
+                    if has_anchor:
+                        step += mu * (y[j] - anchor[j])
+                    if has_corr:
+                        step += corr[s, j]
                     y[j] -= lr * step
                     check += y[j]
             first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
