@@ -15,6 +15,7 @@ import pytest
 import fedtheory as ft
 import problems
 from fedtheory.exceptions import InvalidParameterError
+from fedtheory.schedules import epochs_to_local_steps, round_decay
 
 torch = pytest.importorskip("torch")
 
@@ -151,7 +152,9 @@ FEDTHEORY = {"fedavg": {"server_lr": ETA_G},
 
 
 def _fedtheory(alg, problem, sched, backend, wd, clip):
-    return ft.run(problem, alg, rounds=ROUNDS, local_steps=K, lr=lambda s: LR0 * DECAY ** (s // K),
+    # the released code's E local epochs of one full batch each, its per-round decay lr *= DECAY
+    K_steps = epochs_to_local_steps(problem, epochs=K, batch_size=M)
+    return ft.run(problem, alg, rounds=ROUNDS, local_steps=K_steps, lr=round_decay(LR0, DECAY, K_steps),
                   client_schedule=sched, weight_decay=wd, clip_norm=clip, backend=backend,
                   record_iterates=True, eval_every=ROUNDS, **FEDTHEORY[alg])
 
@@ -447,3 +450,19 @@ def test_pfllib_and_fedjax_conventions(alg):
         res = ft.run(p, alg, rounds=ROUNDS, local_steps=K, lr=0.3, client_schedule=sched, backend=backend,
                      record_iterates=True, **kw)
         assert np.abs(res.iterates - ref).max() <= TOL
+
+
+@pytest.mark.parametrize("alg", _supported())
+def test_options_agree_on_the_three_backends(alg):
+    """Weight decay and active clipping follow one rule in the kernel, the NumPy twin and the
+    torch context of every algorithm that accepts them (with sampling and minibatches)."""
+    p = _noisy_logistic()
+    kw = dict(rounds=4, local_steps=3, lr=0.2, batch_size=4, seed=3, record_iterates=True, eval_every=4,
+              weight_decay=0.02, clip_norm=0.3)
+    if not ft.get_algorithm(alg).full_participation_only:
+        kw["clients_per_round"] = 4
+    runs = [ft.run(p, alg, backend=b, **kw) for b in BACKENDS]
+    plain = ft.run(p, alg, **{**kw, "weight_decay": None, "clip_norm": None})
+    for r in runs[1:]:
+        assert np.abs(r.iterates - runs[0].iterates).max() <= 1e-12
+    assert np.abs(plain.iterates - runs[0].iterates).max() > 1e-6        # the options act

@@ -31,6 +31,13 @@ class FedAvg(Algorithm):
     server_lr : float, default 1
         Global step size eta_g > 0.
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``client.py``, also FedAdam's clients): the run options
+    ``weight_decay=wd`` and ``clip_norm`` give the step
+    :math:`y \leftarrow y - \eta(\mathrm{clip}(g) + \mathrm{wd}\,y)`; for FedAvg the decay equals
+    ``l2=wd`` in the iterates but, unlike ``l2``, is not part of :math:`f_i` (docs/conventions.md).
+
     References
     ----------
     McMahan et al., "Communication-efficient learning of deep networks from decentralized

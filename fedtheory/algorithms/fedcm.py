@@ -33,6 +33,13 @@ class FedCM(Algorithm):
     server_lr : float, default 1
         Global step size eta_g > 0.
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``fedcm.py``): with the run options ``weight_decay=wd`` and
+    ``clip_norm``, :math:`u = a\,g + (1 - a)\Delta^t` is clipped and :math:`\mathrm{wd}\,y` is
+    added after, not scaled by a; so ``weight_decay=wd`` equals a problem with ``l2 = wd / a``
+    (docs/conventions.md).
+
     References
     ----------
     J. Xu, S. Wang, L. Wang, A. C.-C. Yao, "FedCM: Federated learning with client-level

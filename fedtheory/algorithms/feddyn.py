@@ -36,6 +36,14 @@ class FedDyn(Algorithm):
         Weight a > 0 of the dynamic regulariser :math:`\frac a2\|y - x^t\|^2` (the FedSpeed
         experiments' "prox weight"; FedSpeed with lam = 1/alpha and no perturbation is FedDyn).
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``feddyn.py``: SGD with ``weight_decay = wd + lamb``, loss term
+    :math:`\mathrm{lamb}\langle y, h_i - x^t\rangle`): ``alpha = lamb`` with the run options
+    ``weight_decay=wd``, ``clip_norm``; the clipped vector is
+    :math:`u = g - \nabla L_i - \alpha x^t`, and :math:`(\alpha + \mathrm{wd})y` is added after
+    clipping (docs/conventions.md).
+
     References
     ----------
     D. A. E. Acar, Y. Zhao, R. Matas, M. Mattina, P. Whatmough, V. Saligrama, "Federated

@@ -29,6 +29,14 @@ class FedProx(Algorithm):
     server_lr : float, default 1
         Global step size eta_g > 0.
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``fedprox.py``: SGD with ``weight_decay = wd + lamb``, loss term
+    :math:`-\mathrm{lamb}\langle y, x^t\rangle`): ``mu = lamb`` with the run options
+    ``weight_decay=wd``, ``clip_norm``; the clipped vector is :math:`u = g - \mu x^t` and the step
+    :math:`c\,u + (\mu + \mathrm{wd})y` when clipped, else :math:`g + \mu(y - x^t) + \mathrm{wd}\,y`.
+    PFLlib's ``mu`` and FedJAX's ``proximal_weight`` are ``mu`` (docs/conventions.md).
+
     References
     ----------
     Li et al., "Federated optimization in heterogeneous networks", MLSys 2020, Alg. 2 with

@@ -37,7 +37,8 @@ class PFedMe(Algorithm):
     beta : float, default 1
         Server mixing beta in (0, 2].
     weight_decay : float, default 0.001
-        The reference code's mu inside the inner step.
+        The reference code's mu inside the inner step (the decoupled decay of that code; the
+        run option ``fedtheory.run(weight_decay=...)`` sets it; ``clip_norm`` is rejected).
 
     Notes
     -----

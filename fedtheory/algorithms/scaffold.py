@@ -34,6 +34,12 @@ class Scaffold(Algorithm):
     server_lr : float, default 1
         Global step size eta_g > 0.
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``scaffold.py``): the run options ``weight_decay=wd`` and
+    ``clip_norm`` clip :math:`u = g - c_i + c` and add :math:`\mathrm{wd}\,y` after clipping;
+    the control variates use the model difference, decay included (docs/conventions.md).
+
     References
     ----------
     Karimireddy et al., "SCAFFOLD: Stochastic controlled averaging for federated learning",
