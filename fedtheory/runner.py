@@ -126,7 +126,7 @@ class _Sampler:
                 return c, np.full(self.S, 1.0 / self.S)
             u, counts = np.unique(c, return_counts=True)
             return u.astype(np.int64), counts / self.S
-        if c.shape[0] == self.n and np.array_equal(c, np.arange(self.n)):
+        if self.mode == "full" and c.shape[0] == self.n and np.array_equal(c, np.arange(self.n)):
             return c, w.copy()                      # every client: full participation
         return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
 
@@ -136,17 +136,11 @@ class _Sampler:
             return np.arange(self.n, dtype=np.int64), w.copy()
         if self.mode == "uniform":
             # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
-            c = sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64))
-            return c, w[c] * (self.n / self.S)
+            return self.weigh(sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64)))
         if self.mode == "with_replacement":
-            draws = np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
-            if self.replicate:
-                return draws, np.full(self.S, 1.0 / self.S)
-            c, counts = np.unique(draws, return_counts=True)
-            return c.astype(np.int64), counts / self.S
+            return self.weigh(np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64))
         # Bernoulli participation, self-normalised weights over the participants
-        c = np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
-        return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
+        return self.weigh(np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64))
 
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
