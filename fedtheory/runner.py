@@ -17,7 +17,7 @@ from .arrays import HostView, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
-from .participants import Participants
+from .participants import Participants, Schedule, check_schedule
 from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
@@ -92,19 +92,6 @@ def _step_sizes(lr, t0, K, const=None):
                                         f"(0, inf). Got {lrs.tolist()} for global steps {t.tolist()}.")
         return lrs
     return np.full(K, float(lr))
-
-
-class _Schedule:
-    """The participants of each round from ``run(client_schedule=...)``, weighted as ``sampler``'s
-    mode weighs a draw; draws nothing from the run's random streams."""
-
-    def __init__(self, sampler, entries):
-        self.sampler, self.entries, self.t = sampler, entries, 0
-
-    def __call__(self, rng):
-        c = self.entries[self.t]
-        self.t += 1
-        return self.sampler.weigh(c.copy())
 
 
 class _Sampler:
@@ -336,7 +323,7 @@ class _Job:
         alg.check_problem(problem)
         self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
         if client_schedule is not None:
-            self.sampler = _Schedule(self.sampler, _check_schedule(client_schedule, alg, problem.n_clients, rounds,
+            self.sampler = Schedule(self.sampler, check_schedule(client_schedule, alg, problem.n_clients, rounds,
                                                                    self.mode, clients_per_round))
         self.x0 = self._initial_point(x0)
         self.trace = _TraceRecorder.create(trace, alg, problem, rounds, local_steps,
@@ -613,41 +600,6 @@ def _released_options(alg_cls, weight_decay, clip_norm, hyperparameters):
                 f"The '{opt}' parameter of run is not supported by {name!r}: {alg_cls.released_options_reason}. "
                 f"It must be {' or '.join(map(repr, off))} for {name!r}. Got {opt}={val!r} instead.")
     return hyperparameters, float(weight_decay or 0.0), None if clip_norm is None else float(clip_norm)
-
-
-def _check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
-    """A ``client_schedule`` as a list of ``rounds`` int64 arrays, validated for the sampling mode."""
-    what = "The 'client_schedule' parameter of run"
-    if isinstance(schedule, (str, bytes)) or not hasattr(schedule, "__len__"):
-        raise InvalidParameterError(f"{what} must be a sequence of client-index arrays, one per round. "
-                                    f"Got {type(schedule).__name__} instead.")
-    if len(schedule) != rounds:
-        raise InvalidParameterError(f"{what} must have exactly one entry per round, i.e. rounds={rounds} entries. "
-                                    f"Got {len(schedule)} entries instead.")
-    out = []
-    for t, entry in enumerate(schedule):
-        a = np.asarray(entry)
-        if a.size == 0:
-            a = a.astype(np.int64).reshape(0)
-        if a.ndim != 1 or not (np.issubdtype(a.dtype, np.integer)):
-            raise InvalidParameterError(f"{what} must hold 1-d integer arrays of client indices. Got entry {t} "
-                                        f"with dtype {a.dtype} and shape {a.shape} instead.")
-        a = a.astype(np.int64)
-        if a.size and (a.min() < 0 or a.max() >= n):
-            raise InvalidParameterError(f"{what} must hold client indices in the range [0, {n - 1}]. Got "
-                                        f"entry {t} = {a.tolist()} instead.")
-        if mode != "with_replacement" and np.unique(a).size != a.size:
-            raise InvalidParameterError(f"{what} must list distinct clients in each round (sampling mode "
-                                        f"{mode!r}). Got entry {t} = {a.tolist()} instead.")
-        if mode in ("uniform", "with_replacement") and a.size != clients_per_round:
-            raise InvalidParameterError(f"{what} must list clients_per_round={clients_per_round} clients in each "
-                                        f"round (sampling mode {mode!r}). Got entry {t} with {a.size} instead.")
-        if alg.full_participation_only and np.unique(a).size != n:
-            raise InvalidParameterError(f"{alg.name!r} is defined for full participation only, so every entry of "
-                                        f"the 'client_schedule' parameter of run must list all {n} clients. Got "
-                                        f"entry {t} = {a.tolist()} instead.")
-        out.append(a)
-    return out
 
 
 def _eval_step(problem):

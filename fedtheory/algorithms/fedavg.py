@@ -24,7 +24,7 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class FedAvg(Algorithm):
-    """FedAvg: local SGD steps, then the server averages the model differences.
+    r"""FedAvg: local SGD steps, then the server averages the model differences.
 
     Parameters
     ----------

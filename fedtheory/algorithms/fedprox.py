@@ -20,7 +20,7 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class FedProx(Algorithm):
-    """FedProx: local SGD with a proximal pull mu (y - x^t) towards the global model.
+    r"""FedProx: local SGD with a proximal pull mu (y - x^t) towards the global model.
 
     Parameters
     ----------

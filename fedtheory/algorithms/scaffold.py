@@ -27,7 +27,7 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class Scaffold(Algorithm):
-    """SCAFFOLD (option II): drift-corrected local SGD with client and server control variates.
+    r"""SCAFFOLD (option II): drift-corrected local SGD with client and server control variates.
 
     Parameters
     ----------
