@@ -1,5 +1,8 @@
 """Compact record of the participants of every round (``RunResult.sampled``).
 
+Also the explicit participation of ``fedtheory.run(client_schedule=...)``: :func:`check_schedule`
+validates it, :class:`Schedule` serves it to the runner in place of its sampler.
+
 A long run keeps one small integer array, not one array per round: a full-participation round is
 a marker (no storage), a sampled round appends its client indices (int32) to one growing buffer.
 1e5 rounds with 1000 clients take about 1.5 MB under full participation and 6 MB with 10
@@ -9,8 +12,6 @@ of arrays.
 Examples
 --------
 >>> import numpy as np
-
-from .exceptions import InvalidParameterError
 >>> P = Participants(n_clients=4)
 >>> P.append(np.arange(4)); P.append(np.array([2, 0]))
 >>> len(P), P[0].tolist(), P[1].tolist(), [len(c) for c in P]
@@ -21,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from .exceptions import InvalidParameterError
 
 
 class Participants(Sequence):
