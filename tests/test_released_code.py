@@ -466,3 +466,22 @@ def test_options_agree_on_the_three_backends(alg):
     for r in runs[1:]:
         assert np.abs(r.iterates - runs[0].iterates).max() <= 1e-12
     assert np.abs(plain.iterates - runs[0].iterates).max() > 1e-6        # the options act
+
+
+def test_weight_decay_on_a_deep_problem_is_l2_for_fedavg():
+    """The torch context applies the options to a network too: FedAvg with weight_decay=wd follows
+    the DeepProblem with l2 = wd (float64), while clipping changes the run."""
+    from fedtheory.backends.torch import DeepProblem, models
+    X, y = problems.vision.load_digits_images(flatten=True)
+    X, y = X[:240], y[:240]
+    parts = problems.partition_indices(y, 4, "iid", seed=0)
+
+    def deep(l2):
+        return DeepProblem(models.mlp(64, 10, hidden=(8,), seed=0), X, y, parts, l2=l2, dtype=torch.float64)
+    kw = dict(rounds=3, local_steps=3, lr=0.1, clients_per_round=2, batch_size=8, backend="torch", device="cpu",
+              record_iterates=True)
+    a = ft.run(deep(0.0), "fedavg", weight_decay=0.01, **kw)
+    b = ft.run(deep(0.01), "fedavg", **kw)
+    c = ft.run(deep(0.0), "fedavg", weight_decay=0.01, clip_norm=0.05, **kw)
+    assert np.abs(a.iterates - b.iterates).max() <= 1e-12
+    assert np.abs(a.iterates - c.iterates).max() > 1e-4
