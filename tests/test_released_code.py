@@ -30,7 +30,7 @@ TOL = 1e-10
 
 
 def _label_skewed(seed=3):
-    """8-feature logistic data, each client's labels skewed to one class (as the outside check)."""
+    """Logistic data whose clients' labels are skewed to one class (and their features shifted)."""
     rng = np.random.default_rng(seed)
     A, y = [], []
     for i in range(N):
@@ -57,7 +57,7 @@ def _loss(A, y, w):
     return torch.nn.functional.softplus(-y * (A @ w)).mean()
 
 
-def released_client(alg, data, x, corr, lr, wd, clip, stats):
+def released_client(alg, data, x, corr, lr, wd, clip, stats, sam_eps=SAM_EPS):
     """One client's K full-batch local steps as FL-Simulator's client classes take them.
 
     ``corr`` is the vector the server sends for the linear loss term (SCAFFOLD: c - c_i; FedDyn
@@ -72,7 +72,7 @@ def released_client(alg, data, x, corr, lr, wd, clip, stats):
         if alg == "fedspeed":                        # ESAM step: ascend, gradient there, come back
             _loss(A, y, w).backward()
             with torch.no_grad():
-                e = RHO * w.grad / (w.grad.norm() + SAM_EPS)
+                e = RHO * w.grad / (w.grad.norm() + sam_eps)
                 w.add_(e)
             opt.zero_grad()
             _loss(A, y, w).backward()
@@ -98,7 +98,7 @@ def released_client(alg, data, x, corr, lr, wd, clip, stats):
     return w.detach().clone()
 
 
-def released_run(alg, problem, ratio, seed, wd, clip, stats):
+def released_run(alg, problem, ratio, seed, wd, clip, stats, sam_eps=SAM_EPS):
     """FL-Simulator's server loop (FedAvg, FedAdam, FedProx, SCAFFOLD, FedDyn, FedCM, FedSpeed)."""
     data = [(torch.tensor(problem.client_data(i)[0], dtype=torch.float64),
              torch.tensor(problem.client_data(i)[1], dtype=torch.float64)) for i in range(N)]
@@ -115,7 +115,7 @@ def released_run(alg, problem, ratio, seed, wd, clip, stats):
         for i in sel:
             corr = {"scaffold": c - h[i], "feddyn": h[i] - x, "fedspeed": h[i] - x,
                     "fedcm": avg_update / K / lr * DECAY * -1.0}.get(alg)
-            wi = released_client(alg, data[i], x, corr, lr, wd, clip, stats)
+            wi = released_client(alg, data[i], x, corr, lr, wd, clip, stats, sam_eps)
             updates.append(wi - x)
             models.append(wi)
             if alg in ("feddyn", "fedspeed"):
@@ -192,14 +192,8 @@ def test_released_code_reference_without_clipping(alg):
 
 def test_fedspeed_sam_eps_is_the_constant_of_the_ascent_norm():
     """A large sam_eps changes the run, and the reference with the same constant follows it."""
-    global SAM_EPS
     p = _label_skewed()
-    old = SAM_EPS
-    try:
-        SAM_EPS = 0.5
-        ref, sched = released_run("fedspeed", p, 1.0, 0, 0.0, None, {"steps": 0, "clipped": 0})
-    finally:
-        SAM_EPS = old
+    ref, sched = released_run("fedspeed", p, 1.0, 0, 0.0, None, {"steps": 0, "clipped": 0}, sam_eps=0.5)
     kw = {**FEDTHEORY["fedspeed"], "sam_eps": 0.5}
     for backend in BACKENDS:
         res = ft.run(p, "fedspeed", rounds=ROUNDS, local_steps=K, lr=lambda s: LR0 * DECAY ** (s // K),
