@@ -256,10 +256,15 @@ class RoundContext:
         wd, clip = self.weight_decay, self.clip_norm
         if clip is not None:
             u = d - mu * y if mu != 0.0 else d
-            c = clip / (np.sqrt(u @ u) + 1e-6)
+            c = clip / (self._norm(u) + 1e-6)
             if c < 1.0:
                 return c * u + (mu + wd) * y
         return d + wd * y if wd != 0.0 else d
+
+    @staticmethod
+    def _norm(u):
+        """||u|| as a float (the torch context computes it on the device)."""
+        return float(np.sqrt(u @ u))
 
     def value(self, s, k, y):
         """Minibatch value F_i(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""

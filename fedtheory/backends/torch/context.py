@@ -90,16 +90,11 @@ class TorchRoundContext(RoundContext):
         """Whether the run uses weight decay or clipping (the released codes' options)."""
         return self.weight_decay != 0.0 or self.clip_norm is not None
 
-    def released_step(self, d, y, mu=0.0):
-        """:meth:`RoundContext.released_step` on tensors (the same rule: clip the released codes'
-        u = d - mu y as ``clip_grad_norm_``, then add (mu + wd) y; else d + wd y)."""
-        wd, clip = self.weight_decay, self.clip_norm
-        if clip is not None:
-            u = d - mu * y if mu != 0.0 else d
-            c = clip / (float(torch.linalg.vector_norm(u)) + 1e-6)
-            if c < 1.0:
-                return c * u + (mu + wd) * y
-        return d + wd * y if wd != 0.0 else d
+    @staticmethod
+    def _norm(u):
+        """||u|| of a tensor as a float (:meth:`RoundContext.released_step` applies the
+        released codes' options to tensors with it)."""
+        return float(torch.linalg.vector_norm(u))
 
     # ----------------------------------------------------------------- primitives
     def _sgd_loop(self, starts, gscale, mu, anchors, corr):
