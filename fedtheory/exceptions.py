@@ -18,7 +18,7 @@ class DataError(ValueError):
 
 class FedSpeedServerWarning(UserWarning):
     """FedSpeed's ``server="alg1"`` (Algorithm 1, line 16, as printed) runs under partial
-    participation, where it is known to end worse than its start; ``server="dyn"`` converges.
+    participation, where it stalls or ends worse than its start; ``server="dyn"`` converges.
 
     A ``UserWarning`` (not a ``RuntimeWarning``): it is about the method chosen, not about the
     numerics of the run. Silence it with

@@ -17,7 +17,7 @@ from .arrays import HostView, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
-from .participants import Participants
+from .participants import Participants, Schedule, check_schedule
 from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
@@ -137,30 +137,40 @@ class _Sampler:
         self.participation = participation
         self.n = problem.n_clients
 
+    def weigh(self, c):
+        """(clients, aggregation weights) of the participants ``c`` as this mode weighs a draw
+        (a ``client_schedule`` entry; see :func:`run`)."""
+        w = self.p.weights
+        if self.mode == "uniform":
+            return c, w[c] * (self.n / self.S)
+        if self.mode == "with_replacement":
+            if self.replicate:
+                return c, np.full(self.S, 1.0 / self.S)
+            u, counts = np.unique(c, return_counts=True)
+            return u.astype(np.int64), counts / self.S
+        if self.mode == "full" and c.shape[0] == self.n and np.array_equal(c, np.arange(self.n)):
+            return c, w.copy()                      # every client: full participation
+        return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
+
     def __call__(self, rng):
         w = self.p.weights
         if self.mode == "full":
             return np.arange(self.n, dtype=np.int64), w.copy()
         if self.mode == "uniform":
             # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
-            c = sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64))
-            return c, w[c] * (self.n / self.S)
+            return self.weigh(sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64)))
         if self.mode == "with_replacement":
-            draws = np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
-            if self.replicate:
-                return draws, np.full(self.S, 1.0 / self.S)
-            c, counts = np.unique(draws, return_counts=True)
-            return c.astype(np.int64), counts / self.S
+            return self.weigh(np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64))
         # Bernoulli participation, self-normalised weights over the participants
-        c = np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
-        return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
+        return self.weigh(np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64))
 
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
         *, eval_every=None, callback=None, progress=False, sampling=None, q=None,
         participation=None, batch_replacement=False, reference=None, tol=None, trace=None,
-        trace_max_mb=1024.0, trace_rounds=None, **hyperparameters):
+        trace_max_mb=1024.0, trace_rounds=None, weight_decay=None, clip_norm=None, client_schedule=None,
+        **hyperparameters):
     r"""Run a federated algorithm on a problem.
 
     With ``batch_size=None`` and ``clients_per_round=None`` the run is deterministic and is
@@ -244,6 +254,36 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         rounds (an error names the estimate and how to lower it).
     trace_rounds : collection of int, optional
         Trace only these rounds t (0-based: the round from x^t to x^{t+1}); None traces all.
+    weight_decay : float, optional
+        Decoupled weight decay wd >= 0 of the authors' released codes (``torch.optim.SGD(
+        weight_decay=wd)``): ``wd * y`` is added to the final local step direction at the current
+        local iterate y. It is not part of f_i: it changes neither F, the history's values, the
+        gradients nor FedSpeed's SAM ascent (unlike a problem's ``l2``, which is inside f_i).
+        None or 0 (the default): none, the papers' algorithms. Accepted by the algorithms whose
+        local step is a gradient step (``Algorithm.released_options``; others raise an error
+        naming the reason); for ``pfedme`` it is its own ``weight_decay`` hyperparameter (the
+        reference code's, default 0.001). See docs/conventions.md.
+    clip_norm : float, optional
+        Gradient clipping of the released codes (``torch.nn.utils.clip_grad_norm_`` before the
+        optimizer step): the local direction before weight decay, u, is multiplied by
+        c = clip_norm / (||u|| + 1e-6) when c < 1 and left unchanged (bit for bit) otherwise. u
+        is the gradient of the released codes' loss: the (quasi-)gradient plus the linear
+        correction terms; a prox pull mu (y - anchor) contributes -mu anchor to u, and mu y is
+        added after clipping, as the released codes' optimizer weight decay (FedProx, FedDyn,
+        FedSpeed). None (the default): no clipping. Same algorithms as ``weight_decay``.
+    client_schedule : sequence of int arrays, optional
+        The participants of each round, used instead of sampling: exactly ``rounds`` entries,
+        entry t the client indices (in [0, n)) of round t, in the order aggregated. Their
+        weights are those the run's sampling mode gives a draw (``sampling``, or the algorithm's
+        default when ``clients_per_round`` is given; then each entry has ``clients_per_round``
+        indices, distinct except with replacement); with neither, w_i / sum_{j in S_t} w_j (as
+        Bernoulli participation, w under full participation). This replays another system's
+        participation (e.g. FL-Simulator's, see docs/conventions.md). Replay guarantee: the
+        schedule draws nothing from the run's streams and minibatches, noise and the
+        algorithms' coins depend only on the number of participants of each round, so
+        ``client_schedule=list(res.sampled)`` with the run's other arguments reproduces ``res``
+        bit for bit (every sampling mode except with replacement without replicated duplicates,
+        whose ``res.sampled`` lists the distinct clients, not the draws).
     **hyperparameters
         The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
 
@@ -265,7 +305,8 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     """
     job = _Job(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0,
                record_iterates, backend, device, eval_every, callback, sampling, q, participation,
-               batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters)
+               batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters,
+               weight_decay=weight_decay, clip_norm=clip_norm, client_schedule=client_schedule)
     job.evaluate(0)
     bar = None
     if progress:
@@ -315,7 +356,8 @@ class _Job:
     # ------------------------------------------------------------------ setup
     def __init__(self, problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
                  x0, record_iterates, backend, device, eval_every, callback, sampling, q, participation,
-                 batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters):
+                 batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters,
+                 weight_decay=None, clip_norm=None, client_schedule=None):
         self.problem, self.rounds, self.local_steps, self.lr = problem, rounds, local_steps, lr
         self.seed, self.backend, self.callback = seed, backend, callback
         if eval_every is None and tol is not None:
@@ -336,9 +378,14 @@ class _Job:
             self.oracles = make_oracles(problem, device)
         if "q" in alg_cls.hyperparameters() and q is None:
             q = hyperparameters.get("q")
+        hyperparameters, self.weight_decay, self.clip_norm = _released_options(alg_cls, weight_decay, clip_norm,
+                                                                               hyperparameters)
         self.alg = alg = alg_cls.create(**hyperparameters)
         alg.check_problem(problem)
         self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
+        if client_schedule is not None:
+            self.sampler = Schedule(self.sampler, check_schedule(client_schedule, alg, problem.n_clients, rounds,
+                                                                   self.mode, clients_per_round))
         self.x0 = self._initial_point(x0)
         self.trace = _TraceRecorder.create(trace, alg, problem, rounds, local_steps,
                                            clients_per_round, batch_size, trace_max_mb, trace_rounds)
@@ -473,7 +520,7 @@ class _Job:
             noise = np.zeros((0, 0, 0))
         ctx = self.context_cls(p if self.oracles is None else self.oracles, r - 1, clients, weights, idx, noise,
                                _step_sizes(self.lr, t0, K, self.const_lrs), float(self.rng_aux.random()),
-                               self.rng_aux)
+                               self.rng_aux, self.weight_decay, self.clip_norm)
         if self.trace is not None and self.trace.wants(r - 1):
             ctx.want = self.trace.paths
         return ctx
@@ -593,6 +640,27 @@ class _Job:
                          iterates=np.array(self.iterates) if self.record else None, state=self.state,
                          sampled=self.sampled, algorithm=self.alg, seed=self.seed, backend=self.backend,
                          time=c["time"], trace=None if self.trace is None else self.trace.result())
+
+
+def _released_options(alg_cls, weight_decay, clip_norm, hyperparameters):
+    """Validate ``weight_decay`` and ``clip_norm`` of run against the algorithm's local step.
+
+    Returns (hyperparameters, wd, clip) where wd and clip go to the round context; an algorithm
+    with its own ``weight_decay`` hyperparameter (pfedme) receives the option there instead.
+    """
+    c, name = "run", alg_cls.name
+    check_param("weight_decay", weight_decay, [NoneOk(), Interval(float, 0, None, "left")], c)
+    check_param("clip_norm", clip_norm, [NoneOk(), Interval(float, 0, None, "neither")], c)
+    if "weight_decay" in alg_cls.hyperparameters():
+        if weight_decay is not None:
+            hyperparameters = {**hyperparameters, "weight_decay": weight_decay}
+        weight_decay = None
+    for opt, val, off in (("weight_decay", weight_decay, (None, 0.0)), ("clip_norm", clip_norm, (None,))):
+        if val not in off and opt not in alg_cls.released_options:
+            raise InvalidParameterError(
+                f"The '{opt}' parameter of run is not supported by {name!r}: {alg_cls.released_options_reason}. "
+                f"It must be {' or '.join(map(repr, off))} for {name!r}. Got {opt}={val!r} instead.")
+    return hyperparameters, float(weight_decay or 0.0), None if clip_norm is None else float(clip_norm)
 
 
 def _eval_step(problem):

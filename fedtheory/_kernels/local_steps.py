@@ -20,7 +20,7 @@ DIR_VR = 2         # d_k = g(y_k; B_k) - g(y_0; B_k), the same minibatch, no noi
 
 @njit(cache=True)
 def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
-                        anchors, gscale, mu, corr, direction, alpha, rho, normalized, eps, out, path):
+                        anchors, gscale, mu, corr, direction, alpha, rho, normalized, eps, wd, clip, out, path):
     """K corrected local SGD steps for every sampled client.
 
     For client ``clients[s]`` and step k = 0..K-1, from y_0 = X0[s] (X0[0] when X0 has one row):
@@ -35,6 +35,14 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                    (g2 is not computed when alpha * rho == 0)
         DIR_VR:    d_k = g(y_k) - g(y_0) on the same minibatch (the noise cancels)
 
+    The released codes' options (``fedtheory.run(weight_decay=..., clip_norm=...)``; wd = 0 and
+    clip = 0 (none) leave the step above unchanged): ``wd * y_k`` is added to the step (decoupled
+    weight decay, ``torch.optim.SGD(weight_decay=wd)``; it enters neither d_k nor the SAM ascent).
+    With clip > 0 the vector the released codes backpropagate, u_k = gscale d_k + corr[s] - mu
+    anchors[s] (the prox pull mu y_k is their optimizer's weight decay), is rescaled as
+    ``torch.nn.utils.clip_grad_norm_`` does, c = clip / (||u_k|| + 1e-6), and when c < 1 the step
+    is ``c u_k + (mu + wd) y_k``; when c >= 1 the step is the unclipped one, bit for bit.
+
     ``idx`` has shape (S, K, B) of absolute minibatch rows, or (S, K, 0) for exact client
     gradients; ``noise`` (S, K, d) or (0, 0, 0) for none; ``anchors`` one row (shared), S rows, or
     (0, d) for no proximal term; ``corr`` (S, d) or (0, 0) for none. y_K is written into ``out[s]``
@@ -48,6 +56,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
     has_noise = noise.shape[0] > 0 and direction != DIR_VR
     has_anchor, has_corr = anchors.shape[0] > 0, corr.shape[0] > 0
     perturb = direction == DIR_SAM and alpha != 0.0 and rho != 0.0
+    has_wd, clipping = wd != 0.0, clip > 0.0
     for s in range(S):
         start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
         x0 = X0[s if X0.shape[0] > 1 else 0]
@@ -73,18 +82,56 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                     g[j] = (1.0 - alpha) * g[j] + alpha * g2[j]
             lr = lrs[k]
             check = 0.0
-            for j in range(d):
-                step = gscale * g[j]
-                if has_anchor:
-                    step += mu * (y[j] - anchor[j])
-                if has_corr:
-                    step += corr[s, j]
-                y[j] -= lr * step
-                check += y[j]
+            c = 1.0
+            if clipping:
+                c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr, clip)
+            if c < 1.0:                 # clipped u_k (the released codes' order): y -= lr (c u + (mu + wd) y)
+                pull = (mu if has_anchor else 0.0) + wd
+                for j in range(d):
+                    u = gscale * g[j]
+                    if has_anchor:
+                        u -= mu * anchor[j]
+                    if has_corr:
+                        u += corr[s, j]
+                    y[j] -= lr * (c * u + pull * y[j])
+                    check += y[j]
+            elif has_wd:                # unclipped, with the decay wd y_k
+                for j in range(d):
+                    step = gscale * g[j]
+                    if has_anchor:
+                        step += mu * (y[j] - anchor[j])
+                    if has_corr:
+                        step += corr[s, j]
+                    y[j] -= lr * (step + wd * y[j])
+                    check += y[j]
+            else:                       # the paper's step
+                for j in range(d):
+                    step = gscale * g[j]
+                    if has_anchor:
+                        step += mu * (y[j] - anchor[j])
+                    if has_corr:
+                        step += corr[s, j]
+                    y[j] -= lr * step
+                    check += y[j]
             first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
             if stop:
                 break
     return first_bad
+
+
+@njit(cache=True)
+def clip_coefficient(g, gscale, mu, anchor, has_anchor, corr, has_corr, clip):
+    """``clip / (||u|| + 1e-6)`` for u = gscale g + corr - mu anchor (torch's ``clip_grad_norm_``
+    coefficient; the caller clips when it is < 1)."""
+    acc = 0.0
+    for j in range(g.shape[0]):
+        u = gscale * g[j]
+        if has_anchor:
+            u -= mu * anchor[j]
+        if has_corr:
+            u += corr[j]
+        acc += u * u
+    return clip / (np.sqrt(acc) + 1e-6)
 
 
 #: FedSpeed's SAM-type local steps are ``corrected_local_sgd`` with ``direction=DIR_SAM``.

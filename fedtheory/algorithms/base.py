@@ -58,9 +58,15 @@ class RoundContext:
     rng : numpy.random.Generator or None
         The run's auxiliary stream, for an algorithm's extra randomness (e.g. FedDeper's
         independent minibatches for v); drawing from it affects only that algorithm's runs.
+    weight_decay : float
+        The run's decoupled weight decay wd (``run(weight_decay=...)``; 0: none).
+    clip_norm : float or None
+        The run's clipping threshold (``run(clip_norm=...)``; None: none). See
+        :meth:`released_step` for both.
     """
 
-    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None):
+    def __init__(self, problem, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None, weight_decay=0.0,
+                 clip_norm=None):
         self.problem = problem
         self.round = rnd
         self.clients = clients
@@ -70,6 +76,8 @@ class RoundContext:
         self.lrs = lrs
         self.u = u
         self.rng = rng
+        self.weight_decay = float(weight_decay)
+        self.clip_norm = clip_norm
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
         self.want = frozenset()       # local paths to record (set by the runner for trace=...)
@@ -104,8 +112,8 @@ class RoundContext:
         X0, anchors = np.ascontiguousarray(X0), np.ascontiguousarray(anchors)
         bad = corrected_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
                                   float(gscale), float(mu), _EMPTY2 if corr is None else np.ascontiguousarray(corr),
-                                  int(direction), float(alpha), float(rho), bool(normalized), float(eps), Y,
-                                  self.path("local"))
+                                  int(direction), float(alpha), float(rho), bool(normalized), float(eps),
+                                  self.weight_decay, float(self.clip_norm or 0.0), Y, self.path("local"))
         return Y, self._failure(bad)
 
     def _failure(self, bad):
@@ -234,6 +242,30 @@ class RoundContext:
         return np.array([self.problem.client_grad(int(i), x) for i in self.clients])
 
     # -- NumPy path (reference twins) -----------------------------------------------
+    def released_step(self, d, y, mu=0.0):
+        r"""The local step direction ``d`` at iterate ``y`` with the run's released-code options.
+
+        ``d`` is the paper's direction, whose only term in ``y`` itself is a prox pull
+        ``mu (y - anchor)`` (mu = 0 without one). Returns ``d`` itself when the run has neither
+        weight decay nor clipping; else, as the released codes' ``clip_grad_norm_`` and
+        ``torch.optim.SGD(weight_decay=mu + wd)``: with u = d - mu y (the gradient of their
+        loss, which holds the linear part -mu anchor of the pull) and
+        c = clip_norm / (||u|| + 1e-6), ``c u + (mu + wd) y`` when c < 1, else ``d + wd y``.
+        The kernels (``corrected_local_sgd``) and the torch context apply the same rule.
+        """
+        wd, clip = self.weight_decay, self.clip_norm
+        if clip is not None:
+            u = d - mu * y if mu != 0.0 else d
+            c = clip / (self._norm(u) + 1e-6)
+            if c < 1.0:
+                return c * u + (mu + wd) * y
+        return d + wd * y if wd != 0.0 else d
+
+    @staticmethod
+    def _norm(u):
+        """||u|| as a float (the torch context computes it on the device)."""
+        return float(np.sqrt(u @ u))
+
     def value(self, s, k, y):
         """Minibatch value F_i(y; xi_k) of sampled client ``s`` at local step ``k`` (NumPy)."""
         rows = self.idx[s, k] if self.idx.shape[2] > 0 else None
@@ -278,6 +310,12 @@ class Algorithm:
     divergence_params : dict
         Overrides of the common suite's divergence check (lr=50, K=5) for methods whose
         server step is bounded (Adam-type), which need more local steps to overflow.
+    released_options : tuple of str
+        The released codes' run options the local step supports (``"weight_decay"``,
+        ``"clip_norm"``; see :func:`fedtheory.run` and :meth:`RoundContext.released_step`);
+        the runner rejects the others with ``released_options_reason``.
+    released_options_reason : str
+        Why the algorithm rejects a run option it does not list (named in the error).
     traceables : dict
         Sequences that ``run(..., trace=...)`` can record, ``{name: (source, description)}``.
         ``source`` is ``"path"`` (a local path recorded by the round context: (S, K + 1, d) per
@@ -297,6 +335,8 @@ class Algorithm:
     reductions: ClassVar[list] = []
     full_participation_only: ClassVar[bool] = False
     divergence_params: ClassVar[dict] = {}
+    released_options: ClassVar[tuple] = ()
+    released_options_reason: ClassVar[str] = "its local step is not a plain gradient step"
     traceables: ClassVar[dict] = {"local": ("path", "local iterates y_{i,k}, k = 0..K, of each participating "
                                                      "client (row s: client clients[s])")}
 

@@ -52,6 +52,9 @@ class Ditto(Algorithm):
     lam_d: float = 0.1
 
     name: ClassVar[str] = "ditto"
+    released_options_reason: ClassVar[str] = (
+        "its local steps are proximal steps of the composite objective, not plain "
+        "gradient steps")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Li, Hu, Beirami, Smith 2021 (Ditto); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"lam_d": [Interval(float, 0, None, "left")]}

@@ -59,6 +59,7 @@ class FedADMM(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedadmm"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Wang, Marella, Anderson 2022 (FedADMM), Algorithm 1; spec/fedspeed.md §3.7"
     constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "neither")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
@@ -86,7 +87,7 @@ class FedADMM(Algorithm):
             xi = x.copy()
             ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
-                xi = xi - ctx.lrs[k] * (ctx.grad(s, k, xi) + yi + r * (xi - x))
+                xi = xi - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, xi) + yi + r * (xi - x), xi, r)
                 ctx.record("local", s, k + 1, xi)
             D[s] = yi + r * (xi - x)                       # dual ascent
             H[s] = xi + D[s] / r                           # augmented model

@@ -24,12 +24,19 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class FedAvg(Algorithm):
-    """FedAvg: local SGD steps, then the server averages the model differences.
+    r"""FedAvg: local SGD steps, then the server averages the model differences.
 
     Parameters
     ----------
     server_lr : float, default 1
         Global step size eta_g > 0.
+
+    Notes
+    -----
+    Released code (FL-Simulator's ``client.py``, also FedAdam's clients): the run options
+    ``weight_decay=wd`` and ``clip_norm`` give the step
+    :math:`y \leftarrow y - \eta(\mathrm{clip}(g) + \mathrm{wd}\,y)`; for FedAvg the decay equals
+    ``l2=wd`` in the iterates but, unlike ``l2``, is not part of :math:`f_i` (docs/conventions.md).
 
     References
     ----------
@@ -48,6 +55,7 @@ class FedAvg(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedavg"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "McMahan et al. 2017, Alg. 1; spec/fedspeed.md §3.1"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
@@ -64,7 +72,7 @@ class FedAvg(Algorithm):
             y = x.copy()                                  # y_{i,0} = x^t
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * ctx.grad(s, k, y)    # y <- y - eta_l g(y; xi)
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y), y)    # y <- y - eta_l g(y; xi)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}

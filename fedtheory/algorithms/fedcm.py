@@ -33,6 +33,13 @@ class FedCM(Algorithm):
     server_lr : float, default 1
         Global step size eta_g > 0.
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``fedcm.py``): with the run options ``weight_decay=wd`` and
+    ``clip_norm``, :math:`u = a\,g + (1 - a)\Delta^t` is clipped and :math:`\mathrm{wd}\,y` is
+    added after, not scaled by a; so ``weight_decay=wd`` equals a problem with ``l2 = wd / a``
+    (docs/conventions.md).
+
     References
     ----------
     J. Xu, S. Wang, L. Wang, A. C.-C. Yao, "FedCM: Federated learning with client-level
@@ -50,6 +57,7 @@ class FedCM(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedcm"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Xu et al. 2021 (FedCM), Algorithm 1; spec/fedspeed.md §3.5"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, 1, "right")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
@@ -73,7 +81,7 @@ class FedCM(Algorithm):
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 v = a * ctx.grad(s, k, y) + (1 - a) * m          # v = a g + (1 - a) Delta^t
-                y = y - ctx.lrs[k] * v
+                y = y - ctx.lrs[k] * ctx.released_step(v, y)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}

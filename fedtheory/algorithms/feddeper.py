@@ -76,6 +76,9 @@ class FedDeper(Algorithm):
     star: bool = False
 
     name: ClassVar[str] = "feddeper"
+    released_options_reason: ClassVar[str] = (
+        "its local step couples two sequences (Algorithm 1, lines 7-8) and no released-"
+        "code convention for it is implemented")
     traceables: ClassVar[dict] = {
         "local": ("path", "y_{i,k}, k = 0..K: the globalized local model of each participating client"),
         "personal": ("path", "v_{i,k}, k = 0..K: the personalized local model (line 8)"),

@@ -48,6 +48,9 @@ class FedDualAvg(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "feddual"
+    released_options_reason: ClassVar[str] = (
+        "its local step is a dual-averaging step of the composite objective, not a "
+        "plain gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedDualAvg); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}

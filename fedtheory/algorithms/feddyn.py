@@ -36,6 +36,14 @@ class FedDyn(Algorithm):
         Weight a > 0 of the dynamic regulariser :math:`\frac a2\|y - x^t\|^2` (the FedSpeed
         experiments' "prox weight"; FedSpeed with lam = 1/alpha and no perturbation is FedDyn).
 
+    Notes
+    -----
+    Released code (FL-Simulator's ``feddyn.py``: SGD with ``weight_decay = wd + lamb``, loss term
+    :math:`\mathrm{lamb}\langle y, h_i - x^t\rangle`): ``alpha = lamb`` with the run options
+    ``weight_decay=wd``, ``clip_norm``; the clipped vector is
+    :math:`u = g - \nabla L_i - \alpha x^t`, and :math:`(\alpha + \mathrm{wd})y` is added after
+    clipping (docs/conventions.md).
+
     References
     ----------
     D. A. E. Acar, Y. Zhao, R. Matas, M. Mattina, P. Whatmough, V. Saligrama, "Federated
@@ -54,6 +62,7 @@ class FedDyn(Algorithm):
     alpha: float = 0.1
 
     name: ClassVar[str] = "feddyn"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Acar et al. 2021, Algorithm 1 (inexact); spec/fedspeed.md §3.6"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
@@ -79,7 +88,7 @@ class FedDyn(Algorithm):
             y = x.copy()
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - gi + a * (y - x))
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) - gi + a * (y - x), y, a)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "grad_i": state["grad_i"][ctx.clients] - a * (Y - x)}

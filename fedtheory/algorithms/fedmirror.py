@@ -46,6 +46,9 @@ class FedMiD(Algorithm):
     server_prox: str = "none"
 
     name: ClassVar[str] = "fedmirror"
+    released_options_reason: ClassVar[str] = (
+        "its local step is a proximal (mirror) step of the composite objective, not a "
+        "plain gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],

@@ -57,6 +57,7 @@ class FedPD(Algorithm):
     p: float = 0.0
 
     name: ClassVar[str] = "fedpd"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Zhang et al. 2021 (FedPD), Algorithm 1; spec/fedspeed.md §3.8"
     constraints: ClassVar[dict] = {"eta": [Interval(float, 0, None, "neither")],
                                    "p": [Interval(float, 0, 1, "left")]}
@@ -96,7 +97,8 @@ class FedPD(Algorithm):
             xi = x0.copy()
             ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
-                xi = xi - ctx.lrs[k] * (ctx.grad(s, k, xi) + lam + (xi - x0) / self.eta)
+                xi = xi - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, xi) + lam + (xi - x0) / self.eta, xi,
+                                                          1.0 / self.eta)
                 ctx.record("local", s, k + 1, xi)
             Y[s] = xi
         return {"y": Y}

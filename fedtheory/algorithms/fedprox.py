@@ -20,7 +20,7 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class FedProx(Algorithm):
-    """FedProx: local SGD with a proximal pull mu (y - x^t) towards the global model.
+    r"""FedProx: local SGD with a proximal pull mu (y - x^t) towards the global model.
 
     Parameters
     ----------
@@ -28,6 +28,14 @@ class FedProx(Algorithm):
         Proximal weight (>= 0).
     server_lr : float, default 1
         Global step size eta_g > 0.
+
+    Notes
+    -----
+    Released code (FL-Simulator's ``fedprox.py``: SGD with ``weight_decay = wd + lamb``, loss term
+    :math:`-\mathrm{lamb}\langle y, x^t\rangle`): ``mu = lamb`` with the run options
+    ``weight_decay=wd``, ``clip_norm``; the clipped vector is :math:`u = g - \mu x^t` and the step
+    :math:`c\,u + (\mu + \mathrm{wd})y` when clipped, else :math:`g + \mu(y - x^t) + \mathrm{wd}\,y`.
+    PFLlib's ``mu`` and FedJAX's ``proximal_weight`` are ``mu`` (docs/conventions.md).
 
     References
     ----------
@@ -46,6 +54,7 @@ class FedProx(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedprox"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Li et al. 2020, Alg. 2; spec/fedspeed.md §3.2"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
@@ -64,7 +73,7 @@ class FedProx(Algorithm):
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
                 # y <- y - eta_l (g(y; xi) + mu (y - x^t))
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) + self.mu * (y - x))
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) + self.mu * (y - x), y, self.mu)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}

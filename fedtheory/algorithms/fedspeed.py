@@ -22,7 +22,7 @@ upload :math:`\hat x_i^t = x_{i,K} - \lambda \hat g_i^t`. The server (line 16) i
 
 They coincide under full participation; under partial participation with exact gradients
 "alg1" has no fixed point (spec §2.5 A5, P15) while "dyn" converges to x*. Worse, "alg1" as
-printed is known to end worse than its start under partial participation. Measured (exact
+printed has no fixed point at x* under partial participation: it can end worse than its start. Measured (exact
 gradients, default hyperparameters, ``lr=0.1``, K = 5, 200 rounds, x^0 = 0, 3 of 10 clients per
 round, seeds 0/1/2): on ``problems.quadratic(10, 5, heterogeneity=1.0, seed=0)`` F - F* goes from
 0.289 to 14.8 / 12.5 / 18.2 with "alg1" and to 9.0e-05 / 4.0e-04 / 3.6e-04 with "dyn" (1.6e-11
@@ -31,7 +31,20 @@ for both under full participation); on ``problems.breast_cancer(n_clients=10, l2
 ("dyn"). A run with ``server="alg1"`` and partial participation therefore emits a
 :class:`~fedtheory.exceptions.FedSpeedServerWarning` (once per run).
 ``perturbation="raw"`` uses rho as printed (theory); ``"sam"`` uses
-:math:`\rho/(\|g_1\| + 10^{-7})` as in the experiments and the released code (A2).
+:math:`\rho/(\|g_1\| + \epsilon)` with :math:`\epsilon` = ``sam_eps`` (default :math:`10^{-7}`) as in
+the experiments (A2).
+
+The authors' released code (FL-Simulator, ``client/fedspeed.py`` with its ESAM optimizer) is
+this method with ``perturbation="sam"``, ``alpha=1`` (its ESAM step keeps only the perturbed
+gradient :math:`g_2`), ``lam`` = 1 / its ``lamb``, ``server="dyn"``, ``sam_eps=1e-7`` (the
+constant of its norm, for a model whose parameters are the vector x; another parameterisation of
+the same model, e.g. a two-output linear layer, has another gradient norm and needs its own value),
+the run options ``weight_decay`` = its ``weight_decay`` and ``clip_norm=10`` (its
+``clip_grad_norm_``), and its per-round learning-rate decay as an ``lr`` schedule. In that code
+the decay is part of its SGD optimizer's ``weight_decay = weight_decay + lamb``, so it enters
+neither the SAM ascent nor :math:`f_i`, and the clipped vector is
+:math:`g_2 - \hat g_i - x^t/\lambda` (the prox pull :math:`x_{i,k}/\lambda` is added after
+clipping): exactly the run options' rule (:meth:`RoundContext.released_step`).
 With non-uniform client weights the averages are the run's aggregation weights
 :math:`\omega_i` (sampled) and :math:`w_i` (all clients).
 """
@@ -60,8 +73,8 @@ def _warn_alg1_partial(ctx):
     from ..exceptions import FedSpeedServerWarning
     warnings.warn(FedSpeedServerWarning(
         f"fedspeed with server='alg1' (Algorithm 1, line 16, as printed) under partial participation "
-        f"({ctx.S} of {ctx.problem.n_clients} clients in a round): this server step is known to "
-        "end worse than its start under partial participation (F - F* from 0.289 to 14.8 in 200 rounds on "
+        f"({ctx.S} of {ctx.problem.n_clients} clients in a round): this server step has no fixed "
+        "point at x* and can end worse than its start (F - F* from 0.289 to 14.8 in 200 rounds on "
         "problems.quadratic(10, 5, heterogeneity=1.0), 3 of 10 clients per round), while server='dyn' (the "
         "authors' released code) converges (9.0e-05). Use server='dyn' unless the printed rule is what you "
         "study."), stacklevel=5)
@@ -85,8 +98,11 @@ class FedSpeed(Algorithm):
         Unnormalised ascent step as in Alg. 1 / Theorem 4.4, or normalised as in the experiments.
     server : {"alg1", "dyn"}, default "alg1"
         Aggregation of Alg. 1 line 16 as printed, or the released code's FedDyn server. Under
-        partial participation "alg1" is known to end worse than its start (measured in the module
+        partial participation "alg1" stalls or ends worse than its start (measured in the module
         docstring) and emits a :class:`~fedtheory.exceptions.FedSpeedServerWarning`.
+    sam_eps : float, default 1e-7
+        The constant epsilon > 0 added to :math:`\|g_1\|` in the normalised (``"sam"``)
+        ascent step (1e-7 in the released code); unused with ``perturbation="raw"``.
 
     Notes
     -----
@@ -96,6 +112,11 @@ class FedSpeed(Algorithm):
     :math:`\gamma = 1 - (1 - \eta_l/\lambda)^K`, is recorded in the history as
     ``z_grad_sq`` = :math:`\|\nabla F(z^t)\|^2` (meaningful with full participation and a
     constant step size). Two oracle calls per local step when alpha * rho != 0.
+    The run options ``weight_decay`` (wd) and ``clip_norm`` act on the step of line 11 as in the
+    released code: with u the bracket of line 11 less its term in :math:`x_{i,k}`, the step is
+    :math:`c\,u + (1/\lambda + \mathrm{wd})x_{i,k}` when u is clipped (c < 1), else the bracket
+    plus :math:`\mathrm{wd}\,x_{i,k}`; :math:`g_1`, the ascent radius and :math:`g_2` are those of
+    :math:`f_i` alone.
     Communication: 1 down (x), 1 up (the upload), spec §2.3.
 
     References
@@ -118,8 +139,10 @@ class FedSpeed(Algorithm):
     rho: float = 0.1
     perturbation: str = "raw"
     server: str = "alg1"
+    sam_eps: float = SAM_EPS
 
     name: ClassVar[str] = "fedspeed"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     traceables: ClassVar[dict] = {
         "local": ("path", "x_{i,k}, k = 0..K: the local iterates (line 11)"),
         "ghat": ("message", "ghat_i after the round (line 13), one row per participating client"),
@@ -130,7 +153,8 @@ class FedSpeed(Algorithm):
                                    "alpha": [Interval(float, 0, 1, "both")],
                                    "rho": [Interval(float, 0, None, "left")],
                                    "perturbation": [Options("raw", "sam")],
-                                   "server": [Options("alg1", "dyn")]}
+                                   "server": [Options("alg1", "dyn")],
+                                   "sam_eps": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
     stateful_clients: ClassVar[bool] = True
     test_params: ClassVar[dict] = {"lr": 0.1, "lam": 2.0, "alpha": 0.5, "rho": 0.05}
@@ -148,7 +172,7 @@ class FedSpeed(Algorithm):
         x = state["x"]
         ghat_old = state["ghat"][ctx.clients]
         Y, fail = ctx.local_sgd_perturbed(x, self.alpha, self.rho, self.perturbation == "sam",
-                                          mu=1.0 / self.lam, corr=-ghat_old, eps=SAM_EPS)
+                                          mu=1.0 / self.lam, corr=-ghat_old, eps=self.sam_eps)
         ghat_new = ghat_old - (Y - x) * (1.0 / self.lam)                 # line 13
         return {"y": Y, "ghat": ghat_new, "fail": fail}
 
@@ -162,13 +186,13 @@ class FedSpeed(Algorithm):
             ctx.record("local", s, 0, xi)
             for k in range(ctx.K):
                 g1 = ctx.grad(s, k, xi)                                   # line 7
-                r = self.rho / (np.linalg.norm(g1) + SAM_EPS) if self.perturbation == "sam" else self.rho
+                r = self.rho / (np.linalg.norm(g1) + self.sam_eps) if self.perturbation == "sam" else self.rho
                 if a * self.rho != 0:
                     g2 = ctx.grad(s, k, xi + r * g1)                      # lines 8-9, same batch
                     gt = (1 - a) * g1 + a * g2                            # line 10
                 else:
                     gt = g1
-                xi = xi - ctx.lrs[k] * (gt - ghat + (xi - x) / lam)      # line 11
+                xi = xi - ctx.lrs[k] * ctx.released_step(gt - ghat + (xi - x) / lam, xi, 1.0 / lam)   # line 11
                 ctx.record("local", s, k + 1, xi)
             Y[s] = xi
             G[s] = ghat - (xi - x) / lam                                  # line 13

@@ -55,6 +55,7 @@ class Mime(Algorithm):
     variant: str = "mimelite"
 
     name: ClassVar[str] = "mime"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Karimireddy et al. 2021 (Mime/MimeLite, SGDm); spec/fedsps.md §3"
     constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")],
                                    "variant": [Options("mimelite", "mime")]}
@@ -101,7 +102,7 @@ class Mime(Algorithm):
                     g = ctx.grad(s, k, y) - ctx.grad(s, k, x) + c      # same minibatch (and noise)
                 else:
                     g = ctx.grad(s, k, y)
-                y = y - ctx.lrs[k] * ((1 - b) * g + b * s_mom)
+                y = y - ctx.lrs[k] * ctx.released_step((1 - b) * g + b * s_mom, y)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "gx": Gx}

@@ -69,6 +69,7 @@ class NFSGD(Algorithm):
     graph_seed: int = 0
 
     name: ClassVar[str] = "nfsgd"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Algorithm 2; spec/localdescent.md §2.5"
     constraints: ClassVar[dict] = {"W": [NoneOk(), ArrayLike("a mixing matrix")],
                                    "topology": [Options(*TOPOLOGIES)],
@@ -109,7 +110,7 @@ class NFSGD(Algorithm):
             y = state["X"][ctx.clients[s]].copy()          # each client from its own model
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y), y)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}

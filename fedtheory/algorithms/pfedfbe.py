@@ -81,6 +81,9 @@ class PFedFBE(Algorithm):
     hvp_batch: str = "independent"
 
     name: ClassVar[str] = "pfedfbe"
+    released_options_reason: ClassVar[str] = (
+        "its local step is a forward-backward envelope step (a prox point and a "
+        "Hessian-vector product), not a plain gradient step")
     traceables: ClassVar[dict] = {
         "local": ("path", "x_{i,k}, k = 0..K: the local iterates of eq. (9)"),
         "prox_point": ("path", "theta_{i,k} = prox_{h/lam}(x_{i,k} - v_{i,k}/lam), k = 0..K-1 (entry K is NaN)")}

@@ -37,7 +37,8 @@ class PFedMe(Algorithm):
     beta : float, default 1
         Server mixing beta in (0, 2].
     weight_decay : float, default 0.001
-        The reference code's mu inside the inner step.
+        The reference code's mu inside the inner step (the decoupled decay of that code; the
+        run option ``fedtheory.run(weight_decay=...)`` sets it; ``clip_norm`` is rejected).
 
     Notes
     -----
@@ -64,6 +65,11 @@ class PFedMe(Algorithm):
     weight_decay: float = 0.001
 
     name: ClassVar[str] = "pfedme"
+    released_options: ClassVar[tuple] = ("weight_decay",)
+    released_options_reason: ClassVar[str] = (
+        "its local step is an inexact proximal (Moreau envelope) step; the run option "
+        "weight_decay is its own weight_decay hyperparameter, but no clipping is "
+        "defined for it")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "T Dinh, Tran, Nguyen 2020 (pFedMe); spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"lam_p": [Interval(float, 0, None, "neither")],

@@ -46,6 +46,9 @@ class PFedProx(Algorithm):
     mu: float = 0.1
 
     name: ClassVar[str] = "pfedprox"
+    released_options_reason: ClassVar[str] = (
+        "its local step is a proximal step of the composite objective, not a plain "
+        "gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Li et al. 2020 (FedProx), personalized reading of spec/pfedfbe.md §5"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")]}

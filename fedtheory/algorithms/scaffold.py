@@ -27,12 +27,18 @@ from .base import Algorithm, averaged_step
 @register
 @dataclass(frozen=True)
 class Scaffold(Algorithm):
-    """SCAFFOLD (option II): drift-corrected local SGD with client and server control variates.
+    r"""SCAFFOLD (option II): drift-corrected local SGD with client and server control variates.
 
     Parameters
     ----------
     server_lr : float, default 1
         Global step size eta_g > 0.
+
+    Notes
+    -----
+    Released code (FL-Simulator's ``scaffold.py``): the run options ``weight_decay=wd`` and
+    ``clip_norm`` clip :math:`u = g - c_i + c` and add :math:`\mathrm{wd}\,y` after clipping;
+    the control variates use the model difference, decay included (docs/conventions.md).
 
     References
     ----------
@@ -51,6 +57,7 @@ class Scaffold(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "scaffold"
+    released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Karimireddy et al. 2020, Alg. 1 (option II); spec/fedspeed.md §3.4"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (2, 2)
@@ -77,7 +84,7 @@ class Scaffold(Algorithm):
             y = x.copy()
             ctx.record("local", s, 0, y)
             for k in range(ctx.K):
-                y = y - ctx.lrs[k] * (ctx.grad(s, k, y) - c_i + c)   # y <- y - eta (g - c_i + c)
+                y = y - ctx.lrs[k] * ctx.released_step(ctx.grad(s, k, y) - c_i + c, y)   # y <- y - eta (g - c_i + c)
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         # c_i^+ = c_i - c + (x^t - y_K) / (K eta_l), uploaded as Delta c_i = c_i^+ - c_i

@@ -56,6 +56,10 @@ def step_stats(G, C):
 class SPSBase(Algorithm):
     """Base of the FedSPS variants (not registered). Subclasses set ``_mode`` and the rule."""
 
+    released_options_reason = (
+        "its step size is a stochastic Polyak step computed from f_i and its gradient, "
+        "which a decoupled decay or a clipped direction would leave undefined")
+
     _mode = 0
     eps = 0.0
     traceables = {

@@ -25,8 +25,10 @@ class TorchRoundContext(RoundContext):
     """:class:`RoundContext` whose ``problem`` is a :class:`~.oracles.TorchOracles` and whose
     ``weights`` are a tensor; the primitives return tensors."""
 
-    def __init__(self, oracles, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None):
-        super().__init__(oracles, rnd, clients, oracles.tensor(weights), idx, noise, lrs, u, rng)
+    def __init__(self, oracles, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None, weight_decay=0.0,
+                 clip_norm=None):
+        super().__init__(oracles, rnd, clients, oracles.tensor(weights), idx, noise, lrs, u, rng, weight_decay,
+                         clip_norm)
         self._noise_t = None
         self._idx_t = None
 
@@ -84,9 +86,20 @@ class TorchRoundContext(RoundContext):
                     fail = (s, int(np.flatnonzero(~ok)[0]))
         return (*outs, fail)
 
+    def _has_options(self):
+        """Whether the run uses weight decay or clipping (the released codes' options)."""
+        return self.weight_decay != 0.0 or self.clip_norm is not None
+
+    @staticmethod
+    def _norm(u):
+        """||u|| of a tensor as a float (:meth:`RoundContext.released_step` applies the
+        released codes' options to tensors with it)."""
+        return float(torch.linalg.vector_norm(u))
+
     # ----------------------------------------------------------------- primitives
     def _sgd_loop(self, starts, gscale, mu, anchors, corr):
         noise = self._noise()
+        opts = self._has_options()
 
         def client(s):
             y = starts(s).clone()
@@ -97,7 +110,7 @@ class TorchRoundContext(RoundContext):
             for k in range(self.K):
                 g = self._g(s, k, y, noise=noise)           # a fresh tensor: updated in place
                 lr = float(self.lrs[k])
-                if mu == 0.0 and c is None:
+                if mu == 0.0 and c is None and not opts:
                     y.add_(g, alpha=-lr * gscale)
                 else:
                     if gscale != 1.0:
@@ -106,6 +119,8 @@ class TorchRoundContext(RoundContext):
                         g.add_(y - anchor, alpha=mu)
                     if c is not None:
                         g.add_(c)
+                    if opts:
+                        g = self.released_step(g, y, mu)
                     y.add_(g, alpha=-lr)
                 self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
@@ -124,6 +139,7 @@ class TorchRoundContext(RoundContext):
         anchor = x0 if anchor is None else self._vec(anchor)
         noise = self._noise()
         perturb = alpha != 0.0 and rho != 0.0
+        opts = self._has_options()
 
         def client(s):
             y = x0.clone()
@@ -140,6 +156,8 @@ class TorchRoundContext(RoundContext):
                     g = g + mu * (y - anchor)
                 if c is not None:
                     g = g + c
+                if opts:
+                    g = self.released_step(g, y, mu)
                 y.add_(g, alpha=-float(self.lrs[k]))
                 self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
@@ -154,7 +172,7 @@ class TorchRoundContext(RoundContext):
             self.record("local", s, 0, y)
             for k in range(self.K):
                 d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
-                y = y - float(self.lrs[k]) * (gscale * d + c)
+                y = y - float(self.lrs[k]) * self.released_step(gscale * d + c, y)
                 self.record("local", s, k + 1, y)
                 flags.append(torch.isfinite(y.sum()))
             return (y,), flags
