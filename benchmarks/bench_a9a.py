@@ -218,6 +218,8 @@ def main():
                "numpy_vectorised_steps_per_s": (steps // 4) / t_vec}
         row["fedtheory_replacement_steps_per_s"] = steps / t_ft_rep
         row["x_vs_numpy_vectorised"] = row["fedtheory_replacement_steps_per_s"] / row["numpy_vectorised_steps_per_s"]
+        # the floor: minibatch gradients alone (no update, sampling or bookkeeping) over the same peer
+        row["raw_limit_vs_numpy_vectorised"] = out["raw_steps_per_s"] / row["numpy_vectorised_steps_per_s"]
         if have_torch:
             torch_loop(p, 2, algo)  # warm-up: torch initialises lazily on its first calls
             t_torch = timed(torch_loop, p, Rp // 4, algo, repeat=1)
