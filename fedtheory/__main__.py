@@ -133,7 +133,7 @@ def _verify(args):
         print(f"error: unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
               f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
         return 2
-    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None)
+    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
 
@@ -191,6 +191,9 @@ def main(argv=None):
     v.add_argument("--quick", action="store_true", help="fewer rounds and seeds (under two minutes)")
     v.add_argument("--out", default="verify-report", help="report directory (default verify-report)")
     v.add_argument("--theorem", action="append", help="only this theorem (repeatable)")
+    v.add_argument("--tightness", action="store_true",
+                   help="also the exact worst case by performance estimation (extra [pep]): measured <= worst case "
+                        "<= bound, looseness, figures")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")

@@ -108,9 +108,12 @@ class PEPForm:
     metric, initial : str
         The performance metric and the initial condition, in words.
     instances : callable, optional
-        ``instances(rounds) -> list of measured values``: the registered algorithm run through
-        ``fedtheory.run`` on quadratics of the class (normalised initial condition), one value
-        per quadratic, each <= the worst case.
+        ``instances(rounds) -> array (quadratics, rounds)``: the theorem's left-hand side after
+        1..rounds rounds of the registered algorithm run through ``fedtheory.run`` on quadratics
+        of the class (normalised initial condition); each value <= the worst case.
+    lr_max : float, optional
+        A step beyond which the method no longer changes (FedSPS: the cap stops binding once
+        gamma_b >= 1/(2 c mu)); the step threshold is inf when it contracts there.
     """
 
     build: Callable
@@ -125,6 +128,7 @@ class PEPForm:
     metric: str = ""
     initial: str = ""
     instances: Callable | None = None
+    lr_max: float | None = None
 
 
 def shared_minimiser_clients(n, L, mu):
@@ -259,7 +263,8 @@ def solve_pep(pep, solver="CLARABEL"):
     return Solve(primal, float(dual), max(viol), str(pep.wrapper.prob.status), time.perf_counter() - t0)
 
 
-def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_limit=10.0, max_nodes=400):
+def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_limit=10.0, max_nodes=400,
+                     target=None):
     r"""Worst case of a method with adaptive steps: branch and bound over the step sizes.
 
     Each step size :math:`\gamma_j` lies in ``form.step_box[:2]``; a node is a box of step
@@ -267,7 +272,9 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     lower bound the exact PEP at the relaxation's step sizes (or the cap branch where they reach
     the cap). The node with the largest upper bound is split at the middle of its widest step;
     the search stops when the bracket's relative gap is below ``rtol``, or at ``time_limit``
-    seconds or ``max_nodes`` nodes (the bracket is then wider: still certified).
+    seconds or ``max_nodes`` nodes (the bracket is then wider: still certified). With ``target``
+    it also stops as soon as the bracket is on one side of it (upper < target or lower >=
+    target): a decision, used by :func:`lr_threshold`.
 
     Returns
     -------
@@ -281,21 +288,36 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     m = form.n_adaptive
     residual = 0.0
 
-    def relax(box):
+    def attempt(make):
+        """Solve with the chosen solver, then the other one; None when both fail."""
+        for sv in (solver,) + tuple(x for x in SOLVERS if x != solver):
+            try:
+                return solve_pep(make(), sv)
+            except Exception:                      # solver failure (ill-posed SDP): try the next one
+                continue
+        return None
+
+    def relax(box, parent_upper=math.inf):
         steps = PolyakSteps(box, cap)
-        s = solve_pep(form.build(steps, metric), solver)
+        s = attempt(lambda: form.build(steps, metric))
+        if s is None:                              # a child's worst case is at most its parent's
+            return Solve(parent_upper, parent_upper, 0.0, "failed", 0.0), [0.5 * (a + b) for a, b in box]
         return s, steps.estimates()
 
     def exact(gammas):
         box = [(g, g) for g in gammas]
-        return solve_pep(form.build(PolyakSteps(box, cap, fixed=gammas), metric), solver)
+        return attempt(lambda: form.build(PolyakSteps(box, cap, fixed=gammas), metric))
 
     root = [(lo0, hi0)] * m
     s, est = relax(root)
+    if s.status == "failed":
+        raise RuntimeError("the relaxed PEP could not be solved by any solver")
     residual = s.residual
     best_lower, incumbent = -math.inf, None
     for cand in (est, [hi0] * m, [lo0] * m):
         e = exact(cand)
+        if e is None:
+            continue
         residual = max(residual, e.residual)
         if e.lower > best_lower:
             best_lower, incumbent = e.lower, list(cand)
@@ -306,9 +328,11 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
         ub = -heap[0][0]
         if ub - best_lower <= rtol * max(abs(best_lower), 1e-12):
             break
+        if target is not None and (ub < target or best_lower >= target):
+            break
         if time.perf_counter() - t0 > time_limit or nodes >= max_nodes:
             break
-        _, _, box = heapq.heappop(heap)
+        negub, _, box = heapq.heappop(heap)
         widths = [hi - lo for lo, hi in box]
         j = int(np.argmax(widths))
         if widths[j] <= 1e-9 * max(cap, 1.0):       # a point box: its relaxation is exact
@@ -318,10 +342,12 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
         for part in ((box[j][0], mid), (mid, box[j][1])):
             child = list(box)
             child[j] = part
-            cs, cest = relax(child)
+            cs, cest = relax(child, -negub)
             nodes += 1
             residual = max(residual, cs.residual)
             e = exact(cest)
+            if e is None:
+                continue
             residual = max(residual, e.residual)
             if e.lower > best_lower:
                 best_lower, incumbent = e.lower, list(cest)
@@ -376,6 +402,10 @@ class Tightness:
     lr_threshold : float
         The largest step for which the one-round worst case is certified to contract
         (bisection; inf when every step up to ``100/L`` contracts; nan when not computed).
+    lr_threshold_exact : bool
+        False when a probe of the bisection could not decide (adaptive steps: its branch and
+        bound's bracket straddled 1; typical for convex classes, whose worst case is exactly 1):
+        ``lr_threshold`` is then only a certified lower estimate of the threshold.
     lr_conditions : dict
         The theorem's own step conditions, ``{condition: largest step it allows}``.
     function_class, metric, initial, note : str
@@ -402,6 +432,7 @@ class Tightness:
     bound_contraction: float
     exponent_ratio: float
     lr_threshold: float
+    lr_threshold_exact: bool
     lr_conditions: dict
     function_class: str
     metric: str
@@ -451,35 +482,64 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     check_param("n_clients", n_clients, [Interval(int, 1, None)], name)
 
 
-def _contracts(lo, hi, strict, tol=1e-7):
-    return hi < 1 - tol if strict else hi <= 1 + tol
+def _contraction_target(strict):
+    """The one-round worst case below which a round "contracts": 1 - 1e-7 for strongly convex
+    classes, 1 + 1e-4 (non-expansive, to solver accuracy) for convex ones."""
+    return 1 - 1e-7 if strict else 1 + 1e-4
 
 
 def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=1e-3, solver="CLARABEL", bnb=None,
                  **kw):
     """Largest step for which the one-round worst case of the theorem's Lyapunov quantity is
     certified to contract (upper end of its bracket < 1, or <= 1 for convex classes), by
-    bisection on (0, lr_max] (default 100/L); inf when lr_max contracts."""
-    lr_max = 100.0 / L if lr_max is None else lr_max
-    bnb = dict(time_limit=1.5, max_nodes=6) if bnb is None else bnb
+    bisection on (0, lr_max] (default: the form's ``lr_max``, else 100/L); inf when lr_max
+    contracts. The bisection assumes the contracting steps form an interval. For adaptive steps
+    each probe is a branch and bound that stops once the bracket is on one side of the target
+    (``bnb``: 2 s, 60 nodes); an undecided probe counts as not contracting, so the threshold is
+    a certified lower estimate (relative tolerance >= 2e-2).
+
+    Returns
+    -------
+    threshold : float
+    undecided : list of float
+        The probed steps whose bracket straddled the target (empty: the threshold is exact to
+        the tolerance).
+    """
+    if lr_max is None:
+        probe = form_of(name, L=L, mu=mu, local_steps=local_steps, rounds=1, lr=1.0 / L, n_clients=n_clients, **kw)
+        lr_max = probe.lr_max if probe.lr_max is not None else 100.0 / L
+        if probe.n_adaptive:
+            rel_tol = max(rel_tol, 2e-2)
+    bnb = dict(time_limit=2.0, max_nodes=60) if bnb is None else bnb
 
     def ok(lr):
         form = form_of(name, L=L, mu=mu, local_steps=local_steps, rounds=1, lr=lr, n_clients=n_clients, **kw)
+        target = _contraction_target(form.strict)
         try:
-            lo, hi, _ = worst_case(form, "contraction", solver, **(bnb if form.n_adaptive else {}))
+            lo, hi, _ = worst_case(form, "contraction", solver,
+                                   **(dict(bnb, target=target) if form.n_adaptive else {}))
         except Exception:                      # the solver fails on a huge worst case: not certified
             return False
-        return _contracts(lo, hi, form.strict)
+        if lo < target <= hi:
+            undecided.append(lr)
+        return hi < target
 
-    a, b = 0.0, 2.0 / L
+    undecided = []
+
+    if lr_max < 2.0 / L:
+        if ok(lr_max):
+            return math.inf, undecided
+        a, b = 0.0, lr_max
+    else:
+        a, b = 0.0, 2.0 / L
     while ok(b):
         if b >= lr_max:
-            return math.inf
+            return math.inf, undecided
         a, b = b, min(2 * b, lr_max)
     while b - a > rel_tol * b:
         m = 0.5 * (a + b)
         a, b = (m, b) if ok(m) else (a, m)
-    return a
+    return a, undecided
 
 
 def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="printed", threshold=True,
@@ -549,13 +609,14 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     rho_b = b2 / b1 if b1 > 0 else math.nan
     with np.errstate(all="ignore"):
         ratio = (math.log(chi) / math.log(rho_b) if 0 < chi < 1 and 0 < rho_b < 1 else math.nan)
-    thr = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
-                       **kw) if threshold else math.nan
+    thr, undecided = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
+                                  **kw) if threshold else (math.nan, [])
     return Tightness(
         name=name, variant=variant, constants=dict(consts, rounds=rounds, lr=lr), worst_case=(lo, hi), bound=bound,
         looseness=bound / hi if hi > 0 else math.inf,
         looseness_range=(bound / hi if hi > 0 else math.inf, bound / lo if lo > 0 else math.inf),
         contraction=(clo, chi), bound_contraction=rho_b, exponent_ratio=ratio, lr_threshold=thr,
+        lr_threshold_exact=threshold and not undecided,
         lr_conditions=dict(form.lr_conditions), function_class=form.function_class, metric=form.metric,
         initial=form.initial, note=form.note, exact=form.exact, residual=max(info["residual"], cinfo["residual"]),
         gap=info["gap"], nodes=info["nodes"], solve_time=time.perf_counter() - t0)
@@ -602,3 +663,160 @@ def normalised_x0(problem, initial):
     if initial == "distance":
         return v / np.linalg.norm(v)
     return v / math.sqrt(problem.value(v))
+
+
+# ------------------------------------------------------------- fedtheory verify --tightness --
+def _case_4_1(quick):
+    from .localdescent import lfgd_eta_max
+    E = 2
+    return dict(L=1.0, mu=0.1, local_steps=E, rounds=2 if quick else 4, lr=lfgd_eta_max(1.0, 0.1, 1.0, E, "43"),
+                n_clients=2)
+
+
+#: The configuration ``fedtheory verify --tightness`` checks for each covered theorem: a function
+#: ``quick -> constants`` (local GD at the step its proof's condition (43) allows; FedSPS at the
+#: spec's default cap gamma_b = 1 (3(a), 3(b)) or at Theorem 6(a)'s own cap).
+TIGHTNESS_CASES = {
+    "localdescent.theorem_4_1": _case_4_1,
+    "fedsps.theorem_3a": lambda quick: dict(L=1.0, mu=0.0, local_steps=2, rounds=1 if quick else 2, lr=1.0,
+                                            n_clients=2),
+    "fedsps.theorem_3b": lambda quick: dict(L=1.0, mu=0.1, local_steps=2, rounds=1 if quick else 2, lr=1.0,
+                                            n_clients=2),
+    "fedsps.theorem_6a": lambda quick: dict(L=1.0, mu=0.0, local_steps=2, rounds=2 if quick else 4,
+                                            lr=min(1 / (2 * 0.5 * 1.0), 1 / (20 * 1.0 * 2)), n_clients=2),
+}
+
+TIGHTNESS_COLUMNS = ["worst_case_lower", "worst_case_upper", "looseness"]
+
+
+def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0, **consts):
+    """Measured (the largest over the class quadratics), worst case (bracket) and bound after
+    1..rounds rounds: a dict of arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``."""
+    spec = _spec(name)
+    var = spec.variants[variant]
+    form = form_of(name, rounds=rounds, **consts)
+    meas = form.instances(rounds).max(axis=0) if form.instances is not None else np.full(rounds, np.nan)
+    lo, hi, bd = [], [], []
+    for r in range(1, rounds + 1):
+        f = form_of(name, rounds=r, **consts)
+        a, b, _ = worst_case(f, "theorem", solver, time_limit=time_limit) if f.n_adaptive else \
+            worst_case(f, "theorem", solver)
+        lo.append(a)
+        hi.append(b)
+        bd.append(float(var.bound(*f.bound_args(r))))
+    return dict(rounds=np.arange(1, rounds + 1), measured=np.asarray(meas), lower=np.array(lo), upper=np.array(hi),
+                bound=np.array(bd))
+
+
+def contraction_curve(name, *, lrs, solver="CLARABEL", time_limit=1.0, **consts):
+    """One-round worst-case contraction (bracket) of the form's Lyapunov quantity at each step in
+    ``lrs``: arrays ``lr``, ``lower``, ``upper``."""
+    lo, hi = [], []
+    for lr in lrs:
+        f = form_of(name, rounds=1, lr=float(lr), **consts)
+        try:
+            a, b, _ = worst_case(f, "contraction", solver, time_limit=time_limit, max_nodes=40) if f.n_adaptive \
+                else worst_case(f, "contraction", solver)
+        except Exception:                          # solver failure on a huge worst case
+            a = b = math.nan
+        lo.append(a)
+        hi.append(b)
+    return dict(lr=np.asarray(lrs, dtype=float), lower=np.array(lo), upper=np.array(hi))
+
+
+def figure(t, cur, con):
+    """The tightness figure of one theorem: measured, worst case and bound against rounds (left);
+    the one-round worst-case contraction against the step with the theorem's step conditions and
+    the threshold marked (right). Returns a matplotlib Figure (never shown)."""
+    import matplotlib.pyplot as plt
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    r = cur["rounds"]
+    a1.semilogy(r, cur["bound"], "k--", label=f"bound ({t.variant})")
+    a1.fill_between(r, cur["lower"], cur["upper"], color="C0", alpha=0.3)
+    a1.semilogy(r, cur["upper"], "C0-o", ms=3, label="worst case (PEP)")
+    a1.semilogy(r, cur["measured"], "C2-s", ms=3, label="measured (fedtheory.run, class quadratics)")
+    a1.set_xlabel("rounds R")
+    a1.set_ylabel(t.metric)
+    a1.legend(fontsize=7)
+    a1.set_title(f"{t.name}: looseness {t.looseness:.3g}", fontsize=9)
+    ok = np.isfinite(con["upper"])
+    a2.semilogy(con["lr"][ok], con["upper"][ok], "C0-o", ms=3, label="one-round worst case")
+    a2.axhline(1.0, color="k", lw=0.8)
+    for k, (cname, val) in enumerate(t.lr_conditions.items()):
+        if math.isfinite(val) and val <= con["lr"].max():
+            a2.axvline(val, color=f"C{3 + k}", ls=":", label=f"theorem: {cname}")
+    if math.isfinite(t.lr_threshold):
+        a2.axvline(t.lr_threshold, color="C1", ls="--", label=f"threshold {t.lr_threshold:.3g}")
+    a2.axvline(t.constants["lr"], color="0.5", lw=0.8, label=f"lr = {t.constants['lr']:.3g}")
+    a2.set_xlabel("step (lr; gamma_b for FedSPS)")
+    a2.set_ylabel("worst-case contraction per round")
+    a2.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def tightness_rows(quick=False, theorems=None, out=None, echo=None):
+    """``fedtheory verify --tightness``: one verdict-table row per covered theorem (its
+    :data:`TIGHTNESS_CASES` configuration) with measured <= worst case <= bound checked, the
+    figures written to ``out``, and the report's section (list of Markdown lines).
+
+    Returns
+    -------
+    rows : list of dict
+        The verdict table's columns plus :data:`TIGHTNESS_COLUMNS`.
+    lines : list of str
+    """
+    require_pepit()
+    from pathlib import Path
+    rows, lines = [], ["## Tightness: exact worst cases by performance estimation", "",
+                       "For each theorem with a PEP (docs/tightness.md), the worst case of its method over its "
+                       "function class (PEPit, Clarabel) beside the bound of the printed variant, for the "
+                       "configuration below: `measured` is the largest left-hand side of the registered "
+                       "algorithm on quadratics of the class, and the verdict checks measured <= worst case "
+                       "<= bound.", "",
+                       "| theorem | configuration | measured | worst case | bound | looseness | exponent ratio "
+                       "| lr threshold | theorem's step conditions | class | seconds |", "|" + "---|" * 11]
+    figs = []
+    for name, case in TIGHTNESS_CASES.items():
+        if theorems and name not in theorems:
+            continue
+        c = case(quick)
+        t = tightness(name, time_limit=5.0 if quick else 10.0, **c)
+        other = {k: v for k, v in c.items() if k not in ("rounds", "lr")}
+        cur = curves(name, rounds=c["rounds"], lr=c["lr"], time_limit=2.0 if quick else 4.0, **other)
+        lr_top = max([c["lr"], t.lr_threshold if math.isfinite(t.lr_threshold) else 0.0]
+                     + [v for v in t.lr_conditions.values() if math.isfinite(v)]) * 1.5
+        con = contraction_curve(name, lrs=np.linspace(lr_top / (8 if quick else 16), lr_top, 8 if quick else 16),
+                                **other)
+        meas = float(cur["measured"][-1])
+        lo, hi = t.worst_case
+        tol = 1e-6 * max(1.0, hi)
+        ok = meas <= hi + tol and lo <= t.bound
+        cfg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items())
+        verdict = "OK: measured <= worst case <= bound" if ok else (
+            "UNEXPECTED: measured > worst case" if meas > hi + tol else "UNEXPECTED: worst case > bound")
+        rows.append(dict(theorem=name, case=f"tightness: {cfg}", kind="tightness", variant=t.variant,
+                         conditions_ok=all(c["lr"] <= v for v in t.lr_conditions.values()), measured=meas,
+                         stderr=math.nan, bound=t.bound, ratio=meas / t.bound, fitted_rate=math.nan,
+                         predicted_rate=math.nan, verdict=verdict, failing_conditions="",
+                         worst_case_lower=lo, worst_case_upper=hi, looseness=t.looseness))
+        conds = "; ".join(f"{k}: lr <= {v:.4g}" for k, v in t.lr_conditions.items()) or "-"
+        lines.append(f"| {name} | {cfg} | {meas:.4g} | [{lo:.6g}, {hi:.6g}] | {t.bound:.4g} | {t.looseness:.3g} | "
+                     f"{t.exponent_ratio:.3g} | {t.lr_threshold:.4g}{'' if t.lr_threshold_exact else ' (lower estimate)'} | {conds} | {t.function_class} | "
+                     f"{t.solve_time:.1f} |")
+        if out is not None:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            fig = figure(t, cur, con)
+            fname = f"tightness_{name.replace('.', '_')}.png"
+            Path(out).mkdir(parents=True, exist_ok=True)
+            fig.savefig(Path(out) / fname, dpi=130)
+            plt.close(fig)
+            figs.append((name, fname))
+        if echo is not None:
+            echo(t.summary())
+    lines.append("")
+    for name, fname in figs:
+        lines += [f"![{name}]({fname})", ""]
+    return rows, lines
