@@ -662,7 +662,8 @@ SPEC_6B = register_spec(TheoremSpec(
               "corrected": Variant("the same shape (the L^2 correction changes no shape)", lambda st, m: 0.55)},
     default_variant="corrected",
     details=lambda st, m: {"plateaus": m["plateaus"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4",
+    pep="An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= 0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 > 0), where the Polyak ratio's lower bound ell_i* < f_i(x*) makes the step depend on an unknown f_i* - ell_i*; no worst case to set beside a bound. Not registered."))
 
 
 # ---------------------------------------------------------------------- Theorem 18 --
@@ -726,7 +727,8 @@ SPEC_18 = register_spec(TheoremSpec(
                                    _bound18(True))},
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5",
+    pep='Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the noise enters as an expectation. Not registered.'))
 
 
 theorem_3a, theorem_3b = THEOREMS["fedsps.theorem_3a"], THEOREMS["fedsps.theorem_3b"]
