@@ -489,14 +489,15 @@ def _contraction_target(strict):
 
 
 def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=1e-3, solver="CLARABEL", bnb=None,
-                 **kw):
+                 time_limit=10.0, **kw):
     """Largest step for which the one-round worst case of the theorem's Lyapunov quantity is
     certified to contract (upper end of its bracket < 1, or <= 1 for convex classes), by
     bisection on (0, lr_max] (default: the form's ``lr_max``, else 100/L); inf when lr_max
     contracts. The bisection assumes the contracting steps form an interval. For adaptive steps
     each probe is a branch and bound that stops once the bracket is on one side of the target
     (``bnb``: 2 s, 60 nodes); an undecided probe counts as not contracting, so the threshold is
-    a certified lower estimate (relative tolerance >= 2e-2).
+    a certified lower estimate (relative tolerance >= 2e-2). After ``time_limit`` seconds every
+    further probe counts as undecided.
 
     Returns
     -------
@@ -512,7 +513,12 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
             rel_tol = max(rel_tol, 2e-2)
     bnb = dict(time_limit=2.0, max_nodes=60) if bnb is None else bnb
 
+    deadline = time.perf_counter() + time_limit
+
     def ok(lr):
+        if time.perf_counter() > deadline:     # out of time: not certified (the estimate stays a lower one)
+            undecided.append(lr)
+            return False
         form = form_of(name, L=L, mu=mu, local_steps=local_steps, rounds=1, lr=lr, n_clients=n_clients, **kw)
         target = _contraction_target(form.strict)
         try:
