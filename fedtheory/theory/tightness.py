@@ -497,7 +497,10 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     each probe is a branch and bound that stops once the bracket is on one side of the target
     (``bnb``: 2 s, 60 nodes); an undecided probe counts as not contracting, so the threshold is
     a certified lower estimate (relative tolerance >= 2e-2). After ``time_limit`` seconds every
-    further probe counts as undecided.
+    further probe counts as undecided. For adaptive steps over a convex class (mu = 0) every
+    probe where the steps are adaptive is undecided (the worst case is exactly 1 and a
+    relaxation cannot certify it): the threshold is then where the steps stop being fixed
+    (FedSPS: gamma_b <= 1/(2cL), every step at the cap), a lower estimate.
 
     Returns
     -------
@@ -521,6 +524,11 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
             return False
         form = form_of(name, L=L, mu=mu, local_steps=local_steps, rounds=1, lr=lr, n_clients=n_clients, **kw)
         target = _contraction_target(form.strict)
+        if form.n_adaptive and not form.strict:
+            # a convex class: the worst case is exactly 1 wherever the method is non-expansive, and a
+            # relaxation over step boxes cannot certify exactly 1; undecided without solving
+            undecided.append(lr)
+            return False
         try:
             lo, hi, _ = worst_case(form, "contraction", solver,
                                    **(dict(bnb, target=target) if form.n_adaptive else {}))
