@@ -1,7 +1,7 @@
 """Time of ``validation.tightness`` for every covered theorem with local_steps x rounds <= 8.
 
 Each call is complete: the worst case (one SDP, or a branch and bound over the Polyak step sizes
-with its 10 s budget), the one-round contraction, the bound and the step threshold (bisection).
+with its default 8 s budget), the one-round contraction, the bound and the step threshold (bisection).
 The constants are those of ``fedtheory verify --tightness`` (``TIGHTNESS_CASES``, full), two
 clients. Run on two cores with nothing else to measure the issue's "at most 30 s" criterion:
 

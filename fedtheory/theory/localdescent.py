@@ -568,7 +568,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
                    exact=False, note="full participation with weights 1/n; each client strongly convex (a subclass "
                                      "of the theorem's mu-PL f with bounded diversity)",
                    lr_conditions=conds, strict=mu > 0, metric="f(x^R) - f*", initial="f(x^0) - f* <= 1",
-                   instances=instances)
+                   instances=instances, metric_is_contraction=True)
 
 
 THEOREM_4_1 = register_spec(TheoremSpec(
