@@ -402,7 +402,8 @@ class Tightness:
     exponent_ratio : float
         ln(worst-case contraction) / ln(bound contraction): how many times faster the worst
         case contracts than the bound says (1: the bound's rate is exact; nan when either does
-        not contract or the bound is not geometric).
+        not contract or the bound is not geometric). Computed from the contraction's upper
+        end: a certified lower estimate of the ratio when that bracket is wide.
     lr_threshold : float
         The largest step for which the one-round worst case is certified to contract
         (bisection; inf when every step up to ``100/L`` contracts; nan when not computed).
