@@ -205,3 +205,18 @@ def test_local_gd_two_and_three_clients_with_local_steps():
     two = validation.tightness("localdescent.theorem_4_1", n_clients=2, **kw).worst_case[1]
     three = validation.tightness("localdescent.theorem_4_1", n_clients=3, **kw).worst_case[1]
     assert abs(two - three) <= 1e-6
+
+
+@pytest.mark.slow
+def test_verify_cli_with_tightness(tmp_path, capsys):
+    import pandas as pd
+    from fedtheory.__main__ import main
+    out = tmp_path / "v"
+    assert main(["verify", "--quick", "--theorem", "localdescent.theorem_4_1", "--tightness", "--out", str(out)]) == 0
+    assert "worst_case_upper" in capsys.readouterr().out
+    v = pd.read_csv(out / "verdicts.csv")
+    row = v[v.kind == "tightness"].iloc[0]
+    assert row.verdict.startswith("OK") and row.measured <= row.worst_case_upper + 1e-7 <= row.bound + 1e-7
+    assert row.looseness == pytest.approx(row.bound / row.worst_case_upper)
+    rep = (out / "report.md").read_text()
+    assert "## Tightness" in rep and (out / "tightness_localdescent_theorem_4_1.png").exists()
