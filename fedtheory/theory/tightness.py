@@ -501,8 +501,8 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     contracts. The bisection assumes the contracting steps form an interval. For adaptive steps
     each probe is a branch and bound that stops once the bracket is on one side of the target
     (``bnb``: 2 s, 60 nodes); an undecided probe counts as not contracting, so the threshold is
-    a certified lower estimate (relative tolerance >= 2e-2). After ``time_limit`` seconds every
-    further probe counts as undecided. For adaptive steps over a convex class (mu = 0) every
+    a certified lower estimate (relative tolerance >= 2e-2; nan when no step could be
+    certified). After ``time_limit`` seconds every further probe counts as undecided. For adaptive steps over a convex class (mu = 0) every
     probe where the steps are adaptive is undecided (the worst case is exactly 1 and a
     relaxation cannot certify it): the threshold is then where the steps stop being fixed
     (FedSPS: gamma_b <= 1/(2cL), every step at the cap), a lower estimate.
@@ -558,6 +558,8 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     while b - a > rel_tol * b:
         m = 0.5 * (a + b)
         a, b = (m, b) if ok(m) else (a, m)
+    if a == 0.0 and undecided:                 # no step certified: no estimate at all
+        return math.nan, undecided
     return a, undecided
 
 
