@@ -37,7 +37,9 @@ def describe(name):
         return {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
                 "reference": spec.reference, "default_variant": spec.default_variant,
                 "variants": {v: {"description": var.description, "requires": list(var.requires)}
-                             for v, var in spec.variants.items()}}
+                             for v, var in spec.variants.items()},
+                "tightness": ("validation.tightness (PEP registered)" if callable(spec.pep)
+                              else spec.pep or "no PEP registered")}
     cls = get_algorithm(name)
     return {"name": cls.name, "reference": cls.reference, "hyperparameters": cls.hyperparameters(),
             "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},

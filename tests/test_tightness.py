@@ -220,3 +220,17 @@ def test_verify_cli_with_tightness(tmp_path, capsys):
     assert row.looseness == pytest.approx(row.bound / row.worst_case_upper)
     rep = (out / "report.md").read_text()
     assert "## Tightness" in rep and (out / "tightness_localdescent_theorem_4_1.png").exists()
+
+
+@pytest.mark.parametrize("lr,E,R", [(0.4, 2, 2), (1.0, 1, 3), (1.9, 1, 3)])
+def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
+    """The PEP's low-rank worst case of local GD is a quadratic of the class; lfd run on it by fedtheory.run
+    measures the PEP's worst case (to the solver's accuracy)."""
+    form = T.form_of("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=E, rounds=R, lr=lr, n_clients=2)
+    lo, hi, _ = T.worst_case(form)
+    inst = T.worst_case_instance(form)
+    assert inst is not None
+    p, x0 = inst
+    assert p.value(x0) == pytest.approx(1.0)
+    measured = form.instances(R, [inst])[0, -1]
+    assert abs(measured - hi) <= 1e-7 * max(1.0, hi)

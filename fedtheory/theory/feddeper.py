@@ -383,7 +383,10 @@ SPEC_1 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"terms": _terms1(st, m)},
     reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); spec/feddeper.md §4.2, §4.7",
-    pep='Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not registered.'))
+    pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
+         "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
+         "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
+         "registered.")))
 
 
 # ------------------------------------------------------------------------- Theorem 2 --
@@ -493,7 +496,9 @@ SPEC_2 = register_spec(TheoremSpec(
                                          eps_beta=4 * m["eps"] / st["beta"] ** 2,
                                          eps_mu=2 * m["eps"] / st["mu"] ** 2)},
     reference="FedDeper, Theorem 2 and the proof of Theorem 2'; spec/feddeper.md §4.6",
-    pep="Personalized models, and a right-hand side made of quantities measured along the run (the proof's xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst case. Not registered."))
+    pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
+         "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
+         "case. Not registered.")))
 
 
 # -------------------------------------------------------------------- default cases --

@@ -350,12 +350,13 @@ def _pep(kind):
                 pep.set_performance_metric((1.0 / T) * sum(acc[1:], acc[0]))
             return pep
 
-        def instances(R):
+        def instances(R, cases=None):
             import fedtheory as ft
             out = []
-            for p in class_quadratics(n, L, mu):
+            cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
+            for p, x0 in cases:
                 res = ft.run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
-                             x0=normalised_x0(p, "distance"), trace="local", record_iterates=True, eval_every=R)
+                             x0=x0, trace="local", record_iterates=True, eval_every=R)
                 if kind == "3b":
                     out.append([float(np.sum(x ** 2)) for x in res.iterates[1:R + 1]])
                 elif kind == "6a":
@@ -663,7 +664,10 @@ SPEC_6B = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"plateaus": m["plateaus"]},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4",
-    pep="An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= 0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 > 0), where the Polyak ratio's lower bound ell_i* < f_i(x*) makes the step depend on an unknown f_i* - ell_i*; no worst case to set beside a bound. Not registered."))
+    pep=("An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= "
+         "0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 >"
+         " 0), where the Polyak ratio's lower bound ell_i* < f_i(x*) makes the step depend on an unknown f_i* "
+         "- ell_i*; no worst case to set beside a bound. Not registered.")))
 
 
 # ---------------------------------------------------------------------- Theorem 18 --
@@ -728,7 +732,10 @@ SPEC_18 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5",
-    pep='Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the noise enters as an expectation. Not registered.'))
+    pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
+         "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
+         "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "
+         "noise enters as an expectation. Not registered.")))
 
 
 theorem_3a, theorem_3b = THEOREMS["fedsps.theorem_3a"], THEOREMS["fedsps.theorem_3b"]

@@ -533,6 +533,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     def build(steps, metric):
         pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
         x0 = pep.set_initial_point()
+        pep.fedtheory_x0 = x0
         fstar_avg = (1.0 / n) * sum(fstar[1:], fstar[0])
 
         def F(x):
@@ -551,11 +552,12 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
         pep.set_performance_metric(F(x) - fstar_avg)
         return pep
 
-    def instances(R):
+    def instances(R, cases=None):
         import fedtheory as ft
         out = []
-        for p in class_quadratics(n, L, mu):
-            res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=normalised_x0(p, "gap"),
+        cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
+        for p, x0 in cases:
+            res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
                          record_iterates=True, eval_every=R)
             out.append([p.value(x) for x in res.iterates[1:R + 1]])
         return np.array(out)
@@ -751,7 +753,12 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; spec/localdescent.md §4.2",
-    pep="LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the expectation would need every sampling path and a noise model, PL functions have no exact interpolation conditions (PEPit's quadratic-Lojasiewicz classes are necessary conditions only, so the value would be an upper bound: a bracket, not exact) and the diversity bound holds for all x, which a PEP can impose only at the points it evaluates (a relaxation). Not registered."))
+    pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
+         "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
+         "expectation would need every sampling path and a noise model, PL functions have no exact "
+         "interpolation conditions (PEPit's quadratic-Lojasiewicz classes are necessary conditions only, so "
+         "the value would be an upper bound: a bracket, not exact) and the diversity bound holds for all x, "
+         "which a PEP can impose only at the points it evaluates (a relaxation). Not registered.")))
 
 
 # --------------------------------------------------------------- Theorems 4.4 and 4.7 --
@@ -870,7 +877,11 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
               "spec/localdescent.md §4.3",
-    pep='Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex interpolation, but the diversity assumption can be imposed only at the evaluated points (a relaxation: an upper bound, a bracket) and the expectation over sampling and noise is not an SDP of fixed size. Not registered.'))
+    pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
+         "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
+         "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
+         "relaxation: an upper bound, a bracket) and the expectation over sampling and noise is not an SDP of "
+         "fixed size. Not registered.")))
 
 
 def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
@@ -943,7 +954,9 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); spec/localdescent.md §4.4",
-    pep='NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a relaxation giving a bracket). Not registered.'))
+    pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
+         "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
+         "relaxation giving a bracket). Not registered.")))
 
 
 # --------------------------------------------------------------- default cases (verify) --

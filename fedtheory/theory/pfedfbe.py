@@ -419,7 +419,10 @@ SPEC = register_spec(TheoremSpec(
               for v in VARIANTS},
     default_variant="corrected", details=_details,
     reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; spec/pfedfbe.md §6",
-    pep="Personalization through the forward-backward envelope: the method's gradient involves the Hessian of f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and values of a function class PEP interpolates; the bound also carries minibatch variances. Not registered."))
+    pep=("Personalization through the forward-backward envelope: the method's gradient involves the Hessian of"
+         " f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and "
+         "values of a function class PEP interpolates; the bound also carries minibatch variances. Not "
+         "registered.")))
 
 
 @register_cases("pfedfbe.theorem_1")

@@ -108,15 +108,23 @@ class PEPForm:
     metric, initial : str
         The performance metric and the initial condition, in words.
     instances : callable, optional
-        ``instances(rounds) -> array (quadratics, rounds)``: the theorem's left-hand side after
-        1..rounds rounds of the registered algorithm run through ``fedtheory.run`` on quadratics
-        of the class (normalised initial condition); each value <= the worst case.
+        ``instances(rounds, cases=None) -> array (quadratics, rounds)``: the theorem's left-hand
+        side after 1..rounds rounds of the registered algorithm run through ``fedtheory.run`` on
+        ``cases`` (a list of ``(problem, x0)`` with x* = 0 and every f_i* = 0; default: the
+        :func:`class_quadratics` with a normalised initial condition); each value <= the worst
+        case.
     lr_max : float, optional
         A step beyond which the method no longer changes (FedSPS: the cap stops binding once
         gamma_b >= 1/(2 c mu)); the step threshold is inf when it contracts there.
     metric_is_contraction : bool
         Whether the theorem's metric is the contraction's Lyapunov quantity (then a ``rounds=1``
         call reuses its worst case as the contraction).
+    constants : dict
+        The constants the form was built with (set by :func:`form_of`).
+
+    A built PEP carries ``fedtheory_clients``, ``fedtheory_x_star`` (set by
+    :func:`shared_minimiser_clients`) and ``fedtheory_x0`` (the builder's initial point), which
+    :func:`worst_case_instance` reads.
     """
 
     build: Callable
@@ -133,6 +141,7 @@ class PEPForm:
     instances: Callable | None = None
     lr_max: float | None = None
     metric_is_contraction: bool = False
+    constants: dict = field(default_factory=dict)
 
 
 def shared_minimiser_clients(n, L, mu):
@@ -153,6 +162,7 @@ def shared_minimiser_clients(n, L, mu):
         v = Expression()
         f.add_point((xs, zero, v))
         fstar.append(v)
+    pep.fedtheory_clients, pep.fedtheory_x_star = fs, xs     # read by worst_case_instance
     return pep, fs, xs, fstar
 
 
@@ -460,8 +470,8 @@ class Tightness:
 def _spec(name):
     from . import SPECS
     if name not in SPECS:
-        raise ValueError(f"The 'name' parameter of tightness must be a registered theorem ({', '.join(sorted(SPECS))}). "
-                         f"Got {name!r} instead.")
+        raise ValueError(f"The 'name' parameter of tightness must be a registered theorem "
+                         f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
     return SPECS[name]
 
 
@@ -471,7 +481,9 @@ def form_of(name, **constants):
     spec = _spec(name)
     if spec.pep is None or isinstance(spec.pep, str):
         raise NotExpressible(f"{name} has no PEP: {spec.pep or 'none registered'}")
-    return spec.pep(**constants)
+    form = spec.pep(**constants)
+    form.constants = dict(constants)
+    return form
 
 
 def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
@@ -502,10 +514,11 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     each probe is a branch and bound that stops once the bracket is on one side of the target
     (``bnb``: 2 s, 60 nodes); an undecided probe counts as not contracting, so the threshold is
     a certified lower estimate (relative tolerance >= 2e-2; nan when no step could be
-    certified). After ``time_limit`` seconds every further probe counts as undecided. For adaptive steps over a convex class (mu = 0) every
-    probe where the steps are adaptive is undecided (the worst case is exactly 1 and a
-    relaxation cannot certify it): the threshold is then where the steps stop being fixed
-    (FedSPS: gamma_b <= 1/(2cL), every step at the cap), a lower estimate.
+    certified). After ``time_limit`` seconds every further probe counts as undecided. For
+    adaptive steps over a convex class (mu = 0) every probe where the steps are adaptive is
+    undecided (the worst case is exactly 1 and a relaxation cannot certify it): the threshold is
+    then where the steps stop being fixed (FedSPS: gamma_b <= 1/(2cL), every step at the cap), a
+    lower estimate.
 
     Returns
     -------
@@ -716,12 +729,16 @@ TIGHTNESS_COLUMNS = ["worst_case_lower", "worst_case_upper", "looseness"]
 
 
 def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0, **consts):
-    """Measured (the largest over the class quadratics), worst case (bracket) and bound after
+    """Measured (the largest over the class quadratics and the extracted worst-case instance,
+    :func:`worst_case_instance`, when there is one), worst case (bracket) and bound after
     1..rounds rounds: a dict of arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``."""
     spec = _spec(name)
     var = spec.variants[variant]
     form = form_of(name, rounds=rounds, **consts)
     meas = form.instances(rounds).max(axis=0) if form.instances is not None else np.full(rounds, np.nan)
+    inst = worst_case_instance(form) if form.instances is not None else None
+    if inst is not None:                       # the extracted worst-case quadratic, run the same way
+        meas = np.maximum(meas, form.instances(rounds, [inst])[0])
     lo, hi, bd = [], [], []
     for r in range(1, rounds + 1):
         f = form_of(name, rounds=r, **consts)
@@ -827,9 +844,9 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
                          predicted_rate=math.nan, verdict=verdict, failing_conditions="",
                          worst_case_lower=lo, worst_case_upper=hi, looseness=t.looseness))
         conds = "; ".join(f"{k}: lr <= {v:.4g}" for k, v in t.lr_conditions.items()) or "-"
+        thr = f"{t.lr_threshold:.4g}" + ("" if t.lr_threshold_exact else " (lower estimate)")
         lines.append(f"| {name} | {cfg} | {meas:.4g} | [{lo:.6g}, {hi:.6g}] | {t.bound:.4g} | {t.looseness:.3g} | "
-                     f"{t.exponent_ratio:.3g} | {t.lr_threshold:.4g}{'' if t.lr_threshold_exact else ' (lower estimate)'} | {conds} | {t.function_class} | "
-                     f"{t.solve_time:.1f} |")
+                     f"{t.exponent_ratio:.3g} | {thr} | {conds} | {t.function_class} | {t.solve_time:.1f} |")
         if out is not None:
             import matplotlib
             matplotlib.use("Agg")
@@ -846,3 +863,56 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
     for name, fname in figs:
         lines += [f"![{name}]({fname})", ""]
     return rows, lines
+
+
+def worst_case_instance(form, metric="theorem", solver="SCS", tol=1e-2, tol_value=1e-5):
+    r"""A worst-case instance of a fixed-step PEP as a federated quadratic, when it is one.
+
+    Solves the PEP minimising the trace of the Gram matrix among solutions within ``tol_value`` of
+    the worst case (PEPit's dimension-reduction heuristic; SCS, which solves that problem where
+    Clarabel fails) to find a low-dimensional worst case. When that Gram matrix has rank one and
+    every client's gradients at its points are :math:`h_i (x - x^*)` (relative ``tol``), the worst
+    case is attained by the one-dimensional quadratics :math:`f_i = \frac{h_i}2 x^2`, h_i clipped
+    to [mu, L]: returns ``(problem, x0)`` (x* = 0) to run the registered algorithm on; None
+    otherwise (the worst case is not such a quadratic, or the method has adaptive steps). The
+    extraction is a heuristic: the instance is checked by running it
+    (tests/test_tightness.py: measured on it = the PEP's worst case).
+    """
+    if form.n_adaptive:
+        return None
+    import problems
+    pep = form.build(None, metric)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pep.solve(wrapper="cvxpy", solver=solver, verbose=0, dimension_reduction_heuristic="trace",
+                      tol_dimension_reduction=tol_value)
+    except Exception:                          # the solver fails on the heuristic's problem
+        return None
+    ev = np.linalg.eigvalsh(pep.G_value)
+    if ev[-1] <= 0 or (ev[-2] if ev.size > 1 else 0.0) > tol * ev[-1]:
+        return None
+    xs = np.asarray(pep.fedtheory_x_star.eval(), dtype=float)
+    U, hs = None, []
+    L, mu = form.constants["L"], form.constants["mu"]
+    for f in pep.fedtheory_clients:
+        X = np.array([np.asarray(p.eval(), dtype=float) - xs for p, g, v in f.list_of_points])
+        G = np.array([np.asarray(g.eval(), dtype=float) for p, g, v in f.list_of_points])
+        if U is None:                          # the Gram matrix's one direction
+            U = np.linalg.svd(np.vstack([X, G]), full_matrices=False)[2][0]
+        s_, t_ = X @ U, G @ U
+        scale = max(np.abs(s_).max(), np.abs(t_).max(), 1e-12)
+        h = float(s_ @ t_ / (s_ @ s_)) if s_ @ s_ > 0 else math.nan
+        if not (math.isfinite(h) and np.max(np.abs(t_ - h * s_)) <= tol * scale
+                and mu - tol * L <= h <= L * (1 + tol)):
+            return None
+        h = min(max(h, mu), L)
+        for edge in (mu, L):                   # a curvature at the class's boundary, up to SDP accuracy
+            if abs(h - edge) <= 5 * tol * (L - mu):
+                h = edge
+        hs.append(h)
+    x0 = np.array([float((np.asarray(pep.fedtheory_x0.eval(), dtype=float) - xs) @ U)])
+    prob = problems.explicit_quadratic(np.array(hs)[:, None, None], np.zeros((len(hs), 1)),
+                                       name="pep_worst_case")
+    init = prob.value(x0) if form.initial.startswith("f(") else float(x0 @ x0)
+    return prob, x0 / math.sqrt(init)          # the initial condition holds with equality
