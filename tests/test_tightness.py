@@ -145,7 +145,9 @@ def test_every_theorem_has_a_pep_or_a_reason():
     cov = T.covered()
     assert set(cov) == set(SPECS)
     assert sorted(k for k, v in cov.items() if v is True) == sorted(COVERED)
+    import fedtheory as ft
     for name, v in cov.items():
+        assert ft.describe(name)["tightness"] == (v if v is not True else "validation.tightness (PEP registered)")
         if v is not True:
             assert isinstance(v, str) and len(v) > 40
             with pytest.raises(T.NotExpressible, match="no PEP"):
