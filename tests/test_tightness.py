@@ -172,6 +172,17 @@ def test_bad_input_names_the_parameter(kw, param):
         validation.tightness("nope.theorem", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
 
 
+@pytest.mark.parametrize("name,kw,param", [("localdescent.theorem_4_1", dict(mu=0.0), "'mu'"),
+                                           ("localdescent.theorem_4_1", dict(lam=0.5), "'lam'"),
+                                           ("fedsps.theorem_3b", dict(mu=0.0), "'mu'"),
+                                           ("fedsps.theorem_3a", dict(c=-1.0), "'c'")])
+def test_theorem_constants_outside_the_theorem_name_the_parameter(name, kw, param):
+    args = dict(L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+    args.update(kw)
+    with pytest.raises(ValueError, match=param):
+        validation.tightness(name, **args)
+
+
 def test_figure_has_both_panels(tmp_path):
     import matplotlib
     matplotlib.use("Agg")

@@ -313,7 +313,12 @@ def _pep(kind):
     measured by the theorem checks.
     """
     def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
+        from .._validation import Interval, NoneOk, check_param
         from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+        name = f"fedsps.theorem_{kind}"
+        if kind == "3b":
+            check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")
+        check_param("c", c, [NoneOk(), Interval(float, 0, None, "neither")], name)
         tau, n, gamma_b = local_steps, n_clients, lr
         c = _PEP_DEFAULT_C[kind](tau) if c is None else c
         lo = min(1 / (2 * c * L), gamma_b)

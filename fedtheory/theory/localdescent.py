@@ -527,7 +527,10 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     most favourable case) enters only the step conditions (19) and (43) reported beside the
     step threshold.
     """
+    from .._validation import Interval, check_param
     from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+    check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
+    check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
     E, n = local_steps, n_clients
 
     def build(steps, metric):
