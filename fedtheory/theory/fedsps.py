@@ -392,7 +392,8 @@ def _pep(kind):
             metric={"3a": "(1/(Tn)) sum_t sum_i f_i(x_t^i) - ell_i*", "3b": "||xbar_T - x*||^2",
                     "6a": "(1/T) sum_t f(xbar_t) - f*"}[kind],
             initial="||x_0 - x*||^2 <= 1", instances=instances,
-            lr_max=1 / (2 * c * mu) if mu > 0 else None, metric_is_contraction=kind == "3b")
+            lr_max=1 / (2 * c * mu) if mu > 0 else None, metric_is_contraction=kind == "3b",
+            geometric_bound=kind == "3b")
     return pep
 
 

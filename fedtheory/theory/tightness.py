@@ -121,6 +121,9 @@ class PEPForm:
         call reuses its worst case as the contraction).
     constants : dict
         The constants the form was built with (set by :func:`form_of`).
+    geometric_bound : bool
+        Whether the bound decays geometrically in the rounds (otherwise, e.g. an O(1/T) bound,
+        there is no exponent to compare: ``exponent_ratio`` is nan).
 
     A built PEP carries ``fedtheory_clients``, ``fedtheory_x_star`` (set by
     :func:`shared_minimiser_clients`) and ``fedtheory_x0`` (the builder's initial point), which
@@ -142,6 +145,7 @@ class PEPForm:
     lr_max: float | None = None
     metric_is_contraction: bool = False
     constants: dict = field(default_factory=dict)
+    geometric_bound: bool = True
 
 
 def shared_minimiser_clients(n, L, mu):
@@ -647,7 +651,8 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     b1, b2 = float(var.bound(*form.bound_args(1))), float(var.bound(*form.bound_args(2)))
     rho_b = b2 / b1 if b1 > 0 else math.nan
     with np.errstate(all="ignore"):
-        ratio = (math.log(chi) / math.log(rho_b) if 0 < chi < 1 and 0 < rho_b < 1 else math.nan)
+        ratio = (math.log(chi) / math.log(rho_b) if form.geometric_bound and 0 < chi < 1 and 0 < rho_b < 1
+                 else math.nan)
     thr, undecided = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
                                   time_limit=time_limit, **kw) if threshold else (math.nan, [])
     return Tightness(
