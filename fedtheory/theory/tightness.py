@@ -774,8 +774,9 @@ def contraction_curve(name, *, lrs, solver="CLARABEL", time_limit=1.0, **consts)
 
 def figure(t, cur, con):
     """The tightness figure of one theorem: measured, worst case and bound against rounds (left);
-    the one-round worst-case contraction against the step with the theorem's step conditions and
-    the threshold marked (right). Returns a matplotlib Figure (never shown)."""
+    the one-round worst-case contraction (its bracket: the band) against the step with the
+    theorem's step conditions and the threshold marked (right). Returns a matplotlib Figure
+    (never shown)."""
     import matplotlib.pyplot as plt
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
     r = cur["rounds"]
@@ -788,7 +789,10 @@ def figure(t, cur, con):
     a1.legend(fontsize=7)
     a1.set_title(f"{t.name}: looseness {t.looseness:.3g}", fontsize=9)
     ok = np.isfinite(con["upper"])
-    a2.semilogy(con["lr"][ok], con["upper"][ok], "C0-o", ms=3, label="one-round worst case")
+    a2.fill_between(con["lr"][ok], con["lower"][ok], con["upper"][ok], color="C0", alpha=0.3)
+    a2.semilogy(con["lr"][ok], con["lower"][ok], "C0-o", ms=3, label="one-round worst case (lower end)")
+    if np.any(con["upper"][ok] > con["lower"][ok] * (1 + 1e-6)):
+        a2.semilogy(con["lr"][ok], con["upper"][ok], "C0--", lw=0.8, label="upper end (branch and bound)")
     a2.axhline(1.0, color="k", lw=0.8)
     for k, (cname, val) in enumerate(t.lr_conditions.items()):
         if math.isfinite(val) and val <= con["lr"].max():
