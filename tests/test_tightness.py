@@ -51,6 +51,17 @@ def test_one_gradient_step_distance_matches_closed_form(lr):
     assert hi - lo <= 1e-6
 
 
+@pytest.mark.parametrize("lr", [0.5, 1.5, 1.9])
+def test_one_local_gd_step_function_gap_matches_closed_form(lr):
+    """One gradient step (local GD, one client, E = R = 1) on L-smooth mu-strongly convex functions contracts
+    the gap f - f* by max(|1-lr mu|, |1-lr L|)^2 in the worst case (Taylor, Hendrickx, Glineur 2017)."""
+    t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=lr, n_clients=1,
+                             threshold=False)
+    exact = max(abs(1 - lr * 0.1), abs(1 - lr * 1.0)) ** 2
+    lo, hi = t.worst_case
+    assert lo - 1e-6 <= exact <= hi + 1e-6        # the solver's accuracy (~1e-7)
+
+
 def test_local_gd_with_one_client_equals_centralized_gd():
     """LFGD with one client, E local steps and R rounds is E R steps of gradient descent."""
     t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=2, lr=0.7,
