@@ -82,7 +82,9 @@ def _describe_theorem(spec, conditions):
     out = {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
            "reference": spec.reference, "default_variant": spec.default_variant,
            "variants": {v: {"description": var.description, "requires": list(var.requires)}
-                        for v, var in spec.variants.items()}}
+                        for v, var in spec.variants.items()},
+           "tightness": ("validation.tightness (PEP registered)" if callable(spec.pep)
+                         else spec.pep or "no PEP registered")}
     if not conditions:
         return out
     from .theory import CASES, THEOREMS

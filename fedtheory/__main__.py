@@ -230,7 +230,7 @@ def _verify(args):
               f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
         return 2
     _out_dir(args.out)
-    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None)
+    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
 
@@ -324,6 +324,9 @@ def _main(argv):
                    "30 s when the Numba kernels compile on first use)")
     v.add_argument("--out", default="verify-report", help="report directory (default verify-report)")
     v.add_argument("--theorem", action="append", help="only this theorem (repeatable)")
+    v.add_argument("--tightness", action="store_true",
+                   help="also the exact worst case by performance estimation (extra [pep]): measured <= worst case "
+                        "<= bound, looseness, figures")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")

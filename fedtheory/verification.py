@@ -237,8 +237,8 @@ def ratios_figure(df):
     return fig
 
 
-def write_report(df, studies, out, quick, seconds):
-    """Markdown report and PNG figures in ``out``; returns the report path."""
+def write_report(df, studies, out, quick, seconds, extra_lines=()):
+    """Markdown report and PNG figures in ``out`` (``extra_lines`` appended); returns the report path."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -273,17 +273,25 @@ def write_report(df, studies, out, quick, seconds):
         lines += [f"## {s['theorem']}: {s['label']}", "",
                   f"Fitted slope {s['slope']:.2f} overall, {s['tail_slope']:.2f} over the last three T; "
                   f"predicted {s['predicted']:g}. {s['note']}", "", f"![{s['label']}]({fname})", ""]
+    lines += list(extra_lines)
     path = out / "report.md"
     path.write_text("\n".join(lines))
     df.to_csv(out / "verdicts.csv", index=False)
     return path
 
 
-def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print):
-    """Run, print and write the verification report; returns (table, report path)."""
+def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print, tightness=False):
+    """Run, print and write the verification report; returns (table, report path). With
+    ``tightness``, one more row per theorem with a PEP: measured <= worst case <= bound and the
+    looseness (:func:`fedtheory.theory.tightness.tightness_rows`), with its figures."""
     t0 = time.perf_counter()
     df, studies = run_cases(quick, theorems, progress)
+    extra = []
+    if tightness:
+        from .theory.tightness import tightness_rows
+        rows, extra = tightness_rows(quick, theorems, out)
+        df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
     echo(format_table(df))
-    path = write_report(df, studies, out, quick, time.perf_counter() - t0)
+    path = write_report(df, studies, out, quick, time.perf_counter() - t0, extra)
     echo(f"\nreport: {path}")
     return df, path

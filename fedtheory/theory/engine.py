@@ -117,6 +117,10 @@ class TheoremSpec:
     details : callable, optional
         ``details(setup, measurement) -> dict`` merged into ``Verification.details`` (terms of
         the bound, diagnostics).
+    pep : callable or str, optional
+        ``pep(L=, mu=, local_steps=, rounds=, lr=, n_clients=, **kw) -> PEPForm``: the method's
+        performance-estimation problem over the theorem's class, for ``validation.tightness``
+        (:mod:`fedtheory.theory.tightness`); a string says why the theorem has none.
     """
 
     name: str
@@ -131,6 +135,7 @@ class TheoremSpec:
     extra_runs: Callable | None = None
     reference: str = ""
     details: Callable | None = None
+    pep: Callable | str | None = None
 
 
 def _runs(problem, spec, setup, measurement):

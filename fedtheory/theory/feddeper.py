@@ -382,7 +382,11 @@ SPEC_1 = register_spec(TheoremSpec(
                                    _bound1(True), ("stated", "hidden"))},
     default_variant="corrected",
     details=lambda st, m: {"terms": _terms1(st, m)},
-    reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); spec/feddeper.md §4.2, §4.7"))
+    reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); spec/feddeper.md §4.2, §4.7",
+    pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
+         "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
+         "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
+         "registered.")))
 
 
 # ------------------------------------------------------------------------- Theorem 2 --
@@ -491,7 +495,10 @@ SPEC_2 = register_spec(TheoremSpec(
     details=lambda st, m: {"terms": dict(phi=2 * m["phi"], xi=2 * (m["phi"] + st["xi_weight"] * m["phi_tilde"]),
                                          eps_beta=4 * m["eps"] / st["beta"] ** 2,
                                          eps_mu=2 * m["eps"] / st["mu"] ** 2)},
-    reference="FedDeper, Theorem 2 and the proof of Theorem 2'; spec/feddeper.md §4.6"))
+    reference="FedDeper, Theorem 2 and the proof of Theorem 2'; spec/feddeper.md §4.6",
+    pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
+         "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
+         "case. Not registered.")))
 
 
 # -------------------------------------------------------------------- default cases --

@@ -284,7 +284,11 @@ SPEC = register_spec(TheoremSpec(
               "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
-    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5"))
+    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5",
+    pep=("Non-convex with stochastic local gradients (sigma_l^2) and global heterogeneity (sigma_g^2) in the "
+         "bound, which are expectations and sup-over-x assumptions: the noise has no fixed-size SDP model and "
+         "the heterogeneity bound can be imposed only at the evaluated points (a relaxation, a bracket). Not "
+         "registered.")))
 
 
 # -- default cases of ``fedtheory verify`` (spec §4.6, §7 E6 and E8) ---------------------------

@@ -294,6 +294,109 @@ def _run_kwargs(st, trace=("local", "gammas")):
                 eval_every=st["R_run"])
 
 
+# ------------------------------------------------------------- performance estimation --
+_PEP_DEFAULT_C = {"3a": lambda tau: 2 * tau ** 2, "3b": lambda tau: 4 * tau ** 2, "6a": lambda tau: 0.5}
+
+
+def _pep(kind):
+    r"""``spec.pep`` of Theorem 3(a), 3(b) or 6(a): the PEP of ``fedsps`` (Alg. 1, exact gradients,
+    full participation, plain mean at the server) over n clients, each L-smooth and mu-strongly
+    convex (convex when mu = 0) with a shared minimiser x* and :math:`\ell_i^* = f_i(x^*)`
+    (interpolation: :math:`\sigma_f^2 = 0`). Every local step is
+    :math:`\gamma = \min\{(f_i(x) - \ell_i^*)/(c\|\nabla f_i(x)\|^2), \gamma_b\}` with
+    :math:`\gamma_b` = ``lr``, modelled by :class:`~fedtheory.theory.tightness.PolyakSteps` (one step
+    variable per client and local step, solved by branch and bound). Every step lies in
+    [min(1/(2cL), gamma_b), min(1/(2c mu), gamma_b)] (smoothness and strong convexity bound the
+    Polyak ratio). Initial condition :math:`\|x_0 - x^*\|^2 \le 1`; metric: 3(a) the average of
+    :math:`f_i(x_t^i) - \ell_i^*` over clients and local steps t < T, 3(b)
+    :math:`\|\bar x_T - x^*\|^2`, 6(a) the average of :math:`f(\bar x_t) - f^*` over t < T, as
+    measured by the theorem checks.
+    """
+    def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
+        from .._validation import Interval, NoneOk, check_param
+        from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+        name = f"fedsps.theorem_{kind}"
+        if kind == "3b":
+            check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")
+        check_param("c", c, [NoneOk(), Interval(float, 0, None, "neither")], name)
+        tau, n, gamma_b = local_steps, n_clients, lr
+        c = _PEP_DEFAULT_C[kind](tau) if c is None else c
+        lo = min(1 / (2 * c * L), gamma_b)
+        hi = min(1 / (2 * c * mu), gamma_b) if mu > 0 else gamma_b
+        T = rounds * tau
+
+        def build(steps, metric):
+            pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
+            x0 = pep.set_initial_point()
+            pep.set_initial_condition((x0 - xs) ** 2 <= 1)
+            fstar_avg = (1.0 / n) * sum(fstar[1:], fstar[0])
+            x, acc = x0, []
+            for _ in range(rounds):
+                ys = [x] * n
+                for _k in range(tau):
+                    if kind == "6a":
+                        xb = average(ys)
+                        vals = [f.value(xb) for f in fs]
+                        acc.append((1.0 / n) * sum(vals[1:], vals[0]) - fstar_avg)
+                    new = []
+                    for i, f in enumerate(fs):
+                        g, fx = f.oracle(ys[i])
+                        if kind == "3a":
+                            acc.append((1.0 / n) * (fx - fstar[i]))
+                        if steps is None:                      # every step capped (lo = hi = gamma_b)
+                            new.append(ys[i] - gamma_b * g)
+                        else:
+                            new.append(steps.step(pep, ys[i], g, fx, fstar[i], c))
+                    ys = new
+                x = average(ys)
+            if metric == "contraction" or kind == "3b":
+                pep.set_performance_metric((x - xs) ** 2)
+            else:
+                pep.set_performance_metric((1.0 / T) * sum(acc[1:], acc[0]))
+            return pep
+
+        def instances(R, cases=None):
+            import fedtheory as ft
+            out = []
+            cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
+            for p, x0 in cases:
+                res = ft.run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
+                             x0=x0, trace="local", record_iterates=True, eval_every=R)
+                if kind == "3b":
+                    out.append([float(np.sum(x ** 2)) for x in res.iterates[1:R + 1]])
+                elif kind == "6a":
+                    v = objective_at(p, virtual_averages(res))
+                    out.append([float(np.mean(v[:r * tau])) for r in range(1, R + 1)])
+                else:
+                    v = [np.mean([p.client_value(i, rt["local"][j, k]) for j, i in enumerate(rt.clients)])
+                         for rt in res.trace for k in range(tau)]
+                    out.append([float(np.mean(v[:r * tau])) for r in range(1, R + 1)])
+            return np.array(out)
+
+        def bound_args(R):
+            alpha = min(1 / (2 * c * L), gamma_b)
+            st = dict(alpha=alpha, mu=mu, L=L, tau=tau, T=R * tau, D0=1.0, gamma_b=gamma_b, sigma_f_sq=0.0)
+            return st, dict(path_bounds=[_bound_3a_path(st, 0.0)], worst_seed=0)
+
+        conds = {"3a": {}, "3b": {"gamma_b <= 1/(2 mu) (hidden, Lemma 8)": 1 / (2 * mu) if mu > 0 else math.inf},
+                 "6a": {"gamma_b <= min{1/(2cL), 1/(20 L tau)}": min(1 / (2 * c * L), 1 / (20 * L * tau))}}[kind]
+        cls = "L-smooth mu-strongly convex" if mu > 0 else "L-smooth convex"
+        m = n * T if hi > lo else 0
+        return PEPForm(
+            build=build, function_class=f"{cls} clients sharing a minimiser, ell_i* = f_i(x*) (interpolation, "
+                                        f"sigma_f^2 = 0; L={L:g}, mu={mu:g}, n={n}, c={c:g})",
+            bound_args=bound_args, exact=False,
+            note="full participation, exact gradients; the interpolation subclass (sigma_f^2 = 0) of the theorem's "
+                 "class; step sizes by branch and bound",
+            lr_conditions=conds, n_adaptive=m, step_box=(lo, hi, gamma_b), strict=mu > 0,
+            metric={"3a": "(1/(Tn)) sum_t sum_i f_i(x_t^i) - ell_i*", "3b": "||xbar_T - x*||^2",
+                    "6a": "(1/T) sum_t f(xbar_t) - f*"}[kind],
+            initial="||x_0 - x*||^2 <= 1", instances=instances,
+            lr_max=1 / (2 * c * mu) if mu > 0 else None, metric_is_contraction=kind == "3b",
+            geometric_bound=kind == "3b")
+    return pep
+
+
 # ----------------------------------------------------------------------- Theorem 3 --
 def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
               x0=None):
@@ -374,7 +477,8 @@ SPEC_3A = register_spec(TheoremSpec(
                                    values=lambda st, m: m["values_by_variant"]["corrected"])},
     default_variant="printed",
     details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); spec/fedsps.md §4.3"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); spec/fedsps.md §4.3",
+    pep=_pep("3a")))
 
 
 def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
@@ -428,7 +532,8 @@ SPEC_3B = register_spec(TheoremSpec(
               "corrected": Variant("the same bound with the hidden condition gamma_b <= 1/(2 mu) the proof needs "
                                    "(Lemma 8's false upper bound, spec erratum 1)", _bound_3b, ("stated", "hidden"))},
     default_variant="corrected",
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; spec/fedsps.md §4.3, §8"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; spec/fedsps.md §4.3, §8",
+    pep=_pep("3b")))
 
 
 # ----------------------------------------------------------------------- Theorem 6 --
@@ -519,7 +624,8 @@ SPEC_6A = register_spec(TheoremSpec(
                                    "2 gamma_b L E R_t step gives 128 gamma_b^3 L^2 tau^2 sigma_f^2)", _bound6a(True))},
     default_variant="corrected",
     details=lambda st, m: {"periodic": (m["periodic_deviation"] <= 1e-12) if st["extrapolated"] else None},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); spec/fedsps.md §4.4, §8"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); spec/fedsps.md §4.4, §8",
+    pep=_pep("6a")))
 
 
 def _setup_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, seeds=1, x0=None, batch_size=None):
@@ -563,7 +669,11 @@ SPEC_6B = register_spec(TheoremSpec(
               "corrected": Variant("the same shape (the L^2 correction changes no shape)", lambda st, m: 0.55)},
     default_variant="corrected",
     details=lambda st, m: {"plateaus": m["plateaus"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4",
+    pep=("An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= "
+         "0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 >"
+         " 0), where the Polyak ratio's lower bound ell_i* < f_i(x*) makes the step depend on an unknown f_i* "
+         "- ell_i*; no worst case to set beside a bound. Not registered.")))
 
 
 # ---------------------------------------------------------------------- Theorem 18 --
@@ -627,7 +737,11 @@ SPEC_18 = register_spec(TheoremSpec(
                                    _bound18(True))},
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5"))
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5",
+    pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
+         "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
+         "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "
+         "noise enters as an expectation. Not registered.")))
 
 
 theorem_3a, theorem_3b = THEOREMS["fedsps.theorem_3a"], THEOREMS["fedsps.theorem_3b"]

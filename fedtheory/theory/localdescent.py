@@ -514,6 +514,68 @@ def _bound_4_1(kind):
     return lambda st, m: float(f(m["t_worst"], st["lr"], st["mu"], st["f0"]))
 
 
+def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0):
+    r"""PEP of LFGD (``lfd`` with exact gradients and full participation, weights q = 1/n):
+    n clients, each L-smooth and mu-strongly convex, sharing a minimiser x*; E local steps
+    :math:`y \leftarrow y - \eta\nabla f_j(y)` from the broadcast model, then
+    :math:`x^{r+1} = x^r + \eta_g(\frac1n\sum_j y_{j,E} - x^r)` (server_lr = 1 in the paper).
+    Initial condition f(x^0) - f* <= 1; metric f(x^R) - f* (round ends, as measured).
+
+    The theorem's class is larger (f mu-PL, not each client strongly convex; diversity bounded
+    by lambda), so the PEP's worst case is exact for this subclass and a lower bound for the
+    theorem's class; ``lam`` (the diversity bound, default 1: identical clients, the theorem's
+    most favourable case) enters only the step conditions (19) and (43) reported beside the
+    step threshold.
+    """
+    from .._validation import Interval, check_param
+    from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+    check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
+    check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
+    E, n = local_steps, n_clients
+
+    def build(steps, metric):
+        pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
+        x0 = pep.set_initial_point()
+        pep.fedtheory_x0 = x0
+        fstar_avg = (1.0 / n) * sum(fstar[1:], fstar[0])
+
+        def F(x):
+            vals = [f.value(x) for f in fs]
+            return (1.0 / n) * sum(vals[1:], vals[0])
+        pep.set_initial_condition(F(x0) - fstar_avg <= 1)
+        x = x0
+        for _ in range(rounds):
+            ys = []
+            for f in fs:
+                y = x
+                for _k in range(E):
+                    y = y - lr * f.gradient(y)
+                ys.append(y)
+            x = x + server_lr * (average(ys) - x)
+        pep.set_performance_metric(F(x) - fstar_avg)
+        return pep
+
+    def instances(R, cases=None):
+        import fedtheory as ft
+        out = []
+        cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
+        for p, x0 in cases:
+            res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
+                         record_iterates=True, eval_every=R)
+            out.append([p.value(x) for x in res.iterates[1:R + 1]])
+        return np.array(out)
+
+    conds = {f"(19) as printed, lambda = {lam:g}": lfgd_eta_max(L, mu, lam, E, "19"),
+             f"(43) of the proof, lambda = {lam:g}": lfgd_eta_max(L, mu, lam, E, "43")}
+    return PEPForm(build=build, function_class=f"L-smooth mu-strongly convex clients sharing a minimiser "
+                                               f"(L={L:g}, mu={mu:g}, n={n})",
+                   bound_args=lambda R: (dict(lr=lr, mu=mu, f0=1.0), dict(t_worst=R * E)),
+                   exact=False, note="full participation with weights 1/n; each client strongly convex (a subclass "
+                                     "of the theorem's mu-PL f with bounded diversity)",
+                   lr_conditions=conds, strict=mu > 0, metric="f(x^R) - f*", initial="f(x^0) - f* <= 1",
+                   instances=instances, metric_is_contraction=True)
+
+
 THEOREM_4_1 = register_spec(TheoremSpec(
     name="localdescent.theorem_4_1", algorithm="lfd",
     statement=r"E[f(xbar^T) - f*] <= exp(-mu eta T) (f(x^0) - f*) (eq. 20) for LFGD under (19), at round ends T = rE",
@@ -532,7 +594,8 @@ THEOREM_4_1 = register_spec(TheoremSpec(
     details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
                                              "all_rounds_hold", "all_rounds_hold_printed")},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
-              "spec/localdescent.md §4.1"))
+              "spec/localdescent.md §4.1",
+    pep=pep_4_1))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --
@@ -692,7 +755,13 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
-    reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; spec/localdescent.md §4.2"))
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; spec/localdescent.md §4.2",
+    pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
+         "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
+         "expectation would need every sampling path and a noise model, PL functions have no exact "
+         "interpolation conditions (PEPit's quadratic-Lojasiewicz classes are necessary conditions only, so "
+         "the value would be an upper bound: a bracket, not exact) and the diversity bound holds for all x, "
+         "which a PEP can impose only at the points it evaluates (a relaxation). Not registered.")))
 
 
 # --------------------------------------------------------------- Theorems 4.4 and 4.7 --
@@ -810,7 +879,12 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
-              "spec/localdescent.md §4.3"))
+              "spec/localdescent.md §4.3",
+    pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
+         "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
+         "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
+         "relaxation: an upper bound, a bracket) and the expectation over sampling and noise is not an SDP of "
+         "fixed size. Not registered.")))
 
 
 def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
@@ -882,7 +956,10 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
-              "Appendix D.1 (86); spec/localdescent.md §4.4"))
+              "Appendix D.1 (86); spec/localdescent.md §4.4",
+    pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
+         "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
+         "relaxation giving a bracket). Not registered.")))
 
 
 # --------------------------------------------------------------- default cases (verify) --

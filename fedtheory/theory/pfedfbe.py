@@ -418,7 +418,11 @@ SPEC = register_spec(TheoremSpec(
     variants={v: Variant(_DESCRIPTIONS[v], _bound(v), ("stated",) if v != "corrected" else ("stated", "hidden"))
               for v in VARIANTS},
     default_variant="corrected", details=_details,
-    reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; spec/pfedfbe.md §6"))
+    reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; spec/pfedfbe.md §6",
+    pep=("Personalization through the forward-backward envelope: the method's gradient involves the Hessian of"
+         " f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and "
+         "values of a function class PEP interpolates; the bound also carries minibatch variances. Not "
+         "registered.")))
 
 
 @register_cases("pfedfbe.theorem_1")

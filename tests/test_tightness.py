@@ -1,0 +1,260 @@
+"""validation.tightness: PEP worst cases against closed forms, the registered algorithms and the bounds.
+
+Every PEP here is tiny (local_steps x rounds <= 4); longer ones are marked slow.
+"""
+import doctest
+import math
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PEPit")
+
+import validation  # noqa: E402
+from fedtheory.theory import SPECS, tightness as T  # noqa: E402
+
+COVERED = ["localdescent.theorem_4_1", "fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a"]
+
+
+def _gd_pep(L, mu, lr, steps, metric):
+    """Centralized gradient descent over one L-smooth mu-strongly convex function, written directly with PEPit."""
+    from PEPit import PEP
+    from PEPit.functions import SmoothStronglyConvexFunction
+    pep = PEP()
+    f = pep.declare_function(SmoothStronglyConvexFunction, mu=mu, L=L)
+    xs = f.stationary_point()
+    fs = f(xs)
+    x = x0 = pep.set_initial_point()
+    for _ in range(steps):
+        x = x - lr * f.gradient(x)
+    if metric == "gap":
+        pep.set_initial_condition(f(x0) - fs <= 1)
+        pep.set_performance_metric(f(x) - fs)
+    else:
+        pep.set_initial_condition((x0 - xs) ** 2 <= 1)
+        pep.set_performance_metric((x - xs) ** 2)
+    return T.solve_pep(pep)
+
+
+@pytest.mark.parametrize("lr", [0.5, 1.5, 1.9])
+def test_one_gradient_step_distance_matches_closed_form(lr):
+    """FedSPS with a cap below every Polyak ratio (c tiny) is gradient descent with step gamma_b: one step
+    on an L-smooth mu-strongly convex function contracts the squared distance by max(|1-lr mu|, |1-lr L|)^2."""
+    L, mu = 1.0, 0.1
+    t = validation.tightness("fedsps.theorem_3b", L=L, mu=mu, local_steps=1, rounds=1, lr=lr, n_clients=1,
+                             c=1e-3, threshold=False)
+    exact = max(abs(1 - lr * mu), abs(1 - lr * L)) ** 2
+    lo, hi = t.worst_case
+    assert t.nodes == 1                        # every step is capped: no step variable
+    assert lo - 1e-7 <= exact <= hi + 1e-7
+    assert hi - lo <= 1e-6
+
+
+@pytest.mark.parametrize("lr", [0.5, 1.5, 1.9])
+def test_one_local_gd_step_function_gap_matches_closed_form(lr):
+    """One gradient step (local GD, one client, E = R = 1) on L-smooth mu-strongly convex functions contracts
+    the gap f - f* by max(|1-lr mu|, |1-lr L|)^2 in the worst case (Taylor, Hendrickx, Glineur 2017)."""
+    t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=lr, n_clients=1,
+                             threshold=False)
+    exact = max(abs(1 - lr * 0.1), abs(1 - lr * 1.0)) ** 2
+    lo, hi = t.worst_case
+    assert lo - 1e-6 <= exact <= hi + 1e-6        # the solver's accuracy (~1e-7)
+
+
+def test_local_gd_with_one_client_equals_centralized_gd():
+    """LFGD with one client, E local steps and R rounds is E R steps of gradient descent."""
+    t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=2, lr=0.7,
+                             n_clients=1, threshold=False)
+    gd = _gd_pep(1.0, 0.1, 0.7, 4, "gap")
+    assert t.worst_case[0] <= gd.upper + 1e-7 and gd.lower <= t.worst_case[1] + 1e-7
+    assert abs(t.worst_case[1] - gd.upper) <= 1e-6
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_two_and_three_clients_agree_with_one_local_step(rounds):
+    """With one local step the average of the clients' steps is a gradient step on f = mean f_i, and every
+    L-smooth mu-strongly convex f is the mean of n copies of itself: the worst case is that of centralized
+    gradient descent whatever n (symmetry of uniform weights)."""
+    kw = dict(L=1.0, mu=0.2, local_steps=1, rounds=rounds, lr=1.2, threshold=False)
+    two = validation.tightness("localdescent.theorem_4_1", n_clients=2, **kw).worst_case
+    three = validation.tightness("localdescent.theorem_4_1", n_clients=3, **kw).worst_case
+    gd = _gd_pep(1.0, 0.2, 1.2, rounds, "gap")
+    for lo, hi in (two, three):
+        assert abs(hi - gd.upper) <= 1e-6 and abs(lo - gd.lower) <= 1e-6
+
+
+def test_local_gd_worst_case_is_attained_on_a_quadratic_of_the_class():
+    """measured <= worst case for lfd run by fedtheory.run on quadratics of the class, and at a small step the
+    identical clients with curvature mu attain it: (1 - lr mu)^(2 E R)."""
+    L, mu, E, R, lr = 1.0, 0.1, 2, 2, 0.4
+    form = T.form_of("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr, n_clients=2)
+    lo, hi, info = T.worst_case(form)
+    measured = form.instances(R)
+    assert measured.shape == (5, R)
+    assert np.all(measured[:, -1] <= hi + 1e-7)
+    assert abs(measured[:, -1].max() - (1 - lr * mu) ** (2 * E * R)) <= 1e-12
+    assert abs(measured[:, -1].max() - hi) <= 1e-6
+
+
+@pytest.mark.parametrize("name,consts", [
+    ("fedsps.theorem_3a", dict(L=1.0, mu=0.0, local_steps=2, rounds=1, lr=1.0)),
+    ("fedsps.theorem_3b", dict(L=1.0, mu=0.1, local_steps=1, rounds=2, lr=1.0)),
+    ("fedsps.theorem_6a", dict(L=1.0, mu=0.0, local_steps=2, rounds=2, lr=0.025)),
+    ("fedsps.theorem_6a", dict(L=1.0, mu=0.0, local_steps=1, rounds=2, lr=2.0)),
+])
+def test_fedsps_measured_below_worst_case_below_bound(name, consts):
+    """fedsps run by fedtheory.run on quadratics of the class stays below the branch-and-bound bracket's upper
+    end, and the bracket's lower end (a function of the class) stays below the theorem's bound."""
+    form = T.form_of(name, n_clients=2, **consts)
+    lo, hi, info = T.worst_case(form, time_limit=3.0)
+    assert lo <= hi
+    measured = form.instances(consts["rounds"])[:, -1]
+    assert np.all(measured <= hi + 1e-7)
+    bound = SPECS[name].variants["printed"].bound(*form.bound_args(consts["rounds"]))
+    assert lo <= bound
+
+
+def test_branch_and_bound_upper_end_covers_every_fixed_step_choice():
+    """The relaxation's upper end bounds the exact PEP at any step sizes in the box (here a grid of corners
+    and midpoints), and the lower end is attained by one of them (it is an exact PEP's value)."""
+    form = T.form_of("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=1.0, n_clients=2, c=1.0)
+    lo0, hi0, cap = form.step_box
+    assert form.n_adaptive == 2 and hi0 <= cap
+    lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=10.0)
+    grid = np.linspace(lo0, hi0, 3)
+    for g1 in grid:
+        for g2 in grid:
+            s = T.solve_pep(form.build(T.PolyakSteps([(g1, g1), (g2, g2)], cap, fixed=[g1, g2]), "theorem"))
+            assert s.lower <= hi + 1e-7
+    s = T.solve_pep(form.build(T.PolyakSteps([(g, g) for g in info["steps"]], cap, fixed=info["steps"]),
+                               "theorem"))
+    assert abs(s.lower - lo) <= 1e-7
+
+
+def test_tightness_fields_for_local_gd():
+    """The bound is the spec's own (printed: exp(-mu eta T) f0, f0 = 1), looseness and exponent ratio follow
+    from the bracket and the one-round PEP, and the step threshold of local GD is 2/L (the worst case is a
+    quadratic of curvature L beyond it)."""
+    from fedtheory.theory.localdescent import lfgd_bound_printed, lfgd_eta_max
+    L, mu, E, R, lr = 1.0, 0.1, 2, 2, 0.3
+    t = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr)
+    assert t.bound == pytest.approx(float(lfgd_bound_printed(E * R, lr, mu, 1.0)), rel=1e-12)
+    assert t.looseness == pytest.approx(t.bound / t.worst_case[1], rel=1e-12)
+    assert t.worst_case[1] <= t.bound
+    rho = t.contraction[1]
+    assert t.exponent_ratio == pytest.approx(math.log(rho) / (-mu * lr * E), rel=1e-9)
+    assert t.lr_threshold_exact and abs(t.lr_threshold - 2 / L) <= 2e-3 * 2 / L
+    assert t.lr_conditions["(43) of the proof, lambda = 1"] == lfgd_eta_max(L, mu, 1.0, E, "43")
+    assert t.variant == "printed" and not t.exact and t.solve_time > 0
+    proof = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr,
+                                 variant="proof", threshold=False)
+    assert proof.bound == pytest.approx((1 - mu * lr) ** (E * R), rel=1e-12)
+
+
+def test_every_theorem_has_a_pep_or_a_reason():
+    cov = T.covered()
+    assert set(cov) == set(SPECS)
+    assert sorted(k for k, v in cov.items() if v is True) == sorted(COVERED)
+    import fedtheory as ft
+    for name, v in cov.items():
+        assert ft.describe(name)["tightness"] == (v if v is not True else "validation.tightness (PEP registered)")
+        if v is not True:
+            assert isinstance(v, str) and len(v) > 40
+            with pytest.raises(T.NotExpressible, match="no PEP"):
+                validation.tightness(name, L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.1)
+
+
+def test_missing_pepit_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PEPit", None)          # import PEPit now raises ImportError
+    with pytest.raises(ImportError, match=r"\[pep\]"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+
+
+@pytest.mark.parametrize("kw,param", [(dict(L=-1.0), "'L'"), (dict(mu=2.0), "'mu'"), (dict(local_steps=0),
+                                      "'local_steps'"), (dict(lr=0.0), "'lr'"), (dict(solver="MOSEK"), "'solver'"),
+                                      (dict(variant="nope"), "'variant'")])
+def test_bad_input_names_the_parameter(kw, param):
+    args = dict(L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+    args.update(kw)
+    with pytest.raises(ValueError, match=param):
+        validation.tightness("localdescent.theorem_4_1", **args)
+    with pytest.raises(ValueError, match="'name'"):
+        validation.tightness("nope.theorem", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+
+
+@pytest.mark.parametrize("name,kw,param", [("localdescent.theorem_4_1", dict(mu=0.0), "'mu'"),
+                                           ("localdescent.theorem_4_1", dict(lam=0.5), "'lam'"),
+                                           ("fedsps.theorem_3b", dict(mu=0.0), "'mu'"),
+                                           ("fedsps.theorem_3a", dict(c=-1.0), "'c'")])
+def test_theorem_constants_outside_the_theorem_name_the_parameter(name, kw, param):
+    args = dict(L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+    args.update(kw)
+    with pytest.raises(ValueError, match=param):
+        validation.tightness(name, **args)
+
+
+def test_figure_has_both_panels(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    name, c = "localdescent.theorem_4_1", dict(L=1.0, mu=0.1, local_steps=1, n_clients=2)
+    t = validation.tightness(name, rounds=2, lr=0.5, **c)
+    cur = T.curves(name, rounds=2, lr=0.5, **c)
+    assert np.all(cur["measured"] <= cur["upper"] + 1e-7) and np.all(cur["upper"] <= cur["bound"])
+    con = T.contraction_curve(name, lrs=[0.5, 1.0, 2.5], **c)
+    assert con["upper"][0] < 1 < con["upper"][2]
+    fig = T.figure(t, cur, con)
+    assert len(fig.axes) == 2
+    fig.savefig(tmp_path / "f.png")
+
+
+def test_doctests_of_the_module():
+    res = doctest.testmod(T, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.failed == 0 and res.attempted > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", COVERED)
+def test_verify_tightness_rows(name, tmp_path):
+    rows, lines = T.tightness_rows(quick=True, theorems=[name], out=tmp_path)
+    assert len(rows) == 1 and rows[0]["verdict"].startswith("OK")
+    assert (tmp_path / f"tightness_{name.replace('.', '_')}.png").exists()
+
+
+@pytest.mark.slow
+def test_local_gd_two_and_three_clients_with_local_steps():
+    """Several local steps: at these constants the worst case is a quadratic shared by every client, so n = 2
+    and n = 3 agree (measured)."""
+    kw = dict(L=1.0, mu=0.1, local_steps=4, rounds=2, lr=0.5, threshold=False)
+    two = validation.tightness("localdescent.theorem_4_1", n_clients=2, **kw).worst_case[1]
+    three = validation.tightness("localdescent.theorem_4_1", n_clients=3, **kw).worst_case[1]
+    assert abs(two - three) <= 1e-6
+
+
+@pytest.mark.slow
+def test_verify_cli_with_tightness(tmp_path, capsys):
+    import pandas as pd
+    from fedtheory.__main__ import main
+    out = tmp_path / "v"
+    assert main(["verify", "--quick", "--theorem", "localdescent.theorem_4_1", "--tightness", "--out", str(out)]) == 0
+    assert "worst_case_upper" in capsys.readouterr().out
+    v = pd.read_csv(out / "verdicts.csv")
+    row = v[v.kind == "tightness"].iloc[0]
+    assert row.verdict.startswith("OK") and row.measured <= row.worst_case_upper + 1e-7 <= row.bound + 1e-7
+    assert row.looseness == pytest.approx(row.bound / row.worst_case_upper)
+    rep = (out / "report.md").read_text()
+    assert "## Tightness" in rep and (out / "tightness_localdescent_theorem_4_1.png").exists()
+
+
+@pytest.mark.parametrize("lr,E,R", [(0.4, 2, 2), (1.0, 1, 3), (1.9, 1, 3)])
+def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
+    """The PEP's low-rank worst case of local GD is a quadratic of the class; lfd run on it by fedtheory.run
+    measures the PEP's worst case (to the solver's accuracy)."""
+    form = T.form_of("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=E, rounds=R, lr=lr, n_clients=2)
+    lo, hi, _ = T.worst_case(form)
+    inst = T.worst_case_instance(form)
+    assert inst is not None
+    p, x0 = inst
+    assert p.value(x0) == pytest.approx(1.0)
+    measured = form.instances(R, [inst])[0, -1]
+    assert abs(measured - hi) <= 1e-7 * max(1.0, hi)
