@@ -778,15 +778,27 @@ def figure(t, cur, con):
     theorem's step conditions and the threshold marked (right). Returns a matplotlib Figure
     (never shown)."""
     import matplotlib.pyplot as plt
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    r = cur["rounds"]
-    a1.semilogy(r, cur["bound"], "k--", label=f"bound ({t.variant})")
+
+    from ..plotting import bound_style, log_ticks
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    r = np.asarray(cur["rounds"])
+    st = bound_style(t.variant)                  # the variant's colour, as in every figure
+    a1.semilogy(r, cur["bound"], color=st["color"], ls="--", marker="x", ms=7, label=f"bound ({t.variant})")
     a1.fill_between(r, cur["lower"], cur["upper"], color="C0", alpha=0.3)
-    a1.semilogy(r, cur["upper"], "C0-o", ms=3, label="worst case (PEP)")
-    a1.semilogy(r, cur["measured"], "C2-s", ms=3, label="measured (fedtheory.run, class quadratics)")
+    # open circles around filled squares: the measured value can equal the worst case (its instance)
+    a1.semilogy(r, cur["upper"], color="C0", marker="o", ms=9, mfc="none", label="worst case (PEP)")
+    a1.semilogy(r, cur["measured"], color="C2", ls=":", marker="s", ms=4,
+                label="measured (fedtheory.run, class quadratics)")
+    a1.set_xticks(r)
+    a1.set_xlim(r.min() - 0.5, r.max() + 0.5)
+    lo, hi = a1.get_ylim()
+    if hi < 3 * lo:
+        a1.set_yscale("linear")
+    else:
+        log_ticks(a1, "y")
     a1.set_xlabel("rounds R")
     a1.set_ylabel(t.metric)
-    a1.legend(fontsize=7)
+    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
     a1.set_title(f"{t.name}: looseness {t.looseness:.3g}", fontsize=9)
     ok = np.isfinite(con["upper"])
     a2.fill_between(con["lr"][ok], con["lower"][ok], con["upper"][ok], color="C0", alpha=0.3)
@@ -798,12 +810,16 @@ def figure(t, cur, con):
         if math.isfinite(val) and val <= con["lr"].max():
             a2.axvline(val, color=f"C{3 + k}", ls=":", label=f"theorem: {cname}")
     if math.isfinite(t.lr_threshold):
-        a2.axvline(t.lr_threshold, color="C1", ls="--", label=f"threshold {t.lr_threshold:.3g}")
+        a2.axvline(t.lr_threshold, color="C1", ls="--", label=f"threshold {t.lr_threshold:.3g}" + ("" if t.lr_threshold_exact else " (lower estimate)"))
     a2.axvline(t.constants["lr"], color="0.5", lw=0.8, label=f"lr = {t.constants['lr']:.3g}")
+    lo, hi = a2.get_ylim()
+    if hi < 3 * lo:                               # a narrow range: a linear axis has readable ticks
+        a2.set_yscale("linear")
+    else:
+        log_ticks(a2, "y")
     a2.set_xlabel("step (lr; gamma_b for FedSPS)")
     a2.set_ylabel("worst-case contraction per round")
-    a2.legend(fontsize=6)
-    fig.tight_layout()
+    a2.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
     return fig
 
 
