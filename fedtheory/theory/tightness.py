@@ -864,7 +864,8 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         verdict = "OK: measured <= worst case <= bound" if ok else (
             "UNEXPECTED: measured > worst case" if meas > hi + tol else "UNEXPECTED: worst case > bound")
         rows.append(dict(theorem=name, case=f"tightness: {cfg}", kind="tightness", variant=t.variant,
-                         conditions_ok=all(c["lr"] <= v for v in t.lr_conditions.values()), measured=meas,
+                         conditions_ok=(f"{sum(c['lr'] <= v for v in t.lr_conditions.values())}/{len(t.lr_conditions)} "
+                                        "step conditions" if t.lr_conditions else "-"), measured=meas,
                          stderr=math.nan, bound=t.bound, ratio=meas / t.bound, fitted_rate=math.nan,
                          predicted_rate=math.nan, verdict=verdict, failing_conditions="",
                          worst_case_lower=lo, worst_case_upper=hi, looseness=t.looseness))
