@@ -284,7 +284,7 @@ SPEC = register_spec(TheoremSpec(
               "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
-    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5"))
+    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4"))
 
 
 # -- default cases of ``fedtheory verify`` (docs/papers/fedspeed.md, §4.6, run E6 and run E8) ---------------------------
