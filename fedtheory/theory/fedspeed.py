@@ -287,7 +287,7 @@ SPEC = register_spec(TheoremSpec(
     reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4"))
 
 
-# -- default cases of ``fedtheory verify`` (docs/papers/fedspeed.md, §4.6, run E6 and run E8) ---------------------------
+# -- default cases of ``fedtheory verify`` (docs/papers/fedspeed.md, §4.6, run E6 and run E8) ------
 _A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
 
 
