@@ -1,4 +1,4 @@
-"""TOML run and sweep configurations (API.md "Command line"; docs/configuration.md).
+"""TOML run and sweep configurations (docs/configuration.md; README.md, "Command line").
 
 A configuration has three tables::
 

@@ -55,7 +55,7 @@ def diversity(G, q):
 
 def quadratic_diversity_sup(hessians, q):
     r""":math:`\sup_x \Lambda(x, q) = \lambda_{\max}(\bar A^{-1} M \bar A^{-1})` for clients
-    :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (spec/localdescent.md §3.1),
+    :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (docs/papers/localdescent.md, §3.1),
     with :math:`\bar A = \sum_j q_j A_j` and :math:`M = \sum_j q_j A_j^2`.
 
     Examples

@@ -1,6 +1,6 @@
 """Evaluation of (personalized) models against known ground-truth signals (pFedFBE's metrics).
 
-Support recovery at a threshold (spec/pfedfbe.md §8.1): P = {j : |w_j| >= threshold},
+Support recovery at a threshold (docs/papers/pfedfbe.md, §8.1): P = {j : |w_j| >= threshold},
 T = supp(w_true); precision |P & T|/|P|, recall |P & T|/|T|, F1 = 2PR/(P+R).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The results store of sweeps: ``DIR/runs/`` and ``DIR/results.parquet`` (API.md "Command line").
+"""The results store of sweeps: ``DIR/runs/`` and ``DIR/results.parquet`` (README.md, "Command line"; docs/configuration.md).
 
 Layout
 ------

@@ -1,4 +1,4 @@
-"""The federated loop: sampling, randomness, evaluation, bookkeeping (API.md ``run``)."""
+"""The federated loop: sampling, randomness, evaluation, bookkeeping (README.md, "Quickstart")."""
 from __future__ import annotations
 
 import time

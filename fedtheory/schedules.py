@@ -1,4 +1,4 @@
-"""Conventions of the papers' experiments that differ from their theory (spec/fedspeed.md A7, A10).
+"""Conventions of the papers' experiments that differ from their theory (docs/papers/fedspeed.md, A7, A10).
 
 The theory counts local *iterations* with a constant step size; the experiments quote local
 *epochs* and decay the step size every round. These helpers convert the experimental

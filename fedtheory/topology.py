@@ -1,4 +1,4 @@
-r"""Mixing matrices for decentralised methods (NFSGD, spec/localdescent.md §2.5, Definition 2).
+r"""Mixing matrices for decentralised methods (NFSGD, docs/papers/localdescent.md, §2.5, Definition 2).
 
 A mixing matrix W for clients with weights q is row-stochastic, non-negative and reversible
 with respect to q (:math:`q_i W_{ij} = q_j W_{ji}`), hence :math:`q^\top W = q^\top`; for uniform q

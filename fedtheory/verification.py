@@ -261,7 +261,7 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
              "Each registered theorem runs its default configurations: conforming cases (every stated "
              "condition holds) and documented counterexamples. `measured` is the theorem's left-hand side "
              "(mean over seeds, with its standard error), `bound` the right-hand side of the variant "
-             "(`printed` as in the paper, `corrected` per the spec's errata), `ratio` = measured / bound. "
+             "(`printed` as in the paper, `corrected` with the errata of the docs/papers/ pages), `ratio` = measured / bound. "
              "Rate studies fit the log-log slope of the measured left-hand side against T over the last "
              "three T values, and compare it with the predicted order. A case whose variant requires a "
              "condition that fails is NOT APPLICABLE (no verdict); `failing_conditions` names every failing "

@@ -1,4 +1,4 @@
-"""Concrete federated problem families (API.md "Problems").
+"""Concrete federated problem families (docs/how-a-problem-is-built.md).
 
 Every factory returns a :class:`fedtheory.problem.FederatedProblem` representing
 F(x) = sum_i w_i f_i(x) + h(x).

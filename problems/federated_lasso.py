@@ -1,4 +1,4 @@
-"""The federated-lasso data of pFedFBE's experiments (spec/pfedfbe.md §8.1, after Yuan et al. 2021)."""
+"""The federated-lasso data of pFedFBE's experiments (docs/papers/pfedfbe.md, §8.1, after Yuan et al. 2021)."""
 import numpy as np
 
 from fedtheory._validation import Interval, Options, check_param
@@ -23,7 +23,7 @@ def federated_lasso(setting="II", n_clients=30, dim=1024, samples=128, l1=0.1, n
     l1 : float
         tau = 0.1 in the paper.
     normalization : {"half_mse", "mse"}
-        The paper does not state its loss normalisation (spec §0, §8.4): "half_mse" is
+        The paper does not state its loss normalisation (docs/papers/pfedfbe.md, §8.4): "half_mse" is
         :math:`\frac{1}{2m}\|Aw - y\|^2` (the library's least squares), "mse" is :math:`\frac1m\|Aw-y\|^2`
         (features and responses scaled by sqrt 2; it doubles L).
     seed : int

@@ -1,4 +1,4 @@
-"""Federated matrix completion with a nuclear-norm regularizer (pFedFBE §4.2, spec/pfedfbe.md §8.2)."""
+"""Federated matrix completion with a nuclear-norm regularizer (pFedFBE §4.2, docs/papers/pfedfbe.md, §8.2)."""
 import numpy as np
 
 from fedtheory.components import LeastSquares, Nuclear

@@ -37,7 +37,7 @@ CIFAR = {  # name -> (url, archive, md5, folder)
     "cifar100": ("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "cifar-100-python.tar.gz",
                  "eb9058c3a382ffc7106e4002c42a8d85", "cifar-100-python"),
 }
-#: Per-channel mean and std of FedSpeed's preprocessing (spec/fedspeed.md §6.1).
+#: Per-channel mean and std of FedSpeed's preprocessing (docs/papers/fedspeed.md, §6.1).
 CIFAR_STATS = {"cifar10": ((0.491, 0.482, 0.447), (0.247, 0.243, 0.262)),
                "cifar100": ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))}
 

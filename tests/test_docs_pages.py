@@ -72,3 +72,110 @@ def test_readme_names_only_files_in_the_repository():
     missing = sorted(p for p in paths if "/" in p and not p.startswith(outputs) and not (root / p).exists())
     assert not missing, missing
     assert "spec/" not in text and "API.md" not in text
+
+
+# -- citations of the users' pages in the code -------------------------------------------------------
+# The code cites the pages users read as ``docs/papers/<paper>.md, <label>[, <label> ...]`` (labels:
+# a section "§4.2" or a range "§2.2-§2.4", an ambiguity/identity/case/hidden condition "A5", "P14",
+# "C2", "H1", an erratum "E3" or "erratum 6", a validation run "run E6" or "run 7") and
+# ``docs/baselines.md, <method>``. Every label is written in bold (``**§4.2**``) on the cited page.
+ROOT = DOCS.parent
+_SEC = r"§\d+(?:\.\d+)*"
+_PAPER_LABEL = rf"(?:{_SEC}(?:-{_SEC})?|run E?\d+|erratum \d+|[ACEHP]\d+[a-z]?)"
+_METHOD_LABEL = r"[A-Za-z][\w-]*(?: (?:/|[A-Z][\w-]*))*"
+_CITATION = re.compile(r"(docs/[\w/-]+\.md), ")
+_DEV_NOTES = re.compile(r"spec/|spec §|\bspec (?:[ACEHP]\d|erratum)|the spec's|\bAPI\.md|\bDESIGN\.md")
+
+
+def _cited_files():
+    py = [f for top in ("fedtheory", "problems", "validation") for f in sorted((ROOT / top).rglob("*.py"))]
+    md = [ROOT / "README.md", *PAGES, *sorted((ROOT / "validation" / "results").rglob("*.md")),
+          *sorted((ROOT / "figures").rglob("*.md"))]
+    return py + md
+
+
+def citations(text):
+    """(page, [labels]) of every ``docs/<page>.md, <label>, <label> and <label>`` in ``text``."""
+    out = []
+    for m in _CITATION.finditer(text):
+        page, rest = m.group(1), text[m.end():]
+        pattern = _METHOD_LABEL if page == "docs/baselines.md" else _PAPER_LABEL
+        labels = []
+        while (lab := re.match(pattern, rest)):
+            labels.append(lab.group(0))
+            rest = rest[lab.end():]
+            sep = re.match(r", | and ", rest)
+            if not sep:
+                break
+            rest = rest[sep.end():]
+        out.append((page, labels))
+    return out
+
+
+def test_citation_parser_reads_lists_ranges_and_method_names():
+    text = ('(docs/papers/fedspeed.md, §2.5, A5, P15) while; "docs/papers/fedsps.md, §2.3 and §2.7." '
+            "docs/papers/x.md, run E4, erratum 6, Fig. 3; docs/baselines.md, Mime / MimeLite.")
+    assert citations(text) == [("docs/papers/fedspeed.md", ["§2.5", "A5", "P15"]),
+                               ("docs/papers/fedsps.md", ["§2.3", "§2.7"]),
+                               ("docs/papers/x.md", ["run E4", "erratum 6"]),
+                               ("docs/baselines.md", ["Mime / MimeLite"])]
+
+
+def test_no_file_users_read_cites_the_developers_notes():
+    """The spec, API.md and DESIGN.md are development notes users never see: neither the code nor
+    the pages and result READMEs cite them."""
+    found = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}" for f in _cited_files()
+             for i, line in enumerate(f.read_text().splitlines(), 1) if _DEV_NOTES.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_every_label_cited_in_the_code_is_explained_on_its_page():
+    seen, missing = 0, []
+    for f in _cited_files():
+        for page, labels in citations(f.read_text()):
+            where = f"{f.relative_to(ROOT)} -> {page}"
+            if not (ROOT / page).exists():
+                missing.append(f"{where}: no such page")
+                continue
+            if not labels:
+                missing.append(f"{where}: a citation without a label")
+            text = (ROOT / page).read_text()
+            for label in labels:
+                for part in (label.split("-") if label.startswith("§") else [label]):
+                    seen += 1
+                    if f"**{part}**" not in text:
+                        missing.append(f"{where}: **{part}** is not on the page")
+    pages = {p for f in _cited_files() for p in re.findall(r"docs/[\w/-]+\.md", f.read_text())}
+    missing += [f"{p}: no such page" for p in sorted(pages) if not (ROOT / p).exists()]
+    assert not missing, "\n".join(missing)
+    assert seen > 200                        # the scan found the citations (about 280 labels)
+
+
+def test_reference_strings_cite_existing_docs_pages():
+    """The ``reference`` of every registered algorithm and theorem (what ``fedtheory describe``
+    prints) and the theorems' statements and variant descriptions cite no development notes, and
+    every algorithm and theorem reference names a page users have."""
+    from fedtheory import algorithms
+    from fedtheory.registry import ALGORITHMS
+    from fedtheory.theory import SPECS
+    algorithms()
+    texts = {f"algorithm {n}": cls.reference for n, cls in ALGORITHMS.items()}
+    for name, spec in SPECS.items():
+        texts[f"theorem {name}"] = spec.reference
+        texts[f"theorem {name} statement"] = spec.statement
+        texts.update({f"theorem {name} variant {v}": var.description for v, var in spec.variants.items()})
+    bad = [k for k, t in texts.items() if _DEV_NOTES.search(t)]
+    assert not bad, bad
+    refs = {k: t for k, t in texts.items() if k.startswith("algorithm") or k.count(" ") == 1}
+    uncited = [k for k, t in refs.items() if not citations(t)]
+    assert not uncited, uncited
+
+
+@pytest.mark.parametrize("name", ["fedspeed", "fedadmm", "fedsps.theorem_3b", "feddeper.theorem_1",
+                                  "pfedfbe.theorem_1"])
+def test_describe_cites_the_docs_pages_not_the_spec(name, capsys):
+    from fedtheory.__main__ import main
+    assert main(["describe", name]) == 0
+    out = capsys.readouterr().out
+    assert "spec/" not in out and "spec §" not in out
+    assert "docs/papers/" in out or "docs/baselines.md" in out

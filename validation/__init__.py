@@ -1,4 +1,4 @@
-"""Ground truth, problem constants and theorem checks (API.md "Ground truth and theory").
+"""Ground truth, problem constants and theorem checks (docs/how-a-theorem-is-checked.md).
 
 The library owns them (:mod:`fedtheory.truth`, :mod:`fedtheory.theory`); this package re-exports
 them under their public names. ``validation.ground_truth`` and ``validation.constants`` are the

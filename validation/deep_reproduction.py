@@ -3,19 +3,19 @@
 Three of the reference papers' deep experiments, at the papers' settings:
 
 ``fedspeed_cifar10``
-    FedSpeed (Sun et al. 2023, spec/fedspeed.md §6.1) on CIFAR-10: 100 clients, 10% per round,
+    FedSpeed (Sun et al. 2023, docs/papers/fedspeed.md, §6.1) on CIFAR-10: 100 clients, 10% per round,
     Dirichlet-0.6 split (``dirichlet_per_client``, equal client sizes as the authors' code),
     ResNet-18 with GroupNorm, 5 local epochs of batch 50 (K = 50), eta_l = 0.1 decayed by 0.9995
     (FedSpeed/FedDyn) or 0.998 (others) per round, lambda = 10, alpha = 1, rho0 = 0.1 with the
     normalised (SAM) perturbation, weight decay 1e-3 as l2, T = 1500; baselines FedAvg, SCAFFOLD,
     FedDyn (alpha = 1/lambda).
 ``fedsps_lenet_mnist``
-    FedSPS (Mukherjee et al. 2023, spec/fedsps.md §6) on MNIST with LeNet-5: 100 clients, 10 per
+    FedSPS (Mukherjee et al. 2023, docs/papers/fedsps.md, §6) on MNIST with LeNet-5: 100 clients, 10 per
     round, tau = 5, B = 20, i.i.d. and two-class shards, the smoothed cap (gamma_b0 = 1, c = 0.5),
     FedDecSPS (c0 = 0.5), FedAvg (eta_l = 0.1: the LeNet row of Table 1 is missing) and FedAMS
     (eta = 1, eps = 1e-3 from the MNIST row), 500 rounds.
 ``feddeper_cnn_mnist``
-    FedDeper (spec/feddeper.md §6.1) on MNIST with its CNN: n = 100, S = 10, two-shard split, K = 10
+    FedDeper (docs/papers/feddeper.md, §6.1) on MNIST with its CNN: n = 100, S = 10, two-shard split, K = 10
     (FedDeper*: 5), eta_l = 0.01, lambda = 0.5, rho = 0.005, T = 500; FedAvg, FedProx (mu = 1),
     SCAFFOLD. The batch size is unspecified: 50.
 

@@ -1,4 +1,4 @@
-"""Validation runs of spec/feddeper.md §7 (E2-E9; E1 is the unit tests) as result tables.
+"""Validation runs of docs/papers/feddeper.md, §7 (E2-E9; E1 is the unit tests) as result tables.
 
 ``python -m validation.feddeper_experiments [--quick] [--out DIR]`` writes CSV and Markdown tables
 to ``DIR`` (default ``validation/results/feddeper``); ``python figures/feddeper.py`` draws the
@@ -34,7 +34,7 @@ def _grad_norm_at_limit(p, name, K, lr, rounds, **kw):
 def e3_fixed_point_bias(quick):
     """Deterministic, full participation, heterogeneous Hessians: ||grad f(x_inf)|| of FedDeper vs rho K
     (lambda in {0.5, 1}) against FedAvg, FedProx(mu=1) and SCAFFOLD; equal Hessians as control."""
-    K, lr = 10, 0.005            # a = eta K beta = 0.05 (spec C15)
+    K, lr = 10, 0.005            # a = eta K beta = 0.05 (docs/papers/feddeper.md, C15)
     rounds = 3000 if quick else 8000
     rows = []
     for hess in ("distinct", "shared"):
@@ -54,7 +54,7 @@ def e3_fixed_point_bias(quick):
 
 # ------------------------------------------------------------------------- E4 --
 def h0(rho, lam, K, eta=1.0):
-    """Effective step at zero curvature: h0 = eta [(S0 - rho S1) - c (1-lam) K / lam] / (1 + c) (spec E4)."""
+    """Effective step at zero curvature: h0 = eta [(S0 - rho S1) - c (1-lam) K / lam] / (1 + c) (docs/papers/feddeper.md, run E4)."""
     k = np.arange(K)
     w = (1 - rho) ** (K - 1 - k)
     S0, S1 = w.sum(), (k * w).sum()
@@ -74,7 +74,7 @@ def h_moving(rho, lam, K, eta=1.0):
 
 def e4_effective_step(quick):
     """Mean round displacement of FedDeper on a nearly flat problem (identical clients, curvature 1e-6)
-    in steady state, against the spec's h0 (derived at a fixed point with Delta x = 0) and against
+    in steady state, against the h0 of docs/papers/feddeper.md, run E4 (derived at a fixed point with Delta x = 0) and against
     the moving steady state derived here (h_moving); FedAvg's is eta K."""
     d, n = 3, 4
     Q = np.eye(d) * 1e-6
@@ -95,7 +95,7 @@ def e4_effective_step(quick):
 
 # ------------------------------------------------------------------------- E5 --
 def rho_crit(p_frac, lam, K):
-    """Linearised instability threshold: c (1 - p lam) > p lam with c = 1 - (1-rho)^K (spec E5)."""
+    """Linearised instability threshold: c (1 - p lam) > p lam with c = 1 - (1-rho)^K (docs/papers/feddeper.md, run E5)."""
     r = p_frac * lam / (1 - p_frac * lam) if p_frac * lam < 1 else math.inf
     if not r < 1:
         return math.inf

@@ -1,12 +1,12 @@
-"""Validation runs of spec/fedspeed.md §7 (E3, E4, E5, E6, E7, E8, E9) as result tables.
+"""Validation runs of docs/papers/fedspeed.md, §7 (E3, E4, E5, E6, E7, E8, E9) as result tables.
 
 Run ``python -m validation.fedspeed_experiments [--quick] [--out DIR]``: it writes one CSV per
 experiment to ``DIR`` (default ``validation/results/fedspeed``) and a Markdown summary
 ``DIR/README.md``; ``python figures/fedspeed.py`` turns the CSVs into the figures. The slow test
 ``tests/test_validation_slow.py::test_fedspeed_experiments_quick`` runs the quick variant and
-checks the spec's predictions.
+checks the predictions of docs/papers/fedspeed.md, §7.
 
-Problems: the spec's noisy quadratic ``F_i = 1/2 (x - c_i)^T A (x - c_i)`` with
+Problems: the noisy quadratic of docs/papers/fedspeed.md, §4.6, ``F_i = 1/2 (x - c_i)^T A (x - c_i)`` with
 A = diag(0.5, 0.7, 1.0, 0.6, 0.9), and a heterogeneous logistic regression (20 clients, d = 20,
 per-client feature shift and label prior, l2 = 1e-3) with a certified optimum.
 """
@@ -29,7 +29,7 @@ S_NOISE = 0.45
 
 
 def spec_quadratic(n, het, s, seed=1):
-    """F_i = 1/2 (x - c_i)^T A (x - c_i), c_i ~ het N(0, I) (spec §4.6), noise N(0, s^2 I)."""
+    """F_i = 1/2 (x - c_i)^T A (x - c_i), c_i ~ het N(0, I) (docs/papers/fedspeed.md, §4.6), noise N(0, s^2 I)."""
     C = np.random.default_rng(seed).normal(size=(n, 5)) * het
     return problems.explicit_quadratic(A_SPEC, C @ A_SPEC, noise=s), C
 
@@ -141,7 +141,7 @@ CASES = {  # name: (n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, x0_shift)
 
 
 def e6_theorem_audit(quick):
-    """Theorem 4.4 on the spec's cases C1-C5: LHS vs the printed, derived and corrected RHS."""
+    """Theorem 4.4 on the cases C1-C5 of docs/papers/fedspeed.md, §4.6: LHS vs the printed, derived and corrected RHS."""
     rows = []
     for name, (n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift) in CASES.items():
         if quick:

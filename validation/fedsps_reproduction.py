@@ -1,4 +1,4 @@
-"""Reproduction of the FedSPS paper's convex experiments (spec/fedsps.md §6) on real LIBSVM data.
+"""Reproduction of the FedSPS paper's convex experiments (docs/papers/fedsps.md, §6) on real LIBSVM data.
 
 ``python -m validation.fedsps_reproduction [--quick] [--out DIR] [--data-dir DIR]`` writes the
 tables to ``DIR`` (default ``validation/results/fedsps``); ``python figures/fedsps.py`` draws the
@@ -99,7 +99,7 @@ def curves(p, Xt, yt, label, name, kw, rounds, seeds, B, S, K=5, every=10):
 
 
 def libsvm_experiment(name, quick, data_dir=None):
-    """FedSPS, FedSPS-Global, FedDecSPS vs tuned FedAvg and FedAMS (spec §6, Fig. 3(b), Fig. 9)."""
+    """FedSPS, FedSPS-Global, FedDecSPS vs tuned FedAvg and FedAMS (docs/papers/fedsps.md, §6, Fig. 3(b), Fig. 9)."""
     p, Xt, yt = load(name, data_dir)
     rounds = 150 if quick else 500
     seeds = 1 if quick else 3
@@ -123,7 +123,7 @@ def libsvm_experiment(name, quick, data_dir=None):
 
 def sensitivity(quick, data_dir=None):
     """FedSPS on a9a: c in {0.01 ... 40} at gamma_b = 1 and gamma_b in {0.1 ... 10} at c = 0.5
-    (spec E4/E5): final loss and the fraction of steps at the cap."""
+    (docs/papers/fedsps.md, run E4, run E5): final loss and the fraction of steps at the cap."""
     p, Xt, yt = load("a9a", data_dir)
     rounds = 100 if quick else 300
     rows = []
@@ -144,7 +144,7 @@ def sensitivity(quick, data_dir=None):
 
 def digits_experiment(quick):
     """Non-i.i.d. (2-class shards) MNIST-style setting on digits: FedSPS, FedDecSPS vs tuned FedAvg,
-    FedAdam and MIME (spec E8, Fig. 3(c))."""
+    FedAdam and MIME (docs/papers/fedsps.md, run E8, Fig. 3(c))."""
     p, Xt, yt = digits_noniid()
     rounds = 150 if quick else 500
     seeds = 1 if quick else 3

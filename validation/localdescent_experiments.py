@@ -1,4 +1,4 @@
-"""Validation runs of spec/localdescent.md §7 (items 1-10) as result tables.
+"""Validation runs of docs/papers/localdescent.md, §7 (items 1-10) as result tables.
 
 ``python -m validation.localdescent_experiments [--quick] [--out DIR]`` writes one CSV and one
 Markdown table per experiment to ``DIR`` (default ``validation/results/localdescent``);

@@ -1,4 +1,4 @@
-"""Re-run of pFedFBE's federated-lasso experiments (spec/pfedfbe.md §8.1, §8.4, check 10).
+"""Re-run of pFedFBE's federated-lasso experiments (docs/papers/pfedfbe.md, §8.1, §8.4, run 10).
 
 ``python -m validation.pfedfbe_reproduction [--quick] [--out DIR]`` writes ``DIR/summary.csv``,
 ``DIR/curves.csv`` and ``DIR/tables.md`` (default ``validation/results/pfedfbe``);
@@ -78,7 +78,7 @@ def main(argv=None):
                     for x in r:
                         x.update(setting=setting, normalization=norm)
                     rows += r
-    for norm in ("half_mse", "mse"):                  # matrix completion (spec §8.2)
+    for norm in ("half_mse", "mse"):                  # matrix completion (docs/papers/pfedfbe.md, §8.2)
         for seed in seeds:
             p = problems.matrix_completion(normalization=norm, seed=seed)
             runs = [("pFedFBE full (lam=2000)", "pfedfbe", dict(lam=2000.0)),

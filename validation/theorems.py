@@ -1,4 +1,4 @@
-"""Registry of theorem checks (``validation.verify``), API.md "Ground truth and theory".
+"""Registry of theorem checks (``validation.verify``), docs/how-a-theorem-is-checked.md.
 
 Each paper's theorems live in their own module under :mod:`fedtheory.theory` and register
 themselves there; this module exposes them.

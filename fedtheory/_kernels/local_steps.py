@@ -150,7 +150,7 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
         v_{k+1} = v_k - eta_k gv                                    (line 8)
         y_{k+1} = y_k - eta_k gy - rho (w + y_k - 2 x0)              (line 7)
 
-    with w = v_k (coupling 0, the spec's reading), v_{k+1} (1) or v_0 (2).
+    with w = v_k (coupling 0, the paper's reading: docs/papers/feddeper.md, §2.3), v_{k+1} (1) or v_0 (2).
     Writes y_K into ``out_y[s]`` and v_K into ``out_v[s]`` (and y_0..y_K, v_0..v_K into ``path_y``,
     ``path_v`` when they are not empty); returns -1 or s * K + k of the first
     non-finite iterate.

@@ -1,4 +1,4 @@
-r"""Ditto ("pFedditto"; Li, Hu, Beirami, Smith 2021) with a composite h, spec/pfedfbe.md §5.
+r"""Ditto ("pFedditto"; Li, Hu, Beirami, Smith 2021) with a composite h, docs/baselines.md, Ditto.
 
 The global model follows FedMiD (local proximal SGD, server mean). Each client also keeps a
 persistent personal model :math:`v_i` (:math:`v_i = x^0` at start); when sampled in round t it runs
@@ -6,7 +6,7 @@ K personal steps
 
 .. math:: v_i \leftarrow \operatorname{prox}_{\eta_l h}\bigl(v_i - \eta_l(\nabla\tilde f_i(v_i; B) + \lambda_d (v_i - x^t))\bigr)
 
-(the prox is the spec's composite extension; original Ditto has none) on the same minibatches as
+(the prox is our composite extension; original Ditto has none) on the same minibatches as
 its global steps. Communication: as FedAvg. Personalized model: :math:`v_i`.
 """
 from dataclasses import dataclass
@@ -38,7 +38,7 @@ class Ditto(Algorithm):
     References
     ----------
     T. Li, S. Hu, A. Beirami, V. Smith, "Ditto: fair and robust federated learning through
-    personalization", ICML 2021, Algorithm 1; spec/pfedfbe.md §5.
+    personalization", ICML 2021, Algorithm 1; docs/baselines.md, Ditto.
 
     Examples
     --------
@@ -56,7 +56,7 @@ class Ditto(Algorithm):
         "its local steps are proximal steps of the composite objective, not plain "
         "gradient steps")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
-    reference: ClassVar[str] = "Li, Hu, Beirami, Smith 2021 (Ditto); spec/pfedfbe.md §5"
+    reference: ClassVar[str] = "Li, Hu, Beirami, Smith 2021 (Ditto); docs/baselines.md, Ditto"
     constraints: ClassVar[dict] = {"lam_d": [Interval(float, 0, None, "left")]}
     stateful_clients: ClassVar[bool] = True
     test_params: ClassVar[dict] = {"lr": 0.1}

@@ -1,7 +1,7 @@
 r"""FedAdam: Adam on the server over FedAvg updates (Reddi et al., ICLR 2021).
 
 Clients run plain local SGD (as FedAvg). With :math:`D^t = \sum_{i\in S_t}\omega_i\Delta_i`
-the server updates (spec/fedspeed.md §3.3, spec/fedsps.md §3)
+the server updates (docs/baselines.md, FedAdam)
 
 .. math::
 
@@ -46,7 +46,7 @@ class FedAdam(FedAvg):
     ----------
     S. J. Reddi, Z. Charles, M. Zaheer, Z. Garrett, K. Rush, J. Konecny, S. Kumar,
     H. B. McMahan, "Adaptive federated optimization", ICLR 2021, Algorithm 2 (FedAdam);
-    spec/fedspeed.md §3.3, spec/fedsps.md §3.
+    docs/baselines.md, FedAdam.
 
     Examples
     --------
@@ -65,7 +65,7 @@ class FedAdam(FedAvg):
     bias_correction: bool = False
 
     name: ClassVar[str] = "fedadam"
-    reference: ClassVar[str] = "Reddi et al. 2021, Algorithm 2 (FedAdam); spec/fedspeed.md §3.3"
+    reference: ClassVar[str] = "Reddi et al. 2021, Algorithm 2 (FedAdam); docs/baselines.md, FedAdam"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "beta1": [Interval(float, 0, 1, "left")],
                                    "beta2": [Interval(float, 0, 1, "left")],

@@ -1,4 +1,4 @@
-r"""FedADMM (Wang, Marella, Anderson 2022) with K local SGD steps, spec/fedspeed.md §3.7.
+r"""FedADMM (Wang, Marella, Anderson 2022) with K local SGD steps, docs/baselines.md, FedADMM.
 
 Client i keeps a dual :math:`y_i` (0 at start); the server keeps every client's last
 augmented model :math:`\hat x_i` (:math:`x^0` at start). A sampled client runs K steps on
@@ -14,7 +14,7 @@ uploads :math:`\Delta\hat x_i` (new minus old). The server keeps the weighted av
           \quad(= \textstyle\sum_{i=1}^n w_i \hat x_i \text{ for } \eta_g = 1).
 
 With :math:`y_i = -\hat g_i` and :math:`\rho = 1/\lambda` the local step, the dual step and the
-upload are FedSpeed's with alpha = 0; only the server average differs (spec §3.7).
+upload are FedSpeed's with alpha = 0; only the server average differs (docs/baselines.md, FedADMM).
 Communication: 1 down, 1 up.
 """
 from dataclasses import dataclass
@@ -44,7 +44,7 @@ class FedADMM(Algorithm):
     ----------
     H. Wang, S. Marella, J. Anderson, "FedADMM: A federated primal-dual algorithm allowing
     partial participation", IEEE CDC 2022 (arXiv 2203.15104), Algorithm 1 with K local SGD
-    steps as the inexact solver; spec/fedspeed.md §3.7.
+    steps as the inexact solver; docs/baselines.md, FedADMM.
 
     Examples
     --------
@@ -60,7 +60,7 @@ class FedADMM(Algorithm):
 
     name: ClassVar[str] = "fedadmm"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Wang, Marella, Anderson 2022 (FedADMM), Algorithm 1; spec/fedspeed.md §3.7"
+    reference: ClassVar[str] = "Wang, Marella, Anderson 2022 (FedADMM), Algorithm 1; docs/baselines.md, FedADMM"
     constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "neither")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)

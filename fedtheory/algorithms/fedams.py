@@ -1,4 +1,4 @@
-r"""FedAMS (Wang, Lin, Chen 2022): AMSGrad on the server over FedAvg updates, spec/fedsps.md §3.
+r"""FedAMS (Wang, Lin, Chen 2022): AMSGrad on the server over FedAvg updates, docs/baselines.md, FedAMS.
 
 Clients run local SGD. With :math:`\Delta^r = \sum_{i\in S_r}\omega_i\Delta_i` and r the number of
 server steps taken (from 1),
@@ -42,7 +42,7 @@ class FedAMS(FedAvg):
     References
     ----------
     Y. Wang, L. Lin, J. Chen, "Communication-efficient adaptive federated learning", ICML 2022
-    (FedAMS, the FedCAMS code's update); the FedSPS baseline, spec/fedsps.md §3.
+    (FedAMS, the FedCAMS code's update); the FedSPS baseline, docs/baselines.md, FedAMS.
 
     Examples
     --------
@@ -61,7 +61,7 @@ class FedAMS(FedAvg):
     bias_correction: bool = True
 
     name: ClassVar[str] = "fedams"
-    reference: ClassVar[str] = "Wang, Lin, Chen 2022 (FedAMS); spec/fedsps.md §3"
+    reference: ClassVar[str] = "Wang, Lin, Chen 2022 (FedAMS); docs/baselines.md, FedAMS"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "beta1": [Interval(float, 0, 1, "left")],
                                    "beta2": [Interval(float, 0, 1, "left")],

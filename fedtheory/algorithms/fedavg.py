@@ -1,4 +1,4 @@
-r"""FedAvg / local SGD (McMahan et al. 2017), as specified in spec/fedspeed.md §3.1.
+r"""FedAvg / local SGD (McMahan et al. 2017), as specified in docs/baselines.md, FedAvg.
 
 Every sampled client i starts from the global model, :math:`y_{i,0} = x^t`, and runs K steps
 
@@ -41,7 +41,7 @@ class FedAvg(Algorithm):
     References
     ----------
     McMahan et al., "Communication-efficient learning of deep networks from decentralized
-    data", AISTATS 2017, Algorithm 1; spec/fedspeed.md §3.1 (the baseline of FedSpeed,
+    data", AISTATS 2017, Algorithm 1; docs/baselines.md, FedAvg (the baseline of FedSpeed,
     Sun et al., ICLR 2023).
 
     Examples
@@ -56,7 +56,7 @@ class FedAvg(Algorithm):
 
     name: ClassVar[str] = "fedavg"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "McMahan et al. 2017, Alg. 1; spec/fedspeed.md §3.1"
+    reference: ClassVar[str] = "McMahan et al. 2017, Alg. 1; docs/baselines.md, FedAvg"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
     test_params: ClassVar[dict] = {"lr": 0.1}

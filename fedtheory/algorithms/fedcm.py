@@ -1,4 +1,4 @@
-r"""FedCM, client-level momentum (Xu et al. 2021), spec/fedspeed.md §3.5.
+r"""FedCM, client-level momentum (Xu et al. 2021), docs/baselines.md, FedCM.
 
 The server broadcasts :math:`x^t` and the momentum :math:`\Delta^t` (0 at start). Each sampled
 client runs
@@ -43,7 +43,7 @@ class FedCM(Algorithm):
     References
     ----------
     J. Xu, S. Wang, L. Wang, A. C.-C. Yao, "FedCM: Federated learning with client-level
-    momentum", arXiv 2106.10874, 2021, Algorithm 1; spec/fedspeed.md §3.5.
+    momentum", arXiv 2106.10874, 2021, Algorithm 1; docs/baselines.md, FedCM.
 
     Examples
     --------
@@ -58,7 +58,7 @@ class FedCM(Algorithm):
 
     name: ClassVar[str] = "fedcm"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Xu et al. 2021 (FedCM), Algorithm 1; spec/fedspeed.md §3.5"
+    reference: ClassVar[str] = "Xu et al. 2021 (FedCM), Algorithm 1; docs/baselines.md, FedCM"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, 1, "right")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (2, 1)

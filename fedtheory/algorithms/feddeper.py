@@ -1,8 +1,8 @@
-r"""FedDeper: depersonalized FL by alternating SGD, Algorithm 1 (spec/feddeper.md §2).
+r"""FedDeper: depersonalized FL by alternating SGD, Algorithm 1 (docs/papers/feddeper.md, §2).
 
 Client i keeps a personalized model :math:`v_i` (:math:`v_{i,0}^0 = x^0`; clients not sampled keep
 theirs). In round t a sampled client starts :math:`y_{i,0} = x^t`, :math:`v_{i,0} = v_i` and takes K
-alternating steps (line 7 uses the current :math:`v_{i,k}`, spec §2.3):
+alternating steps (line 7 uses the current :math:`v_{i,k}`, docs/papers/feddeper.md, §2.3):
 
 .. math::
 
@@ -41,9 +41,9 @@ class FedDeper(Algorithm):
         Mixing rate lambda in [0, 1] of eq. (6) (the theory needs [1/2, 1]).
     minibatch : {"same", "independent"}, default "same"
         The y- and v-gradients of a step on the same minibatch (and noise sample), or on
-        independent ones (spec A2).
+        independent ones (docs/papers/feddeper.md, A2).
     v_coupling : {"current", "next", "frozen"}, default "current"
-        Which v enters the y-step: v_{i,k} (spec §2.3), v_{i,k+1} or v_{i,0} (ablations).
+        Which v enters the y-step: v_{i,k} (docs/papers/feddeper.md, §2.3), v_{i,k+1} or v_{i,0} (ablations).
     stale_v : {"x0", "refresh"}, default "x0"
         A client's first participation uses its v_{i,0} = x^0 (literal) or refreshes it to x^t.
     star : bool, default False
@@ -57,7 +57,7 @@ class FedDeper(Algorithm):
     References
     ----------
     "Depersonalized federated learning: tackling statistical heterogeneity by alternating
-    stochastic gradient descent" (FedDeper), Algorithm 1 and eqs. (5)-(6); spec/feddeper.md §2.
+    stochastic gradient descent" (FedDeper), Algorithm 1 and eqs. (5)-(6); docs/papers/feddeper.md, §2.
 
     Examples
     --------
@@ -83,7 +83,7 @@ class FedDeper(Algorithm):
         "local": ("path", "y_{i,k}, k = 0..K: the globalized local model of each participating client"),
         "personal": ("path", "v_{i,k}, k = 0..K: the personalized local model (line 8)"),
         "v": ("state", "v_i of every client after the round's mixing (eq. 6), shape (n, d)")}
-    reference: ClassVar[str] = "FedDeper, Algorithm 1; spec/feddeper.md §2"
+    reference: ClassVar[str] = "FedDeper, Algorithm 1; docs/papers/feddeper.md, §2"
     constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "left")],
                                    "mix": [Interval(float, 0, 1, "both")],
                                    "minibatch": [Options("same", "independent")],

@@ -1,4 +1,4 @@
-r"""FedDualAvg ("FedDual"): federated dual averaging (Yuan, Zaheer, Reddi 2021), spec/pfedfbe.md §5.
+r"""FedDualAvg ("FedDual"): federated dual averaging (Yuan, Zaheer, Reddi 2021), docs/baselines.md, FedDualAvg.
 
 The server keeps a dual vector z (:math:`z^0 = x^0`). With the accumulated step
 :math:`\tilde\eta_{t,k} = \eta_g\sum_{s<t}\sum_j\eta_{s,j} + \sum_{j<k}\eta_{t,j}` (:math:`= \eta_g\eta_l tK + \eta_l k`
@@ -34,7 +34,7 @@ class FedDualAvg(Algorithm):
     References
     ----------
     H. Yuan, M. Zaheer, S. Reddi, "Federated composite optimization", ICML 2021 (FedDualAvg);
-    spec/pfedfbe.md §5.
+    docs/baselines.md, FedDualAvg.
 
     Examples
     --------
@@ -52,7 +52,7 @@ class FedDualAvg(Algorithm):
         "its local step is a dual-averaging step of the composite objective, not a "
         "plain gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
-    reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedDualAvg); spec/pfedfbe.md §5"
+    reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedDualAvg); docs/baselines.md, FedDualAvg"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     test_params: ClassVar[dict] = {"lr": 0.1}
 

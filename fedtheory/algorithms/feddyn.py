@@ -1,4 +1,4 @@
-r"""FedDyn (Acar et al., ICLR 2021) with K local SGD steps, spec/fedspeed.md §3.6.
+r"""FedDyn (Acar et al., ICLR 2021) with K local SGD steps, docs/baselines.md, FedDyn.
 
 Client i keeps :math:`\nabla_i` (the linear-term state, 0 at start), the server keeps h
 (0 at start). Each sampled client runs K inexact steps on the dynamic regulariser
@@ -48,7 +48,7 @@ class FedDyn(Algorithm):
     ----------
     D. A. E. Acar, Y. Zhao, R. Matas, M. Mattina, P. Whatmough, V. Saligrama, "Federated
     learning based on dynamic regularization", ICLR 2021, Algorithm 1 (K local SGD steps in
-    place of the exact local minimisation); spec/fedspeed.md §3.6.
+    place of the exact local minimisation); docs/baselines.md, FedDyn.
 
     Examples
     --------
@@ -63,7 +63,7 @@ class FedDyn(Algorithm):
 
     name: ClassVar[str] = "feddyn"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Acar et al. 2021, Algorithm 1 (inexact); spec/fedspeed.md §3.6"
+    reference: ClassVar[str] = "Acar et al. 2021, Algorithm 1 (inexact); docs/baselines.md, FedDyn"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
     stateful_clients: ClassVar[bool] = True

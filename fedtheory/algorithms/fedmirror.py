@@ -1,12 +1,12 @@
 r"""FedMiD ("Fedmirror"): federated mirror descent with the mirror map 1/2||.||^2, i.e. local
-proximal SGD (Yuan, Zaheer, Reddi 2021), spec/pfedfbe.md §5.
+proximal SGD (Yuan, Zaheer, Reddi 2021), docs/baselines.md, FedMiD.
 
 .. math:: x_{i,k+1} = \operatorname{prox}_{\eta_l h}\bigl(x_{i,k} - \eta_l \nabla\tilde f_i(x_{i,k}; B)\bigr),
           \qquad x^{t+1} = x^t + \eta_g \frac1S\sum_{i\in S_t}(x_{i,K} - x^t),
 
 with h the problem's :math:`\ell_1\|\cdot\|_1`; ``server_prox`` optionally applies
 :math:`\operatorname{prox}_{c h}` to the server average with c = eta_g eta_l or eta_g eta_l K (public
-re-implementations differ, spec §5). With eta_l = 1/lambda it equals cheap pFedFBE (spec §3.4).
+re-implementations differ, docs/baselines.md, FedMiD). With eta_l = 1/lambda it equals cheap pFedFBE (docs/papers/pfedfbe.md, §3.4).
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -31,7 +31,7 @@ class FedMiD(Algorithm):
     References
     ----------
     H. Yuan, M. Zaheer, S. Reddi, "Federated composite optimization", ICML 2021 (FedMiD);
-    spec/pfedfbe.md §5.
+    docs/baselines.md, FedMiD.
 
     Examples
     --------
@@ -50,7 +50,7 @@ class FedMiD(Algorithm):
         "its local step is a proximal (mirror) step of the composite objective, not a "
         "plain gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
-    reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); spec/pfedfbe.md §5"
+    reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); docs/baselines.md, FedMiD"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "server_prox": [Options("none", "eta_g*eta_l", "eta_g*eta_l*K")]}
     test_params: ClassVar[dict] = {"lr": 0.1}

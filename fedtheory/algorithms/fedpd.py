@@ -1,4 +1,4 @@
-r"""FedPD (Zhang, Hong, Dhople, Yin, Liu 2021) with K local SGD steps, spec/fedspeed.md §3.8.
+r"""FedPD (Zhang, Hong, Dhople, Yin, Liu 2021) with K local SGD steps, docs/baselines.md, FedPD.
 
 Every client i keeps a dual :math:`\lambda_i` (0) and a local anchor :math:`x_{0,i}` (:math:`x^0`).
 In each round every client runs K steps on
@@ -42,7 +42,7 @@ class FedPD(Algorithm):
     ----------
     X. Zhang, M. Hong, S. Dhople, W. Yin, Y. Liu, "FedPD: A federated learning framework with
     adaptivity to non-IID data", IEEE TSP 2021, Algorithm 1 (oracle I: K local SGD steps);
-    spec/fedspeed.md §3.8.
+    docs/baselines.md, FedPD.
 
     Examples
     --------
@@ -58,7 +58,7 @@ class FedPD(Algorithm):
 
     name: ClassVar[str] = "fedpd"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Zhang et al. 2021 (FedPD), Algorithm 1; spec/fedspeed.md §3.8"
+    reference: ClassVar[str] = "Zhang et al. 2021 (FedPD), Algorithm 1; docs/baselines.md, FedPD"
     constraints: ClassVar[dict] = {"eta": [Interval(float, 0, None, "neither")],
                                    "p": [Interval(float, 0, 1, "left")]}
     comm: ClassVar[tuple] = (1, 1)

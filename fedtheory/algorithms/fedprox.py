@@ -1,4 +1,4 @@
-r"""FedProx (Li et al. 2020), as specified in spec/fedspeed.md §3.2.
+r"""FedProx (Li et al. 2020), as specified in docs/baselines.md, FedProx.
 
 Local steps on the proximal objective :math:`f_i(y) + \frac{\mu}{2}\|y - x^t\|^2`:
 
@@ -40,7 +40,7 @@ class FedProx(Algorithm):
     References
     ----------
     Li et al., "Federated optimization in heterogeneous networks", MLSys 2020, Alg. 2 with
-    inexact (K-step) local solves; spec/fedspeed.md §3.2.
+    inexact (K-step) local solves; docs/baselines.md, FedProx.
 
     Examples
     --------
@@ -55,7 +55,7 @@ class FedProx(Algorithm):
 
     name: ClassVar[str] = "fedprox"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Li et al. 2020, Alg. 2; spec/fedspeed.md §3.2"
+    reference: ClassVar[str] = "Li et al. 2020, Alg. 2; docs/baselines.md, FedProx"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")],
                                    "server_lr": [Interval(float, 0, None, "neither")]}
     test_params: ClassVar[dict] = {"lr": 0.1, "mu": 0.1}

@@ -1,4 +1,4 @@
-r"""FedSpeed (Sun et al., ICLR 2023), Algorithm 1, as specified in spec/fedspeed.md §2.
+r"""FedSpeed (Sun et al., ICLR 2023), Algorithm 1, as specified in docs/papers/fedspeed.md, §2.
 
 Client i keeps the prox-correction :math:`\hat g_i` (0 before round 0; clients not sampled
 keep theirs). In round t every sampled client runs K steps from :math:`x_{i,0} = x^t`
@@ -21,7 +21,7 @@ upload :math:`\hat x_i^t = x_{i,K} - \lambda \hat g_i^t`. The server (line 16) i
   :math:`x^{t+1} = \frac1S\sum_{i\in S_t} x_{i,K} - \lambda\,\frac1n\sum_{i=1}^n \hat g_i^t`.
 
 They coincide under full participation; under partial participation with exact gradients
-"alg1" has no fixed point (spec §2.5 A5, P15) while "dyn" converges to x*. Worse, "alg1" as
+"alg1" has no fixed point (docs/papers/fedspeed.md, §2.5, A5, P15) while "dyn" converges to x*. Worse, "alg1" as
 printed has no fixed point at x* under partial participation: it can end worse than its start. Measured (exact
 gradients, default hyperparameters, ``lr=0.1``, K = 5, 200 rounds, x^0 = 0, 3 of 10 clients per
 round, seeds 0/1/2): on ``problems.quadratic(10, 5, heterogeneity=1.0, seed=0)`` F - F* goes from
@@ -89,7 +89,7 @@ class FedSpeed(Algorithm):
     ----------
     lam : float, default 10
         Prox coefficient lambda > 0; the local penalty is :math:`\frac{1}{2\lambda}\|x-x^t\|^2`
-        (the experiments' "prox weight" is 1/lambda, spec A8).
+        (the experiments' "prox weight" is 1/lambda, docs/papers/fedspeed.md, A8).
     alpha : float, default 0.9375
         Weight of the perturbed gradient in [0, 1] (the paper's best value).
     rho : float, default 0.1
@@ -107,7 +107,7 @@ class FedSpeed(Algorithm):
     Notes
     -----
     State: ``ghat`` (n, d), the per-client corrections (updated in place), and ``gbar``, their
-    weighted mean, from which the auxiliary sequence of the analysis (spec §4.2)
+    weighted mean, from which the auxiliary sequence of the analysis (docs/papers/fedspeed.md, §4.2)
     :math:`z^{t} = x^{t} + \lambda(2 - 1/\gamma)\bar g^{t-1}`, with
     :math:`\gamma = 1 - (1 - \eta_l/\lambda)^K`, is recorded in the history as
     ``z_grad_sq`` = :math:`\|\nabla F(z^t)\|^2` (meaningful with full participation and a
@@ -117,13 +117,13 @@ class FedSpeed(Algorithm):
     :math:`c\,u + (1/\lambda + \mathrm{wd})x_{i,k}` when u is clipped (c < 1), else the bracket
     plus :math:`\mathrm{wd}\,x_{i,k}`; :math:`g_1`, the ascent radius and :math:`g_2` are those of
     :math:`f_i` alone.
-    Communication: 1 down (x), 1 up (the upload), spec §2.3.
+    Communication: 1 down (x), 1 up (the upload), docs/papers/fedspeed.md, §2.3.
 
     References
     ----------
     Y. Sun, L. Shen, T. Huang, L. Ding, D. Tao, "FedSpeed: Larger local interval, less
     communication round, and higher generalization accuracy", ICLR 2023, Algorithm 1;
-    spec/fedspeed.md §2.
+    docs/papers/fedspeed.md, §2.
 
     Examples
     --------
@@ -148,7 +148,7 @@ class FedSpeed(Algorithm):
         "ghat": ("message", "ghat_i after the round (line 13), one row per participating client"),
         "z": ("state", "z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t, the auxiliary sequence of the analysis"),
         "gbar": ("state", "gbar^t, the mean prox-correction after the round")}
-    reference: ClassVar[str] = "Sun et al. 2023 (FedSpeed), Algorithm 1; spec/fedspeed.md §2"
+    reference: ClassVar[str] = "Sun et al. 2023 (FedSpeed), Algorithm 1; docs/papers/fedspeed.md, §2"
     constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
                                    "alpha": [Interval(float, 0, 1, "both")],
                                    "rho": [Interval(float, 0, None, "left")],
@@ -213,8 +213,8 @@ class FedSpeed(Algorithm):
             x_new = x + w @ (xhat - x)                                    # line 16: mean over S_t
         else:
             x_new = x + w @ (Y - x) - lam * gbar                          # released code
-        # auxiliary z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t (spec §4.2); it exists only for a
-        # constant gamma (no step-size decay, spec E11), so it is dropped once gamma changes
+        # auxiliary z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t (docs/papers/fedspeed.md, §4.2); it exists only for a
+        # constant gamma (no step-size decay, docs/papers/fedspeed.md, run E11), so it is dropped once gamma changes
         gamma = 1.0 - np.prod(1.0 - ctx.lrs / lam)
         constant = state["constant_gamma"] and (state["gamma"] is None or gamma == state["gamma"])
         z = x_new + lam * (2.0 - 1.0 / gamma) * gbar if (constant and gamma != 0) else None

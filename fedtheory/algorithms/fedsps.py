@@ -1,4 +1,4 @@
-r"""FedSPS (Mukherjee, Loizou, Stich 2023), Algorithm 1, spec/fedsps.md §2.3 and §2.7.
+r"""FedSPS (Mukherjee, Loizou, Stich 2023), Algorithm 1, docs/papers/fedsps.md, §2.3 and §2.7.
 
 Every sampled client takes :math:`\tau` local steps with its own stochastic Polyak step size
 
@@ -10,7 +10,7 @@ possible only with an invalid lower bound, gives 0), and the server averages the
 ``smoothing="sps_code"`` replaces :math:`\gamma_b` by the smoothed cap of the experiments,
 :math:`2^{|B|/m_i}\gamma_{t-1}^i` (the SPS reference code; :math:`\gamma_{-1}^i = 1`, kept per client);
 ``"literal"`` is the printed :math:`\gamma_{b,t}^i = 2^{|B|/m_i}\gamma_{b,t-1}^i` (it grows without
-bound, spec P14). Clients are stateless otherwise; no step size is communicated.
+bound, docs/papers/fedsps.md, P14). Clients are stateless otherwise; no step size is communicated.
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -39,7 +39,7 @@ class FedSPS(SPSBase):
     lower_bound : float or array (n,), default 0
         ell_i^*, a lower bound on every sample loss of client i (0 for non-negative losses).
     smoothing : {"none", "sps_code", "literal"}, default "none"
-        Smoothed cap of the non-convex experiments (spec §2.7).
+        Smoothed cap of the non-convex experiments (docs/papers/fedsps.md, §2.7).
     reset_each_round : bool, default False
         Reset the smoothing state to 1 at the start of each round.
 
@@ -54,7 +54,7 @@ class FedSPS(SPSBase):
     References
     ----------
     S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", arXiv
-    2307.06306, Algorithm 1 and eq. (2); spec/fedsps.md §2.3.
+    2307.06306, Algorithm 1 and eq. (2); docs/papers/fedsps.md, §2.3.
 
     Examples
     --------
@@ -76,7 +76,7 @@ class FedSPS(SPSBase):
     reset_each_round: bool = False
 
     name: ClassVar[str] = "fedsps"
-    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023 (FedSPS), Algorithm 1; spec/fedsps.md §2.3"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023 (FedSPS), Algorithm 1; docs/papers/fedsps.md, §2.3"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],
                                    "lower_bound": LOWER_BOUND,

@@ -1,4 +1,4 @@
-r"""FedDecSPS (Mukherjee, Loizou, Stich 2023, §5), spec/fedsps.md §2.4.
+r"""FedDecSPS (Mukherjee, Loizou, Stich 2023, §5), docs/papers/fedsps.md, §2.4.
 
 .. math:: \gamma_t^i = \frac{1}{c_t}\min\Bigl\{\frac{F_i(x_t^i,\xi_t^i) - \ell_i^*}{\|g_t^i\|^2},\
           c_{t-1}\gamma_{t-1}^i\Bigr\},\qquad c_t = c_0\sqrt{t+1},\quad c_{-1}\gamma_{-1}^i = c_0\gamma_b,
@@ -39,7 +39,7 @@ class FedDecSPS(SPSBase):
     References
     ----------
     S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", §5
-    (FedDecSPS), after DecSPS of Orvieto et al. 2022; spec/fedsps.md §2.4.
+    (FedDecSPS), after DecSPS of Orvieto et al. 2022; docs/papers/fedsps.md, §2.4.
 
     Examples
     --------
@@ -57,7 +57,7 @@ class FedDecSPS(SPSBase):
     c_index: str = "iteration"
 
     name: ClassVar[str] = "fedsps_dec"
-    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, §5 (FedDecSPS); spec/fedsps.md §2.4"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, §5 (FedDecSPS); docs/papers/fedsps.md, §2.4"
     constraints: ClassVar[dict] = {"c0": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],
                                    "lower_bound": LOWER_BOUND,

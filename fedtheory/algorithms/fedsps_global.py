@@ -1,4 +1,4 @@
-r"""FedSPS-Global (Mukherjee, Loizou, Stich 2023, Algorithm 3), spec/fedsps.md §2.6.
+r"""FedSPS-Global (Mukherjee, Loizou, Stich 2023, Algorithm 3), docs/papers/fedsps.md, §2.6.
 
 One step size :math:`\gamma_r` for every client and every local step of round r,
 
@@ -48,12 +48,12 @@ class FedSPSGlobal(SPSBase):
     -----
     ``state["gamma"]`` is the step size of the next round; the history's ``gamma_a``,
     ``gamma_b_agg`` and ``gamma_c`` columns give the three aggregations at the last round (for
-    Prop. 2, whose claim gamma^(a) >= gamma^(b) is false in general, spec P11b).
+    Prop. 2, whose claim gamma^(a) >= gamma^(b) is false in general, docs/papers/fedsps.md, P11b).
 
     References
     ----------
     S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", App. D.2,
-    Algorithm 3 and eq. (41); spec/fedsps.md §2.6.
+    Algorithm 3 and eq. (41); docs/papers/fedsps.md, §2.6.
 
     Examples
     --------
@@ -71,7 +71,7 @@ class FedSPSGlobal(SPSBase):
     gamma0: object = None
 
     name: ClassVar[str] = "fedsps_global"
-    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 3; spec/fedsps.md §2.6"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 3; docs/papers/fedsps.md, §2.6"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],
                                    "lower_bound": LOWER_BOUND, "aggregation": [Options("a", "b", "c")],

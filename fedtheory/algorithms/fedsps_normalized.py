@@ -1,8 +1,8 @@
-r"""FedSPS-Normalized (Mukherjee, Loizou, Stich 2023, Algorithm 2), spec/fedsps.md §2.5.
+r"""FedSPS-Normalized (Mukherjee, Loizou, Stich 2023, Algorithm 2), docs/papers/fedsps.md, §2.5.
 
 Local steps as FedSPS; each client sums its step sizes of the round, :math:`\nu_i = \sum_k
 \gamma_{r\tau+k}^i` (all :math:`\tau` of them: the printed algorithm omits the last one and divides by
-zero for :math:`\tau = 1`, spec §2.5; ``nu_literal=True`` reproduces it for :math:`\tau \ge 2`), and the
+zero for :math:`\tau = 1`, docs/papers/fedsps.md, §2.5; ``nu_literal=True`` reproduces it for :math:`\tau \ge 2`), and the
 server takes the :math:`1/\nu_i`-weighted average of the local models,
 
 .. math:: x \leftarrow \frac{\sum_i \omega_i x_i/\nu_i}{\sum_i \omega_i/\nu_i}
@@ -42,7 +42,7 @@ class FedSPSNormalized(SPSBase):
     References
     ----------
     S. Mukherjee, N. Loizou, S. U. Stich, "Locally adaptive federated learning", App. D.1,
-    Algorithm 2; spec/fedsps.md §2.5.
+    Algorithm 2; docs/papers/fedsps.md, §2.5.
 
     Examples
     --------
@@ -58,7 +58,7 @@ class FedSPSNormalized(SPSBase):
     nu_literal: bool = False
 
     name: ClassVar[str] = "fedsps_normalized"
-    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 2; spec/fedsps.md §2.5"
+    reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 2; docs/papers/fedsps.md, §2.5"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],
                                    "lower_bound": LOWER_BOUND, "nu_literal": [Bool()]}

@@ -1,6 +1,6 @@
 r"""Local federated descent with device sampling, LFD(E, S, q) (Haddadpour & Mahdavi 2019).
 
-Algorithm 1 of the paper in the canonical round form of spec/localdescent.md §2.1. Each
+Algorithm 1 of the paper in the canonical round form of docs/papers/localdescent.md, §2.1. Each
 round draws S clients i.i.d. from q *with replacement* (a multiset P_r), every drawn client
 runs E local steps from the broadcast model,
 
@@ -12,12 +12,12 @@ with :math:`d_j = \nabla f_j` (LFGD, eq. 8; ``batch_size=None``) or a minibatch 
 .. math:: x^{r+1} = \sum_{j} \frac{\mathrm{mult}_j(P_r)}{S}\, y_{j,E}.
 
 ``literal_loop=True`` follows the single loop of Algorithm 1 read as "communicate when E
-divides t" (spec A1): one synchronous step at t = 0, then periods [1, E], [E+1, 2E], ...; the
+divides t" (docs/papers/localdescent.md, A1): one synchronous step at t = 0, then periods [1, E], [E+1, 2E], ...; the
 global step counter of a schedule follows that loop.
 ``replicate_duplicates=False`` (default, the physical meaning): a client drawn twice runs
 once and gets weight 2/S; ``True``: each draw runs with its own minibatches (the independent
 replicas Lemma E.2 assumes). ``clients_per_round=None`` is the paper's "K = p" read as full
-participation with weights q (spec A4). The step-size schedule of Theorem 4.2,
+participation with weights q (docs/papers/localdescent.md, A4). The step-size schedule of Theorem 4.2,
 eta_t = 4/(mu (t + a)) with t the global step counter, is passed as a callable ``lr``.
 """
 from dataclasses import dataclass
@@ -42,14 +42,14 @@ class LFD(FedAvg):
     replicate_duplicates : bool, default False
         Whether a client drawn several times runs independent replicas.
     literal_loop : bool, default False
-        Round 0 has a single local step (Algorithm 1's literal loop, spec §2.1 and A1).
+        Round 0 has a single local step (Algorithm 1's literal loop, docs/papers/localdescent.md, §2.1 and A1).
     server_lr : float, default 1
         Global step size (1 in the paper).
 
     References
     ----------
     Haddadpour & Mahdavi, "On the convergence of local descent methods in federated
-    learning", 2019, Algorithm 1, eqs. (8) and (12); spec/localdescent.md §2.1-2.3.
+    learning", 2019, Algorithm 1, eqs. (8) and (12); docs/papers/localdescent.md, §2.1-§2.3.
 
     Examples
     --------
@@ -64,7 +64,7 @@ class LFD(FedAvg):
     literal_loop: bool = False
 
     name: ClassVar[str] = "lfd"
-    reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Alg. 1; spec/localdescent.md §2.1"
+    reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Alg. 1; docs/papers/localdescent.md, §2.1"
     constraints: ClassVar[dict] = {"q": [NoneOk(), ArrayLike("an array of probabilities")],
                                    "replicate_duplicates": [Bool()],
                                    "literal_loop": [Bool()],

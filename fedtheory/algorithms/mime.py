@@ -1,4 +1,4 @@
-r"""Mime and MimeLite with SGD momentum (Karimireddy et al. 2021), spec/fedsps.md §3.
+r"""Mime and MimeLite with SGD momentum (Karimireddy et al. 2021), docs/baselines.md, Mime / MimeLite.
 
 The server holds a momentum s (0 at start). Each sampled client computes its full gradient
 :math:`\nabla f_i(x)` at the server model; Mime also receives :math:`c = \frac1S\sum_{j\in S}\nabla f_j(x)`.
@@ -40,7 +40,7 @@ class Mime(Algorithm):
     ----------
     S. P. Karimireddy, M. Jaggi, S. Kale, M. Mohri, S. J. Reddi, S. U. Stich, A. T. Suresh,
     "Breaking the centralized barrier for cross-device federated learning", NeurIPS 2021
-    (Mime, MimeLite with SGD momentum); the FedSPS baseline, spec/fedsps.md §3.
+    (Mime, MimeLite with SGD momentum); the FedSPS baseline, docs/baselines.md, Mime / MimeLite.
 
     Examples
     --------
@@ -56,7 +56,7 @@ class Mime(Algorithm):
 
     name: ClassVar[str] = "mime"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Karimireddy et al. 2021 (Mime/MimeLite, SGDm); spec/fedsps.md §3"
+    reference: ClassVar[str] = "Karimireddy et al. 2021 (Mime/MimeLite, SGDm); docs/baselines.md, Mime / MimeLite"
     constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")],
                                    "variant": [Options("mimelite", "mime")]}
     test_params: ClassVar[dict] = {"lr": 0.1}

@@ -6,7 +6,7 @@ and no sampling. Each round every client runs E local steps from its own model,
 .. math:: y_{j,s+1} = y_{j,s} - \eta_{t+s}\, d_j(y_{j,s}),\qquad y_{j,0} = x_j,
 
 then gossips once with its neighbours: :math:`x_j \leftarrow \sum_i W_{ji}\, y_{i,E}` (the
-post-step models, spec §2.5; Algorithm 2's line 9 as printed exchanges nothing, spec A7).
+post-step models, docs/papers/localdescent.md, §2.5; Algorithm 2's line 9 as printed exchanges nothing, docs/papers/localdescent.md, A7).
 W is row-stochastic and reversible with respect to the client weights q (symmetric and doubly
 stochastic for uniform q, Definition 2), so the q-average :math:`\bar x = \sum_j q_j x_j` obeys
 the averaging identity (75), :math:`\bar x^{t+1} = \bar x^t - \eta\sum_j q_j d_j`, at every step.
@@ -52,7 +52,7 @@ class NFSGD(Algorithm):
     References
     ----------
     F. Haddadpour, M. Mahdavi, "On the convergence of local descent methods in federated
-    learning", 2019, Algorithm 2 and Definition 2; spec/localdescent.md §2.5.
+    learning", 2019, Algorithm 2 and Definition 2; docs/papers/localdescent.md, §2.5.
 
     Examples
     --------
@@ -70,7 +70,7 @@ class NFSGD(Algorithm):
 
     name: ClassVar[str] = "nfsgd"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Algorithm 2; spec/localdescent.md §2.5"
+    reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Algorithm 2; docs/papers/localdescent.md, §2.5"
     constraints: ClassVar[dict] = {"W": [NoneOk(), ArrayLike("a mixing matrix")],
                                    "topology": [Options(*TOPOLOGIES)],
                                    "er_p": [Interval(float, 0, 1, "right")],

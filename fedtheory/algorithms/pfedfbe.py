@@ -1,5 +1,5 @@
 r"""pFedFBE (personalized federated composite learning with forward-backward envelopes),
-Algorithm 1, as specified in spec/pfedfbe.md §3.
+Algorithm 1, as specified in docs/papers/pfedfbe.md, §3.
 
 Each client's composite loss :math:`f_i + h` (here :math:`h = \tau\|\cdot\|_1`, the problem's
 ``l1``) is replaced by its forward-backward envelope
@@ -16,7 +16,7 @@ exact Hessian-vector product (``fd_eps=0``) or the forward difference
 cheap variant :math:`\lambda R`. The server averages the models (FedAvg). The personalized model
 is one proximal-gradient step from the global one,
 :math:`\theta_i(x) = \operatorname{prox}_{h/\lambda}(x - \nabla f_i(x)/\lambda)` (eq. 8 with the 1/lambda of
-Algorithm 1, spec §2.4).
+Algorithm 1, docs/papers/pfedfbe.md, §2.4).
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -63,7 +63,7 @@ class PFedFBE(Algorithm):
     References
     ----------
     "Personalized federated composite learning with forward-backward envelopes" (pFedFBE),
-    ICLR 2023 submission, Algorithm 1 and eqs. (4)-(9); spec/pfedfbe.md §3.
+    ICLR 2023 submission, Algorithm 1 and eqs. (4)-(9); docs/papers/pfedfbe.md, §3.
 
     Examples
     --------
@@ -87,7 +87,7 @@ class PFedFBE(Algorithm):
     traceables: ClassVar[dict] = {
         "local": ("path", "x_{i,k}, k = 0..K: the local iterates of eq. (9)"),
         "prox_point": ("path", "theta_{i,k} = prox_{h/lam}(x_{i,k} - v_{i,k}/lam), k = 0..K-1 (entry K is NaN)")}
-    reference: ClassVar[str] = "pFedFBE, Algorithm 1 and eq. (9); spec/pfedfbe.md §3"
+    reference: ClassVar[str] = "pFedFBE, Algorithm 1 and eq. (9); docs/papers/pfedfbe.md, §3"
     constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
                                    "fd_eps": [Interval(float, 0, None, "left")],
                                    "variant": [Options("full", "cheap")],

@@ -1,4 +1,4 @@
-r"""pFedMe (T Dinh, Tran, Nguyen 2020) with a composite h, spec/pfedfbe.md §5.
+r"""pFedMe (T Dinh, Tran, Nguyen 2020) with a composite h, docs/baselines.md, pFedMe.
 
 Each sampled client sets :math:`w = \theta = x^t`; for each local step k it draws one minibatch
 B and repeats ``inner`` times
@@ -7,7 +7,7 @@ B and repeats ``inner`` times
           + \lambda_p(\theta - w) + \mu\theta)\bigr),
 
 then :math:`w \leftarrow w - \eta_l\lambda_p(w - \theta)` (theta warm-started across k; the prox is the
-spec's composite extension, mu the reference code's weight decay). The server sets
+our composite extension, mu the reference code's weight decay). The server sets
 :math:`x^{t+1} = (1-\beta)x^t + \beta\sum_i\omega_i w_i`. Personalized model: the client's theta.
 """
 from dataclasses import dataclass
@@ -47,7 +47,7 @@ class PFedMe(Algorithm):
     References
     ----------
     C. T Dinh, N. H. Tran, T. D. Nguyen, "Personalized federated learning with Moreau envelopes",
-    NeurIPS 2020, Algorithm 1 (and the CharlieDinh/pFedMe code); spec/pfedfbe.md §5.
+    NeurIPS 2020, Algorithm 1 (and the CharlieDinh/pFedMe code); docs/baselines.md, pFedMe.
 
     Examples
     --------
@@ -71,7 +71,7 @@ class PFedMe(Algorithm):
         "weight_decay is its own weight_decay hyperparameter, but no clipping is "
         "defined for it")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
-    reference: ClassVar[str] = "T Dinh, Tran, Nguyen 2020 (pFedMe); spec/pfedfbe.md §5"
+    reference: ClassVar[str] = "T Dinh, Tran, Nguyen 2020 (pFedMe); docs/baselines.md, pFedMe"
     constraints: ClassVar[dict] = {"lam_p": [Interval(float, 0, None, "neither")],
                                    "eta_p": [Interval(float, 0, None, "neither")],
                                    "inner": [Interval(int, 1, None)],

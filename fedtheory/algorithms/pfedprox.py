@@ -1,12 +1,12 @@
-r"""Personalized FedProx ("pFedprox" of pFedFBE's matrix-completion plots), spec/pfedfbe.md §5.
+r"""Personalized FedProx ("pFedprox" of pFedFBE's matrix-completion plots), docs/baselines.md, Personalized FedProx.
 
-FedProx with the composite h handled by a prox (the spec's prox version):
+FedProx with the composite h handled by a prox (our prox version):
 
 .. math:: x_{i,k+1} = \operatorname{prox}_{\eta_l h}\bigl(x_{i,k} - \eta_l(\nabla\tilde f_i(x_{i,k}; B)
           + \mu(x_{i,k} - x^t))\bigr),\qquad x^{t+1} = \frac1S\sum_{i\in S_t} x_{i,K};
 
 the personalized model of client i is its last local iterate :math:`x_{i,K}` (kept until the client is
-sampled again; :math:`x^0` before). The pFedFBE paper does not define it; this is the spec's reading.
+sampled again; :math:`x^0` before). The pFedFBE paper does not define it; this is our reading.
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -32,7 +32,7 @@ class PFedProx(Algorithm):
     References
     ----------
     T. Li et al., "Federated optimization in heterogeneous networks", MLSys 2020, with the prox
-    version and the personalized reading of spec/pfedfbe.md §5.
+    version and the personalized reading in docs/baselines.md, Personalized FedProx.
 
     Examples
     --------
@@ -50,7 +50,7 @@ class PFedProx(Algorithm):
         "its local step is a proximal step of the composite objective, not a plain "
         "gradient step")
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
-    reference: ClassVar[str] = "Li et al. 2020 (FedProx), personalized reading of spec/pfedfbe.md §5"
+    reference: ClassVar[str] = "Li et al. 2020 (FedProx), personalized reading in docs/baselines.md, Personalized FedProx"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")]}
     stateful_clients: ClassVar[bool] = True
     test_params: ClassVar[dict] = {"lr": 0.1, "mu": 0.1}

@@ -1,4 +1,4 @@
-r"""SCAFFOLD with option II control variates (Karimireddy et al. 2020), spec/fedspeed.md §3.4.
+r"""SCAFFOLD with option II control variates (Karimireddy et al. 2020), docs/baselines.md, SCAFFOLD.
 
 Client i holds :math:`c_i`, the server holds :math:`c` (both 0 at start). Local steps
 
@@ -43,7 +43,7 @@ class Scaffold(Algorithm):
     References
     ----------
     Karimireddy et al., "SCAFFOLD: Stochastic controlled averaging for federated learning",
-    ICML 2020, Alg. 1 option II; spec/fedspeed.md §3.4.
+    ICML 2020, Alg. 1 option II; docs/baselines.md, SCAFFOLD.
 
     Examples
     --------
@@ -58,7 +58,7 @@ class Scaffold(Algorithm):
 
     name: ClassVar[str] = "scaffold"
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
-    reference: ClassVar[str] = "Karimireddy et al. 2020, Alg. 1 (option II); spec/fedspeed.md §3.4"
+    reference: ClassVar[str] = "Karimireddy et al. 2020, Alg. 1 (option II); docs/baselines.md, SCAFFOLD"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (2, 2)
     stateful_clients: ClassVar[bool] = True

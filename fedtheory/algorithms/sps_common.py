@@ -1,4 +1,4 @@
-r"""Shared machinery of the FedSPS family (spec/fedsps.md §2): the SPS step-size primitive, the
+r"""Shared machinery of the FedSPS family (docs/papers/fedsps.md, §2): the SPS step-size primitive, the
 kernel call, the NumPy twin and the step-size statistics recorded in the history.
 
 Every method runs Algorithm 1's driver: each sampled client starts from the global model and
@@ -96,7 +96,7 @@ class SPSBase(Algorithm):
         raise NotImplementedError
 
     def local_round_reference(self, state, ctx):
-        """NumPy twin of Algorithm 1's driver (spec §2.2) with the variant's rule."""
+        """NumPy twin of Algorithm 1's driver (docs/papers/fedsps.md, §2.2) with the variant's rule."""
         x = state["x"]
         S, K = ctx.S, ctx.K
         Y, G, C = np.empty((S, x.shape[0])), np.empty((S, K)), np.zeros((S, K), dtype=np.int64)

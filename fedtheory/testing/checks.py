@@ -1,4 +1,4 @@
-"""The common check suite run on every registered algorithm (DESIGN.md §4).
+"""The common check suite run on every registered algorithm (docs/add-your-own-algorithm.md).
 
 Public, like scikit-learn's ``estimator_checks``: a researcher can run the same checks on an
 algorithm of their own after registering it::

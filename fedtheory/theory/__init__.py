@@ -1,4 +1,4 @@
-"""Theorems as code: bounds, side conditions and verdicts, one module per paper (DESIGN.md §3).
+"""Theorems as code: bounds, side conditions and verdicts, one module per paper (docs/how-a-theorem-is-checked.md).
 
 Each paper module registers its checks with :func:`register_theorem`; they are run through
 ``validation.verify(name, problem, ...)`` and return a :class:`Verification`.
@@ -25,7 +25,7 @@ class _Condition(NamedTuple):
 class Condition(_Condition):
     """A named inequality ``value <= limit`` (or as the name says) and whether it holds.
 
-    A 4-tuple ``(name, value, limit, ok)`` (API.md) with a ``role``: ``"stated"`` (in the
+    A 4-tuple ``(name, value, limit, ok)`` with a ``role``: ``"stated"`` (in the
     theorem), ``"hidden"`` (needed by the proof but not stated) or ``"informational"``.
     """
 
@@ -40,7 +40,7 @@ class Condition(_Condition):
 
 @dataclass
 class Verification:
-    """Outcome of a theorem check (API.md "Ground truth and theory").
+    """Outcome of a theorem check (docs/how-a-theorem-is-checked.md).
 
     Attributes
     ----------

@@ -1,20 +1,20 @@
-r"""FedDeper, Theorems 1 and 2 (spec/feddeper.md §4) as theorem specs measured on ``fedtheory.run``.
+r"""FedDeper, Theorems 1 and 2 (docs/papers/feddeper.md, §4) as theorem specs measured on ``fedtheory.run``.
 
-Notation (spec §1.2): T rounds, K local steps, :math:`\eta_l` (``lr``), :math:`\rho` (``rho``),
+Notation (docs/papers/feddeper.md, §1.2): T rounds, K local steps, :math:`\eta_l` (``lr``), :math:`\rho` (``rho``),
 :math:`\lambda` (``mix``), S sampled clients of n, :math:`p = S/n`, :math:`a = \eta_l K\beta`.
 Assumptions: :math:`\beta`-smooth clients (A1), gradient variance :math:`\sigma^2` (A2),
 :math:`\frac1n\sum_i\|\nabla f_i(x)\|^2 \le B^2\|\nabla f(x)\|^2 + G^2` (A3); equal client
 weights 1/n.
 
 * ``feddeper.theorem_1`` (global model, non-convex):
-  :math:`\frac1T\sum_{t<T}\mathbb E\|\nabla f(x^t)\|^2 \le \mathrm{RHS}` (spec §4.2); the
+  :math:`\frac1T\sum_{t<T}\mathbb E\|\nabla f(x^t)\|^2 \le \mathrm{RHS}` (docs/papers/feddeper.md, §4.2); the
   ``"corrected"`` variant adds the two O(1/T) terms the proof drops, one of which needs
   :math:`\phi^0`, the round-0 drift of every client's personalized path.
 * ``feddeper.theorem_2`` (personalized models, full participation):
   :math:`\frac{1}{nKT}\sum_{t,i,k}\|v_{i,k}^t - x^*\|^2` against the first display of the
   proof of Theorem 2' (``"printed"``, with the false step
   :math:`\|x - x^*\|^2 \le \|\nabla f(x)\|^2/\beta^2`) and against the corrected form with
-  :math:`1/\mu^2` (spec §4.6).
+  :math:`1/\mu^2` (docs/papers/feddeper.md, §4.6).
 
 Every measured quantity comes from the registered ``feddeper`` run by ``fedtheory.run``: the
 left-hand side of Theorem 1 from the run's history, :math:`\phi^0` from the ``"personal"``
@@ -45,13 +45,13 @@ from .engine import NotApplicable, TheoremSpec, Variant, register_spec
 
 VARIANTS = ("printed", "corrected")
 
-#: FedDeper's options fixed to the paper's Algorithm 1 (spec §2.2-§2.4, A1, A2, A6).
+#: FedDeper's options fixed to the paper's Algorithm 1 (docs/papers/feddeper.md, §2.2-§2.4, A1, A2, A6).
 ALGORITHM_1 = dict(minibatch="same", v_coupling="current", stale_v="x0", star=False)
 
 
 # ------------------------------------------------------------------------- constants --
 def sampling_constants(n, S):
-    """p, q, l1, l2, l3 of Theorem 1 (spec §4.2).
+    """p, q, l1, l2, l3 of Theorem 1 (docs/papers/feddeper.md, §4.2).
 
     Examples
     --------
@@ -85,7 +85,7 @@ def a_cap(B2, n, S):
 
     Examples
     --------
-    >>> round(a_cap(1.0, 10, 5), 5)                       # spec §4.2 table
+    >>> round(a_cap(1.0, 10, 5), 5)                       # docs/papers/feddeper.md, §4.2 table
     0.00538
     """
     c = sampling_constants(n, S)
@@ -96,7 +96,7 @@ def a_cap(B2, n, S):
 def largest_B2(a, B2min, n, S):
     r"""The largest :math:`B^2 \ge B^2_{\min}` whose cap still admits ``a`` (``a_cap`` decreases in
     :math:`B^2` and :math:`G^2(B)` decreases in B, so it gives the smallest valid :math:`G^2`,
-    spec §4.7); :math:`B^2_{\min}` when even that cap is below ``a``.
+    docs/papers/feddeper.md, §4.7); :math:`B^2_{\min}` when even that cap is below ``a``.
 
     Examples
     --------
@@ -117,7 +117,7 @@ def largest_B2(a, B2min, n, S):
 
 
 def quadratic_BG(problem):
-    r"""(:math:`B^2_{\min}`, :math:`G^2(B^2)`, equal Hessians) for quadratic clients (spec §4.7).
+    r"""(:math:`B^2_{\min}`, :math:`G^2(B^2)`, equal Hessians) for quadratic clients (docs/papers/feddeper.md, §4.7).
 
     :math:`B^2_{\min} = \max(1, \lambda_{\max}(\bar A^{-1}M\bar A^{-1}))` and
     :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]`, finite only
@@ -163,7 +163,7 @@ def quadratic_BG(problem):
 
 def problem_constants(problem, batch_size=None):
     r"""(:math:`\beta`, :math:`\sigma^2`, :math:`B^2_{\min}`, :math:`G^2(\cdot)`, notes) of
-    Assumptions 1-3 (spec §4.7).
+    Assumptions 1-3 (docs/papers/feddeper.md, §4.7).
 
     Quadratics: exact B and G(B), :math:`\sigma^2 = d s^2` (the problem's noise s). Logistic
     regression: B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
@@ -202,7 +202,7 @@ def problem_constants(problem, batch_size=None):
 
 # ------------------------------------------------------------------------- Theorem 1 --
 def theorem1_terms(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0):
-    r"""The terms of Theorem 1's right-hand side (spec §4.2), by name.
+    r"""The terms of Theorem 1's right-hand side (docs/papers/feddeper.md, §4.2), by name.
 
     ``"printed"`` terms: ``gamma`` (:math:`24\Gamma/(\eta_lKT)`), ``a1`` ... ``a6`` (the
     :math:`a^1 \dots a^6` terms). ``"dropped"`` terms (the corrected variant adds them):
@@ -238,7 +238,7 @@ _DROPPED = ("phi0", "grad")
 
 
 def theorem1_rhs(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0, corrected=True):
-    """Theorem 1's right-hand side (spec §4.2): the sum of :func:`theorem1_terms`; ``corrected``
+    """Theorem 1's right-hand side (docs/papers/feddeper.md, §4.2): the sum of :func:`theorem1_terms`; ``corrected``
     adds the two terms the proof drops (48 beta^2 phi^0/T and 100 a^2 B^2 (E||grad f(x^T)||^2 -
     ||grad f(x^0)||^2)/T).
 
@@ -261,7 +261,7 @@ def _smooth_equal_weights(problem, name):
 
 
 def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0):
-    """Parameters checked, Assumption constants, the step a and the B^2 of the cap (spec §4.7)."""
+    """Parameters checked, Assumption constants, the step a and the B^2 of the cap (docs/papers/feddeper.md, §4.7)."""
     from .._validation import Interval, NoneOk, check_param
     n = problem.n_clients
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
@@ -338,7 +338,7 @@ def _setup1(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clie
 
 
 def _extra_runs1(st):
-    r"""Round 0 with every client (:math:`\phi^0` averages over all n clients, spec A10), tracing the
+    r"""Round 0 with every client (:math:`\phi^0` averages over all n clients, docs/papers/feddeper.md, A10), tracing the
     personalized path :math:`v_{i,k}^0` (plain local SGD from :math:`x^0`)."""
     kw = dict(_run_kwargs(st), rounds=1, clients_per_round=None, trace="personal")
     kw.pop("sampling", None)
@@ -373,16 +373,16 @@ def _bound1(corrected):
 
 SPEC_1 = register_spec(TheoremSpec(
     name="feddeper.theorem_1", algorithm="feddeper",
-    statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; spec/feddeper.md §4.2)",
+    statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; docs/papers/feddeper.md, §4.2)",
     setup=_setup1, run_kwargs=_run_kwargs, extra_runs=_extra_runs1, measure=measure_theorem_1,
     conditions=lambda st, m: _theorem1_conditions(st),
     variants={"printed": Variant("Theorem 1 as printed", _bound1(False), ("stated",)),
               "corrected": Variant("printed plus the two O(1/T) terms the proof drops: 48 beta^2 phi^0/T and "
-                                   "100 a^2 B^2 (E||grad f(x^T)||^2 - ||grad f(x^0)||^2)/T (spec §4.2)",
+                                   "100 a^2 B^2 (E||grad f(x^T)||^2 - ||grad f(x^0)||^2)/T (docs/papers/feddeper.md, §4.2)",
                                    _bound1(True), ("stated", "hidden"))},
     default_variant="corrected",
     details=lambda st, m: {"terms": _terms1(st, m)},
-    reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); spec/feddeper.md §4.2, §4.7",
+    reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); docs/papers/feddeper.md, §4.2, §4.7",
     pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
          "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
          "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
@@ -475,7 +475,7 @@ def _bound2_printed(st, m):
 
 
 def _bound2_corrected(st, m):
-    """2 (1/T) sum_t phi^t + (2/mu^2) eps (spec §4.6; ||x - x*|| <= ||grad f(x)||/mu)."""
+    """2 (1/T) sum_t phi^t + (2/mu^2) eps (docs/papers/feddeper.md, §4.6; ||x - x*|| <= ||grad f(x)||/mu)."""
     return 2 * m["phi"] + 2 * m["eps"] / st["mu"] ** 2
 
 
@@ -487,15 +487,15 @@ SPEC_2 = register_spec(TheoremSpec(
     conditions=lambda st, m: _theorem2_conditions(st),
     variants={"printed": Variant("the first display of the proof of Theorem 2' (the theorem itself hides its "
                                  "constants in O(.)): its last step uses ||x - x*||^2 <= ||grad f(x)||^2/beta^2, "
-                                 "which is false (spec §4.6)", _bound2_printed, ("stated",)),
+                                 "which is false (docs/papers/feddeper.md, §4.6)", _bound2_printed, ("stated",)),
               "corrected": Variant("2 (1/T) sum_t phi^t + (2/mu^2) eps: the triangle inequality and "
-                                   "||x - x*|| <= ||grad f(x)||/mu under mu-strong convexity (spec §4.6)",
+                                   "||x - x*|| <= ||grad f(x)||/mu under mu-strong convexity (docs/papers/feddeper.md, §4.6)",
                                    _bound2_corrected, ("stated", "hidden"))},
     default_variant="corrected",
     details=lambda st, m: {"terms": dict(phi=2 * m["phi"], xi=2 * (m["phi"] + st["xi_weight"] * m["phi_tilde"]),
                                          eps_beta=4 * m["eps"] / st["beta"] ** 2,
                                          eps_mu=2 * m["eps"] / st["mu"] ** 2)},
-    reference="FedDeper, Theorem 2 and the proof of Theorem 2'; spec/feddeper.md §4.6",
+    reference="FedDeper, Theorem 2 and the proof of Theorem 2'; docs/papers/feddeper.md, §4.6",
     pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
          "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
          "case. Not registered.")))
@@ -532,4 +532,4 @@ def _cases_2(quick=False):
                  "rho = eta beta: the paper's 1/beta^2 step", "counterexample", _quadratic_ill,
                  dict(rounds=100, local_steps=5, mix=0.5, x0=x0), {"printed": False, "corrected": True},
                  "every condition of Theorems 1 and 2 holds; the proof's ||x - x*||^2 <= ||grad f||^2/beta^2 "
-                 "fails (spec §4.6, C12)")], []
+                 "fails (docs/papers/feddeper.md, §4.6, C12)")], []

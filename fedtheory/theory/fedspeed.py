@@ -1,13 +1,13 @@
-r"""FedSpeed, Theorem 4.4 (Sun et al., ICLR 2023) as code, with the errata of spec/fedspeed.md §4.
+r"""FedSpeed, Theorem 4.4 (Sun et al., ICLR 2023) as code, with the errata of docs/papers/fedspeed.md, §4.
 
-Quantities (spec §1, §4.2): :math:`q = \eta_l/\lambda`, :math:`\gamma_k = q(1-q)^{K-1-k}`,
+Quantities (docs/papers/fedspeed.md, §1, §4.2): :math:`q = \eta_l/\lambda`, :math:`\gamma_k = q(1-q)^{K-1-k}`,
 :math:`\gamma = \sum_k \gamma_k = 1-(1-q)^K`, :math:`S_2 = \sum_k(\gamma_k/\gamma)^2`,
 :math:`\kappa = \frac12 - 3\alpha^2L^2\rho^2 - 1536\eta_l^2L^2K`. The theorem bounds
 
 .. math:: \mathrm{LHS}(T) = \frac1T\sum_{t=1}^{T-1}\mathbb E\|\nabla F(z^t)\|^2,\qquad
           z^t = x^t + \lambda(2 - 1/\gamma)\,\bar g^{t-1}
 
-(the closed form of the auxiliary sequence, spec §4.2), with full participation, constant
+(the closed form of the auxiliary sequence, docs/papers/fedspeed.md, §4.2), with full participation, constant
 step sizes and the raw perturbation. Bound variants (:func:`bounds`):
 
 * ``"printed"``: eq. (6)-(7) as printed,
@@ -15,13 +15,13 @@ step sizes and the raw perturbation. Bound variants (:func:`bounds`):
   + \frac{32\lambda^2L^2B_0}{\kappa T} + \Phi`, :math:`\Phi = \frac1\kappa[32\lambda\eta_l^2L^2K
   (16\sigma_g^2+\sigma_l^2) + \lambda\alpha^2L^2\rho^2(3\sigma_g^2+\sigma_l^2)]`;
 * ``"derived"``: the proof with errata E1 (spurious lambda in Phi) and E2 (eta_l^2 in the
-  A_0 term) fixed and the exact gamma factors kept (spec §4.5) -- still missing the variance
+  A_0 term) fixed and the exact gamma factors kept (docs/papers/fedspeed.md, §4.5) -- still missing the variance
   the proof drops (E3);
 * ``"corrected"``: derived + the dropped variance
-  :math:`V = L\lambda(1+\alpha\rho L)^2\sigma_l^2 S_2/(2\kappa n)` (spec §4.5 "RHS_patched": a
+  :math:`V = L\lambda(1+\alpha\rho L)^2\sigma_l^2 S_2/(2\kappa n)` (docs/papers/fedspeed.md, §4.5: a
   diagnostic estimate of the missing term, not a proven theorem).
 
-Conditions (:func:`conditions`): the stated S1-S4 and the hidden H1-H4 of spec §4.4.
+Conditions (:func:`conditions`): the stated S1-S4 and the hidden H1-H4 of docs/papers/fedspeed.md, §4.4.
 
 The measurement runs the registered ``fedspeed`` (raw perturbation, "alg1" server) through
 ``fedtheory.run``; the left-hand side comes from its history (``z_grad_sq``) and the bound's
@@ -35,7 +35,7 @@ Examples
 >>> eta = 0.05 / (32 * np.sqrt(6))
 >>> v = validation.verify("fedspeed.theorem_4_4", p, rounds=4000, local_steps=2, lr=eta,
 ...                       lam=eta / 0.6, x0=p.info["x_star"])
->>> v.applicable, v.holds         # spec §4.6 case C2: the printed bound fails
+>>> v.applicable, v.holds         # docs/papers/fedspeed.md, §4.6, C2: the printed bound fails
 (True, False)
 >>> bool(np.array_equal(ft.run(p, v.algorithm, **v.run_kwargs).x, v.runs[0].x))
 True
@@ -53,7 +53,7 @@ VARIANTS = ("printed", "derived", "corrected")
 
 
 def gamma_weights(q, K):
-    """gamma_k = q (1 - q)^(K - 1 - k), k = 0..K-1 (spec §1)."""
+    """gamma_k = q (1 - q)^(K - 1 - k), k = 0..K-1 (docs/papers/fedspeed.md, §1)."""
     return q * (1.0 - q) ** (K - 1 - np.arange(K))
 
 
@@ -74,7 +74,7 @@ def kappa(L, eta, K, alpha, rho):
 
 
 def conditions(L, lam, eta, K, alpha, rho, n):
-    """Stated (S1-S4) and hidden (H1-H4) conditions of Theorem 4.4, spec §4.3-§4.4.
+    """Stated (S1-S4) and hidden (H1-H4) conditions of Theorem 4.4, docs/papers/fedspeed.md, §4.3-§4.4.
 
     Returns ``(stated, hidden, informational)``, lists of :class:`Condition`.
     """
@@ -110,7 +110,7 @@ def conditions(L, lam, eta, K, alpha, rho, n):
 
 
 def bounds(L, lam, eta, K, alpha, rho, n, T, F1gap, A0, B0, sigma_g_sq, sigma_l_sq):
-    """Right-hand sides of Theorem 4.4: printed (6)-(7), derived and corrected (spec §4.3, §4.5).
+    """Right-hand sides of Theorem 4.4: printed (6)-(7), derived and corrected (docs/papers/fedspeed.md, §4.3, §4.5).
 
     Parameters
     ----------
@@ -120,7 +120,7 @@ def bounds(L, lam, eta, K, alpha, rho, n, T, F1gap, A0, B0, sigma_g_sq, sigma_l_
     F1gap : float
         E[F(z^1)] - F*.
     A0, B0 : float
-        (1/n) sum_i E||ghat_i^0||^2 and E||(1/n) sum_i ghat_i^0||^2 (after round 0, spec A14).
+        (1/n) sum_i E||ghat_i^0||^2 and E||(1/n) sum_i ghat_i^0||^2 (after round 0, docs/papers/fedspeed.md, A14).
     sigma_g_sq, sigma_l_sq : float
         Assumption 4.3 and 4.2 constants.
 
@@ -153,7 +153,7 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
       (1/n) sum_i ||grad f_i(x) - grad F(x)||^2 exactly (independent of x); sigma_l^2 = d s^2.
     * logistic: L = max_i lambda_max(A_i^T A_i)/(4 m_i) + l2; sigma_g^2 <= (1/n) sum_i
       (R_i + Rbar)^2 with R_i = max_j ||a_ij||; minibatch B: sigma_l^2 <= R_i^2/B (times
-      (m_i - B)/(m_i - 1) without replacement), maximised over clients (spec §4.8).
+      (m_i - B)/(m_i - 1) without replacement), maximised over clients (docs/papers/fedspeed.md, §4.8).
 
     Raises ValueError (with the reason) when a constant is infinite, e.g. least squares or
     quadratics with distinct Hessians (sigma_g is unbounded on R^d).
@@ -284,19 +284,19 @@ SPEC = register_spec(TheoremSpec(
               "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
-    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5",
+    reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4",
     pep=("Non-convex with stochastic local gradients (sigma_l^2) and global heterogeneity (sigma_g^2) in the "
          "bound, which are expectations and sup-over-x assumptions: the noise has no fixed-size SDP model and "
          "the heterogeneity bound can be imposed only at the evaluated points (a relaxation, a bracket). Not "
          "registered.")))
 
 
-# -- default cases of ``fedtheory verify`` (spec §4.6, §7 E6 and E8) ---------------------------
+# -- default cases of ``fedtheory verify`` (docs/papers/fedspeed.md, §4.6, run E6 and run E8) ------
 _A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
 
 
 def spec_problem(n, het, s, seed=1):
-    """The spec's noisy quadratic F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9)."""
+    """The noisy quadratic of docs/papers/fedspeed.md, §4.6: F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9)."""
     import problems
     C = np.random.default_rng(seed).normal(size=(n, 5)) * het
     return problems.explicit_quadratic(_A, C @ _A, noise=s), C
@@ -313,19 +313,19 @@ def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift,
 
 @register_cases("fedspeed.theorem_4_4")
 def default_cases(quick=False):
-    """C1 (conforming), C2 and C5 (spec §4.6 counterexamples) and the Corollary 4.5 schedule."""
+    """C1 (conforming), C2 and C5 (docs/papers/fedspeed.md, §4.6 counterexamples) and the Corollary 4.5 schedule."""
     holds = {"printed": True, "corrected": True}
     fails = {"printed": False, "corrected": True}
     cases = [
         _case("C1: n=10, K=4, eta_l at half its cap", "conforming", 10, 1.0, 0.45, 4, 0.6, 0.5, 0.5, 0.5,
-              1000 if quick else 3000, 2 if quick else 10, 1.0, holds, "spec §4.6 C1"),
+              1000 if quick else 3000, 2 if quick else 10, 1.0, holds, "docs/papers/fedspeed.md, §4.6, C1"),
         _case("C2: n=1, sigma_g=0, small eta_l", "counterexample", 1, 0.0, 0.45, 2, 0.6, 0.05, 0.0, 0.0,
               6000 if quick else 20000, 2 if quick else 10, 0.0, fails,
-              "spec §4.6 C2: every stated and hidden condition holds; erratum E3 (dropped variance)"),
+              "docs/papers/fedspeed.md, §4.6, C2: every stated and hidden condition holds; erratum E3 (dropped variance)"),
     ]
     if not quick:
         cases.append(_case("C5: n=10, heterogeneous, tiny eta_l", "counterexample", 10, 0.1, 0.45, 2, 0.6,
-                           0.004, 0.0, 0.0, 100000, 3, 0.0, fails, "spec §4.6 C5"))
+                           0.004, 0.0, 0.0, 100000, 3, 0.0, fails, "docs/papers/fedspeed.md, §4.6, C5"))
 
     def corollary(T):
         K = 2 * T

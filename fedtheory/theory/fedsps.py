@@ -1,7 +1,7 @@
 r"""FedSPS (Mukherjee, Loizou, Stich 2023): Theorems 3(a), 3(b), 6(a), 6(b) and 18 as code,
-with the errata of spec/fedsps.md §4 and §8.
+with the errata of docs/papers/fedsps.md, §4 and §8.
 
-Constants (spec §4.6): L is the per-sample smoothness (A1; the maximum over all sample
+Constants (docs/papers/fedsps.md, §4.6): L is the per-sample smoothness (A1; the maximum over all sample
 functions), mu the per-sample strong convexity (A2; the ridge weight for least squares and
 logistic regression, lambda_min(Q_i) for quadratic clients), :math:`\alpha = \min\{1/(2cL),\gamma_b\}`,
 :math:`D_0 = \|x_0 - x^*\|^2`, :math:`\sigma_f^2 = f^* - \frac1n\sum_i\ell_i^*` and T = R tau.
@@ -52,7 +52,7 @@ _REL = 1e-12
 
 # ------------------------------------------------------------------------- constants --
 def sample_constants(problem):
-    """(L, mu): per-sample smoothness and strong convexity (A1, A2; spec §4.6)."""
+    """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6)."""
     from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
     l2 = problem.l2
     if problem.kind == KIND_QUADRATIC:
@@ -66,7 +66,7 @@ def sample_constants(problem):
 
 
 def _full_batch_L(problem):
-    """Deterministic clients: the full-batch constant max_i lambda_max(Hessian of f_i) (spec §4.6 item 1)."""
+    """Deterministic clients: the full-batch constant max_i lambda_max(Hessian of f_i) (docs/papers/fedsps.md, §4.6)."""
     from ..constants import client_smoothness
     return float(np.max(client_smoothness(problem)))
 
@@ -109,7 +109,7 @@ def client_minima(problem):
 
 # ------------------------------------------------------------------------ conditions --
 def uniform_weights_condition(problem):
-    """Stated: every FedSPS theorem has n clients of weight 1/n (spec §1.1).
+    """Stated: every FedSPS theorem has n clients of weight 1/n (docs/papers/fedsps.md, §1.1).
 
     ``value`` is max_i |n w_i - 1| (0 for uniform weights).
 
@@ -470,14 +470,14 @@ SPEC_3A = register_spec(TheoremSpec(
                                  "iterates against 2 D0/(T alpha) + 4 gamma_b sigma_f^2/alpha",
                                  lambda st, m: 2 * st["D0"] / (st["T"] * st["alpha"])
                                  + 4 * st["gamma_b"] * st["sigma_f_sq"] / st["alpha"]),
-              "corrected": Variant("pathwise form (eq. 31, spec §4.3) on every seed: the minibatch losses "
+              "corrected": Variant("pathwise form (eq. 31, docs/papers/fedsps.md, §4.3) on every seed: the minibatch losses "
                                    "F_i(x_t^i, B_t^i) against 2 D0/(T alpha) + (4 gamma_b/alpha) mean_t "
                                    "sigma_hat_t^2 on the same batches; measured and bound at the worst seed",
                                    lambda st, m: m["path_bounds"][m["worst_seed"]],
                                    values=lambda st, m: m["values_by_variant"]["corrected"])},
     default_variant="printed",
     details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); spec/fedsps.md §4.3",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); docs/papers/fedsps.md, §4.3",
     pep=_pep("3a")))
 
 
@@ -530,9 +530,9 @@ SPEC_3B = register_spec(TheoremSpec(
     conditions=lambda st, m: st["conds"] + [_lemma14_condition(st, m)],
     variants={"printed": Variant("Theorem 3(b) as printed", _bound_3b, ("stated",)),
               "corrected": Variant("the same bound with the hidden condition gamma_b <= 1/(2 mu) the proof needs "
-                                   "(Lemma 8's false upper bound, spec erratum 1)", _bound_3b, ("stated", "hidden"))},
+                                   "(Lemma 8's false upper bound, docs/papers/fedsps.md, erratum 1)", _bound_3b, ("stated", "hidden"))},
     default_variant="corrected",
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; spec/fedsps.md §4.3, §8",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; docs/papers/fedsps.md, §4.3, §8",
     pep=_pep("3b")))
 
 
@@ -550,7 +550,7 @@ def bound_6a(T, gamma_b, L, tau, D0, sigma_f_sq, corrected=True):
 
 
 def _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, cap_div, pc):
-    """tau, L (per sample with minibatches, full batch otherwise, spec §4.6) and the cap on gamma_b."""
+    """tau, L (per sample with minibatches, full batch otherwise, docs/papers/fedsps.md, §4.6) and the cap on gamma_b."""
     _params(name, rounds, local_steps, seeds)
     tau = local_steps
     try:
@@ -620,11 +620,11 @@ SPEC_6A = register_spec(TheoremSpec(
               r"(convex, gamma_b <= min{1/(2cL), 1/(20 L tau)}; p = 1 printed, 2 corrected)",
     setup=_setup_6a, run_kwargs=_run_kwargs, measure=measure_6a, conditions=_conditions_6a,
     variants={"printed": Variant("eq. (37) as printed (one power of L in the drift term)", _bound6a(False)),
-              "corrected": Variant("eq. (37) with L^2 in the drift term (spec erratum 2: the proof's "
+              "corrected": Variant("eq. (37) with L^2 in the drift term (docs/papers/fedsps.md, erratum 2: the proof's "
                                    "2 gamma_b L E R_t step gives 128 gamma_b^3 L^2 tau^2 sigma_f^2)", _bound6a(True))},
     default_variant="corrected",
     details=lambda st, m: {"periodic": (m["periodic_deviation"] <= 1e-12) if st["extrapolated"] else None},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); spec/fedsps.md §4.4, §8",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); docs/papers/fedsps.md, §4.4, §8",
     pep=_pep("6a")))
 
 
@@ -669,7 +669,7 @@ SPEC_6B = register_spec(TheoremSpec(
               "corrected": Variant("the same shape (the L^2 correction changes no shape)", lambda st, m: 0.55)},
     default_variant="corrected",
     details=lambda st, m: {"plateaus": m["plateaus"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); spec/fedsps.md §4.4",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); docs/papers/fedsps.md, §4.4",
     pep=("An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= "
          "0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 >"
          " 0), where the Polyak ratio's lower bound ell_i* < f_i(x*) makes the step depend on an unknown f_i* "
@@ -733,11 +733,11 @@ SPEC_18 = register_spec(TheoremSpec(
     setup=_setup_18, run_kwargs=_run_kwargs, measure=measure_18,
     conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
     variants={"printed": Variant("explicit form of the proof's last line as printed", _bound18(False)),
-              "corrected": Variant("X = tau^2 (sigma^2 + zeta^2): what the paper's bound (27) yields (spec erratum 5)",
+              "corrected": Variant("X = tau^2 (sigma^2 + zeta^2): what the paper's bound (27) yields (docs/papers/fedsps.md, erratum 5)",
                                    _bound18(True))},
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
-    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); spec/fedsps.md §4.5",
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); docs/papers/fedsps.md, §4.5",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "
@@ -757,7 +757,7 @@ def interpolating_quadratic(seed=0):
 
 
 def rescaled_thm6_problem(s=1000.0):
-    """spec §8 / P13b: 1-D clients f_i = (h_i/2)(x - b_i)^2 rescaled by s (h -> s^2 h, b -> b/s)."""
+    """docs/papers/fedsps.md, §8, P13b: 1-D clients f_i = (h_i/2)(x - b_i)^2 rescaled by s (h -> s^2 h, b -> b/s)."""
     import problems
     h0 = np.array([1.0, 0.1056, 0.0308, 0.1573])
     b0 = np.array([5.51, -0.84, -1.07, 0.17])
@@ -804,7 +804,7 @@ def _cases_3b(quick=False):
 
 @register_cases("fedsps.theorem_6a")
 def _cases_6a(quick=False):
-    return [Case("spec §8 rescaled 1-D problem (s = 1000, tau = 1e4), periodic from the FedAvg fixed point",
+    return [Case("docs/papers/fedsps.md, §8 rescaled 1-D problem (s = 1000, tau = 1e4), periodic from the FedAvg fixed point",
                  "counterexample", rescaled_thm6_problem, _thm6_case(quick), {"printed": False, "corrected": True})], []
 
 

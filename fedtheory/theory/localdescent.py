@@ -1,7 +1,7 @@
 r"""Haddadpour & Mahdavi (2019), "On the convergence of local descent methods in federated
-learning": Theorems 4.1, 4.2, 4.4 and 4.7 as theorem specs, with spec/localdescent.md §3-§4.
+learning": Theorems 4.1, 4.2, 4.4 and 4.7 as theorem specs, with docs/papers/localdescent.md, §3-§4.
 
-Constants (spec §3): L = max_j L_j (local smoothness), mu the PL constant of f (for a quadratic
+Constants (docs/papers/localdescent.md, §3): L = max_j L_j (local smoothness), mu the PL constant of f (for a quadratic
 lambda_min of the average Hessian), kappa = L/mu, and the gradient diversity
 
 .. math:: \Lambda(x, q) = \frac{\sum_j q_j\|\nabla f_j(x)\|^2}{\|\sum_j q_j\nabla f_j(x)\|^2} \le \lambda,
@@ -25,7 +25,7 @@ model); Theorems 4.4 and 4.7 bound gradients at every local step, read from the 
   participation), for NFSGD the q-average over all clients' paths (:func:`virtual_averages`);
 * gradients at the traced points only (:func:`client_gradients`, :func:`objective_gradients`):
   the module never re-runs an algorithm;
-* ``lambda_traj``, the **multi-point diversity** the proofs actually use (spec §3.2),
+* ``lambda_traj``, the **multi-point diversity** the proofs actually use (docs/papers/localdescent.md, §3.2),
   :math:`\Lambda_{multi} = \sum_s w_s\|\nabla f_{j_s}(y_{s,k})\|^2/\|\sum_s w_s\nabla f_{j_s}(y_{s,k})\|^2`
   with each client's exact gradient at its own traced local iterate (:func:`traced_diversity`),
   over the **participants** of a traced run. The proofs sum over all n clients (the devices
@@ -39,7 +39,7 @@ variant says in one sentence (``Variant.description``) what it changes: Theorem 
 (the proof's (45) form of the bound) and ``"corrected"`` ((43) instead of (19)); Theorem 4.2
 ``"corrected"`` (the direct Lemma B.6 check instead of (i)-(iv)); Theorem 4.4 ``"corrected"``
 (the factor E of step (165)); Theorem 4.7 ``"corrected"`` (identical to printed: the
-correction of spec §4.4 concerns the informal Theorem 3.4's condition on T, reported as an
+correction of docs/papers/localdescent.md, §4.4 concerns the informal Theorem 3.4's condition on T, reported as an
 informational condition).
 
 Examples
@@ -55,7 +55,7 @@ True
 >>> [c.role for c in v.conditions if c.name.startswith(("(19)", "(43):"))]
 ['stated', 'hidden']
 
-The counterexample of spec §4.2: every stated condition of Theorem 4.2 holds, the bound fails.
+The counterexample of docs/papers/localdescent.md, §4.2: every stated condition of Theorem 4.2 holds, the bound fails.
 
 >>> A = [np.diag([1.0, 0.3, 0.05]) * s for s in (0.95, 1.0, 1.05, 1.1)]
 >>> c = problems.explicit_quadratic(A, [a @ np.ones(3) for a in A])
@@ -101,7 +101,7 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
 
 def diversity_sup(problem):
     r"""sup_x Lambda(x, q): :math:`\lambda_{\max}(\bar A^{-1}M\bar A^{-1})` for a shared-minimiser
-    quadratic, +inf when the clients' minimisers differ (spec §3.1). Other problem kinds raise
+    quadratic, +inf when the clients' minimisers differ (docs/papers/localdescent.md, §3.1). Other problem kinds raise
     ValueError (estimate the diversity along a traced run with :func:`traced_diversity`)."""
     parts = _quadratic_parts(problem)
     if parts is None:
@@ -186,7 +186,7 @@ def multi_point_diversity(G, w):
 
     ``G`` has shape (S, ..., d) (row s: client s's gradient at its own point), ``w`` (S,) are
     weights (normalised here). 1 where the numerator is 0, +inf where only the denominator is
-    (spec §3.1-§3.2); the same as :func:`diversity` for one set of points.
+    (docs/papers/localdescent.md, §3.1-§3.2); the same as :func:`diversity` for one set of points.
 
     Examples
     --------
@@ -259,7 +259,7 @@ def virtual_averages(trace, name="local"):
 def traced_diversity(problem, trace, name="local"):
     r"""Multi-point diversity at every traced local step: the participants' exact gradients at
     their own iterates :math:`y_{s,k}` (k < K), weighted by the round's aggregation weights,
-    shape (T,) in the order of :func:`virtual_averages` (spec §3.2; the proofs' version uses all
+    shape (T,) in the order of :func:`virtual_averages` (docs/papers/localdescent.md, §3.2; the proofs' version uses all
     n clients: trace a full-participation run for it).
 
     Examples
@@ -361,7 +361,7 @@ def _sigma2_B(problem, batch_size):
 
 def _assumption_constants(problem, batch_size=None, noise_model=True):
     """(lambda_sup, sigma^2, B, C1) of Assumptions 1-3; raises NotApplicable saying why they do not
-    exist (no closed form, or clients without a shared minimiser: sup Lambda = inf, spec §3.1)."""
+    exist (no closed form, or clients without a shared minimiser: sup Lambda = inf, docs/papers/localdescent.md, §3.1)."""
     try:
         lam = diversity_sup(problem)
         sigma2, B, C1 = _sigma2_B(problem, batch_size) if noise_model else (0.0, 1, 0.0)
@@ -369,7 +369,7 @@ def _assumption_constants(problem, batch_size=None, noise_model=True):
         raise NotApplicable(str(e)) from None
     if not math.isfinite(lam):
         raise NotApplicable("the clients do not share a minimiser, so sup Lambda = inf "
-                            "(Assumption: bounded gradient diversity fails; spec §3.1)")
+                            "(Assumption: bounded gradient diversity fails; docs/papers/localdescent.md, §3.1)")
     return lam, sigma2, B, C1
 
 
@@ -403,7 +403,7 @@ LFGD_CONDITIONS = {"19": cond19_printed, "46": cond46, "43": cond43}
 
 
 def lfgd_eta_max(L, mu, lam, E, variant="43"):
-    """Largest eta with the condition's left-hand side <= 1 (bisection; spec §4.1)."""
+    """Largest eta with the condition's left-hand side <= 1 (bisection; docs/papers/localdescent.md, §4.1)."""
     lhs = LFGD_CONDITIONS[variant]
     lo, hi = 0.0, min(1 / (L * lam), 1 / mu) * (1 - 1e-12)
     for _ in range(200):
@@ -587,20 +587,20 @@ THEOREM_4_1 = register_spec(TheoremSpec(
                          "printed exp(-mu eta T) form), under the printed condition (19).",
                          _bound_4_1("proof"), ("stated",)),
         "corrected": Variant("The proof's bound (45) under the condition the recursion needs, (43) of Lemma A.4 "
-                             "with mu eta < 1, instead of the printed (19) with its extra 1/mu (spec §4.1).",
+                             "with mu eta < 1, instead of the printed (19) with its extra 1/mu (docs/papers/localdescent.md, §4.1).",
                              _bound_4_1("corrected"), ("hidden",))},
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_1(st)),
     details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
                                              "all_rounds_hold", "all_rounds_hold_printed")},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
-              "spec/localdescent.md §4.1",
+              "docs/papers/localdescent.md, §4.1",
     pep=pep_4_1))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --
 def lfsgd_pl_stated_conditions(alpha, E, S, L, mu, lam, C1=0.0):
-    """The paper's conditions (i)-(iv) of Theorem 4.2 (spec §4.2), as stated Conditions."""
+    """The paper's conditions (i)-(iv) of Theorem 4.2 (docs/papers/localdescent.md, §4.2), as stated Conditions."""
     kap = L / mu
     a = alpha * E + 4
     Chat = 192 * lam * (S + 1) / S * kap ** 2 * math.exp(4 / alpha)
@@ -634,7 +634,7 @@ def lemma_b6_worst(etas, E, mu, D, c):
 
 
 def lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1=0.0, horizon=None):
-    """The direct check of Lemma B.6 plus a >= E - 1 and a >= 4 lambda kappa (C1+S)/S (spec §4.2): the
+    """The direct check of Lemma B.6 plus a >= E - 1 and a >= 4 lambda kappa (C1+S)/S (docs/papers/localdescent.md, §4.2): the
     hidden conditions the proof needs, as Conditions with role "hidden"."""
     a = alpha * E + 4
     D = lam * L * (C1 + S) / S
@@ -649,7 +649,7 @@ def lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1=0.0, horizon=None)
 
 
 def lfsgd_pl_alpha_min(E, S, L, mu, lam, C1=0.0, grid=None):
-    """Smallest alpha on a grid passing the corrected conditions (spec §4.2 item 2)."""
+    """Smallest alpha on a grid passing the corrected conditions (docs/papers/localdescent.md, §4.2)."""
     for al in (grid if grid is not None else np.linspace(0.5, 400, 1600)):
         if all(c.ok for c in lfsgd_pl_corrected_conditions(al, E, S, L, mu, lam, C1)):
             return float(al)
@@ -695,7 +695,7 @@ def _setup_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round
     if alpha is None:
         alpha = lfsgd_pl_alpha_min(E, S, L, mu, lam, C1)
         if not math.isfinite(alpha):
-            raise NotApplicable("no alpha in (0.5, 400] passes the direct Lemma B.6 check (spec §4.2); pass alpha",
+            raise NotApplicable("no alpha in (0.5, 400] passes the direct Lemma B.6 check (docs/papers/localdescent.md, §4.2); pass alpha",
                                 lfsgd_pl_corrected_conditions(400.0, E, S, L, mu, lam, C1))
     a = alpha * E + 4
     x0 = _x0(problem, x0)
@@ -750,12 +750,12 @@ THEOREM_4_2 = register_spec(TheoremSpec(
         "printed": Variant("Theorem 4.2 as printed: the stated conditions (i)-(iv) imply bound (22).", _bound_4_2,
                            ("stated",)),
         "corrected": Variant("Bound (22) under the conditions the proof needs instead of the insufficient (i)-(iv) "
-                             "(spec §4.2): the direct per-period check of Lemma B.6, a >= E - 1 (step 151) and "
+                             "(docs/papers/localdescent.md, §4.2): the direct per-period check of Lemma B.6, a >= E - 1 (step 151) and "
                              "a >= 4 lambda kappa (C1+S)/S.", _bound_4_2, ("hidden",))},
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
-    reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; spec/localdescent.md §4.2",
+    reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; docs/papers/localdescent.md, §4.2",
     pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
          "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
          "expectation would need every sampling path and a noise model, PL functions have no exact "
@@ -879,7 +879,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
-              "spec/localdescent.md §4.3",
+              "docs/papers/localdescent.md, §4.3",
     pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
          "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
          "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
@@ -928,7 +928,7 @@ def _conditions_4_7(st, m):
                        role="informational"),
              Condition("T >= 4 lambda^2 (C1/n + 2)^2 (Theorem 3.4, informal, as printed)", T, t_p, T >= t_p,
                        role="informational"),
-             Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (Theorem 3.4 with the missing factor n, spec §4.4)", T, t_c,
+             Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (Theorem 3.4 with the missing factor n, docs/papers/localdescent.md, §4.4)", T, t_c,
                        T >= t_c, role="informational"),
              Condition("E <= (1 - zeta) sqrt(T/(10 lambda n)) (Remark 10)", E, e_max, E <= e_max,
                        role="informational")]
@@ -950,13 +950,13 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_nonconvex, conditions=_conditions_4_7,
     variants={
         "printed": Variant("Theorem 4.7 as printed: condition (28) implies bound (29).", _bound_4_7, ("stated",)),
-        "corrected": Variant("The same as printed, (28) implies (29): the correction of spec §4.4 (the factor n "
+        "corrected": Variant("The same as printed, (28) implies (29): the correction of docs/papers/localdescent.md, §4.4 (the factor n "
                              "missing from the condition on T) concerns the informal Theorem 3.4 and is reported as "
                              "an informational condition.", _bound_4_7, ("stated",))},
     default_variant="corrected",
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
-              "Appendix D.1 (86); spec/localdescent.md §4.4",
+              "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
     pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
          "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
          "relaxation giving a bracket). Not registered.")))
@@ -964,14 +964,14 @@ THEOREM_4_7 = register_spec(TheoremSpec(
 
 # --------------------------------------------------------------- default cases (verify) --
 def conforming_quadratic(n=8, d=6, seed=6, noise=0.0):
-    """Shared-minimiser quadratic with distinct Hessians (bounded diversity; spec §7 item 1)."""
+    """Shared-minimiser quadratic with distinct Hessians (bounded diversity; docs/papers/localdescent.md, run 1)."""
     import problems
     return problems.quadratic(n, d, L=1.0, mu=0.25, shared_minimizer=True, hessian="distinct", seed=seed,
                               noise=noise)
 
 
 def counterexample_4_2():
-    """spec §4.2: n = 4 diagonal quadratics with a shared minimiser, kappa ~ 21, lambda ~ 1."""
+    """docs/papers/localdescent.md, §4.2: n = 4 diagonal quadratics with a shared minimiser, kappa ~ 21, lambda ~ 1."""
     import problems
     A = [np.diag([1.0, 0.3, 0.05]) * s for s in (0.95, 1.0, 1.05, 1.1)]
     return problems.explicit_quadratic(A, [a @ np.ones(3) for a in A], name="thm42_counterexample")
@@ -990,7 +990,7 @@ def _cases_4_1(quick=False):
 @register_cases("localdescent.theorem_4_2")
 def _cases_4_2(quick=False):
     x0c = 2 * np.ones(3)
-    return [Case("spec §4.2 counterexample: kappa~21, alpha=0.1, E=10, S=2", "counterexample", counterexample_4_2,
+    return [Case("docs/papers/localdescent.md, §4.2 counterexample: kappa~21, alpha=0.1, E=10, S=2", "counterexample", counterexample_4_2,
                  dict(rounds=5, local_steps=10, alpha=0.1, clients_per_round=2, seeds=1, x0=x0c),
                  {"printed": False}),
             Case("noisy shared-minimiser quadratic, alpha from Lemma B.6", "conforming",

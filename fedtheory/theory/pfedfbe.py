@@ -1,4 +1,4 @@
-r"""pFedFBE: the forward-backward envelope, Lemmas 1-3 and Theorem 1 (spec/pfedfbe.md §2 and §6),
+r"""pFedFBE: the forward-backward envelope, Lemmas 1-3 and Theorem 1 (docs/papers/pfedfbe.md, §2 and §6),
 for h = tau ||.||_1 (the problem's ``l1``) and least-squares, lasso or quadratic clients (f_i
 quadratic: rho = 0).
 
@@ -21,22 +21,22 @@ as printed, with the constants of Lemmas 1-3 as printed: :math:`L_F = (2\rho B +
 with c = 1 (Lemma 3 as stated). Bound variants (:data:`FIXES`, :func:`theorem1_bound`):
 
 * ``"printed"``: exactly the above;
-* ``"lemma2_corrected"``: Lemma 2's right-hand side read as :math:`\gamma_F^2` (spec erratum 6);
-* ``"lemma3_proof"``: c = 3, the coefficient Lemma 3's proof derives (spec erratum 7);
-* ``"theorem_L_F2"``: the drift term with the :math:`L_F^2` of the proof's eq. (42) (spec erratum 9);
-* ``"lemmas_corrected"``: errata 6 and 7 (spec §6.5's "paper-literal RHS");
-* ``"corrected"`` (default): errata 6, 7 and 9, spec §6.3.
+* ``"lemma2_corrected"``: Lemma 2's right-hand side read as :math:`\gamma_F^2` (docs/papers/pfedfbe.md, erratum 6);
+* ``"lemma3_proof"``: c = 3, the coefficient Lemma 3's proof derives (docs/papers/pfedfbe.md, erratum 7);
+* ``"theorem_L_F2"``: the drift term with the :math:`L_F^2` of the proof's eq. (42) (docs/papers/pfedfbe.md, erratum 9);
+* ``"lemmas_corrected"``: errata 6 and 7 (docs/papers/pfedfbe.md, §6.5);
+* ``"corrected"`` (default): errata 6, 7 and 9, docs/papers/pfedfbe.md, §6.3.
 
 Conditions (:func:`conditions`): stated lambda > L, eta_l <= 1/(10 K L_F) (the theorem's
 1/(10 R L_F) in paper symbols), (A1) coercivity and (A2) a compact ball C holding every iterate;
-hidden: C also holds the prox points (Lemma 1's proof, spec §6.1); informational: Lemma 4's
+hidden: C also holds the prox points (Lemma 1's proof, docs/papers/pfedfbe.md, §6.1); informational: Lemma 4's
 printed step-size condition 1/(10 L_F B).
 
 The measurement runs the registered ``pfedfbe`` (full FBE gradient, exact Hessian-vector products
 on an independent minibatch, uniform sampling without replacement: the algorithm of Theorem 1)
 through ``fedtheory.run`` with ``trace=("local", "prox_point")``: the left-hand side is
 :math:`\|\nabla F\|^2` (exact, full data) at the per-step mean of the traced local paths; the ball
-C (spec §6.4) is centred at argmin F with radius 1.1 x the largest distance of any traced
+C (docs/papers/pfedfbe.md, §6.4) is centred at argmin F with radius 1.1 x the largest distance of any traced
 iterate or prox point, and the constants of Assumption 1 are computed on it (a posteriori).
 
 Examples
@@ -74,13 +74,13 @@ VARIANTS = tuple(FIXES)
 _DESCRIPTIONS = {
     "printed": "Theorem 1 exactly as printed, with L_F, gamma_F and sigma_F^2 as Lemmas 1-3 print them "
                "(gamma_F := 24 gamma_G^2 + 12 B^2 gamma_H^2/lam^2, cross-term coefficient 1, no L_F^2).",
-    "lemma2_corrected": "printed, with Lemma 2's right-hand side read as gamma_F^2 (spec erratum 6).",
+    "lemma2_corrected": "printed, with Lemma 2's right-hand side read as gamma_F^2 (docs/papers/pfedfbe.md, erratum 6).",
     "lemma3_proof": "printed, with the coefficient 3 on sigma_G^2 sigma_H^2 that Lemma 3's proof derives "
-                    "(spec erratum 7).",
-    "theorem_L_F2": "printed, with the factor L_F^2 of the proof's eq. (42) in the drift term (spec erratum 9).",
+                    "(docs/papers/pfedfbe.md, erratum 7).",
+    "theorem_L_F2": "printed, with the factor L_F^2 of the proof's eq. (42) in the drift term (docs/papers/pfedfbe.md, erratum 9).",
     "lemmas_corrected": "printed formula of Theorem 1 with the corrected Lemmas 2 and 3 (errata 6 and 7; "
-                        "spec §6.5's paper-literal RHS).",
-    "corrected": "spec §6.3: errata 6, 7 and 9 (gamma_F^2 read, coefficient 3, L_F^2 in the drift term).",
+                        "docs/papers/pfedfbe.md, §6.5).",
+    "corrected": "docs/papers/pfedfbe.md, §6.3: errata 6, 7 and 9 (gamma_F^2 read, coefficient 3, L_F^2 in the drift term).",
 }
 
 
@@ -170,7 +170,7 @@ def gamma_F_sq(gamma_G, gamma_H, B, lam, lemma2_as_square=True):
 
     Lemma 2 prints :math:`\frac1n\sum_i\|\nabla F_i - \nabla F\|^2 \le \gamma_F := 24\gamma_G^2 +
     12B^2\gamma_H^2/\lambda^2`; read literally (``lemma2_as_square=False``) the theorem's
-    :math:`\gamma_F^2` is the square of that, read as the spec does (erratum 6, default) it is that.
+    :math:`\gamma_F^2` is the square of that, read as fedtheory does (docs/papers/pfedfbe.md, erratum 6; default) it is that.
 
     Examples
     --------
@@ -198,7 +198,7 @@ def sigma_F_sq(sigma_G, sigma_H, B, lam, b_g=None, b_H=None, coefficient=3):
 
 
 def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
-    """L, B, gamma_G, gamma_H, sigma_G, sigma_H on the ball C = B(x_c, r_C) (spec §6.4), and the derived
+    """L, B, gamma_G, gamma_H, sigma_G, sigma_H on the ball C = B(x_c, r_C) (docs/papers/pfedfbe.md, §6.4), and the derived
     L_F (Lemma 1), gamma_F^2 (Lemma 2, read as a square) and sigma_F^2 (Lemma 3, coefficient 3)."""
     from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     if problem.kind == KIND_LOGISTIC:
@@ -285,7 +285,7 @@ def theorem1_bound(variant, Delta_F, eta, K, R, lam, L_F, B, gamma_G, gamma_H, s
     return dict(bound=sum(terms), terms=terms, gamma_F2=g2, sigma_F2=s2)
 
 
-# ---------------------------------------------------------------------- the spec --
+# ------------------------------------------------------------- the theorem spec --
 def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_round=None, batch_size=None,
            seeds=3, x0=None):
     """Resolved parameters: lam defaults to 2L, lr to 1/(10 K L_F) (Lemma 1's L_F at lam)."""
@@ -337,7 +337,7 @@ def measure(st, runs):
     r"""LHS = (1/(KR)) sum_{t,k<K} ||grad F(xbar_k^t)||^2 per run, xbar_k^t the per-step mean of the
     sampled clients' traced local iterates (xbar_0^t = x^t); F* and argmin F; the radius of the
     ball C (largest distance from argmin F of a traced iterate or prox point) and the constants
-    of Assumption 1 on C (radius 1.1 x that, spec §6.4)."""
+    of Assumption 1 on C (radius 1.1 x that, docs/papers/pfedfbe.md, §6.4)."""
     p, K, lam = st["problem"], st["K"], st["lam"]
     Fs, xF = F_star(p, lam, st["x0"])
     vals, rad_it, rad_pp, diverged = [], 0.0, 0.0, 0
@@ -366,7 +366,7 @@ def measure(st, runs):
 
 
 def conditions(st, m):
-    """Stated, hidden and informational conditions of Theorem 1 (spec §6.1-§6.3)."""
+    """Stated, hidden and informational conditions of Theorem 1 (docs/papers/pfedfbe.md, §6.1-§6.3)."""
     p, c, lam, lr, K = st["problem"], m["constants"], st["lam"], st["lr"], st["K"]
     eta_cap = 1 / (10 * K * c["L_F"])
     from .._kernels.oracles import KIND_QUADRATIC
@@ -384,7 +384,7 @@ def conditions(st, m):
         Condition("(A1) f_i + h coercive: min_i lambda_min(H_i) > 0, or tau > 0 and f_i bounded below",
                   st["lam_min"], 0.0, coercive),
         Condition("(A2) a compact ball C holds every iterate: diverged runs", m["diverged"], 0, m["diverged"] == 0),
-        Condition("(A2) C also holds the prox points (Lemma 1's proof, spec §6.1): max distance vs radius of C",
+        Condition("(A2) C also holds the prox points (Lemma 1's proof, docs/papers/pfedfbe.md, §6.1): max distance vs radius of C",
                   m["radius_prox"], 1.1 * m["radius"], m["radius_prox"] <= 1.1 * m["radius"], role="hidden"),
         Condition("Lemma 4 as printed: eta_l < 1/(10 L_F B)", lr, 1 / (10 * c["L_F"] * c["B"]),
                   lr < 1 / (10 * c["L_F"] * c["B"]), role="informational"),
@@ -418,7 +418,7 @@ SPEC = register_spec(TheoremSpec(
     variants={v: Variant(_DESCRIPTIONS[v], _bound(v), ("stated",) if v != "corrected" else ("stated", "hidden"))
               for v in VARIANTS},
     default_variant="corrected", details=_details,
-    reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; spec/pfedfbe.md §6",
+    reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; docs/papers/pfedfbe.md, §6",
     pep=("Personalization through the forward-backward envelope: the method's gradient involves the Hessian of"
          " f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and "
          "values of a function class PEP interpolates; the bound also carries minibatch variances. Not "

@@ -8,7 +8,7 @@ All quantities are computed from the data and the certified optimum, never guess
 ``L_sample_max``       largest per-sample smoothness (least squares ||a||^2 + l2, logistic ||a||^2/4 + l2)
 ``mu``                 :math:`\inf_x \lambda_{\min}\nabla^2 F_{smooth}(x)` (logistic: the ridge l2)
 ``mu_star``            :math:`\lambda_{\min}\nabla^2 F_{smooth}(x^*)` (local curvature at the optimum)
-``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 of DESIGN.md, zeta_*^2 of FedSPS)
+``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 in the README, zeta_*^2 of FedSPS)
 ``gamma_gap``          :math:`\Gamma = F^* - \sum_i w_i f_i^*` (Li et al. 2020; FedSPS sigma_f^2 with l_i* = f_i*)
 ``sigma_f_sq_zero``    FedSPS :math:`\sigma_f^2` with :math:`\ell_i^* = 0`: F* (non-negative losses only)
 ``sigma_sq``           variance of the additive gradient noise, d * noise^2
@@ -156,7 +156,7 @@ def constants(problem, gt=None):
         lam, lam_kind = quadratic_diversity_sup(Hs, w), "exact"
     else:
         lam, lam_kind = (L / mu if mu > 0 else np.inf), "bound"
-        notes["gradient_diversity"] = "shared minimiser: sup Lambda <= kappa = L/mu (spec/localdescent.md §3.1)"
+        notes["gradient_diversity"] = "shared minimiser: sup Lambda <= kappa = L/mu (docs/papers/localdescent.md, §3.1)"
     gap = float(gt.f - w @ gt.client_f) if np.all(np.isfinite(gt.client_f)) else np.nan
     return Constants(L=L, L_i=L_i, L_max=float(L_i.max()), L_sample_max=L_sample, mu=mu,
                      mu_star=mu_star, kappa=(L / mu if mu > 0 else np.inf), f_star=gt.f,
@@ -168,7 +168,7 @@ def constants(problem, gt=None):
 
 
 def feddeper_constants(problem, batch_size=None):
-    """FedDeper's Assumption constants (spec/feddeper.md §4.7): beta, sigma^2 (varsigma), B^2_min and G^2(B^2).
+    """FedDeper's Assumption constants (docs/papers/feddeper.md, §4.7): beta, sigma^2 (varsigma), B^2_min and G^2(B^2).
 
     Quadratics: beta = max_i lambda_max(A_i), B^2_min = max(1, lambda_max(Abar^-1 M Abar^-1)) and
     G^2(B) = max_x [(1/n) sum ||A_i x - b_i||^2 - B^2 ||Abar x - bbar||^2] (exact); logistic

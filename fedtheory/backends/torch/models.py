@@ -9,7 +9,7 @@
 ``resnet18_gn``         ResNet-18 with a 7x7 first convolution and GroupNorm (FedSpeed, CIFAR)
 =====================  ===================================================================
 
-FedDeper leaves pooling, activations and padding unspecified (spec/feddeper.md A11): we use ReLU,
+FedDeper leaves pooling, activations and padding unspecified (docs/papers/feddeper.md, A11): we use ReLU,
 "same" padding and a 2x2 max-pool after each convolution. No model has buffers (no BatchNorm):
 running statistics would be client state that no paper defines.
 """
@@ -112,7 +112,7 @@ class _Block(nn.Module):
 class ResNet18GN(nn.Module):
     """ResNet-18 (basic blocks [2, 2, 2, 2], widths 64-512) with GroupNorm and a 7x7 stride-2 stem
     followed by 3x3 max-pooling, as torchvision's ResNet-18 with BatchNorm replaced by GroupNorm
-    (FedSpeed's model, spec/fedspeed.md §6.1)."""
+    (FedSpeed's model, docs/papers/fedspeed.md, §6.1)."""
 
     def __init__(self, n_classes=10, in_channels=3, groups=2):
         super().__init__()
