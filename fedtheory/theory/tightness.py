@@ -8,7 +8,7 @@ optional function, ``pep=``. Called with the constants,
 
 it returns a :class:`PEPForm`: a builder of the PEPit problem of the registered method (the
 same update rule, weights and server step as ``fedtheory/algorithms``) over the theorem's class
-with the initial condition normalised to 1, the arguments that evaluate the spec's own bound
+with the initial condition normalised to 1, the arguments that evaluate the theorem spec's own bound
 variants for the same constants, and the theorem's step conditions. :func:`tightness` does the
 rest: it solves the PEP (an SDP, through CVXPY with Clarabel by default, ``solver="SCS"`` also
 works), brackets the worst case, evaluates the bound of the chosen variant, the per-round
@@ -89,7 +89,7 @@ class PEPForm:
     function_class : str
         The class the worst case is over, in words.
     bound_args : callable
-        ``bound_args(rounds) -> (setup, measurement)``: the arguments of the spec's
+        ``bound_args(rounds) -> (setup, measurement)``: the arguments of the theorem spec's
         ``Variant.bound`` for these constants and ``rounds`` (the paper module's own bound).
     exact : bool
         Whether the class is the theorem's class (``False``: a subclass, then the worst case
