@@ -218,7 +218,7 @@ def _flatten(d, prefix=""):
 
 # ------------------------------------------------------------------------------- messages
 
-_CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>.+?) must be (?P<what>.+?)\. "
+_CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>\S+) must be (?P<what>.+?)\. "
                     r"Got (?P<got>.+) instead\.?$", re.S)
 
 

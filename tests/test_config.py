@@ -109,6 +109,11 @@ CASES = [
     ("TOML syntax", ("n_clients = 6", "n_clients = "), r", line 3, column 13: invalid TOML: "),
     ("TOML duplicate key", ("dim = 4", "dim = 4\ndim = 5"), r", line 5, column .*: invalid TOML: "),
     ("unknown table", ("[grid]", "[grids]"), r", line 14: 'grids': unknown table; expected [problem], [run]"),
+    ("released-code option the algorithm rejects", ('algorithm = "fedspeed"', 'algorithm = "fedsps"\nweight_decay = 0.01'),
+     r", line 9: [run] key 'weight_decay': The 'weight_decay' parameter of run is not supported by 'fedsps': .*"
+     r"It must be None or 0.0 for 'fedsps'. Got weight_decay=0.01 instead."),
+    ("clip_norm negative", ("eval_every = 10", "eval_every = 10\nclip_norm = -1.0"),
+     r", line 13: [run] key 'clip_norm': expected .* (argument of fedtheory.run); got -1.0"),
 ]
 
 
