@@ -181,9 +181,8 @@ def _run(args):
     cfg = load(args.config)
     pts = cfg.points()
     if len(pts) != 1:
-        print(f"error: {args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
-              "configuration (use 'fedtheory sweep').", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
+                         "configuration (use 'fedtheory sweep').")
     from ._progress import enabled
     rid, df = run_point(*pts[0], progress=enabled())
     last = df.iloc[-1]
@@ -226,9 +225,8 @@ def _verify(args):
     from .verification import verify_all
     unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
     if unknown:
-        print(f"error: unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
-              f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
+                         f"{', '.join(sorted(THEOREMS))}")
     _out_dir(args.out)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
@@ -254,9 +252,7 @@ def _plot(args):
             raise UsageError(f"{path}: not a results table (a Parquet file written by 'fedtheory sweep'): "
                              f"{_one_line(e)}") from None
     else:
-        print(f"error: no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)")
     if not len(df):
         raise UsageError(f"{path}: no runs stored yet (run 'fedtheory sweep CONFIG --out {args.dir}')")
     if args.y is not None and args.y not in df.columns:

@@ -85,6 +85,8 @@ def test_usage_mistakes_exit_2_with_one_line(files, capsys, argv, fragment):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert fragment.format(d=files) in lines[0], lines[0]
+    known = argv and argv[0] in ("list", "describe", "run", "sweep", "verify", "plot", "demo")
+    assert lines[0].startswith(f"fedtheory {argv[0]}: error: " if known else "fedtheory: error: "), lines[0]
     assert "Traceback" not in err
 
 
