@@ -112,6 +112,8 @@ CASES = [
     ("released-code option the algorithm rejects", ('algorithm = "fedspeed"', 'algorithm = "fedsps"\nweight_decay = 0.01'),
      r", line 9: [run] key 'weight_decay': The 'weight_decay' parameter of run is not supported by 'fedsps': .*"
      r"It must be None or 0.0 for 'fedsps'. Got weight_decay=0.01 instead."),
+    ("run argument a file does not set", ("eval_every = 10", 'eval_every = 10\ndevice = "cpu"'),
+     r", line 13: [run] key 'device': is an argument of fedtheory.run that a configuration file does not set"),
     ("clip_norm negative", ("eval_every = 10", "eval_every = 10\nclip_norm = -1.0"),
      r", line 13: [run] key 'clip_norm': expected .* (argument of fedtheory.run); got -1.0"),
 ]
