@@ -402,10 +402,10 @@ class Config:
             if k != "algorithm" and k not in allowed:
                 t = "grid" if k in self.grid else "run"
                 if k in RUN_EXCLUDED:
-                    raise self.error(t, k, f"is an argument of fedtheory.run that a configuration file does not "
-                                           f"set ({', '.join(sorted(RUN_EXCLUDED - {'algorithm'}))}: call "
-                                           f"fedtheory.run from Python for it); expected one of "
-                                           f"{', '.join(sorted(allowed))}")
+                    raise self.error(t, k, "is an argument of fedtheory.run that a configuration file does not "
+                                           "set (device: the machine that runs the sweep decides; callback, "
+                                           "progress: Python objects; problem: the [problem] table); expected "
+                                           f"one of {', '.join(sorted(allowed))}")
                 raise self.error(t, k, f"is neither an argument of fedtheory.run nor a hyperparameter "
                                        f"of {alg!r}; expected one of {', '.join(sorted(allowed))}")
         if "reference" in rn and not isinstance(rn["reference"], bool):

@@ -215,7 +215,8 @@ device = "cpu"
 rounds = 1
 """
     msg = _error(tmp_path, text)            # 'device' is not a config key (the machine decides)
-    assert msg.startswith(", line 10: [run] key 'device': is neither an argument of fedtheory.run"), msg
+    assert msg.startswith(", line 10: [run] key 'device': is an argument of fedtheory.run that a configuration "
+                          "file does not set (device: the machine that runs the sweep decides"), msg
     cfg, _ = _load(tmp_path, text.replace('device = "cpu"\n', ""))
     p = make_problem(cfg.points()[0][0])
     assert p.n_clients == 4 and p.dim == 64 * 8 + 8 + 8 * 10 + 10
