@@ -261,8 +261,10 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         gradients nor FedSpeed's SAM ascent (unlike a problem's ``l2``, which is inside f_i).
         None or 0 (the default): none, the papers' algorithms. Accepted by the algorithms whose
         local step is a gradient step (``Algorithm.released_options``; others raise an error
-        naming the reason); for ``pfedme`` it is its own ``weight_decay`` hyperparameter (the
-        reference code's, default 0.001). See docs/conventions.md.
+        naming the reason). The one exception is ``pfedme``, whose reference code has a weight
+        decay of its own (its ``weight_decay`` hyperparameter, default 0.001): there None (the
+        default) keeps that value and a number, 0 included, replaces it, so ``weight_decay=0.0``
+        and leaving it out differ for ``pfedme`` only. See docs/conventions.md.
     clip_norm : float, optional
         Gradient clipping of the released codes (``torch.nn.utils.clip_grad_norm_`` before the
         optimizer step): the local direction before weight decay, u, is multiplied by
