@@ -127,9 +127,23 @@ def test_cli_plot_filter_and_x(tmp_path):
     (tmp_path / "r").mkdir()
     _feddeper_table().to_parquet(tmp_path / "r" / "results.parquet")
     out = tmp_path / "one.png"
-    assert main(["plot", str(tmp_path / "r"), "--filter", "algorithm=feddeper", "--x", "comm",
-                 "--out", str(out), "--y", "test_acc"]) == 0
+    import fedtheory.plotting as plotting
+    figures = []
+    real = plotting.results_figure
+
+    def keep(*a, **k):                      # the figure the command saves, kept for inspection
+        figures.append(real(*a, **k))
+        return figures[-1]
+    import unittest.mock
+    with unittest.mock.patch.object(plotting, "results_figure", keep):
+        assert main(["plot", str(tmp_path / "r"), "--filter", "algorithm=feddeper", "--x", "comm",
+                     "--out", str(out), "--y", "test_acc"]) == 0
     assert out.stat().st_size > 5000
+    (fig,) = figures
+    (ax,) = [a for a in fig.axes if a.lines]                          # --x comm: one panel
+    assert ax.get_xlabel() == "vectors sent to the server" and ax.get_yscale() == "linear"  # accuracy: linear
+    labels = [ln.get_label() for ln in ax.lines if not ln.get_label().startswith("_")]
+    assert labels and all(lb.startswith("feddeper") for lb in labels)  # the filter dropped fedavg
 
 
 # ------------------------------------------------------------------ verify report figures
