@@ -19,7 +19,7 @@ Examples
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
@@ -27,11 +27,30 @@ from .exceptions import InvalidParameterError
 
 
 class Participants(Sequence):
-    """The participating clients of each round, as a read-only sequence of int64 arrays
-    (duplicates kept when replicated, in the order the sampler drew them)."""
+    """The participants of each round as drawn, a read-only sequence of int64 arrays.
 
-    def __init__(self, n_clients):
+    Entry t is round t's draw in the order the sampler drew it: ``arange(n)`` under full
+    participation, the S distinct clients of uniform sampling, the participants of Bernoulli
+    participation, and the S draws of sampling with replacement *with their duplicates* (a
+    client drawn twice appears twice), whether or not the algorithm replicates duplicates.
+    That is exactly what ``run(client_schedule=...)`` takes to replay the round.
+
+    With replacement and ``merge_duplicates`` (an algorithm without replicated duplicates), a
+    client drawn m times ran once with weight m/S: :meth:`slots` gives those clients, one per
+    local run, as the round context and a trace's ``RoundTrace.clients`` hold them.
+
+    Parameters
+    ----------
+    n_clients : int
+        n; indices lie in [0, n).
+    merge_duplicates : bool, default False
+        Whether the run merged duplicate draws into one local run (with-replacement sampling
+        without replicated duplicates); only :meth:`slots` reads it.
+    """
+
+    def __init__(self, n_clients, merge_duplicates=False):
         self.n = int(n_clients)
+        self.merge_duplicates = bool(merge_duplicates)
         self._idx = np.empty(64, dtype=np.int32 if self.n < 2 ** 31 else np.int64)
         self._size = 0
         self._start = np.empty(64, dtype=np.int64)     # start in _idx, or -1 for "every client"
@@ -71,12 +90,20 @@ class Participants(Sequence):
             return np.arange(self.n, dtype=np.int64)
         return self._idx[s:s + self._len[t]].astype(np.int64)
 
+    def slots(self, t):
+        """The clients that ran round t's local phase, one per local run: ``self[t]`` with
+        duplicate draws merged (sorted distinct clients) when the run merges them, else ``self[t]``.
+        Their number is the round's S_t in the oracle-call and communication counters."""
+        c = self[t]
+        return np.unique(c) if self.merge_duplicates else c
+
     @property
     def nbytes(self):
         return self._idx.nbytes + self._start.nbytes + self._len.nbytes
 
     def counts(self):
-        """Participations of each client over the run, shape (n,)."""
+        """Draws of each client over the run, shape (n,): the participations, a client drawn m
+        times in a round counting m times (as in ``self[t]``)."""
         out = np.zeros(self.n, dtype=np.int64)
         full = int(np.sum(self._start[:self._rounds] < 0))
         out += full
@@ -88,23 +115,35 @@ class Participants(Sequence):
 
 
 class Schedule:
-    """The participants of each round from ``run(client_schedule=...)``: called like the runner's
-    sampler, it returns the next entry weighted as ``sampler.weigh`` weighs a draw of the run's
-    sampling mode, and draws nothing from the run's random streams (so a run fed its own
-    participants is the same run)."""
+    """The participants of each round from ``run(client_schedule=...)``: used like the runner's
+    sampler, :meth:`draw` returns the next entry in place of a draw and :meth:`weigh` weighs it as
+    the run's sampling mode weighs a draw (merging duplicates as the sampler does). It draws
+    nothing from the run's random streams, so a run fed its own participants is the same run."""
 
     def __init__(self, sampler, entries):
         self.sampler, self.entries, self.t = sampler, entries, 0
 
-    def __call__(self, rng):
+    def draw(self, rng):
         c = self.entries[self.t]
         self.t += 1
-        return self.sampler.weigh(c.copy())
+        return c.copy()
+
+    def weigh(self, c):
+        return self.sampler.weigh(c)
+
+    def __call__(self, rng):
+        return self.weigh(self.draw(rng))
 
 
 def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
     """A ``client_schedule`` as a list of ``rounds`` int64 arrays, validated for the sampling mode."""
     what = "The 'client_schedule' parameter of run"
+    if isinstance(schedule, (Mapping, Set)):
+        raise InvalidParameterError(f"{what} must be a sequence of client-index arrays, one per round in round "
+                                    f"order (e.g. a list), not a {type(schedule).__name__}: iterating it would "
+                                    "read its keys or an arbitrary order as the rounds. For a dict of rounds "
+                                    "pass [d[t] for t in range(rounds)]. Got "
+                                    f"{type(schedule).__name__} instead.")
     if isinstance(schedule, (str, bytes)) or not hasattr(schedule, "__len__"):
         raise InvalidParameterError(f"{what} must be a sequence of client-index arrays, one per round. "
                                     f"Got {type(schedule).__name__} instead.")
@@ -127,8 +166,18 @@ def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
             raise InvalidParameterError(f"{what} must list distinct clients in each round (sampling mode "
                                         f"{mode!r}). Got entry {t} = {a.tolist()} instead.")
         if mode in ("uniform", "with_replacement") and a.size != clients_per_round:
+            if mode == "with_replacement":
+                cause = ("each entry lists the round's draws with their duplicates (a client drawn twice "
+                         "appears twice, as res.sampled records them); a shorter entry is likely the "
+                         "distinct participants of a draw, or the schedule comes from a run with another "
+                         "clients_per_round")
+            else:
+                cause = ("the schedule likely comes from a run with another clients_per_round or with "
+                         "Bernoulli participation; with clients_per_round=None (and no sampling) entries of "
+                         "any length are weighted w_i / sum_{j in S_t} w_j")
             raise InvalidParameterError(f"{what} must list clients_per_round={clients_per_round} clients in each "
-                                        f"round (sampling mode {mode!r}). Got entry {t} with {a.size} instead.")
+                                        f"round (sampling mode {mode!r}): {cause}. Got entry {t} with {a.size} "
+                                        f"clients ({a.tolist()}) instead.")
         if alg.full_participation_only and np.unique(a).size != n:
             raise InvalidParameterError(f"{alg.name!r} is defined for full participation only, so every entry of "
                                         f"the 'client_schedule' parameter of run must list all {n} clients. Got "

@@ -55,8 +55,15 @@ class RunResult:
     state : dict
         Final algorithm state (control variates, duals, ...).
     sampled : Participants
-        Participating clients of each round (a sequence of int64 arrays, duplicates kept when
-        replicated), stored compactly (:class:`fedtheory.participants.Participants`).
+        The participants of each round as drawn (a sequence of int64 arrays, stored compactly,
+        :class:`fedtheory.participants.Participants`): ``arange(n)`` under full participation,
+        the S distinct clients of uniform sampling in their draw order, the participants of
+        Bernoulli participation, and under sampling with replacement the S sorted draws *with
+        their duplicates* (a client drawn m times appears m times), with or without replicated
+        duplicates. Without replicated duplicates such a client ran once with weight m/S:
+        ``sampled.slots(t)`` gives the clients that ran round t (distinct there), as the
+        counters and a trace's ``clients`` count them. ``client_schedule=list(sampled)``
+        replays the run bit for bit in every mode.
     trace : fedtheory.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
     """
@@ -138,8 +145,9 @@ class _Sampler:
         self.n = problem.n_clients
 
     def weigh(self, c):
-        """(clients, aggregation weights) of the participants ``c`` as this mode weighs a draw
-        (a ``client_schedule`` entry; see :func:`run`)."""
+        """(clients, aggregation weights) of the drawn participants ``c`` (a draw of :meth:`draw`
+        or a ``client_schedule`` entry; see :func:`run`): with replacement without replicated
+        duplicates, a client drawn m times becomes one client with weight m/S."""
         w = self.p.weights
         if self.mode == "uniform":
             return c, w[c] * (self.n / self.S)
@@ -152,17 +160,20 @@ class _Sampler:
             return c, w.copy()                      # every client: full participation
         return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
 
-    def __call__(self, rng):
-        w = self.p.weights
+    def draw(self, rng):
+        """The participants of a round as drawn (duplicates kept), what ``res.sampled`` records."""
         if self.mode == "full":
-            return np.arange(self.n, dtype=np.int64), w.copy()
+            return np.arange(self.n, dtype=np.int64)
         if self.mode == "uniform":
             # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
-            return self.weigh(sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64)))
+            return sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64))
         if self.mode == "with_replacement":
-            return self.weigh(np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64))
+            return np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
         # Bernoulli participation, self-normalised weights over the participants
-        return self.weigh(np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64))
+        return np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
+
+    def __call__(self, rng):
+        return self.weigh(self.draw(rng))
 
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
@@ -284,8 +295,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         schedule draws nothing from the run's streams and minibatches, noise and the
         algorithms' coins depend only on the number of participants of each round, so
         ``client_schedule=list(res.sampled)`` with the run's other arguments reproduces ``res``
-        bit for bit (every sampling mode except with replacement without replicated duplicates,
-        whose ``res.sampled`` lists the distinct clients, not the draws).
+        bit for bit (model, iterates, history, counters, trace and ``sampled``) in every
+        sampling mode. With replacement an entry lists the S draws with their duplicates, as
+        ``res.sampled`` records them; without replicated duplicates a client listed m times
+        runs once with weight m/S, exactly as a sampled draw. A mapping (e.g. a dict of
+        rounds) is rejected: pass ``[d[t] for t in range(rounds)]``.
     **hyperparameters
         The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
 
@@ -406,7 +420,9 @@ class _Job:
         self.B = batch_size or 0
         self.batch_replacement = batch_replacement
         self.L_eval = _eval_step(problem)
-        self.rows, self.sampled = [], Participants(problem.n_clients)
+        self.rows = []
+        self.sampled = Participants(problem.n_clients, merge_duplicates=self.mode == "with_replacement"
+                                    and not bool(getattr(alg, "replicate_duplicates", False)))
         self.iterates = [np.array(self.x0, dtype=np.float64)] if record_iterates else None
         self.counters = dict(grad_evals=0, sample_grads=0, comm_up=0, comm_down=0, time=0.0)
         self.status, self.message = "max_rounds", f"completed {rounds} rounds"
@@ -530,8 +546,9 @@ class _Job:
     def round(self, r):
         """Run round r (1-based); returns True when the run stops after it."""
         alg, state, counters = self.alg, self.state, self.counters
-        clients, weights = self.sampler(self.rng_clients)
-        self.sampled.append(clients)
+        drawn = self.sampler.draw(self.rng_clients)
+        self.sampled.append(drawn)                  # as drawn: a replayable client_schedule entry
+        clients, weights = self.sampler.weigh(drawn)
         ctx = self._context(r, clients, weights)
         tracing = self.trace is not None and self.trace.wants(r - 1)
         x_start = to_numpy(state["x"]).copy() if tracing else None

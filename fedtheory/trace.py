@@ -58,7 +58,9 @@ class RoundTrace:
     x : ndarray (d,)
         Broadcast model x^t.
     clients, weights : ndarray (S,)
-        Participants and their aggregation weights.
+        The clients that ran the round (one per local run) and their aggregation weights: the
+        draw ``res.sampled[t]``, except with replacement without replicated duplicates, where
+        a client drawn m times runs once with weight m/S (``res.sampled.slots(t)``).
     lrs : ndarray (K,)
         Local step sizes of the round.
     idx : ndarray (S, K, B)

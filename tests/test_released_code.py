@@ -217,6 +217,18 @@ def test_schedule_validation_errors():
         ft.run(p, "fedavg", rounds=1, client_schedule=[[0.5]])
     with pytest.raises(InvalidParameterError, match="sequence of client-index arrays"):
         ft.run(p, "fedavg", rounds=1, client_schedule=3)
+    # a mapping's keys (here the round numbers) would be read as the entries
+    with pytest.raises(InvalidParameterError, match=r"not a dict.*\[d\[t\] for t in range\(rounds\)\]"):
+        ft.run(p, "fedavg", rounds=2, client_schedule={0: [1], 1: [2]})
+    with pytest.raises(InvalidParameterError, match="not a frozenset"):
+        ft.run(p, "fedavg", rounds=1, client_schedule=frozenset([(0, 1)]))
+    # with replacement an entry lists the draws with their duplicates: the distinct clients are too few
+    with pytest.raises(InvalidParameterError, match=r"clients_per_round=3 clients.*'with_replacement'.*"
+                                                    r"draws with their duplicates.*distinct participants.*"
+                                                    r"entry 0 with 2 clients \(\[1, 4\]\)"):
+        ft.run(p, "lfd", rounds=1, clients_per_round=3, client_schedule=[[1, 4]])
+    with pytest.raises(InvalidParameterError, match=r"'uniform'.*another clients_per_round or with Bernoulli"):
+        ft.run(p, "fedavg", rounds=1, clients_per_round=2, client_schedule=[[1]])
 
 
 # ------------------------------------------------------------------ done-when: the three claims, three backends
@@ -312,10 +324,15 @@ def test_clipped_directions_have_norm_at_most_clip_norm(backend):
     assert np.sum(norms > clip * (1 - 1e-4)) > 0 and np.sum(norms < clip * (1 - 1e-2)) > 0
 
 
+WR = dict(clients_per_round=4, sampling="with_replacement")      # 4 draws of 6 clients: duplicates
 REPLAY = [("fedavg", dict(clients_per_round=3)), ("scaffold", dict(clients_per_round=2, sampling="uniform")),
           ("fedspeed", dict(sampling="bernoulli", participation=0.5, perturbation="sam", server="dyn")),
           ("feddyn", dict(clients_per_round=4, weight_decay=1e-2, clip_norm=0.3)),
           ("lfd", dict(clients_per_round=3, replicate_duplicates=True)),
+          ("lfd", dict(clients_per_round=4)),                   # LFD's default: with replacement, merged
+          ("lfd", dict(WR, replicate_duplicates=True)),
+          ("fedavg", WR), ("scaffold", WR), ("fedprox", dict(WR, mu=0.1)),
+          ("feddyn", dict(WR, weight_decay=1e-2)),
           ("fedsps", dict(clients_per_round=3))]
 
 
@@ -323,19 +340,36 @@ REPLAY = [("fedavg", dict(clients_per_round=3)), ("scaffold", dict(clients_per_r
 @pytest.mark.parametrize("alg,kw", REPLAY)
 def test_client_schedule_replays_a_sampled_run_bit_for_bit(alg, kw, backend):
     """Feeding a sampled run's own participants back as client_schedule (with minibatches, noise
-    and the same seed) reproduces its iterates, history, counters and participants exactly."""
+    and the same seed) reproduces its iterates, history, counters and participants exactly, in
+    every sampling mode: with replacement ``res.sampled`` keeps the duplicate draws, and the
+    schedule merges them (weight m/S) exactly as the sampler does unless they are replicated."""
     p = _noisy_logistic()
     base = dict(rounds=6, local_steps=3, lr=0.1, batch_size=3, seed=9, record_iterates=True, eval_every=2,
-                backend=backend, **kw)
+                backend=backend, trace=True, **kw)
     a = ft.run(p, alg, **base)
     b = ft.run(p, alg, client_schedule=list(a.sampled), **base)
-    assert np.array_equal(a.iterates, b.iterates)
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.iterates, b.iterates)
     assert [c.tolist() for c in a.sampled] == [c.tolist() for c in b.sampled]
     cols = [c for c in a.history.columns if c != "time"]
     assert a.history[cols].equals(b.history[cols])
     assert (a.grad_evals, a.sample_grads, a.comm_up, a.comm_down) == (b.grad_evals, b.sample_grads, b.comm_up,
                                                                       b.comm_down)
+    for ra, rb in zip(a.trace, b.trace):                    # the same local runs, weights and minibatches
+        assert np.array_equal(ra.clients, rb.clients) and np.array_equal(ra.weights, rb.weights)
+        assert np.array_equal(ra.idx, rb.idx)
     assert len({len(c) for c in a.sampled}) > 1 or kw.get("clients_per_round")   # bernoulli: sizes vary
+    if a.sampled.merge_duplicates or kw.get("sampling") == "with_replacement":
+        S = kw["clients_per_round"]
+        assert all(len(c) == S for c in a.sampled)          # the draws, duplicates kept
+        assert any(np.unique(c).size < S for c in a.sampled)     # some round drew a client twice
+        merged = kw.get("replicate_duplicates") is not True
+        assert a.sampled.merge_duplicates == merged
+        for t, rt in enumerate(a.trace):                    # the clients that ran: merged unless replicated
+            u, m = np.unique(a.sampled[t], return_counts=True)
+            assert np.array_equal(rt.clients, u if merged else a.sampled[t])
+            assert np.array_equal(rt.clients, a.sampled.slots(t))
+            if merged:                                      # multiplicity m of a draw: weight m / S
+                np.testing.assert_array_equal(rt.weights, m / S)
 
 
 def test_client_schedule_weights_follow_the_sampling_mode():

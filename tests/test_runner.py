@@ -66,11 +66,15 @@ def test_with_replacement_weights_are_multiplicities(quad):
     kw = dict(rounds=5, local_steps=3, lr=0.1, clients_per_round=S, seed=5)
     shared = ft.run(quad, "lfd", **kw)
     repl = ft.run(quad, "lfd", replicate_duplicates=True, **kw)
-    assert any(len(c) < S for c in shared.sampled)         # duplicates were merged at least once
-    assert all(len(c) == S for c in repl.sampled)
-    assert all(np.array_equal(np.unique(a), b) for a, b in zip(repl.sampled, shared.sampled))
+    # res.sampled holds the draws, duplicates kept, in both cases: the same draws
+    assert all(len(c) == S for c in shared.sampled) and all(len(c) == S for c in repl.sampled)
+    assert [c.tolist() for c in shared.sampled] == [c.tolist() for c in repl.sampled]
+    ran = [shared.sampled.slots(t) for t in range(5)]      # the clients that ran: duplicates merged
+    assert any(len(c) < S for c in ran)                    # duplicates were merged at least once
+    assert all(np.array_equal(np.unique(a), b) for a, b in zip(repl.sampled, ran))
+    assert all(np.array_equal(repl.sampled.slots(t), repl.sampled[t]) for t in range(5))   # replicas run apart
     assert np.allclose(shared.x, repl.x, rtol=1e-13, atol=1e-14)
-    assert shared.comm_up == sum(len(c) for c in shared.sampled)
+    assert shared.comm_up == sum(len(c) for c in ran)
 
 
 def test_noise_is_seeded_and_has_the_declared_variance():
