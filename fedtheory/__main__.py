@@ -229,6 +229,12 @@ def _verify(args):
         print(f"error: unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
               f"{', '.join(sorted(THEOREMS))}", file=sys.stderr)
         return 2
+    if args.tightness:                 # before the regular cases: no traceback after minutes of work
+        from .theory.tightness import require_pepit
+        try:
+            require_pepit()
+        except ImportError as e:
+            raise UsageError(f"--tightness: {e}") from None
     _out_dir(args.out)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0

@@ -258,3 +258,17 @@ def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
     assert p.value(x0) == pytest.approx(1.0)
     measured = form.instances(R, [inst])[0, -1]
     assert abs(measured - hi) <= 1e-7 * max(1.0, hi)
+
+
+def test_verify_tightness_without_pepit_is_a_usage_error_before_any_case(tmp_path, capsys, monkeypatch):
+    """Without PEPit, `fedtheory verify --tightness` stops at once: one line, exit 2, no regular case run."""
+    from fedtheory import verification
+    from fedtheory.__main__ import main
+    ran = []
+    monkeypatch.setattr(verification, "run_cases", lambda *a, **k: ran.append(1))
+    monkeypatch.setitem(sys.modules, "PEPit", None)
+    out = tmp_path / "v"
+    rc = main(["verify", "--quick", "--tightness", "--theorem", "localdescent.theorem_4_1", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and not ran and not out.exists()
+    assert err.startswith("fedtheory verify: error: --tightness:") and "[pep]" in err and "\n" not in err
