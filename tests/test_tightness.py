@@ -272,3 +272,30 @@ def test_verify_tightness_without_pepit_is_a_usage_error_before_any_case(tmp_pat
     err = capsys.readouterr().err.strip()
     assert rc == 2 and not ran and not out.exists()
     assert err.startswith("fedtheory verify: error: --tightness:") and "[pep]" in err and "\n" not in err
+
+
+def test_pep_size_estimate_counts_the_built_pep_points():
+    """pep_size's points are those the built PEP of local GD evaluates its clients at (no solve)."""
+    for E, R, n in ((1, 1, 1), (2, 2, 2), (3, 2, 3)):
+        form = T.form_of("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=E, rounds=R, lr=0.3, n_clients=n)
+        pep = form.build(None, "theorem")
+        points, cons = T.pep_size(E, R, n)
+        assert sum(len(f.list_of_points) for f in pep.fedtheory_clients) == points
+        assert cons == sum(len(f.list_of_points) * (len(f.list_of_points) - 1) for f in pep.fedtheory_clients)
+
+
+def test_too_large_pep_is_refused_up_front_unless_allowed():
+    """local_steps*rounds = 200 was killed for memory: refused at once, naming K*R, the limit and the estimate;
+    an explicit max_constraints lets a PEP above the default through."""
+    from fedtheory.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match=rf"local_steps\*rounds = 200 .* {2 * 202 * 201} interpolation "
+                       rf"constraints, above max_constraints={2 * 18 * 17}"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=10, rounds=20, lr=0.1,
+                             threshold=False)
+    small = T.pep_size(1, 2, 1)[1]
+    with pytest.raises(InvalidParameterError, match=r"local_steps\*rounds = 3"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=3, lr=0.5, n_clients=1,
+                             threshold=False, max_constraints=small)
+    t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=3, lr=0.5, n_clients=1,
+                             threshold=False, max_constraints=T.pep_size(1, 3, 1)[1])
+    assert t.worst_case[1] == pytest.approx(0.95 ** 6, abs=1e-6)    # GD on the curvature-mu quadratic

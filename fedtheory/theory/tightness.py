@@ -503,6 +503,41 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     check_param("n_clients", n_clients, [Interval(int, 1, None)], name)
 
 
+def pep_size(local_steps, rounds, n_clients):
+    """``(points, constraints)``: the size of the PEP of n clients, K local steps and R rounds.
+
+    Each client's function is evaluated at its K R local iterates, the final model and x*: about
+    K R + 2 points, and interpolation needs a constraint per ordered pair of them, so the PEP has
+    about n (K R + 2) points and n (K R + 2)(K R + 1) constraints (measured for local GD, n = 2,
+    K R = 16: 612 interpolation constraints of PEPit's 614).
+    """
+    m = local_steps * rounds + 2
+    return n_clients * m, n_clients * m * (m - 1)
+
+
+#: The default ``max_constraints`` of :func:`tightness`: the size of n = 2, K R = 16 (measured on the
+#: 2-core machine: K R = 8 0.7 s, K R = 16 2 s and 0.35 GB for one solve; K R = 32 71 s and 1.25 GB,
+#: K R = 200 was killed for memory on a 23 GB machine).
+MAX_CONSTRAINTS = pep_size(16, 1, 2)[1]
+
+
+def _check_size(local_steps, rounds, n_clients, max_constraints):
+    """Refuse a PEP above ``max_constraints`` interpolation constraints (None: no limit)."""
+    if max_constraints is None:
+        return
+    from .._validation import Interval, check_param
+    check_param("max_constraints", max_constraints, [Interval(int, 1, None)], "tightness")
+    points, cons = pep_size(local_steps, rounds, n_clients)
+    if cons > max_constraints:
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(
+            f"The PEP of tightness is too large: local_steps*rounds = {local_steps * rounds} with n_clients = "
+            f"{n_clients} gives about {points} points and {cons} interpolation constraints, above "
+            f"max_constraints={max_constraints} (the default allows local_steps*rounds <= 16 with two clients, a "
+            f"few seconds; time and memory grow like n (K R)^2: K R = 32 took 71 s and 1.25 GB). Use fewer steps or "
+            f"rounds, or pass max_constraints={cons} (or None) to solve it anyway.")
+
+
 def _contraction_target(strict):
     """The one-round worst case below which a round "contracts": 1 - 1e-7 for strongly convex
     classes, 1 + 1e-4 (non-expansive, to solver accuracy) for convex ones."""
@@ -581,7 +616,7 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
 
 
 def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="printed", threshold=True,
-              solver="CLARABEL", rtol=1e-3, time_limit=8.0, max_nodes=400, **kw):
+              solver="CLARABEL", rtol=1e-3, time_limit=8.0, max_nodes=400, max_constraints=MAX_CONSTRAINTS, **kw):
     r"""Exact worst case of a theorem's method over its class, beside the theorem's bound.
 
     Parameters
@@ -606,6 +641,11 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         Branch and bound of adaptive steps (:func:`branch_and_bound`): ``time_limit`` seconds
         for the worst case, a quarter of it for the one-round contraction and as much again for
         the threshold's bisection (about 2.3 ``time_limit`` in all, at most).
+    max_constraints : int or None, default :data:`MAX_CONSTRAINTS` (612)
+        Refuse (``InvalidParameterError``) a PEP with more interpolation constraints than this,
+        estimated up front by :func:`pep_size` as n (K R + 2)(K R + 1): the default allows
+        K R <= 16 with two clients (seconds); time and memory grow like n (K R)^2 (K R = 32: 71 s,
+        1.25 GB). Pass a larger value, or None, to solve a larger PEP anyway.
     **kw
         The theorem's own constants (``c`` of FedSPS, ``lam`` of Theorem 4.1's step conditions,
         ``server_lr``).
@@ -634,6 +674,7 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     t0 = time.perf_counter()
     from .._validation import Options, check_param
     _check_constants(L, mu, local_steps, rounds, lr, n_clients)
+    _check_size(local_steps, rounds, n_clients, max_constraints)
     check_param("solver", solver, [Options(*SOLVERS)], "tightness")
     spec = _spec(name)
     check_param("variant", variant, [Options(*spec.variants)], "tightness")
