@@ -299,3 +299,43 @@ def test_too_large_pep_is_refused_up_front_unless_allowed():
     t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=3, lr=0.5, n_clients=1,
                              threshold=False, max_constraints=T.pep_size(1, 3, 1)[1])
     assert t.worst_case[1] == pytest.approx(0.95 ** 6, abs=1e-6)    # GD on the curvature-mu quadratic
+
+
+def _failing_exact_solves(monkeypatch, form, keep):
+    """Make every exact (fixed-step) PEP of ``form`` fail on every solver unless ``keep(steps)``."""
+    build, solve = form.build, T.solve_pep
+
+    def tagged(steps, metric):
+        pep = build(steps, metric)
+        pep.test_fixed = None if steps is None else steps.fixed
+        return pep
+
+    def failing(pep, solver="CLARABEL"):
+        if pep.test_fixed is not None and not keep(list(pep.test_fixed)):
+            raise RuntimeError("injected solver failure")
+        return solve(pep, solver)
+    monkeypatch.setattr(form, "build", tagged)
+    monkeypatch.setattr(T, "solve_pep", failing)
+
+
+def test_branch_and_bound_keeps_children_whose_exact_solve_fails(monkeypatch):
+    """A child whose exact PEP fails keeps its relaxation's upper bound in the queue: the upper end still
+    bounds the worst case (at least the exact PEP value an undisturbed search finds). Before the fix only
+    the root's poorest candidate (every step at its box's lower end) survived and the 'upper' end was its
+    value, far below the worst case."""
+    form = T.form_of("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=1.0, n_clients=2, c=1.0)
+    ref, _, _ = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0)      # an exact PEP's value: <= worst case
+    lo0 = form.step_box[0]
+    _failing_exact_solves(monkeypatch, form, keep=lambda g: g == [lo0] * form.n_adaptive)
+    lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0, max_nodes=30)
+    assert hi >= ref - 1e-7 and lo <= hi
+    assert info["exact_failures"] > 0 and info["lower_certified"]
+
+
+def test_branch_and_bound_with_every_exact_solve_failing_reports_no_lower_bound(monkeypatch):
+    form = T.form_of("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=1.0, n_clients=2, c=1.0)
+    ref, _, _ = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0)
+    _failing_exact_solves(monkeypatch, form, keep=lambda g: False)
+    lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0, max_nodes=3)
+    assert lo == -math.inf and not info["lower_certified"] and info["gap"] == math.inf
+    assert hi >= ref - 1e-7 and math.isfinite(hi)

@@ -294,12 +294,18 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     it also stops as soon as the bracket is on one side of it (upper < target or lower >=
     target): a decision, used by :func:`lr_threshold`.
 
+    A node whose exact PEP fails on every solver still gives its relaxation's upper bound and
+    stays in the queue (``upper`` remains certified); only its lower bound is missing. When no
+    exact PEP could be solved at all, ``lower`` is -inf (no lower bound certified), ``gap`` is
+    inf and ``info["lower_certified"]`` is False.
+
     Returns
     -------
     lower, upper : float
     info : dict
         ``nodes``, ``gap``, ``residual`` (largest primal residual), ``steps`` (the incumbent's
-        step sizes), ``seconds``.
+        step sizes), ``seconds``, ``exact_failures`` (exact PEPs no solver could solve),
+        ``lower_certified``.
     """
     t0 = time.perf_counter()
     lo0, hi0, cap = form.step_box
@@ -332,9 +338,11 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
         raise RuntimeError("the relaxed PEP could not be solved by any solver")
     residual = s.residual
     best_lower, incumbent = -math.inf, None
+    failures = 0
     for cand in (est, [hi0] * m, [lo0] * m):
         e = exact(cand)
         if e is None:
+            failures += 1
             continue
         residual = max(residual, e.residual)
         if e.lower > best_lower:
@@ -344,7 +352,7 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     nodes = 1
     while heap:
         ub = -heap[0][0]
-        if ub - best_lower <= rtol * max(abs(best_lower), 1e-12):
+        if math.isfinite(best_lower) and ub - best_lower <= rtol * max(abs(best_lower), 1e-12):
             break
         if target is not None and (ub < target or best_lower >= target):
             break
@@ -364,18 +372,20 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
             nodes += 1
             residual = max(residual, cs.residual)
             e = exact(cest)
-            if e is None:
-                continue
-            residual = max(residual, e.residual)
-            if e.lower > best_lower:
-                best_lower, incumbent = e.lower, list(cest)
-            if cs.upper > best_lower:
+            if e is None:                           # no lower bound from this child; its upper bound stays
+                failures += 1
+            else:
+                residual = max(residual, e.residual)
+                if e.lower > best_lower:
+                    best_lower, incumbent = e.lower, list(cest)
+            if cs.upper > best_lower:               # kept whether or not its exact solve succeeded
                 counter += 1
                 heapq.heappush(heap, (-cs.upper, counter, child))
     upper = max([-h[0] for h in heap] + [best_lower])
-    gap = (upper - best_lower) / max(abs(best_lower), 1e-12)
+    gap = (upper - best_lower) / max(abs(best_lower), 1e-12) if math.isfinite(best_lower) else math.inf
     return best_lower, upper, dict(nodes=nodes, gap=gap, residual=residual, steps=incumbent,
-                                   seconds=time.perf_counter() - t0)
+                                   seconds=time.perf_counter() - t0, exact_failures=failures,
+                                   lower_certified=math.isfinite(best_lower))
 
 
 def worst_case(form, metric="theorem", solver="CLARABEL", **bnb):
