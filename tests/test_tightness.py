@@ -339,3 +339,19 @@ def test_branch_and_bound_with_every_exact_solve_failing_reports_no_lower_bound(
     lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0, max_nodes=3)
     assert lo == -math.inf and not info["lower_certified"] and info["gap"] == math.inf
     assert hi >= ref - 1e-7 and math.isfinite(hi)
+
+
+def test_step_outside_the_theorems_conditions_is_flagged():
+    """lr = 1.9 exceeds both (19) and (43) of Theorem 4.1: the worst case exceeds the bound there (looseness
+    < 1), which is no refutation, and the result says so; a step within both conditions is not flagged."""
+    from fedtheory.theory.localdescent import lfgd_eta_max
+    kw = dict(L=1.0, mu=0.1, local_steps=2, rounds=2, threshold=False)
+    t = validation.tightness("localdescent.theorem_4_1", lr=1.9, **kw)
+    assert 1.9 > lfgd_eta_max(1.0, 0.1, 1.0, 2, "43") > lfgd_eta_max(1.0, 0.1, 1.0, 2, "19")
+    assert t.looseness < 1 and not t.conditions_ok
+    assert [c.split(" ")[0] for c in t.failing_conditions] == ["(19)", "(43)"]
+    for text in (repr(t), t.summary()):
+        assert "\n" not in text and "(19)" in text and "(43)" in text
+    assert "conditions_ok=False" in repr(t) and "no refutation" in t.summary()
+    ok = validation.tightness("localdescent.theorem_4_1", lr=lfgd_eta_max(1.0, 0.1, 1.0, 2, "19"), **kw)
+    assert ok.conditions_ok and ok.failing_conditions == () and "conditions_ok=True" in repr(ok)

@@ -448,6 +448,12 @@ class Tightness:
         SDPs of the branch and bound (1 for fixed steps).
     solve_time : float
         Seconds of the whole call.
+    conditions_ok : bool
+        Whether ``lr`` meets every one of the theorem's step conditions (``lr_conditions``).
+        Outside them the theorem promises nothing: a worst case above the bound (looseness < 1)
+        is then no refutation.
+    failing_conditions : tuple of str
+        The step conditions ``lr`` exceeds, as ``"condition: lr <= limit"``.
     """
 
     name: str
@@ -472,13 +478,28 @@ class Tightness:
     gap: float
     nodes: int
     solve_time: float
+    conditions_ok: bool = True
+    failing_conditions: tuple = ()
+
+    def _conditions_text(self):
+        if self.conditions_ok:
+            return "lr meets the theorem's step conditions" if self.lr_conditions else "no step condition"
+        return (f"lr outside the theorem's step conditions ({'; '.join(self.failing_conditions)}): "
+                "looseness < 1 here would be no refutation")
 
     def summary(self):
-        """One line: worst case, bound, looseness, exponent ratio, threshold."""
+        """One line: worst case, bound, looseness, exponent ratio, threshold, step conditions."""
         lo, hi = self.worst_case
         return (f"{self.name} [{self.variant}]: worst case in [{lo:.6g}, {hi:.6g}], bound {self.bound:.6g}, "
                 f"looseness {self.looseness:.4g}, exponent ratio {self.exponent_ratio:.4g}, "
-                f"lr threshold {self.lr_threshold:.4g} (given lr {self.constants['lr']:.4g})")
+                f"lr threshold {self.lr_threshold:.4g} (given lr {self.constants['lr']:.4g}); "
+                f"{self._conditions_text()}")
+
+    def __repr__(self):
+        lo, hi = self.worst_case
+        return (f"Tightness({self.name!r}, worst_case=[{lo:.6g}, {hi:.6g}], bound={self.bound:.6g}, "
+                f"looseness={self.looseness:.4g}, conditions_ok={self.conditions_ok}"
+                + ("" if self.conditions_ok else f" (fails {'; '.join(self.failing_conditions)})") + ")")
 
 
 def _spec(name):
@@ -704,6 +725,7 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     with np.errstate(all="ignore"):
         ratio = (math.log(chi) / math.log(rho_b) if form.geometric_bound and 0 < chi < 1 and 0 < rho_b < 1
                  else math.nan)
+    failing = tuple(f"{c}: lr <= {v:.4g}" for c, v in form.lr_conditions.items() if not lr <= v * (1 + 1e-9))
     thr, undecided = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
                                   time_limit=time_limit, **kw) if threshold else (math.nan, [])
     return Tightness(
@@ -714,7 +736,8 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         lr_threshold_exact=threshold and not undecided,
         lr_conditions=dict(form.lr_conditions), function_class=form.function_class, metric=form.metric,
         initial=form.initial, note=form.note, exact=form.exact, residual=max(info["residual"], cinfo["residual"]),
-        gap=info["gap"], nodes=info["nodes"], solve_time=time.perf_counter() - t0)
+        gap=info["gap"], nodes=info["nodes"], solve_time=time.perf_counter() - t0, conditions_ok=not failing,
+        failing_conditions=failing)
 
 
 def covered():
