@@ -173,14 +173,34 @@ def test_missing_pepit_names_the_extra(monkeypatch):
 
 @pytest.mark.parametrize("kw,param", [(dict(L=-1.0), "'L'"), (dict(mu=2.0), "'mu'"), (dict(local_steps=0),
                                       "'local_steps'"), (dict(lr=0.0), "'lr'"), (dict(solver="MOSEK"), "'solver'"),
-                                      (dict(variant="nope"), "'variant'")])
+                                      (dict(variant="nope"), "'variant'"),
+                                      (dict(mu=1.0), r"'mu' .* range \[0, L=1.0\)")])
 def test_bad_input_names_the_parameter(kw, param):
+    """Every bad input is an InvalidParameterError naming the parameter (mu = L too: it used to reach PEPit
+    and fail with a ZeroDivisionError)."""
+    from fedtheory.exceptions import InvalidParameterError
     args = dict(L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
     args.update(kw)
-    with pytest.raises(ValueError, match=param):
+    with pytest.raises(InvalidParameterError, match=param):
         validation.tightness("localdescent.theorem_4_1", **args)
-    with pytest.raises(ValueError, match="'name'"):
+    with pytest.raises(InvalidParameterError, match="'name'"):
         validation.tightness("nope.theorem", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+
+
+@pytest.mark.parametrize("name,own", [("localdescent.theorem_4_1", "lam, server_lr"), ("fedsps.theorem_3b", "c")])
+def test_unknown_keyword_names_the_accepted_ones(name, own):
+    from fedtheory.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match=rf"Unknown keyword 'lamda' .* theorem's own {own}\. "
+                       r"Got lamda=2\.0"):
+        validation.tightness(name, L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5, lamda=2.0)
+
+
+def test_solver_failure_at_a_huge_step_names_lr():
+    """lr = 30 over 2 x 2 local steps: the worst case is finite (of order 29^8) but beyond the solver's
+    accuracy; the failure is one PEPSolveError naming lr and asking for a smaller one."""
+    with pytest.raises(T.PEPSolveError, match=r"at lr=30 .*numerical failure.*smaller lr"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=2, lr=30.0,
+                             threshold=False)
 
 
 @pytest.mark.parametrize("name,kw,param", [("localdescent.theorem_4_1", dict(mu=0.0), "'mu'"),

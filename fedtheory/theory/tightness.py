@@ -63,6 +63,11 @@ class NotExpressible(ValueError):
     """The theorem's method or function class has no PEP here; the message says why."""
 
 
+class PEPSolveError(RuntimeError):
+    """The SDP solver failed on a PEP whose worst case is finite (a numerical failure, typically a
+    step so large that the worst case is beyond the solver's accuracy); the message names lr."""
+
+
 def require_pepit():
     """Import PEPit, or raise an ImportError naming the optional extra ``[pep]``."""
     try:
@@ -503,11 +508,31 @@ class Tightness:
 
 
 def _spec(name):
+    from ..exceptions import InvalidParameterError
     from . import SPECS
     if name not in SPECS:
-        raise ValueError(f"The 'name' parameter of tightness must be a registered theorem "
-                         f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
+        raise InvalidParameterError(f"The 'name' parameter of tightness must be a registered theorem "
+                                    f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
     return SPECS[name]
+
+
+def _check_keywords(name, builder, constants):
+    """Every keyword must be a parameter of the theorem's PEP builder (InvalidParameterError naming
+    the accepted ones otherwise)."""
+    import inspect
+    params = inspect.signature(builder).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [k for k in constants if k not in params]
+    if unknown:
+        from ..exceptions import InvalidParameterError
+        core = ("L", "mu", "local_steps", "rounds", "lr", "n_clients")
+        own = [k for k in params if k not in core]
+        raise InvalidParameterError(
+            f"Unknown keyword {', '.join(map(repr, unknown))} for the PEP of {name}: tightness accepts "
+            f"{', '.join(core)}, variant, threshold, solver, rtol, time_limit, max_nodes, max_constraints and the "
+            f"theorem's own {', '.join(own) if own else '(none)'}. Got "
+            f"{', '.join(f'{k}={constants[k]!r}' for k in unknown)}.")
 
 
 def form_of(name, **constants):
@@ -516,6 +541,7 @@ def form_of(name, **constants):
     spec = _spec(name)
     if spec.pep is None or isinstance(spec.pep, str):
         raise NotExpressible(f"{name} has no PEP: {spec.pep or 'none registered'}")
+    _check_keywords(name, spec.pep, constants)
     form = spec.pep(**constants)
     form.constants = dict(constants)
     return form
@@ -526,8 +552,11 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     name = "tightness"
     check_param("L", L, [Interval(float, 0, None, "neither")], name)
     check_param("mu", mu, [Interval(float, 0, None, "left")], name)
-    if mu > L:
-        raise ValueError(f"The 'mu' parameter of tightness must be a float in the range [0, L={L}]. Got {mu} instead.")
+    if mu >= L:                  # mu = L: PEPit's interpolation conditions divide by L - mu
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(f"The 'mu' parameter of tightness must be a float in the range [0, L={L}) "
+                                    f"(mu = L is not supported by the PEP's interpolation conditions). Got {mu} "
+                                    f"instead.")
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("lr", lr, [Interval(float, 0, None, "neither")], name)
@@ -646,6 +675,23 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     return a, undecided
 
 
+def _solved(fn, name, lr, local_steps, rounds, L, *args, **kw):
+    """``fn(*args, **kw)``, a solver failure raised as a :class:`PEPSolveError` naming lr."""
+    from cvxpy.error import SolverError
+    try:
+        return fn(*args, **kw)
+    except (SolverError, RuntimeError) as e:
+        with np.errstate(over="ignore"):
+            size = max(1.0, abs(1 - lr * L)) ** (2 * local_steps * rounds)
+        raise PEPSolveError(
+            f"The PEP of {name} at lr={lr:g} (local_steps={local_steps}, rounds={rounds}) could not be solved: {e}. "
+            f"The worst case is finite (a fixed number of steps over a class of bounded curvature; one gradient "
+            f"step multiplies the squared distance by at most max(|1 - lr mu|, |1 - lr L|)^2), of order "
+            f"max(1, |1 - lr L|)^(2 local_steps rounds) = {size:.3g} here: a numerical failure of the SDP solver, "
+            f"not an unbounded worst case. Use a smaller lr (the one-round worst case contracts only below "
+            f"lr_threshold, 2/L for local GD).") from e
+
+
 def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="printed", threshold=True,
               solver="CLARABEL", rtol=1e-3, time_limit=8.0, max_nodes=400, max_constraints=MAX_CONSTRAINTS, **kw):
     r"""Exact worst case of a theorem's method over its class, beside the theorem's bound.
@@ -657,7 +703,7 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         ``fedsps.theorem_3b``, ``fedsps.theorem_6a``; docs/tightness.md lists why the others
         have none).
     L, mu : float
-        Smoothness and strong convexity of every client (0 <= mu <= L; mu = 0: convex).
+        Smoothness and strong convexity of every client (0 <= mu < L; mu = 0: convex).
     local_steps, rounds, n_clients : int
         K (tau, E), R and the number of clients (uniform weights, full participation).
     lr : float
@@ -691,6 +737,12 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         PEPit is missing (the ``[pep]`` extra).
     NotExpressible
         The theorem has no PEP (the reason is the message).
+    InvalidParameterError
+        A constant outside its range (0 <= mu < L, ...), an unknown theorem or keyword, or a PEP
+        above ``max_constraints``.
+    PEPSolveError
+        The SDP solver failed (a step so large that the finite worst case is beyond its accuracy);
+        the message names lr.
 
     Examples
     --------
@@ -712,14 +764,15 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     consts = dict(L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, **kw)
     bnb = dict(rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     form = form_of(name, rounds=rounds, lr=lr, **consts)
-    lo, hi, info = worst_case(form, "theorem", solver, **bnb)
+    lo, hi, info = _solved(worst_case, name, lr, local_steps, rounds, L, form, "theorem", solver, **bnb)
     var = spec.variants[variant]
     bound = float(var.bound(*form.bound_args(rounds)))
     if rounds == 1 and form.metric_is_contraction:
         clo, chi, cinfo = lo, hi, info
     else:
         one = form_of(name, rounds=1, lr=lr, **consts)
-        clo, chi, cinfo = worst_case(one, "contraction", solver, **dict(bnb, time_limit=time_limit / 4))
+        clo, chi, cinfo = _solved(worst_case, name, lr, local_steps, 1, L, one, "contraction", solver,
+                                  **dict(bnb, time_limit=time_limit / 4))
     b1, b2 = float(var.bound(*form.bound_args(1))), float(var.bound(*form.bound_args(2)))
     rho_b = b2 / b1 if b1 > 0 else math.nan
     with np.errstate(all="ignore"):
