@@ -122,6 +122,8 @@ def _describe_text(info):
             for c in info["conditions"]:
                 lines.append(f"    [{c['role']}] {c['name']}: {c['value']:.4g} vs {c['limit']:.4g} "
                              f"({'ok' if c['ok'] else 'fails'})")
+        if "tightness" in info:
+            lines.append(f"  tightness: {info['tightness']}")
     elif kind == "problem factory":
         lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
         lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"

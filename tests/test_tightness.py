@@ -375,3 +375,20 @@ def test_step_outside_the_theorems_conditions_is_flagged():
     assert "conditions_ok=False" in repr(t) and "no refutation" in t.summary()
     ok = validation.tightness("localdescent.theorem_4_1", lr=lfgd_eta_max(1.0, 0.1, 1.0, 2, "19"), **kw)
     assert ok.conditions_ok and ok.failing_conditions == () and "conditions_ok=True" in repr(ok)
+
+
+@pytest.mark.parametrize("name", ["localdescent.theorem_4_1", "fedsps.theorem_6b"])
+def test_describe_text_shows_pep_coverage(name, capsys):
+    from fedtheory.__main__ import main
+    assert main(["describe", name]) == 0
+    text = capsys.readouterr().out.splitlines()
+    cov = T.covered()[name]
+    assert f"  tightness: {'validation.tightness (PEP registered)' if cov is True else cov}" in text
+
+
+def test_verify_tightness_for_a_theorem_without_pep_writes_the_reason():
+    """`verify --tightness --theorem fedsps.theorem_6b`: no solve, no empty table, the spec's reason instead."""
+    rows, lines = T.tightness_rows(quick=True, theorems=["fedsps.theorem_6b"])
+    assert rows == []
+    assert not any(line.startswith("| theorem |") for line in lines)
+    assert f"* `fedsps.theorem_6b`: no PEP: {SPECS['fedsps.theorem_6b'].pep}" in lines

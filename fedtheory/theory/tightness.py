@@ -1012,6 +1012,13 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
             figs.append((name, fname))
         if echo is not None:
             echo(t.summary())
+    reasons = [f"* `{n}`: no PEP: {r}" for n, r in covered().items()
+               if theorems and n in theorems and r is not True]
+    if not rows:                               # no covered theorem asked for: the reasons, not an empty table
+        lines = lines[:2] + ["No theorem asked for has a PEP (docs/tightness.md):", ""]
+    elif reasons:
+        lines += ["", "Without a PEP (docs/tightness.md):", ""]
+    lines += reasons
     lines.append("")
     for name, fname in figs:
         lines += [f"![{name}]({fname})", ""]
