@@ -133,23 +133,44 @@ def test_branch_and_bound_upper_end_covers_every_fixed_step_choice():
 
 
 def test_tightness_fields_for_local_gd():
-    """The bound is the spec's own (printed: exp(-mu eta T) f0, f0 = 1), looseness and exponent ratio follow
-    from the bracket and the one-round PEP, and the step threshold of local GD is 2/L (the worst case is a
-    quadratic of curvature L beyond it)."""
-    from fedtheory.theory.localdescent import lfgd_bound_printed, lfgd_eta_max
+    """Every field against a value computed by hand for these constants: the printed bound of Theorem 4.1 is
+    exp(-mu eta T) f0 with T = E R local steps and f0 = 1 (the proof's (1 - mu eta)^T); at this small step the
+    worst case is the quadratic of curvature mu shared by every client, (1 - eta mu)^(2 E R), so the looseness
+    is exp(-mu eta E R) / (1 - eta mu)^(2 E R) and the exponent ratio 2 ln(1 - eta mu) / (-mu eta); the step
+    threshold of local GD is 2/L (the worst case is a quadratic of curvature L beyond it)."""
+    from fedtheory.theory.localdescent import lfgd_eta_max
     L, mu, E, R, lr = 1.0, 0.1, 2, 2, 0.3
     t = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr)
-    assert t.bound == pytest.approx(float(lfgd_bound_printed(E * R, lr, mu, 1.0)), rel=1e-12)
-    assert t.looseness == pytest.approx(t.bound / t.worst_case[1], rel=1e-12)
-    assert t.worst_case[1] <= t.bound
-    rho = t.contraction[1]
-    assert t.exponent_ratio == pytest.approx(math.log(rho) / (-mu * lr * E), rel=1e-9)
+    assert t.bound == pytest.approx(math.exp(-0.1 * 0.3 * 4), rel=1e-12)
+    worst = 0.97 ** 8                                   # (1 - eta mu)^(2 E R)
+    assert t.worst_case[0] - 1e-7 <= worst <= t.worst_case[1] + 1e-7
+    assert t.looseness == pytest.approx(math.exp(-0.12) / worst, rel=1e-6)
+    assert t.contraction[1] == pytest.approx(0.97 ** 4, abs=1e-7)     # one round: (1 - eta mu)^(2 E)
+    assert t.exponent_ratio == pytest.approx(2 * math.log(0.97) / -0.03, rel=1e-5)
     assert t.lr_threshold_exact and abs(t.lr_threshold - 2 / L) <= 2e-3 * 2 / L
     assert t.lr_conditions["(43) of the proof, lambda = 1"] == lfgd_eta_max(L, mu, 1.0, E, "43")
     assert t.variant == "printed" and not t.exact and t.solve_time > 0
     proof = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr,
                                  variant="proof", threshold=False)
-    assert proof.bound == pytest.approx((1 - mu * lr) ** (E * R), rel=1e-12)
+    assert proof.bound == pytest.approx(0.97 ** 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("lr", [0.4, 1.9])
+def test_two_three_and_four_clients_with_two_local_steps(lr):
+    """K = 2 local steps, one round. Symmetry (an instance of n clients is one of k n clients: k copies of each)
+    proves only W(1) <= W(n) and W(2) <= W(4); that two and three clients agree is not implied by it for K >= 2
+    (the clients' local maps differ), so it is checked here, cheaply (<= 48 constraints). At lr = 0.4 every
+    worst case is the shared curvature-mu quadratic, (1 - lr mu)^(2K); at lr = 1.9 heterogeneity matters: the
+    federated worst case exceeds one client's (centralized GD, 2 steps)."""
+    W = {n: validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=1, lr=lr,
+                                 n_clients=n, threshold=False).worst_case[1] for n in (1, 2, 3, 4)}
+    assert W[1] <= W[2] + 1e-7 and W[2] <= W[4] + 1e-7 and W[1] <= W[3] + 1e-7
+    assert abs(W[2] - W[3]) <= 1e-6 and abs(W[3] - W[4]) <= 1e-6
+    if lr == 0.4:
+        assert abs(W[1] - 0.96 ** 4) <= 1e-6 and abs(W[2] - 0.96 ** 4) <= 1e-6
+    else:
+        assert abs(W[1] - _gd_pep(1.0, 0.1, 1.9, 2, "gap").upper) <= 1e-6
+        assert W[2] > W[1] + 1e-2
 
 
 def test_every_theorem_has_a_pep_or_a_reason():
