@@ -122,6 +122,8 @@ def _describe_text(info):
             for c in info["conditions"]:
                 lines.append(f"    [{c['role']}] {c['name']}: {c['value']:.4g} vs {c['limit']:.4g} "
                              f"({'ok' if c['ok'] else 'fails'})")
+        if "tightness" in info:
+            lines.append(f"  tightness: {info['tightness']}")
     elif kind == "problem factory":
         lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
         lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"
@@ -227,6 +229,12 @@ def _verify(args):
     if unknown:
         raise UsageError(f"unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
                          f"{', '.join(sorted(THEOREMS))}")
+    if args.tightness:                 # before the regular cases: no traceback after minutes of work
+        from .theory.tightness import require_pepit
+        try:
+            require_pepit()
+        except ImportError as e:
+            raise UsageError(f"--tightness: {e}") from None
     _out_dir(args.out)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0

@@ -133,23 +133,44 @@ def test_branch_and_bound_upper_end_covers_every_fixed_step_choice():
 
 
 def test_tightness_fields_for_local_gd():
-    """The bound is the spec's own (printed: exp(-mu eta T) f0, f0 = 1), looseness and exponent ratio follow
-    from the bracket and the one-round PEP, and the step threshold of local GD is 2/L (the worst case is a
-    quadratic of curvature L beyond it)."""
-    from fedtheory.theory.localdescent import lfgd_bound_printed, lfgd_eta_max
+    """Every field against a value computed by hand for these constants: the printed bound of Theorem 4.1 is
+    exp(-mu eta T) f0 with T = E R local steps and f0 = 1 (the proof's (1 - mu eta)^T); at this small step the
+    worst case is the quadratic of curvature mu shared by every client, (1 - eta mu)^(2 E R), so the looseness
+    is exp(-mu eta E R) / (1 - eta mu)^(2 E R) and the exponent ratio 2 ln(1 - eta mu) / (-mu eta); the step
+    threshold of local GD is 2/L (the worst case is a quadratic of curvature L beyond it)."""
+    from fedtheory.theory.localdescent import lfgd_eta_max
     L, mu, E, R, lr = 1.0, 0.1, 2, 2, 0.3
     t = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr)
-    assert t.bound == pytest.approx(float(lfgd_bound_printed(E * R, lr, mu, 1.0)), rel=1e-12)
-    assert t.looseness == pytest.approx(t.bound / t.worst_case[1], rel=1e-12)
-    assert t.worst_case[1] <= t.bound
-    rho = t.contraction[1]
-    assert t.exponent_ratio == pytest.approx(math.log(rho) / (-mu * lr * E), rel=1e-9)
+    assert t.bound == pytest.approx(math.exp(-0.1 * 0.3 * 4), rel=1e-12)
+    worst = 0.97 ** 8                                   # (1 - eta mu)^(2 E R)
+    assert t.worst_case[0] - 1e-7 <= worst <= t.worst_case[1] + 1e-7
+    assert t.looseness == pytest.approx(math.exp(-0.12) / worst, rel=1e-6)
+    assert t.contraction[1] == pytest.approx(0.97 ** 4, abs=1e-7)     # one round: (1 - eta mu)^(2 E)
+    assert t.exponent_ratio == pytest.approx(2 * math.log(0.97) / -0.03, rel=1e-5)
     assert t.lr_threshold_exact and abs(t.lr_threshold - 2 / L) <= 2e-3 * 2 / L
     assert t.lr_conditions["(43) of the proof, lambda = 1"] == lfgd_eta_max(L, mu, 1.0, E, "43")
     assert t.variant == "printed" and not t.exact and t.solve_time > 0
     proof = validation.tightness("localdescent.theorem_4_1", L=L, mu=mu, local_steps=E, rounds=R, lr=lr,
                                  variant="proof", threshold=False)
-    assert proof.bound == pytest.approx((1 - mu * lr) ** (E * R), rel=1e-12)
+    assert proof.bound == pytest.approx(0.97 ** 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("lr", [0.4, 1.9])
+def test_two_three_and_four_clients_with_two_local_steps(lr):
+    """K = 2 local steps, one round. Symmetry (an instance of n clients is one of k n clients: k copies of each)
+    proves only W(1) <= W(n) and W(2) <= W(4); that two and three clients agree is not implied by it for K >= 2
+    (the clients' local maps differ), so it is checked here, cheaply (<= 48 constraints). At lr = 0.4 every
+    worst case is the shared curvature-mu quadratic, (1 - lr mu)^(2K); at lr = 1.9 heterogeneity matters: the
+    federated worst case exceeds one client's (centralized GD, 2 steps)."""
+    W = {n: validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=1, lr=lr,
+                                 n_clients=n, threshold=False).worst_case[1] for n in (1, 2, 3, 4)}
+    assert W[1] <= W[2] + 1e-7 and W[2] <= W[4] + 1e-7 and W[1] <= W[3] + 1e-7
+    assert abs(W[2] - W[3]) <= 1e-6 and abs(W[3] - W[4]) <= 1e-6
+    if lr == 0.4:
+        assert abs(W[1] - 0.96 ** 4) <= 1e-6 and abs(W[2] - 0.96 ** 4) <= 1e-6
+    else:
+        assert abs(W[1] - _gd_pep(1.0, 0.1, 1.9, 2, "gap").upper) <= 1e-6
+        assert W[2] > W[1] + 1e-2
 
 
 def test_every_theorem_has_a_pep_or_a_reason():
@@ -173,14 +194,34 @@ def test_missing_pepit_names_the_extra(monkeypatch):
 
 @pytest.mark.parametrize("kw,param", [(dict(L=-1.0), "'L'"), (dict(mu=2.0), "'mu'"), (dict(local_steps=0),
                                       "'local_steps'"), (dict(lr=0.0), "'lr'"), (dict(solver="MOSEK"), "'solver'"),
-                                      (dict(variant="nope"), "'variant'")])
+                                      (dict(variant="nope"), "'variant'"),
+                                      (dict(mu=1.0), r"'mu' .* range \[0, L=1.0\)")])
 def test_bad_input_names_the_parameter(kw, param):
+    """Every bad input is an InvalidParameterError naming the parameter (mu = L too: it used to reach PEPit
+    and fail with a ZeroDivisionError)."""
+    from fedtheory.exceptions import InvalidParameterError
     args = dict(L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
     args.update(kw)
-    with pytest.raises(ValueError, match=param):
+    with pytest.raises(InvalidParameterError, match=param):
         validation.tightness("localdescent.theorem_4_1", **args)
-    with pytest.raises(ValueError, match="'name'"):
+    with pytest.raises(InvalidParameterError, match="'name'"):
         validation.tightness("nope.theorem", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5)
+
+
+@pytest.mark.parametrize("name,own", [("localdescent.theorem_4_1", "lam, server_lr"), ("fedsps.theorem_3b", "c")])
+def test_unknown_keyword_names_the_accepted_ones(name, own):
+    from fedtheory.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match=rf"Unknown keyword 'lamda' .* theorem's own {own}\. "
+                       r"Got lamda=2\.0"):
+        validation.tightness(name, L=1.0, mu=0.1, local_steps=1, rounds=1, lr=0.5, lamda=2.0)
+
+
+def test_solver_failure_at_a_huge_step_names_lr():
+    """lr = 30 over 2 x 2 local steps: the worst case is finite (of order 29^8) but beyond the solver's
+    accuracy; the failure is one PEPSolveError naming lr and asking for a smaller one."""
+    with pytest.raises(T.PEPSolveError, match=r"at lr=30 .*numerical failure.*smaller lr"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=2, rounds=2, lr=30.0,
+                             threshold=False)
 
 
 @pytest.mark.parametrize("name,kw,param", [("localdescent.theorem_4_1", dict(mu=0.0), "'mu'"),
@@ -258,3 +299,117 @@ def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
     assert p.value(x0) == pytest.approx(1.0)
     measured = form.instances(R, [inst])[0, -1]
     assert abs(measured - hi) <= 1e-7 * max(1.0, hi)
+
+
+def test_verify_tightness_without_pepit_is_a_usage_error_before_any_case(tmp_path, capsys, monkeypatch):
+    """Without PEPit, `fedtheory verify --tightness` stops at once: one line, exit 2, no regular case run."""
+    from fedtheory import verification
+    from fedtheory.__main__ import main
+    ran = []
+    monkeypatch.setattr(verification, "run_cases", lambda *a, **k: ran.append(1))
+    monkeypatch.setitem(sys.modules, "PEPit", None)
+    out = tmp_path / "v"
+    rc = main(["verify", "--quick", "--tightness", "--theorem", "localdescent.theorem_4_1", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and not ran and not out.exists()
+    assert err.startswith("fedtheory verify: error: --tightness:") and "[pep]" in err and "\n" not in err
+
+
+def test_pep_size_estimate_counts_the_built_pep_points():
+    """pep_size's points are those the built PEP of local GD evaluates its clients at (no solve)."""
+    for E, R, n in ((1, 1, 1), (2, 2, 2), (3, 2, 3)):
+        form = T.form_of("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=E, rounds=R, lr=0.3, n_clients=n)
+        pep = form.build(None, "theorem")
+        points, cons = T.pep_size(E, R, n)
+        assert sum(len(f.list_of_points) for f in pep.fedtheory_clients) == points
+        assert cons == sum(len(f.list_of_points) * (len(f.list_of_points) - 1) for f in pep.fedtheory_clients)
+
+
+def test_too_large_pep_is_refused_up_front_unless_allowed():
+    """local_steps*rounds = 200 was killed for memory: refused at once, naming K*R, the limit and the estimate;
+    an explicit max_constraints lets a PEP above the default through."""
+    from fedtheory.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match=rf"local_steps\*rounds = 200 .* {2 * 202 * 201} interpolation "
+                       rf"constraints, above max_constraints={2 * 18 * 17}"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=10, rounds=20, lr=0.1,
+                             threshold=False)
+    small = T.pep_size(1, 2, 1)[1]
+    with pytest.raises(InvalidParameterError, match=r"local_steps\*rounds = 3"):
+        validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=3, lr=0.5, n_clients=1,
+                             threshold=False, max_constraints=small)
+    t = validation.tightness("localdescent.theorem_4_1", L=1.0, mu=0.1, local_steps=1, rounds=3, lr=0.5, n_clients=1,
+                             threshold=False, max_constraints=T.pep_size(1, 3, 1)[1])
+    assert t.worst_case[1] == pytest.approx(0.95 ** 6, abs=1e-6)    # GD on the curvature-mu quadratic
+
+
+def _failing_exact_solves(monkeypatch, form, keep):
+    """Make every exact (fixed-step) PEP of ``form`` fail on every solver unless ``keep(steps)``."""
+    build, solve = form.build, T.solve_pep
+
+    def tagged(steps, metric):
+        pep = build(steps, metric)
+        pep.test_fixed = None if steps is None else steps.fixed
+        return pep
+
+    def failing(pep, solver="CLARABEL"):
+        if pep.test_fixed is not None and not keep(list(pep.test_fixed)):
+            raise RuntimeError("injected solver failure")
+        return solve(pep, solver)
+    monkeypatch.setattr(form, "build", tagged)
+    monkeypatch.setattr(T, "solve_pep", failing)
+
+
+def test_branch_and_bound_keeps_children_whose_exact_solve_fails(monkeypatch):
+    """A child whose exact PEP fails keeps its relaxation's upper bound in the queue: the upper end still
+    bounds the worst case (at least the exact PEP value an undisturbed search finds). Before the fix only
+    the root's poorest candidate (every step at its box's lower end) survived and the 'upper' end was its
+    value, far below the worst case."""
+    form = T.form_of("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=1.0, n_clients=2, c=1.0)
+    ref, _, _ = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0)      # an exact PEP's value: <= worst case
+    lo0 = form.step_box[0]
+    _failing_exact_solves(monkeypatch, form, keep=lambda g: g == [lo0] * form.n_adaptive)
+    lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0, max_nodes=30)
+    assert hi >= ref - 1e-7 and lo <= hi
+    assert info["exact_failures"] > 0 and info["lower_certified"]
+
+
+def test_branch_and_bound_with_every_exact_solve_failing_reports_no_lower_bound(monkeypatch):
+    form = T.form_of("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, rounds=1, lr=1.0, n_clients=2, c=1.0)
+    ref, _, _ = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0)
+    _failing_exact_solves(monkeypatch, form, keep=lambda g: False)
+    lo, hi, info = T.branch_and_bound(form, rtol=1e-3, time_limit=5.0, max_nodes=3)
+    assert lo == -math.inf and not info["lower_certified"] and info["gap"] == math.inf
+    assert hi >= ref - 1e-7 and math.isfinite(hi)
+
+
+def test_step_outside_the_theorems_conditions_is_flagged():
+    """lr = 1.9 exceeds both (19) and (43) of Theorem 4.1: the worst case exceeds the bound there (looseness
+    < 1), which is no refutation, and the result says so; a step within both conditions is not flagged."""
+    from fedtheory.theory.localdescent import lfgd_eta_max
+    kw = dict(L=1.0, mu=0.1, local_steps=2, rounds=2, threshold=False)
+    t = validation.tightness("localdescent.theorem_4_1", lr=1.9, **kw)
+    assert 1.9 > lfgd_eta_max(1.0, 0.1, 1.0, 2, "43") > lfgd_eta_max(1.0, 0.1, 1.0, 2, "19")
+    assert t.looseness < 1 and not t.conditions_ok
+    assert [c.split(" ")[0] for c in t.failing_conditions] == ["(19)", "(43)"]
+    for text in (repr(t), t.summary()):
+        assert "\n" not in text and "(19)" in text and "(43)" in text
+    assert "conditions_ok=False" in repr(t) and "no refutation" in t.summary()
+    ok = validation.tightness("localdescent.theorem_4_1", lr=lfgd_eta_max(1.0, 0.1, 1.0, 2, "19"), **kw)
+    assert ok.conditions_ok and ok.failing_conditions == () and "conditions_ok=True" in repr(ok)
+
+
+@pytest.mark.parametrize("name", ["localdescent.theorem_4_1", "fedsps.theorem_6b"])
+def test_describe_text_shows_pep_coverage(name, capsys):
+    from fedtheory.__main__ import main
+    assert main(["describe", name]) == 0
+    text = capsys.readouterr().out.splitlines()
+    cov = T.covered()[name]
+    assert f"  tightness: {'validation.tightness (PEP registered)' if cov is True else cov}" in text
+
+
+def test_verify_tightness_for_a_theorem_without_pep_writes_the_reason():
+    """`verify --tightness --theorem fedsps.theorem_6b`: no solve, no empty table, the spec's reason instead."""
+    rows, lines = T.tightness_rows(quick=True, theorems=["fedsps.theorem_6b"])
+    assert rows == []
+    assert not any(line.startswith("| theorem |") for line in lines)
+    assert f"* `fedsps.theorem_6b`: no PEP: {SPECS['fedsps.theorem_6b'].pep}" in lines

@@ -63,6 +63,11 @@ class NotExpressible(ValueError):
     """The theorem's method or function class has no PEP here; the message says why."""
 
 
+class PEPSolveError(RuntimeError):
+    """The SDP solver failed on a PEP whose worst case is finite (a numerical failure, typically a
+    step so large that the worst case is beyond the solver's accuracy); the message names lr."""
+
+
 def require_pepit():
     """Import PEPit, or raise an ImportError naming the optional extra ``[pep]``."""
     try:
@@ -294,12 +299,18 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     it also stops as soon as the bracket is on one side of it (upper < target or lower >=
     target): a decision, used by :func:`lr_threshold`.
 
+    A node whose exact PEP fails on every solver still gives its relaxation's upper bound and
+    stays in the queue (``upper`` remains certified); only its lower bound is missing. When no
+    exact PEP could be solved at all, ``lower`` is -inf (no lower bound certified), ``gap`` is
+    inf and ``info["lower_certified"]`` is False.
+
     Returns
     -------
     lower, upper : float
     info : dict
         ``nodes``, ``gap``, ``residual`` (largest primal residual), ``steps`` (the incumbent's
-        step sizes), ``seconds``.
+        step sizes), ``seconds``, ``exact_failures`` (exact PEPs no solver could solve),
+        ``lower_certified``.
     """
     t0 = time.perf_counter()
     lo0, hi0, cap = form.step_box
@@ -332,9 +343,11 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
         raise RuntimeError("the relaxed PEP could not be solved by any solver")
     residual = s.residual
     best_lower, incumbent = -math.inf, None
+    failures = 0
     for cand in (est, [hi0] * m, [lo0] * m):
         e = exact(cand)
         if e is None:
+            failures += 1
             continue
         residual = max(residual, e.residual)
         if e.lower > best_lower:
@@ -344,7 +357,7 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     nodes = 1
     while heap:
         ub = -heap[0][0]
-        if ub - best_lower <= rtol * max(abs(best_lower), 1e-12):
+        if math.isfinite(best_lower) and ub - best_lower <= rtol * max(abs(best_lower), 1e-12):
             break
         if target is not None and (ub < target or best_lower >= target):
             break
@@ -364,18 +377,20 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
             nodes += 1
             residual = max(residual, cs.residual)
             e = exact(cest)
-            if e is None:
-                continue
-            residual = max(residual, e.residual)
-            if e.lower > best_lower:
-                best_lower, incumbent = e.lower, list(cest)
-            if cs.upper > best_lower:
+            if e is None:                           # no lower bound from this child; its upper bound stays
+                failures += 1
+            else:
+                residual = max(residual, e.residual)
+                if e.lower > best_lower:
+                    best_lower, incumbent = e.lower, list(cest)
+            if cs.upper > best_lower:               # kept whether or not its exact solve succeeded
                 counter += 1
                 heapq.heappush(heap, (-cs.upper, counter, child))
     upper = max([-h[0] for h in heap] + [best_lower])
-    gap = (upper - best_lower) / max(abs(best_lower), 1e-12)
+    gap = (upper - best_lower) / max(abs(best_lower), 1e-12) if math.isfinite(best_lower) else math.inf
     return best_lower, upper, dict(nodes=nodes, gap=gap, residual=residual, steps=incumbent,
-                                   seconds=time.perf_counter() - t0)
+                                   seconds=time.perf_counter() - t0, exact_failures=failures,
+                                   lower_certified=math.isfinite(best_lower))
 
 
 def worst_case(form, metric="theorem", solver="CLARABEL", **bnb):
@@ -438,6 +453,12 @@ class Tightness:
         SDPs of the branch and bound (1 for fixed steps).
     solve_time : float
         Seconds of the whole call.
+    conditions_ok : bool
+        Whether ``lr`` meets every one of the theorem's step conditions (``lr_conditions``).
+        Outside them the theorem promises nothing: a worst case above the bound (looseness < 1)
+        is then no refutation.
+    failing_conditions : tuple of str
+        The step conditions ``lr`` exceeds, as ``"condition: lr <= limit"``.
     """
 
     name: str
@@ -462,21 +483,56 @@ class Tightness:
     gap: float
     nodes: int
     solve_time: float
+    conditions_ok: bool = True
+    failing_conditions: tuple = ()
+
+    def _conditions_text(self):
+        if self.conditions_ok:
+            return "lr meets the theorem's step conditions" if self.lr_conditions else "no step condition"
+        return (f"lr outside the theorem's step conditions ({'; '.join(self.failing_conditions)}): "
+                "looseness < 1 here would be no refutation")
 
     def summary(self):
-        """One line: worst case, bound, looseness, exponent ratio, threshold."""
+        """One line: worst case, bound, looseness, exponent ratio, threshold, step conditions."""
         lo, hi = self.worst_case
         return (f"{self.name} [{self.variant}]: worst case in [{lo:.6g}, {hi:.6g}], bound {self.bound:.6g}, "
                 f"looseness {self.looseness:.4g}, exponent ratio {self.exponent_ratio:.4g}, "
-                f"lr threshold {self.lr_threshold:.4g} (given lr {self.constants['lr']:.4g})")
+                f"lr threshold {self.lr_threshold:.4g} (given lr {self.constants['lr']:.4g}); "
+                f"{self._conditions_text()}")
+
+    def __repr__(self):
+        lo, hi = self.worst_case
+        return (f"Tightness({self.name!r}, worst_case=[{lo:.6g}, {hi:.6g}], bound={self.bound:.6g}, "
+                f"looseness={self.looseness:.4g}, conditions_ok={self.conditions_ok}"
+                + ("" if self.conditions_ok else f" (fails {'; '.join(self.failing_conditions)})") + ")")
 
 
 def _spec(name):
+    from ..exceptions import InvalidParameterError
     from . import SPECS
     if name not in SPECS:
-        raise ValueError(f"The 'name' parameter of tightness must be a registered theorem "
-                         f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
+        raise InvalidParameterError(f"The 'name' parameter of tightness must be a registered theorem "
+                                    f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
     return SPECS[name]
+
+
+def _check_keywords(name, builder, constants):
+    """Every keyword must be a parameter of the theorem's PEP builder (InvalidParameterError naming
+    the accepted ones otherwise)."""
+    import inspect
+    params = inspect.signature(builder).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [k for k in constants if k not in params]
+    if unknown:
+        from ..exceptions import InvalidParameterError
+        core = ("L", "mu", "local_steps", "rounds", "lr", "n_clients")
+        own = [k for k in params if k not in core]
+        raise InvalidParameterError(
+            f"Unknown keyword {', '.join(map(repr, unknown))} for the PEP of {name}: tightness accepts "
+            f"{', '.join(core)}, variant, threshold, solver, rtol, time_limit, max_nodes, max_constraints and the "
+            f"theorem's own {', '.join(own) if own else '(none)'}. Got "
+            f"{', '.join(f'{k}={constants[k]!r}' for k in unknown)}.")
 
 
 def form_of(name, **constants):
@@ -485,6 +541,7 @@ def form_of(name, **constants):
     spec = _spec(name)
     if spec.pep is None or isinstance(spec.pep, str):
         raise NotExpressible(f"{name} has no PEP: {spec.pep or 'none registered'}")
+    _check_keywords(name, spec.pep, constants)
     form = spec.pep(**constants)
     form.constants = dict(constants)
     return form
@@ -495,12 +552,50 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     name = "tightness"
     check_param("L", L, [Interval(float, 0, None, "neither")], name)
     check_param("mu", mu, [Interval(float, 0, None, "left")], name)
-    if mu > L:
-        raise ValueError(f"The 'mu' parameter of tightness must be a float in the range [0, L={L}]. Got {mu} instead.")
+    if mu >= L:                  # mu = L: PEPit's interpolation conditions divide by L - mu
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(f"The 'mu' parameter of tightness must be a float in the range [0, L={L}) "
+                                    f"(mu = L is not supported by the PEP's interpolation conditions). Got {mu} "
+                                    f"instead.")
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("lr", lr, [Interval(float, 0, None, "neither")], name)
     check_param("n_clients", n_clients, [Interval(int, 1, None)], name)
+
+
+def pep_size(local_steps, rounds, n_clients):
+    """``(points, constraints)``: the size of the PEP of n clients, K local steps and R rounds.
+
+    Each client's function is evaluated at its K R local iterates, the final model and x*: about
+    K R + 2 points, and interpolation needs a constraint per ordered pair of them, so the PEP has
+    about n (K R + 2) points and n (K R + 2)(K R + 1) constraints (measured for local GD, n = 2,
+    K R = 16: 612 interpolation constraints of PEPit's 614).
+    """
+    m = local_steps * rounds + 2
+    return n_clients * m, n_clients * m * (m - 1)
+
+
+#: The default ``max_constraints`` of :func:`tightness`: the size of n = 2, K R = 16 (measured on the
+#: 2-core machine: K R = 8 0.7 s, K R = 16 2 s and 0.35 GB for one solve; K R = 32 71 s and 1.25 GB,
+#: K R = 200 was killed for memory on a 23 GB machine).
+MAX_CONSTRAINTS = pep_size(16, 1, 2)[1]
+
+
+def _check_size(local_steps, rounds, n_clients, max_constraints):
+    """Refuse a PEP above ``max_constraints`` interpolation constraints (None: no limit)."""
+    if max_constraints is None:
+        return
+    from .._validation import Interval, check_param
+    check_param("max_constraints", max_constraints, [Interval(int, 1, None)], "tightness")
+    points, cons = pep_size(local_steps, rounds, n_clients)
+    if cons > max_constraints:
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(
+            f"The PEP of tightness is too large: local_steps*rounds = {local_steps * rounds} with n_clients = "
+            f"{n_clients} gives about {points} points and {cons} interpolation constraints, above "
+            f"max_constraints={max_constraints} (the default allows local_steps*rounds <= 16 with two clients, a "
+            f"few seconds; time and memory grow like n (K R)^2: K R = 32 took 71 s and 1.25 GB). Use fewer steps or "
+            f"rounds, or pass max_constraints={cons} (or None) to solve it anyway.")
 
 
 def _contraction_target(strict):
@@ -580,8 +675,25 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     return a, undecided
 
 
+def _solved(fn, name, lr, local_steps, rounds, L, *args, **kw):
+    """``fn(*args, **kw)``, a solver failure raised as a :class:`PEPSolveError` naming lr."""
+    from cvxpy.error import SolverError
+    try:
+        return fn(*args, **kw)
+    except (SolverError, RuntimeError) as e:
+        with np.errstate(over="ignore"):
+            size = max(1.0, abs(1 - lr * L)) ** (2 * local_steps * rounds)
+        raise PEPSolveError(
+            f"The PEP of {name} at lr={lr:g} (local_steps={local_steps}, rounds={rounds}) could not be solved: {e}. "
+            f"The worst case is finite (a fixed number of steps over a class of bounded curvature; one gradient "
+            f"step multiplies the squared distance by at most max(|1 - lr mu|, |1 - lr L|)^2), of order "
+            f"max(1, |1 - lr L|)^(2 local_steps rounds) = {size:.3g} here: a numerical failure of the SDP solver, "
+            f"not an unbounded worst case. Use a smaller lr (the one-round worst case contracts only below "
+            f"lr_threshold, 2/L for local GD).") from e
+
+
 def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="printed", threshold=True,
-              solver="CLARABEL", rtol=1e-3, time_limit=8.0, max_nodes=400, **kw):
+              solver="CLARABEL", rtol=1e-3, time_limit=8.0, max_nodes=400, max_constraints=MAX_CONSTRAINTS, **kw):
     r"""Exact worst case of a theorem's method over its class, beside the theorem's bound.
 
     Parameters
@@ -591,7 +703,7 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         ``fedsps.theorem_3b``, ``fedsps.theorem_6a``; docs/tightness.md lists why the others
         have none).
     L, mu : float
-        Smoothness and strong convexity of every client (0 <= mu <= L; mu = 0: convex).
+        Smoothness and strong convexity of every client (0 <= mu < L; mu = 0: convex).
     local_steps, rounds, n_clients : int
         K (tau, E), R and the number of clients (uniform weights, full participation).
     lr : float
@@ -606,6 +718,11 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         Branch and bound of adaptive steps (:func:`branch_and_bound`): ``time_limit`` seconds
         for the worst case, a quarter of it for the one-round contraction and as much again for
         the threshold's bisection (about 2.3 ``time_limit`` in all, at most).
+    max_constraints : int or None, default :data:`MAX_CONSTRAINTS` (612)
+        Refuse (``InvalidParameterError``) a PEP with more interpolation constraints than this,
+        estimated up front by :func:`pep_size` as n (K R + 2)(K R + 1): the default allows
+        K R <= 16 with two clients (seconds); time and memory grow like n (K R)^2 (K R = 32: 71 s,
+        1.25 GB). Pass a larger value, or None, to solve a larger PEP anyway.
     **kw
         The theorem's own constants (``c`` of FedSPS, ``lam`` of Theorem 4.1's step conditions,
         ``server_lr``).
@@ -620,6 +737,12 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         PEPit is missing (the ``[pep]`` extra).
     NotExpressible
         The theorem has no PEP (the reason is the message).
+    InvalidParameterError
+        A constant outside its range (0 <= mu < L, ...), an unknown theorem or keyword, or a PEP
+        above ``max_constraints``.
+    PEPSolveError
+        The SDP solver failed (a step so large that the finite worst case is beyond its accuracy);
+        the message names lr.
 
     Examples
     --------
@@ -634,25 +757,28 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     t0 = time.perf_counter()
     from .._validation import Options, check_param
     _check_constants(L, mu, local_steps, rounds, lr, n_clients)
+    _check_size(local_steps, rounds, n_clients, max_constraints)
     check_param("solver", solver, [Options(*SOLVERS)], "tightness")
     spec = _spec(name)
     check_param("variant", variant, [Options(*spec.variants)], "tightness")
     consts = dict(L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, **kw)
     bnb = dict(rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     form = form_of(name, rounds=rounds, lr=lr, **consts)
-    lo, hi, info = worst_case(form, "theorem", solver, **bnb)
+    lo, hi, info = _solved(worst_case, name, lr, local_steps, rounds, L, form, "theorem", solver, **bnb)
     var = spec.variants[variant]
     bound = float(var.bound(*form.bound_args(rounds)))
     if rounds == 1 and form.metric_is_contraction:
         clo, chi, cinfo = lo, hi, info
     else:
         one = form_of(name, rounds=1, lr=lr, **consts)
-        clo, chi, cinfo = worst_case(one, "contraction", solver, **dict(bnb, time_limit=time_limit / 4))
+        clo, chi, cinfo = _solved(worst_case, name, lr, local_steps, 1, L, one, "contraction", solver,
+                                  **dict(bnb, time_limit=time_limit / 4))
     b1, b2 = float(var.bound(*form.bound_args(1))), float(var.bound(*form.bound_args(2)))
     rho_b = b2 / b1 if b1 > 0 else math.nan
     with np.errstate(all="ignore"):
         ratio = (math.log(chi) / math.log(rho_b) if form.geometric_bound and 0 < chi < 1 and 0 < rho_b < 1
                  else math.nan)
+    failing = tuple(f"{c}: lr <= {v:.4g}" for c, v in form.lr_conditions.items() if not lr <= v * (1 + 1e-9))
     thr, undecided = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
                                   time_limit=time_limit, **kw) if threshold else (math.nan, [])
     return Tightness(
@@ -663,7 +789,8 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         lr_threshold_exact=threshold and not undecided,
         lr_conditions=dict(form.lr_conditions), function_class=form.function_class, metric=form.metric,
         initial=form.initial, note=form.note, exact=form.exact, residual=max(info["residual"], cinfo["residual"]),
-        gap=info["gap"], nodes=info["nodes"], solve_time=time.perf_counter() - t0)
+        gap=info["gap"], nodes=info["nodes"], solve_time=time.perf_counter() - t0, conditions_ok=not failing,
+        failing_conditions=failing)
 
 
 def covered():
@@ -885,6 +1012,13 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
             figs.append((name, fname))
         if echo is not None:
             echo(t.summary())
+    reasons = [f"* `{n}`: no PEP: {r}" for n, r in covered().items()
+               if theorems and n in theorems and r is not True]
+    if not rows:                               # no covered theorem asked for: the reasons, not an empty table
+        lines = lines[:2] + ["No theorem asked for has a PEP (docs/tightness.md):", ""]
+    elif reasons:
+        lines += ["", "Without a PEP (docs/tightness.md):", ""]
+    lines += reasons
     lines.append("")
     for name, fname in figs:
         lines += [f"![{name}]({fname})", ""]
