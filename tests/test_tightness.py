@@ -413,3 +413,16 @@ def test_verify_tightness_for_a_theorem_without_pep_writes_the_reason():
     assert rows == []
     assert not any(line.startswith("| theorem |") for line in lines)
     assert f"* `fedsps.theorem_6b`: no PEP: {SPECS['fedsps.theorem_6b'].pep}" in lines
+
+
+def test_verify_row_outside_the_step_conditions_is_no_refutation(monkeypatch):
+    """A worst case above the bound at a step the theorem does not allow is reported as such, not as
+    UNEXPECTED (which would claim a refutation)."""
+    from fedtheory.theory import tightness as T
+    cfg = dict(L=1.0, mu=0.1, local_steps=2, rounds=2, lr=1.9, n_clients=2)    # outside (19) and (43)
+    monkeypatch.setattr(T, "TIGHTNESS_CASES", {"localdescent.theorem_4_1": lambda quick: cfg})
+    rows, _ = T.tightness_rows(quick=True, theorems=["localdescent.theorem_4_1"])
+    (row,) = rows
+    assert row["worst_case_lower"] > row["bound"]                 # the bound does not hold at this step...
+    assert row["verdict"].startswith("worst case > bound outside the theorem's step conditions (no refutation)")
+    assert not row["verdict"].startswith("UNEXPECTED")            # ...and the theorem does not claim it does

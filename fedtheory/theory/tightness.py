@@ -988,8 +988,15 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         tol = 1e-6 * max(1.0, hi)
         ok = meas <= hi + tol and lo <= t.bound
         cfg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items())
-        verdict = "OK: measured <= worst case <= bound" if ok else (
-            "UNEXPECTED: measured > worst case" if meas > hi + tol else "UNEXPECTED: worst case > bound")
+        if ok:
+            verdict = "OK: measured <= worst case <= bound"
+        elif meas > hi + tol:
+            verdict = "UNEXPECTED: measured > worst case"      # the PEP or the registered method is wrong
+        elif t.conditions_ok:
+            verdict = "UNEXPECTED: worst case > bound"         # a refutation of the theorem
+        else:                                                  # the step is outside the theorem: no claim
+            verdict = ("worst case > bound outside the theorem's step conditions (no refutation): "
+                       + "; ".join(map(str, t.failing_conditions)))
         rows.append(dict(theorem=name, case=f"tightness: {cfg}", kind="tightness", variant=t.variant,
                          conditions_ok=(f"{sum(c['lr'] <= v for v in t.lr_conditions.values())}/{len(t.lr_conditions)} "
                                         "step conditions" if t.lr_conditions else "-"), measured=meas,
