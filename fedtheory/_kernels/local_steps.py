@@ -95,22 +95,15 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                         u += corr[s, j]
                     y[j] -= lr * (c * u + pull * y[j])
                     check += y[j]
-            elif has_wd:                # unclipped, with the decay wd y_k
+            else:                       # the paper's step (plus the decay wd y_k when it is set)
                 for j in range(d):
                     step = gscale * g[j]
                     if has_anchor:
                         step += mu * (y[j] - anchor[j])
                     if has_corr:
                         step += corr[s, j]
-                    y[j] -= lr * (step + wd * y[j])
-                    check += y[j]
-            else:                       # the paper's step
-                for j in range(d):
-                    step = gscale * g[j]
-                    if has_anchor:
-                        step += mu * (y[j] - anchor[j])
-                    if has_corr:
-                        step += corr[s, j]
+                    if has_wd:
+                        step += wd * y[j]
                     y[j] -= lr * step
                     check += y[j]
             first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
