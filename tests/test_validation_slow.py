@@ -75,9 +75,13 @@ def test_localdescent_experiments_quick(tmp_path):
     from validation import localdescent_experiments as lx
     t = lx.main(["--quick", "--out", str(tmp_path)])
     e1 = t["e1_lfgd_validity"]
-    conforming = e1[~e1.condition.str.startswith("negative")]
+    conforming = e1[e1.condition.isin(["46", "43"])]
     assert conforming.holds.all()                                    # item 1: bound holds at every round
-    assert not e1[e1.condition.str.startswith("negative")].holds.any()
+    assert not e1[e1.condition.str.startswith("negative")].holds.any()   # the check can fail
+    # eta = 1/L at E = 20 is outside (43) and (46), yet the bound holds (local GD contracts f - f* by
+    # (1 - mu/L)^2 per step, the bound by 1 - mu eta), compared only where it exceeds 1e-13 f0
+    outside = e1[e1.condition.str.startswith("outside")]
+    assert len(outside) == 1 and outside.holds.all()
     e2 = t["e2_distinct_minimizers"]                                 # item 2: plateau = f(x_E) - f*
     assert not e2.theorem_4_1_applicable.any()
     big = e2[e2.E > 1]

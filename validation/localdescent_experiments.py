@@ -39,7 +39,7 @@ def _gap_curve(p, rounds, E, lr, S, seeds, x0, **kw):
 # ------------------------------------------------------------------------------- 1 --
 def e1_lfgd_validity(quick):
     """Theorem 4.1 on a shared-minimiser quadratic: mean gap <= (1 - mu eta)^{rE} f0 at every round,
-    eta from (46) and (43); negative controls above the conditions."""
+    eta from (46) and (43); a negative control far above the conditions, and eta = 1/L (outside them)."""
     p = shared_quadratic()
     lam = ld.diversity_sup(p)
     L, mu = ld.pl_constants(p)
@@ -61,14 +61,22 @@ def e1_lfgd_validity(quick):
                                  ratio_last_checked_round=gap[last] / bound[last],
                                  worst_ratio=float(np.max(gap[mask] / bound[mask])),
                                  holds=bool(np.all(gap[mask] <= bound[mask] * (1 + 1e-9)))))
-    for label, E, eta in (("10x (43) at E=1", 1, 10 * ld.lfgd_eta_max(L, mu, lam, 1, "43")),
-                          ("1/L at E=20", 20, 1.0 / L)):
+    # A step far above the conditions (the check can fail), and the step 1/L, outside (43) and (46) at
+    # E = 20, where the bound still holds: local GD contracts f - f* by (1 - mu/L)^2 per step on this
+    # class, the bound only by (1 - mu eta). Rounds whose bound is below the precision of f - f*
+    # (1e-13 f0) are not compared, as above: there the gap is rounding noise of either sign.
+    for label, E, eta in (("negative control: 10x (43) at E=1", 1, 10 * ld.lfgd_eta_max(L, mu, lam, 1, "43")),
+                          ("outside the conditions: 1/L at E=20", 20, 1.0 / L)):
         R = 10
         gap = _gap_curve(p, R, E, eta, None, 1, x0)
         bound = ld.lfgd_bound(np.arange(R + 1) * E, eta, mu, f0)
-        rows.append(dict(E=E, condition="negative control: " + label, S="full", eta=eta,
-                         ratio_last_checked_round=gap[-1] / bound[-1], worst_ratio=float(np.max(gap[1:] / bound[1:])),
-                         holds=bool(np.all(gap[1:] <= bound[1:] * (1 + 1e-9)))))
+        mask = bound > 1e-13 * f0
+        mask[0] = False
+        last = np.flatnonzero(mask)[-1]
+        rows.append(dict(E=E, condition=label, S="full", eta=eta,
+                         ratio_last_checked_round=gap[last] / bound[last],
+                         worst_ratio=float(np.max(gap[mask] / bound[mask])),
+                         holds=bool(np.all(gap[mask] <= bound[mask] * (1 + 1e-9)))))
     return pd.DataFrame(rows).assign(L=L, mu=mu, lam_sup=lam)
 
 
