@@ -55,6 +55,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..exceptions import InvalidParameterError
+
 EXTRA = "pep"
 SOLVERS = ("CLARABEL", "SCS")
 
@@ -508,7 +510,6 @@ class Tightness:
 
 
 def _spec(name):
-    from ..exceptions import InvalidParameterError
     from . import SPECS
     if name not in SPECS:
         raise InvalidParameterError(f"The 'name' parameter of tightness must be a registered theorem "
@@ -525,7 +526,6 @@ def _check_keywords(name, builder, constants):
         return
     unknown = [k for k in constants if k not in params]
     if unknown:
-        from ..exceptions import InvalidParameterError
         core = ("L", "mu", "local_steps", "rounds", "lr", "n_clients")
         own = [k for k in params if k not in core]
         raise InvalidParameterError(
@@ -553,7 +553,6 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     check_param("L", L, [Interval(float, 0, None, "neither")], name)
     check_param("mu", mu, [Interval(float, 0, None, "left")], name)
     if mu >= L:                  # mu = L: PEPit's interpolation conditions divide by L - mu
-        from ..exceptions import InvalidParameterError
         raise InvalidParameterError(f"The 'mu' parameter of tightness must be a float in the range [0, L={L}) "
                                     f"(mu = L is not supported by the PEP's interpolation conditions). Got {mu} "
                                     f"instead.")
@@ -589,7 +588,6 @@ def _check_size(local_steps, rounds, n_clients, max_constraints):
     check_param("max_constraints", max_constraints, [Interval(int, 1, None)], "tightness")
     points, cons = pep_size(local_steps, rounds, n_clients)
     if cons > max_constraints:
-        from ..exceptions import InvalidParameterError
         raise InvalidParameterError(
             f"The PEP of tightness is too large: local_steps*rounds = {local_steps * rounds} with n_clients = "
             f"{n_clients} gives about {points} points and {cons} interpolation constraints, above "
