@@ -41,7 +41,9 @@ seed = [0, 1, 2]
 """
 TINY_ROWS = 4                                  # rounds 0, 10, 20, 30
 
-# about half a second per run: long enough to be mid-run when the driver is killed
+# about a second per run: long enough to be mid-run when the driver is killed (at 9000 rounds a run
+# took 0.2 s, and on a loaded machine the whole sweep could finish between "one run stored" and the
+# interrupt)
 SLOW = """\
 [problem]
 name = "quadratic"
@@ -50,10 +52,10 @@ dim = 4
 
 [run]
 algorithm = "fedavg"
-rounds = 9000
+rounds = 60000
 local_steps = 3
 lr = 0.1
-eval_every = 3000
+eval_every = 20000
 
 [grid]
 seed = [0, 1, 2, 3]
@@ -204,7 +206,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     stops at its next round, within 5 s; a restart completes the grid."""
     distributed = pytest.importorskip("distributed")
     cfg = tmp_path / "slow.toml"
-    cfg.write_text(SLOW.replace("rounds = 9000", "rounds = 300000").replace("eval_every = 3000", "eval_every = 100000")
+    cfg.write_text(SLOW.replace("rounds = 60000", "rounds = 300000").replace("eval_every = 20000", "eval_every = 100000")
                    .replace("seed = [0, 1, 2, 3]", "seed = [0, 1]"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
