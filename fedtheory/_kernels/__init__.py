@@ -7,6 +7,11 @@ checks that detect divergence). Data are passed as a *data pack*::
     sparse (bool), A (m, d) dense or (0, 0), data/indices/indptr (CSR or empty),
     b (m,), kind (int), client_ptr (n + 1,)
 
+The CSR ``indices``/``indptr`` are uint32 (int64 past 2**32 stored entries): an unsigned index
+needs none of the negative-index wraparound Numba adds to signed ones. ``data`` is empty for a
+binary matrix (every stored value 1.0): the row loops then add ``x[j]`` instead of ``1.0 * x[j]``
+(the same numbers). See ``ClientData.kernel_arrays``.
+
 Dense and CSR data take separate specialised loops (one branch per gradient call, never
 per row: a per-row branch made the CSR gradient four times slower).
 

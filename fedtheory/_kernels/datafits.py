@@ -66,7 +66,10 @@ def quadratic_rows(sparse, A, data, indices, indptr, b, op, start, end, x, v, ou
     u = v if op == OP_HVP else x
     for r in range(start, end):
         z = 0.0
-        if sparse:
+        if sparse and data.shape[0] == 0:        # binary CSR (every stored value 1.0)
+            for p in range(indptr[r], indptr[r + 1]):
+                z += u[indices[p]]
+        elif sparse:
             for p in range(indptr[r], indptr[r + 1]):
                 z += data[p] * u[indices[p]]
         else:

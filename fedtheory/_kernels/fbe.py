@@ -5,7 +5,7 @@ from numba import njit
 
 from .oracles import client_grad, client_hvp, prox_vec
 from .trace import record
-from .vec import add_into, copy_into, end_step, total
+from .vec import add_into, copy_into, count_nonfinite, end_step, nonfinite
 
 HVP_NONE = 0       # cheap variant: g = lam Rm
 HVP_EXACT = 1      # g = lam Rm - H Rm with the exact minibatch Hessian-vector product
@@ -62,11 +62,11 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                 for j in range(d):
                     hv[j] = 0.0
             lr = lrs[k]
-            check = 0.0
+            nbad = np.int64(0)
             for j in range(d):
                 x[j] -= lr * (lam * rm[j] - hv[j])
-                check += x[j]
-            first_bad, stop = end_step(path, s, k, K, x, check, first_bad)
+                nbad += nonfinite(x[j])
+            first_bad, stop = end_step(path, s, k, K, x, nbad, first_bad)
             if stop:
                 break
     return first_bad
@@ -112,7 +112,7 @@ def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                 copy_into(z, u)
                 acc += lr
             prox_vec(u, (acc if dual else lr) * tau, reg, groups, m1, m2, x)
-            first_bad, stop = end_step(no_path, s, k, K, y, total(y), first_bad)
+            first_bad, stop = end_step(no_path, s, k, K, y, count_nonfinite(y), first_bad)
             if stop:
                 break
     return first_bad
@@ -141,11 +141,11 @@ def pfedme_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients,
                     u[j] = th[j] - eta_p * (gj + lam_p * (th[j] - w[j]) + wd * th[j])
                 prox_vec(u, eta_p * tau, reg, groups, m1, m2, th)
             lr = lrs[k]
-            check = 0.0
+            nbad = np.int64(0)
             for j in range(d):
                 w[j] -= lr * lam_p * (w[j] - th[j])
-                check += w[j] + th[j]
-            first_bad, stop = end_step(no_path, s, k, K, w, check, first_bad)
+                nbad += nonfinite(w[j]) + nonfinite(th[j])
+            first_bad, stop = end_step(no_path, s, k, K, w, nbad, first_bad)
             if stop:
                 break
     return first_bad

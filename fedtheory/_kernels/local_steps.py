@@ -11,7 +11,7 @@ from numba import njit
 
 from .oracles import client_grad
 from .trace import record
-from .vec import add_into, copy_into, end_step, sum_sq
+from .vec import add_into, copy_into, end_step, nonfinite, sum_sq
 
 DIR_PLAIN = 0      # d_k = g(y_k; B_k) + noise
 DIR_SAM = 1        # d_k = (1 - alpha) g(y_k) + alpha g(y_k + r g(y_k)) (both with the noise; FedSpeed)
@@ -81,7 +81,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                 for j in range(d):
                     g[j] = (1.0 - alpha) * g[j] + alpha * g2[j]
             lr = lrs[k]
-            check = 0.0
+            nbad = np.int64(0)
             c = 1.0
             if clipping:
                 c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr, clip)
@@ -94,7 +94,7 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                     if has_corr:
                         u += corr[s, j]
                     y[j] -= lr * (c * u + pull * y[j])
-                    check += y[j]
+                    nbad += nonfinite(y[j])
             else:                       # the paper's step (plus the decay wd y_k when it is set)
                 for j in range(d):
                     step = gscale * g[j]
@@ -105,8 +105,8 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                     if has_wd:
                         step += wd * y[j]
                     y[j] -= lr * step
-                    check += y[j]
-            first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
+                    nbad += nonfinite(y[j])
+            first_bad, stop = end_step(path, s, k, K, y, nbad, first_bad)
             if stop:
                 break
     return first_bad
@@ -163,7 +163,7 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, gy)
             client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_v[s, k], v, l2, gv)
             lr = lrs[k]
-            check = 0.0
+            nbad = np.int64(0)
             for j in range(d):
                 gyj = gy[j]
                 gvj = gv[j]
@@ -175,9 +175,9 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
                 w = vk if coupling == 0 else (vn if coupling == 1 else V0[s, j])
                 y[j] = y[j] - lr * gyj - rho * (w + y[j] - 2.0 * x0[j])
                 v[j] = vn
-                check += y[j] + v[j]
+                nbad += nonfinite(y[j]) + nonfinite(v[j])
             record(path_y, s, k + 1, y)
-            first_bad, stop = end_step(path_v, s, k, K, v, check, first_bad)
+            first_bad, stop = end_step(path_v, s, k, K, v, nbad, first_bad)
             if stop:
                 break
     return first_bad

@@ -67,16 +67,27 @@ def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
     return val
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
-    """As :func:`_margin_dense` for CSR rows."""
+    """As :func:`_margin_dense` for CSR rows. An empty ``data`` stands for a binary matrix (every
+    stored value 1.0, see ``ClientData.kernel_arrays``): the products by 1.0 are left out, which
+    changes no result (they are exact)."""
     n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
     inv = 1.0 / n_sel
+    binary = data.shape[0] == 0
     for t in range(n_sel):
         r = rows[t] if rows.shape[0] > 0 else start + t
         p0, p1 = indptr[r], indptr[r + 1]
         z = zv = 0.0
-        if op == OP_HVP:
+        if binary:
+            if op == OP_HVP:
+                for p in range(p0, p1):
+                    z += x[indices[p]]
+                    zv += v[indices[p]]
+            else:
+                for p in range(p0, p1):
+                    z += x[indices[p]]
+        elif op == OP_HVP:
             for p in range(p0, p1):
                 z += data[p] * x[indices[p]]
                 zv += data[p] * v[indices[p]]
@@ -84,8 +95,12 @@ def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out,
             for p in range(p0, p1):
                 z += data[p] * x[indices[p]]
         val, c = _row(kind, op, inv, z, zv, b[r], val)
-        for p in range(p0, p1):
-            out[indices[p]] += c * data[p]
+        if binary:
+            for p in range(p0, p1):
+                out[indices[p]] += c
+        else:
+            for p in range(p0, p1):
+                out[indices[p]] += c * data[p]
     return val
 
 
@@ -117,7 +132,7 @@ def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows
     return _fallback_rows(kind, np.int64(op), start, end, rows, x, v, out, val)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write into ``g`` the (minibatch) gradient of a client's smooth objective.
 
@@ -131,7 +146,7 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
     datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_GRAD, start, end, rows, x, x, g, 0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write the (minibatch) gradient of f_i into ``g`` and return the (minibatch) value.
 
@@ -147,7 +162,7 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
                         g, val)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v, l2, out):
     """Write the (minibatch) Hessian-vector product of f_i at x along v into ``out``.
 

@@ -4,7 +4,7 @@ from numba import njit
 
 from .oracles import client_value_grad
 from .trace import record
-from .vec import copy_into, end_step
+from .vec import copy_into, end_step, nonfinite
 
 MODE_SPS = 0          # FedSPS: min{(F - l)/(c ||g||^2), gamma_b}
 MODE_DEC = 1          # FedDecSPS: min{(F - l)/||g||^2, P_i} / c_t, then P_i <- c_t gamma
@@ -77,11 +77,11 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
             capped[s, k] = cap_hit
             last_val[s] = val
             last_gg[s] = gg
-            check = 0.0
+            nbad = np.int64(0)
             for j in range(d):
                 y[j] -= gam * g[j]
-                check += y[j]
-            first_bad, stop = end_step(path, s, k, K, y, check, first_bad)
+                nbad += nonfinite(y[j])
+            first_bad, stop = end_step(path, s, k, K, y, nbad, first_bad)
             if stop:
                 break
     return first_bad
