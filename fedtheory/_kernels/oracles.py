@@ -71,7 +71,12 @@ def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
 def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
     """As :func:`_margin_dense` for CSR rows. An empty ``data`` stands for a binary matrix (every
     stored value 1.0, see ``ClientData.kernel_arrays``): the products by 1.0 are left out, which
-    changes no result (they are exact)."""
+    changes no result (they are exact).
+
+    Inlined into the three entry points (``client_grad``, ...), one copy each: the call per
+    minibatch cost about 7% of a9a's local SGD. The entry points are not inlined into the loops
+    that call them: that put a copy of these loops at every call site and made a cold compile of
+    six algorithms take 13 s instead of 8 s (``benchmarks/RESULTS.md``)."""
     n_sel = rows.shape[0] if rows.shape[0] > 0 else end - start
     inv = 1.0 / n_sel
     binary = data.shape[0] == 0
@@ -132,7 +137,7 @@ def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows
     return _fallback_rows(kind, np.int64(op), start, end, rows, x, v, out, val)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write into ``g`` the (minibatch) gradient of a client's smooth objective.
 
@@ -146,7 +151,7 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
     datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_GRAD, start, end, rows, x, x, g, 0.0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write the (minibatch) gradient of f_i into ``g`` and return the (minibatch) value.
 
@@ -162,7 +167,7 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
                         g, val)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v, l2, out):
     """Write the (minibatch) Hessian-vector product of f_i at x along v into ``out``.
 
