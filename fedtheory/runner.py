@@ -13,7 +13,7 @@ from ._kernels.cache import harden_all
 from ._kernels.sampling import minibatch_rows, sample_clients
 from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
-from .arrays import HostView, to_numpy
+from .arrays import HostView, is_tensor, to_numpy
 from .exceptions import InvalidParameterError
 from .problem import FederatedProblem
 from .registry import get_algorithm
@@ -576,7 +576,7 @@ class _Job:
         self._count(ctx, clients)
         if self.record:
             self.iterates.append(np.array(to_numpy(state["x"]), dtype=np.float64))
-        if not math.isfinite(float(state["x"].sum())):          # NaN or inf anywhere
+        if not _all_finite(state["x"]):                          # NaN or inf anywhere
             self.last_finite_x = x_before if Sr else None
             self.status = "diverged"
             self.message = f"round {r}: the global model became non-finite after aggregation"
@@ -688,6 +688,14 @@ def _eval_step(problem):
         return 1.0
     from .constants import smoothness
     return 1.0 / smoothness(problem)
+
+
+def _all_finite(x):
+    """Whether every entry of the model ``x`` (NumPy array or torch tensor) is finite: entry by
+    entry, as the kernels check local iterates (a sum could overflow while every entry is finite)."""
+    if is_tensor(x):
+        return bool(x.isfinite().all())
+    return bool(np.isfinite(x).all())
 
 
 def _first_nonfinite(msgs, ctx):

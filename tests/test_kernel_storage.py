@@ -15,20 +15,26 @@ import fedtheory as ft
 import problems
 from fedtheory._kernels.oracles import client_grad, client_hvp, client_value_grad
 from fedtheory._kernels.vec import count_nonfinite, end_step, nonfinite
-from fedtheory.components import LeastSquares, Logistic
+from fedtheory.components import L1, LeastSquares, Logistic, Quadratic
 from fedtheory.components.checks import example_problem
 from fedtheory.problem import FederatedProblem, _index_dtype
 
 
-def _binary_problem(datafit, seed=0, n_clients=4, rows=30, dim=9):
-    """Clients with 0/1 CSR rows (density ~0.35) and the datafit's targets."""
+def _binary_problem(datafit, seed=0, n_clients=4, rows=30, dim=9, regularizer=None):
+    """Clients with 0/1 CSR rows (density ~0.35) and the datafit's targets; for the explicit
+    quadratic, binary Q_i: ones on the blocks of a random partition of the coordinates (symmetric,
+    positive semidefinite) and random c_i."""
     rng = np.random.default_rng(seed)
     A, b = [], []
     for _ in range(n_clients):
-        M = sp.csr_matrix((rng.random((rows, dim)) < 0.35).astype(float))
-        A.append(M)
+        if isinstance(datafit, Quadratic):
+            group = rng.integers(0, 3, dim)
+            A.append(sp.csr_matrix((group[:, None] == group[None, :]).astype(float)))
+            b.append(rng.normal(size=dim))
+            continue
+        A.append(sp.csr_matrix((rng.random((rows, dim)) < 0.35).astype(float)))
         b.append(rng.choice([-1.0, 1.0], rows) if isinstance(datafit, Logistic) else rng.normal(size=rows))
-    return FederatedProblem.from_clients(A, b, datafit)
+    return FederatedProblem.from_clients(A, b, datafit, regularizer)
 
 
 def _valued_int64_pack(p):
@@ -75,7 +81,8 @@ def test_a9a_is_passed_as_a_binary_matrix(data_dir):
     assert pack[3].dtype == np.uint32
 
 
-@pytest.mark.parametrize("datafit", [Logistic(l2=0.05), LeastSquares(l2=0.05)], ids=["logistic", "least_squares"])
+@pytest.mark.parametrize("datafit", [Logistic(l2=0.05), LeastSquares(l2=0.05), Quadratic(l2=0.05)],
+                         ids=["logistic", "least_squares", "quadratic"])
 def test_oracles_are_bitwise_the_same_with_either_storage(datafit):
     p = _binary_problem(datafit, seed=3)
     new, old = p.kernel_pack(), _valued_int64_pack(p)
@@ -99,21 +106,30 @@ def test_oracles_are_bitwise_the_same_with_either_storage(datafit):
                 assert np.allclose(out[0][2], p.client_grad(i, x), rtol=1e-12, atol=1e-14)
 
 
-# the registered runners, on kernels of every family that reads the data pack
+# the registered runners, one per local-step kernel (every kernel that calls the oracles)
 RUNS = [
-    ("fedavg", dict(batch_size=5)),
-    ("scaffold", dict(batch_size=5)),
-    ("fedspeed", dict(batch_size=5)),
-    ("feddeper", dict(batch_size=5)),
-    ("fedsps", dict(batch_size=5)),
-    ("pfedfbe", dict(batch_size=5)),
-    ("fedprox", dict()),                   # exact client gradients (all rows of a client)
+    ("fedavg", dict(batch_size=5), "logistic"),       # corrected_local_sgd
+    ("scaffold", dict(batch_size=5), "logistic"),
+    ("fedspeed", dict(batch_size=5), "logistic"),     # the same kernel, two gradients a step
+    ("feddeper", dict(batch_size=5), "logistic"),     # feddeper_local
+    ("fedsps", dict(batch_size=5), "logistic"),       # sps_local_steps (value and gradient)
+    ("pfedfbe", dict(batch_size=5), "logistic"),      # fbe_local_steps (Hessian-vector products)
+    ("pfedme", dict(batch_size=5), "logistic"),       # pfedme_local
+    ("fedmirror", dict(batch_size=5), "lasso"),       # prox_local_sgd
+    ("fedprox", dict(), "logistic"),                  # exact client gradients (all rows of a client)
+    ("fedavg", dict(), "quadratic"),                  # the explicit quadratic's rows kernel
 ]
 
 
-@pytest.mark.parametrize("algo,kw", RUNS, ids=[r[0] for r in RUNS])
-def test_registered_runs_are_bitwise_the_same_with_either_storage(algo, kw):
-    p = _binary_problem(Logistic(l2=0.05), seed=7)
+@pytest.mark.parametrize("algo,kw,kind", RUNS, ids=[f"{r[0]}-{r[2]}" for r in RUNS])
+def test_registered_runs_are_bitwise_the_same_with_either_storage(algo, kw, kind):
+    if kind == "quadratic":
+        p = _binary_problem(Quadratic(l2=0.05), seed=7)
+    elif kind == "lasso":
+        p = _binary_problem(LeastSquares(l2=0.05), seed=7, regularizer=L1(0.01))
+    else:
+        p = _binary_problem(Logistic(l2=0.05), seed=7)
+    assert p.kernel_pack()[2].shape == (0,)
     lr = 0.2
     a = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
     p._pack = _valued_int64_pack(p)                             # the old storage, same data
@@ -142,6 +158,23 @@ def test_end_step_stops_exactly_when_an_entry_is_not_finite():
     assert end_step(no_path, 1, 2, 4, y, np.int64(0), np.int64(-1)) == (-1, False)
     assert end_step(no_path, 1, 2, 4, y, np.int64(2), np.int64(-1)) == (1 * 4 + 2, True)
     assert end_step(no_path, 1, 2, 4, y, np.int64(1), np.int64(3)) == (3, True)   # the first failure is kept
+
+
+def test_finite_iterates_whose_sum_overflows_are_not_divergence_on_any_backend():
+    """Every backend checks entries, not their sum: x0 = (1e308, 1e308, 1e308) is finite, and so
+    are all iterates (steps of 1e-30); the run stops only when F(x) itself overflows, and the three
+    backends say the same."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    p = FederatedProblem.from_clients([1e-10 * rng.random((6, 3)) for _ in range(2)],
+                                      [rng.normal(size=6) for _ in range(2)], "least_squares")
+    x0 = np.full(3, 1e308)
+    with np.errstate(over="ignore"):
+        res = {backend: ft.run(p, "fedavg", rounds=3, local_steps=2, lr=1e-30, x0=x0, backend=backend)
+               for backend in ("numba", "python", "torch")}
+    for r in res.values():
+        assert np.all(np.isfinite(r.x))
+        assert (r.status, r.rounds, r.message) == ("diverged", 3, "round 3: F(x) is not finite (inf)")
 
 
 def test_a_diverging_run_still_names_its_first_non_finite_step():

@@ -123,7 +123,7 @@ class TorchRoundContext(RoundContext):
                         g = self.released_step(g, y, mu)
                     y.add_(g, alpha=-lr)
                 self.record("local", s, k + 1, y)
-                flags.append(torch.isfinite(y.sum()))
+                flags.append(torch.isfinite(y).all())
             return (y,), flags
         return self._clients(1, client)
 
@@ -160,7 +160,7 @@ class TorchRoundContext(RoundContext):
                     g = self.released_step(g, y, mu)
                 y.add_(g, alpha=-float(self.lrs[k]))
                 self.record("local", s, k + 1, y)
-                flags.append(torch.isfinite(y.sum()))
+                flags.append(torch.isfinite(y).all())
             return (y,), flags
         return self._clients(1, client)
 
@@ -174,7 +174,7 @@ class TorchRoundContext(RoundContext):
                 d = self._g(s, k, y) - self._g(s, k, x0)                # noise cancels (same sample)
                 y = y - float(self.lrs[k]) * self.released_step(gscale * d + c, y)
                 self.record("local", s, k + 1, y)
-                flags.append(torch.isfinite(y.sum()))
+                flags.append(torch.isfinite(y).all())
             return (y,), flags
         return self._clients(1, client)
 
@@ -197,7 +197,7 @@ class TorchRoundContext(RoundContext):
                 v = vn
                 self.record("local", s, k + 1, y)
                 self.record("personal", s, k + 1, v)
-                flags.append(torch.isfinite(y.sum() + v.sum()))
+                flags.append(torch.isfinite(y).all() & torch.isfinite(v).all())
             return (y, v), flags
         return self._clients(2, client)
 
@@ -243,7 +243,7 @@ class TorchRoundContext(RoundContext):
                 G[s, k], C[s, k], lv[s], lg[s] = gam, hit, val, gg
                 y.add_(g, alpha=-gam)
                 self.record("local", s, k + 1, y)
-                flags.append(torch.isfinite(y.sum()))
+                flags.append(torch.isfinite(y).all())
             return (y,), flags
         Y, fail = self._clients(1, client)
         return Y, G, C, lv, lg, fail
@@ -263,10 +263,10 @@ class TorchRoundContext(RoundContext):
                     z = z - lr * self._g(s, k, p.prox_t(z, acc * tau), noise=noise)
                     acc += lr
                     x = p.prox_t(z, acc * tau)
-                    flags.append(torch.isfinite(z.sum()))
+                    flags.append(torch.isfinite(z).all())
                 else:
                     x = p.prox_t(x - lr * self._g(s, k, x, noise=noise), lr * tau)
-                    flags.append(torch.isfinite(x.sum()))
+                    flags.append(torch.isfinite(x).all())
             return (x, z), flags
         return self._clients(2, client)
 
@@ -281,7 +281,7 @@ class TorchRoundContext(RoundContext):
             for k in range(self.K):
                 lr = float(self.lrs[k])
                 y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.l1)
-                flags.append(torch.isfinite(y.sum()))
+                flags.append(torch.isfinite(y).all())
             return (y,), flags
         return self._clients(1, client)
 
@@ -297,7 +297,7 @@ class TorchRoundContext(RoundContext):
                     g = self._g(s, k, th, noise=noise)
                     th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.l1)
                 w = w - float(self.lrs[k]) * lam_p * (w - th)
-                flags.append(torch.isfinite(w.sum() + th.sum()))
+                flags.append(torch.isfinite(w).all() & torch.isfinite(th).all())
             return (w, th), flags
         return self._clients(2, client)
 
@@ -326,7 +326,7 @@ class TorchRoundContext(RoundContext):
                     hv = torch.zeros_like(x)
                 x = x - float(self.lrs[k]) * (lam * rm - hv)
                 self.record("local", s, k + 1, x)
-                flags.append(torch.isfinite(x.sum()))
+                flags.append(torch.isfinite(x).all())
             return (x,), flags
         return self._clients(1, client)
 
