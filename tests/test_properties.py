@@ -210,3 +210,42 @@ def test_kernel_cache_is_cleared_when_any_kernel_source_changes(tmp_path):
     (tmp_path / "a.py").write_text("x = 3\n")         # a helper in another file changed
     assert sync_cache(tmp_path)
     assert not list(cache.glob("*.nb*"))
+
+
+@pytest.mark.parametrize("env_dir", [False, True], ids=["beside the sources", "NUMBA_CACHE_DIR"])
+def test_kernel_cache_is_found_and_cleared_where_numba_keeps_it(tmp_path, env_dir):
+    """With NUMBA_CACHE_DIR set, Numba writes its cache below it and not beside the sources: the
+    staleness check must clear that directory (it used to look only in ``__pycache__``, so a
+    kernel could keep an old helper inlined after an edit). Checked in a fresh process: a cached
+    function is compiled, and the directory it was written to is the one ``sync_cache`` clears."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    src = tmp_path / "kern"
+    src.mkdir()
+    (src / "helper.py").write_text("from numba import njit\n\n@njit(cache=True)\ndef h(x):\n    return x + 1.0\n")
+    (src / "kmod.py").write_text("from numba import njit\nfrom helper import h\n\n"
+                                 "@njit(cache=True)\ndef f(x):\n    return h(x) * 2.0\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from fedtheory._kernels import numba_cache_dir, sync_cache\n"
+            "first = sync_cache(sys.argv[1])\n"                           # the stamp is written
+            "import kmod; kmod.f(1.0)\n"                                  # compiled and cached
+            "d = numba_cache_dir(sys.argv[1])\n"
+            "print(d); print(len(list(d.glob('kmod.f-*.nbi'))), first)\n"
+            "open(sys.argv[1] + '/helper.py', 'a').write('# edited\\n')\n"
+            "print(sync_cache(sys.argv[1]), len(list(d.glob('*.nb*'))))\n")
+    env = dict(os.environ)
+    env.pop("NUMBA_CACHE_DIR", None)
+    if env_dir:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    out = subprocess.run([sys.executable, "-c", code, str(src)], env=env, capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    where = Path(out[0])
+    if env_dir:
+        assert where.is_relative_to(tmp_path / "numba-cache")
+        assert not list((src / "__pycache__").glob("*.nb*"))       # nothing of Numba's beside the sources
+    else:
+        assert where == src / "__pycache__"
+    assert out[1] == "1 True"                  # the compiled function's index is there; stamp written
+    assert out[2] == "True 0"                  # a changed source clears every cached function there

@@ -18,7 +18,8 @@ per row: a per-row branch made the CSR gradient four times slower).
 Numba's on-disk cache is invalidated only by the timestamp of the file that defines a cached
 function, so after an edit of a helper in ``oracles.py`` kernels in other files would keep the
 old helper inlined. :func:`sync_cache` runs at import: it hashes every kernel source file and
-clears the cache when the hash changed.
+clears the cache when the hash changed, wherever Numba keeps it (beside the sources, below
+``NUMBA_CACHE_DIR``, or in the per-user cache of a read-only installation).
 
 ``kind`` is the id of the problem's datafit component and ``reg`` (``problem.reg_pack()``) the id
 of its regularizer (:mod:`fedtheory.components`). Each component's kernels live in
@@ -31,11 +32,35 @@ import hashlib
 from pathlib import Path
 
 
-def sync_cache(directory):
-    """Delete Numba cache files in ``directory/__pycache__`` if any ``*.py`` there changed.
+def numba_cache_dir(directory):
+    """The directory in which Numba caches the functions compiled from the sources in ``directory``.
 
-    The SHA-256 of the sorted kernel sources is kept in ``__pycache__/kernels.sha256``.
-    Returns True when the cache was cleared. Read-only installations are left alone.
+    Numba asks its cache locators in turn and uses the first that accepts the source file:
+    ``NUMBA_CACHE_DIR`` when it is set (a mirror of the source path below it), else ``__pycache__``
+    beside the sources when it is writable, else a per-user cache directory (a read-only
+    installation). The same question is asked here, for a source file of ``directory``.
+    """
+    directory = Path(directory)
+    sources = sorted(directory.glob("*.py"))
+    if sources:
+        from numba.core.caching import CacheImpl
+        for cls in CacheImpl._locator_classes:
+            try:
+                loc = cls.from_function(numba_cache_dir, str(sources[0]))
+            except Exception:           # a locator that cannot serve this file (e.g. unwritable)
+                continue
+            if loc is not None:
+                return Path(loc.get_cache_path())
+    return directory / "__pycache__"
+
+
+def sync_cache(directory):
+    """Delete the Numba cache files of the kernels in ``directory`` if any ``*.py`` there changed.
+
+    The cache is where Numba keeps it (:func:`numba_cache_dir`: ``__pycache__``, or below
+    ``NUMBA_CACHE_DIR``, or the per-user cache of a read-only installation); the SHA-256 of the
+    sorted kernel sources is kept there in ``kernels.sha256``. Returns True when the cache was
+    cleared; a cache directory that cannot be written is left alone.
     """
     directory = Path(directory)
     h = hashlib.sha256()
@@ -43,12 +68,12 @@ def sync_cache(directory):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     digest = h.hexdigest()
-    cache = directory / "__pycache__"
+    cache = numba_cache_dir(directory)
     stamp = cache / "kernels.sha256"
     try:
         if stamp.is_file() and stamp.read_text() == digest:
             return False
-        cache.mkdir(exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
         for f in list(cache.glob("*.nbi")) + list(cache.glob("*.nbc")):
             f.unlink()
         stamp.write_text(digest)
