@@ -30,15 +30,19 @@ clients_per_round = [2, 6]
 #   11 lr, 12 eval_every, 15 seed, 16 clients_per_round, 17 problem.heterogeneity
 
 
-def _load(tmp_path, text):
+def _write(tmp_path, text):
     path = tmp_path / "cfg.toml"
     path.write_text(text)
+    return path
+
+
+def _load(tmp_path, text):
+    path = _write(tmp_path, text)
     return load(path), str(path)
 
 
 def _error(tmp_path, text):
-    path = tmp_path / "cfg.toml"
-    path.write_text(text)
+    path = _write(tmp_path, text)
     with pytest.raises(ConfigError) as e:
         load(path)
     msg = str(e.value)
