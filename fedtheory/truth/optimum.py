@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 
 from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from ..constants import smoothness
@@ -371,9 +372,10 @@ def _cvxpy_solve(problem, solver):
 def _newton_smooth(problem, x, max_iter=200):
     """Damped Newton with Armijo backtracking on F.
 
-    Stops when no step decreases F any more (machine precision) or the gradient has not
-    improved for 5 iterations once it is below 1e-10; returns the iterate with the
-    smallest gradient norm seen.
+    Stops when no step decreases F any more (machine precision) or, once the gradient is below
+    1e-10 L (1 + ||x||), when 5 iterations in a row have not halved the smallest gradient norm
+    seen (at the rounding floor the norm wanders, and a new low by a hair used to restart the
+    count); returns the iterate with the smallest gradient norm seen.
     """
     f = problem.value(x)
     g = problem.grad(x)
@@ -384,8 +386,8 @@ def _newton_smooth(problem, x, max_iter=200):
         if best == 0:
             break
         H = problem.hessian(x)
-        try:
-            step = np.linalg.solve(H, g)
+        try:                            # H is symmetric positive semidefinite: Cholesky when definite
+            step = cho_solve(cho_factor(H, check_finite=False), g, check_finite=False)
         except np.linalg.LinAlgError:
             step = np.linalg.lstsq(H, g, rcond=None)[0]
         dec = float(g @ step)
@@ -403,11 +405,11 @@ def _newton_smooth(problem, x, max_iter=200):
         x, f, g = xn, fn, problem.grad(xn)
         ng = np.linalg.norm(g)
         if ng < best:
-            best_x, best, stall = x, ng, 0
-        else:
-            stall += 1
-            if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + np.linalg.norm(x))):
-                break
+            best_x = x
+        stall = 0 if ng < 0.5 * best else stall + 1      # a new low at the rounding floor is no progress
+        best = min(best, ng)
+        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + np.linalg.norm(x))):
+            break
     return best_x, it
 
 
