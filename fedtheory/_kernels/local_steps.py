@@ -83,17 +83,13 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
             lr = lrs[k]
             nbad = np.int64(0)
             c = 1.0
-            if clipping:
-                c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr, clip)
+            if clipping:                # u_k into g2 (free once d_k is formed) and its clip coefficient
+                c = clip_coefficient(g, gscale, mu, anchor, has_anchor, corr[s] if has_corr else g, has_corr, clip,
+                                     g2)
             if c < 1.0:                 # clipped u_k (the released codes' order): y -= lr (c u + (mu + wd) y)
                 pull = (mu if has_anchor else 0.0) + wd
                 for j in range(d):
-                    u = gscale * g[j]
-                    if has_anchor:
-                        u -= mu * anchor[j]
-                    if has_corr:
-                        u += corr[s, j]
-                    y[j] -= lr * (c * u + pull * y[j])
+                    y[j] -= lr * (c * g2[j] + pull * y[j])
                     nbad += nonfinite(y[j])
             else:                       # the paper's step (plus the decay wd y_k when it is set)
                 for j in range(d):
@@ -113,17 +109,18 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
 
 
 @njit(cache=True)
-def clip_coefficient(g, gscale, mu, anchor, has_anchor, corr, has_corr, clip):
-    """``clip / (||u|| + 1e-6)`` for u = gscale g + corr - mu anchor (torch's ``clip_grad_norm_``
-    coefficient; the caller clips when it is < 1)."""
+def clip_coefficient(g, gscale, mu, anchor, has_anchor, corr, has_corr, clip, u):
+    """``clip / (||u|| + 1e-6)`` for u = gscale g + corr - mu anchor, written into ``u`` (torch's
+    ``clip_grad_norm_`` coefficient; the caller clips when it is < 1)."""
     acc = 0.0
     for j in range(g.shape[0]):
-        u = gscale * g[j]
+        uj = gscale * g[j]
         if has_anchor:
-            u -= mu * anchor[j]
+            uj -= mu * anchor[j]
         if has_corr:
-            u += corr[j]
-        acc += u * u
+            uj += corr[j]
+        u[j] = uj
+        acc += uj * uj
     return clip / (np.sqrt(acc) + 1e-6)
 
 
