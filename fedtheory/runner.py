@@ -665,12 +665,13 @@ def _released_options(alg_cls, weight_decay, clip_norm, hyperparameters):
     """Validate ``weight_decay`` and ``clip_norm`` of run against the algorithm's local step.
 
     Returns (hyperparameters, wd, clip) where wd and clip go to the round context; an algorithm
-    with its own ``weight_decay`` hyperparameter (pfedme) receives the option there instead.
+    that lists ``weight_decay`` among its ``released_options`` and has a hyperparameter of that
+    name (pfedme) receives the option there instead.
     """
     c, name = "run", alg_cls.name
     check_param("weight_decay", weight_decay, [NoneOk(), Interval(float, 0, None, "left")], c)
     check_param("clip_norm", clip_norm, [NoneOk(), Interval(float, 0, None, "neither")], c)
-    if "weight_decay" in alg_cls.hyperparameters():
+    if "weight_decay" in alg_cls.released_options and "weight_decay" in alg_cls.hyperparameters():
         if weight_decay is not None:
             hyperparameters = {**hyperparameters, "weight_decay": weight_decay}
         weight_decay = None

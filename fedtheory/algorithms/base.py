@@ -313,7 +313,8 @@ class Algorithm:
     released_options : tuple of str
         The released codes' run options the local step supports (``"weight_decay"``,
         ``"clip_norm"``; see :func:`fedtheory.run` and :meth:`RoundContext.released_step`);
-        the runner rejects the others with ``released_options_reason``.
+        the runner rejects the others with ``released_options_reason``. An algorithm that lists
+        ``"weight_decay"`` and has a hyperparameter of that name receives the option there.
     released_options_reason : str
         Why the algorithm rejects a run option it does not list (named in the error).
     traceables : dict
