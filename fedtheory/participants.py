@@ -131,9 +131,6 @@ class Schedule:
     def weigh(self, c):
         return self.sampler.weigh(c)
 
-    def __call__(self, rng):
-        return self.weigh(self.draw(rng))
-
 
 def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
     """A ``client_schedule`` as a list of ``rounds`` int64 arrays, validated for the sampling mode."""

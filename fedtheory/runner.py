@@ -172,9 +172,6 @@ class _Sampler:
         # Bernoulli participation, self-normalised weights over the participants
         return np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
 
-    def __call__(self, rng):
-        return self.weigh(self.draw(rng))
-
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
