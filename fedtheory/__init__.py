@@ -47,7 +47,7 @@ def describe(name, conditions=True):
     if name in SPECS:
         return _describe_theorem(SPECS[name], conditions)
     from .registry import ALGORITHMS
-    if name in algorithms() and name in ALGORITHMS:
+    if name in algorithms():
         cls = ALGORITHMS[name]
         return {"name": cls.name, "kind": "algorithm", "reference": cls.reference,
                 "hyperparameters": cls.hyperparameters(),

@@ -19,22 +19,20 @@ def quiet():
     return bool(_QUIET) or env not in ("", "0")
 
 
-def enabled(progress=None, default=None):
-    """Whether to show a bar: ``progress`` if given, else ``default`` if given, else whether
-    stderr is a terminal; always False when :func:`quiet`."""
+def enabled(progress=None):
+    """Whether to show a bar: ``progress`` if given, else whether stderr is a terminal; always
+    False when :func:`quiet`."""
     if quiet():
         return False
     if progress is not None:
         return bool(progress)
-    if default is not None:
-        return bool(default)
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
 
 
-def bar(progress=None, default=None, **kwargs):
+def bar(progress=None, **kwargs):
     """A tqdm bar on stderr, disabled unless :func:`enabled`."""
     from tqdm.auto import tqdm
-    return tqdm(disable=not enabled(progress, default), file=sys.stderr, **kwargs)
+    return tqdm(disable=not enabled(progress), file=sys.stderr, **kwargs)

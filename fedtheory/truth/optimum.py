@@ -213,18 +213,14 @@ def _solve_clients(subs, solver, use_cvxpy, start):
 
 def _client_optima(problem, x, solver, progress=None, n_jobs=None):
     """Every client's optimum (see :func:`_solve_clients`), in chunks over processes, with a bar."""
-    import sys
-
-    from tqdm.auto import tqdm
-
-    from .._progress import enabled
+    from .._progress import bar as progress_bar, enabled
     n = problem.n_clients
     if n_jobs is None:
         n_jobs = (os.cpu_count() or 1) if n >= 64 else 1
     show = bool(progress) if progress is not None else (n >= 100 and enabled())
     chunk = max(1, min(64, -(-n // (4 * n_jobs))))
     starts = list(range(0, n, chunk))
-    bar = tqdm(total=n, desc="ground truth: client optima", disable=not show, file=sys.stderr, leave=False)
+    bar = progress_bar(show, total=n, desc="ground truth: client optima", leave=False)
     results = []
     try:
         if n_jobs > 1 and len(starts) > 1:
