@@ -301,6 +301,16 @@ def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
     assert abs(measured - hi) <= 1e-7 * max(1.0, hi)
 
 
+def test_fedsps_worst_case_instance_is_extracted_too():
+    """FedSPS's PEP builder gets its initial point from the shared helper as local GD's does (it had
+    none, and ``curves`` crashed on a fixed-step FedSPS form); the instance attains the worst case."""
+    cur = T.curves("fedsps.theorem_6a", rounds=1, lr=0.025, L=1.0, mu=0.0, local_steps=1, n_clients=2)
+    assert cur["lower"][0] <= cur["measured"][0] <= cur["upper"][0] + 1e-7
+    form = T.form_of("fedsps.theorem_6a", L=1.0, mu=0.0, local_steps=1, rounds=1, lr=0.025, n_clients=2)
+    p, x0 = T.worst_case_instance(form)
+    assert abs(form.instances(1, [(p, x0)])[0, -1] - cur["upper"][0]) <= 1e-6 * max(1.0, cur["upper"][0])
+
+
 def test_verify_tightness_without_pepit_is_a_usage_error_before_any_case(tmp_path, capsys, monkeypatch):
     """Without PEPit, `fedtheory verify --tightness` stops at once: one line, exit 2, no regular case run."""
     from fedtheory import verification

@@ -326,18 +326,16 @@ def _pep(kind):
         T = rounds * tau
 
         def build(steps, metric):
-            pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
-            x0 = pep.set_initial_point()
+            pep, fs, xs, fstar, x0 = shared_minimiser_clients(n, L, mu)
             pep.set_initial_condition((x0 - xs) ** 2 <= 1)
-            fstar_avg = (1.0 / n) * sum(fstar[1:], fstar[0])
+            fstar_avg = average(fstar)
             x, acc = x0, []
             for _ in range(rounds):
                 ys = [x] * n
                 for _k in range(tau):
                     if kind == "6a":
                         xb = average(ys)
-                        vals = [f.value(xb) for f in fs]
-                        acc.append((1.0 / n) * sum(vals[1:], vals[0]) - fstar_avg)
+                        acc.append(average([f.value(xb) for f in fs]) - fstar_avg)
                     new = []
                     for i, f in enumerate(fs):
                         g, fx = f.oracle(ys[i])

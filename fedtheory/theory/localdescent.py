@@ -534,14 +534,11 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     E, n = local_steps, n_clients
 
     def build(steps, metric):
-        pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
-        x0 = pep.set_initial_point()
-        pep.fedtheory_x0 = x0
-        fstar_avg = (1.0 / n) * sum(fstar[1:], fstar[0])
+        pep, fs, xs, fstar, x0 = shared_minimiser_clients(n, L, mu)
+        fstar_avg = average(fstar)
 
         def F(x):
-            vals = [f.value(x) for f in fs]
-            return (1.0 / n) * sum(vals[1:], vals[0])
+            return average([f.value(x) for f in fs])
         pep.set_initial_condition(F(x0) - fstar_avg <= 1)
         x = x0
         for _ in range(rounds):

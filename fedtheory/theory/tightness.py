@@ -132,9 +132,8 @@ class PEPForm:
         Whether the bound decays geometrically in the rounds (otherwise, e.g. an O(1/T) bound,
         there is no exponent to compare: ``exponent_ratio`` is nan).
 
-    A built PEP carries ``fedtheory_clients``, ``fedtheory_x_star`` (set by
-    :func:`shared_minimiser_clients`) and ``fedtheory_x0`` (the builder's initial point), which
-    :func:`worst_case_instance` reads.
+    A built PEP carries ``fedtheory_clients``, ``fedtheory_x_star`` and ``fedtheory_x0`` (set by
+    :func:`shared_minimiser_clients`), which :func:`worst_case_instance` reads.
     """
 
     build: Callable
@@ -157,7 +156,8 @@ class PEPForm:
 
 def shared_minimiser_clients(n, L, mu):
     """A PEP with n clients, each L-smooth and mu-strongly convex (convex when mu = 0), all
-    stationary at one point x*: returns ``(pep, fs, xs, fstar)`` with ``fstar[i] = f_i(x*)``."""
+    stationary at one point x*, and the initial point x0: returns ``(pep, fs, xs, fstar, x0)`` with
+    ``fstar[i] = f_i(x*)``."""
     require_pepit()
     from PEPit import PEP, Expression, Point
     from PEPit.functions import SmoothConvexFunction, SmoothStronglyConvexFunction
@@ -173,8 +173,10 @@ def shared_minimiser_clients(n, L, mu):
         v = Expression()
         f.add_point((xs, zero, v))
         fstar.append(v)
-    pep.fedtheory_clients, pep.fedtheory_x_star = fs, xs     # read by worst_case_instance
-    return pep, fs, xs, fstar
+    x0 = pep.set_initial_point()
+    # read by worst_case_instance
+    pep.fedtheory_clients, pep.fedtheory_x_star, pep.fedtheory_x0 = fs, xs, x0
+    return pep, fs, xs, fstar, x0
 
 
 def average(points, weights=None):
