@@ -360,10 +360,10 @@ def _main(argv):
         _progress._QUIET.append(True)
     try:
         if args.cmd == "list":
-            import problems
+            from .config import factories
             from .theory import THEOREMS
             print("algorithms:", ", ".join(algorithms()))
-            print("problems:  ", ", ".join(problems.available() + ["vision.image_problem"]))
+            print("problems:  ", ", ".join(factories()))
             print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
         elif args.cmd == "describe":
             info = describe(args.name)

@@ -241,7 +241,6 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     """Markdown report and PNG figures in ``out`` (``extra_lines`` appended); returns the report path."""
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from . import __version__
     from .plotting import bound_vs_T
     out = Path(out)

@@ -1010,12 +1010,10 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         if out is not None:
             import matplotlib
             matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-            fig = figure(t, cur, con)
+            from ..verification import save_figure
             fname = f"tightness_{name.replace('.', '_')}.png"
             Path(out).mkdir(parents=True, exist_ok=True)
-            fig.savefig(Path(out) / fname, dpi=130)
-            plt.close(fig)
+            save_figure(figure(t, cur, con), Path(out) / fname, dpi=130)
             figs.append((name, fname))
         if echo is not None:
             echo(t.summary())
