@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 import fedtheory as ft  # noqa: E402
 from _report import report, timed  # noqa: E402
 import problems  # noqa: E402
+from fedtheory._kernels import numba_cache_dir  # noqa: E402
 from fedtheory._kernels.raw import minibatch_gradients_only  # noqa: E402
 
 N_CLIENTS, S, K, B, LR, L2 = 100, 10, 5, 20, 0.5, 1e-3
@@ -188,10 +189,9 @@ def compile_times(data_dir=None):
             f"q=problems.libsvm('a9a',n_clients=10,data_dir={data_dir!r}); t3=time.perf_counter(); "
             f"[ft.run(q,a,rounds=1,local_steps=1,lr=0.1,batch_size=5) for a in {SIX!r}]; "
             "print(t2-t1, time.perf_counter()-t3)")
-    kdir = os.path.join(os.path.dirname(ft.__file__), "_kernels", "__pycache__")
-    for f in os.listdir(kdir) if os.path.isdir(kdir) else []:
-        if f.endswith((".nbi", ".nbc")):
-            os.remove(os.path.join(kdir, f))
+    kdir = numba_cache_dir(os.path.join(os.path.dirname(ft.__file__), "_kernels"))   # where Numba keeps it
+    for f in list(kdir.glob("*.nbi")) + list(kdir.glob("*.nbc")):
+        f.unlink()
     first = [float(v) for v in subprocess.check_output([sys.executable, "-c", code]).decode().split()]
     cached = [float(v) for v in subprocess.check_output([sys.executable, "-c", code]).decode().split()]
     return first, cached
