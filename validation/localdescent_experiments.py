@@ -37,6 +37,17 @@ def _gap_curve(p, rounds, E, lr, S, seeds, x0, **kw):
 
 
 # ------------------------------------------------------------------------------- 1 --
+def _checked(gap, bound, f0, **fields):
+    """A row of e1: the gap against the bound over the rounds after the first whose bound is above the
+    precision of f - f* (1e-13 f0; below it the gap is rounding noise of either sign)."""
+    mask = bound > 1e-13 * f0
+    mask[0] = False
+    last = np.flatnonzero(mask)[-1]
+    return dict(fields, ratio_last_checked_round=gap[last] / bound[last],
+                worst_ratio=float(np.max(gap[mask] / bound[mask])),
+                holds=bool(np.all(gap[mask] <= bound[mask] * (1 + 1e-9))))
+
+
 def e1_lfgd_validity(quick):
     """Theorem 4.1 on a shared-minimiser quadratic: mean gap <= (1 - mu eta)^{rE} f0 at every round,
     eta from (46) and (43); a negative control far above the conditions, and eta = 1/L (outside them)."""
@@ -53,14 +64,8 @@ def e1_lfgd_validity(quick):
             R = int(math.ceil(200 / E))
             for S in (1, 3, None):
                 gap = _gap_curve(p, R, E, eta, S, 1 if S is None else seeds, x0)
-                bound = ld.lfgd_bound(np.arange(R + 1) * E, eta, mu, f0)
-                mask = bound > 1e-13 * f0
-                mask[0] = False
-                last = np.flatnonzero(mask)[-1]
-                rows.append(dict(E=E, condition=cond, S="full" if S is None else S, eta=eta,
-                                 ratio_last_checked_round=gap[last] / bound[last],
-                                 worst_ratio=float(np.max(gap[mask] / bound[mask])),
-                                 holds=bool(np.all(gap[mask] <= bound[mask] * (1 + 1e-9)))))
+                rows.append(_checked(gap, ld.lfgd_bound(np.arange(R + 1) * E, eta, mu, f0), f0, E=E,
+                                     condition=cond, S="full" if S is None else S, eta=eta))
     # A step far above the conditions (the check can fail), and the step 1/L, outside (43) and (46) at
     # E = 20, where the bound still holds: local GD contracts f - f* by (1 - mu/L)^2 per step on this
     # class, the bound only by (1 - mu eta). Rounds whose bound is below the precision of f - f*
@@ -69,14 +74,8 @@ def e1_lfgd_validity(quick):
                           ("outside the conditions: 1/L at E=20", 20, 1.0 / L)):
         R = 10
         gap = _gap_curve(p, R, E, eta, None, 1, x0)
-        bound = ld.lfgd_bound(np.arange(R + 1) * E, eta, mu, f0)
-        mask = bound > 1e-13 * f0
-        mask[0] = False
-        last = np.flatnonzero(mask)[-1]
-        rows.append(dict(E=E, condition=label, S="full", eta=eta,
-                         ratio_last_checked_round=gap[last] / bound[last],
-                         worst_ratio=float(np.max(gap[mask] / bound[mask])),
-                         holds=bool(np.all(gap[mask] <= bound[mask] * (1 + 1e-9)))))
+        rows.append(_checked(gap, ld.lfgd_bound(np.arange(R + 1) * E, eta, mu, f0), f0, E=E, condition=label,
+                             S="full", eta=eta))
     return pd.DataFrame(rows).assign(L=L, mu=mu, lam_sup=lam)
 
 
