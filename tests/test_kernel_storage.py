@@ -13,10 +13,9 @@ import scipy.sparse as sp
 
 import fedtheory as ft
 import problems
-from fedtheory._kernels.oracles import client_grad, client_hvp, client_value_grad
 from fedtheory._kernels.vec import count_nonfinite, end_step, nonfinite
 from fedtheory.components import L1, LeastSquares, Logistic, Quadratic
-from fedtheory.components.checks import example_problem
+from fedtheory.components.checks import _kernel_oracles, example_problem
 from fedtheory.problem import FederatedProblem, _index_dtype
 
 
@@ -93,12 +92,9 @@ def test_oracles_are_bitwise_the_same_with_either_storage(datafit):
         s, e = p.client_rows(i)
         for rows in (np.zeros(0, dtype=np.int64), rng.integers(s, e, 7)):
             out = []
-            for pack in (new, old):
-                g, g2, hv = np.empty(p.dim), np.empty(p.dim), np.empty(p.dim)
-                val = client_value_grad(*pack[:7], s, e, rows, x, p.l2, g)
-                client_grad(*pack[:7], s, e, rows, x, p.l2, g2)
-                client_hvp(*pack[:7], s, e, rows, x, v, p.l2, hv)
-                out.append((val, g, g2, hv))
+            for pack in (new, old):                 # the suite's kernel oracles, on either pack
+                p._pack = pack
+                out.append(_kernel_oracles(p, i, x, v, rows))
             assert out[0][0] == out[1][0]
             for a, b in zip(out[0][1:], out[1][1:]):
                 assert np.array_equal(a, b)
