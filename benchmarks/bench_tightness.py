@@ -12,7 +12,6 @@ import time
 
 from _report import report
 
-from fedtheory.theory.localdescent import lfgd_eta_max
 from fedtheory.theory.tightness import TIGHTNESS_CASES, tightness
 
 
@@ -27,13 +26,8 @@ def main():
     for name, case in TIGHTNESS_CASES.items():
         if args.theorem and name not in args.theorem:
             continue
-        c = case(False)
         for K, R in pairs:
-            kw = dict(c, local_steps=K, rounds=R)
-            if name == "localdescent.theorem_4_1":       # the step (43) allows for this E (lambda = 1)
-                kw["lr"] = lfgd_eta_max(kw["L"], kw["mu"], 1.0, K, "43")
-            if name == "fedsps.theorem_6a":               # Theorem 6(a)'s cap for this tau
-                kw["lr"] = min(1 / (2 * 0.5 * kw["L"]), 1 / (20 * kw["L"] * K))
+            kw = dict(case(False, local_steps=K), rounds=R)     # the case's step for this K
             t0 = time.perf_counter()
             t = tightness(name, **kw)
             wall = time.perf_counter() - t0

@@ -295,7 +295,13 @@ def _run_kwargs(st, trace=("local", "gammas")):
 
 
 # ------------------------------------------------------------- performance estimation --
-_PEP_DEFAULT_C = {"3a": lambda tau: 2 * tau ** 2, "3b": lambda tau: 4 * tau ** 2, "6a": lambda tau: 0.5}
+#: The theorems' default c (Theorem 3(a): c = 2 tau^2, 3(b): 4 tau^2, 6(a): 1/2), as a function of tau.
+DEFAULT_C = {"3a": lambda tau: 2 * tau ** 2, "3b": lambda tau: 4 * tau ** 2, "6a": lambda tau: 0.5}
+
+
+def step_cap(c, L, tau, div=20):
+    """The small-step theorems' cap on gamma_b: min{1/(2cL), 1/(div L tau)} (Theorem 6: div = 20)."""
+    return min(1 / (2 * c * L), 1 / (div * L * tau))
 
 
 def _pep(kind):
@@ -320,7 +326,7 @@ def _pep(kind):
             check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")
         check_param("c", c, [NoneOk(), Interval(float, 0, None, "neither")], name)
         tau, n, gamma_b = local_steps, n_clients, lr
-        c = _PEP_DEFAULT_C[kind](tau) if c is None else c
+        c = DEFAULT_C[kind](tau) if c is None else c
         lo = min(1 / (2 * c * L), gamma_b)
         hi = min(1 / (2 * c * mu), gamma_b) if mu > 0 else gamma_b
         T = rounds * tau
@@ -377,7 +383,7 @@ def _pep(kind):
             return st, dict(path_bounds=[_bound_3a_path(st, 0.0)], worst_seed=0)
 
         conds = {"3a": {}, "3b": {"gamma_b <= 1/(2 mu) (hidden, Lemma 8)": 1 / (2 * mu) if mu > 0 else math.inf},
-                 "6a": {"gamma_b <= min{1/(2cL), 1/(20 L tau)}": min(1 / (2 * c * L), 1 / (20 * L * tau))}}[kind]
+                 "6a": {"gamma_b <= min{1/(2cL), 1/(20 L tau)}": step_cap(c, L, tau)}}[kind]
         cls = "L-smooth mu-strongly convex" if mu > 0 else "L-smooth convex"
         m = n * T if hi > lo else 0
         return PEPForm(
@@ -401,7 +407,7 @@ def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     name = "fedsps.theorem_3a"
     _params(name, rounds, local_steps, seeds)
     tau = local_steps
-    c = 2 * tau ** 2 if c is None else c
+    c = DEFAULT_C["3a"](tau) if c is None else c
     pc = _problem_conditions(problem)
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
@@ -484,7 +490,7 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     name = "fedsps.theorem_3b"
     _params(name, rounds, local_steps, seeds)
     tau = local_steps
-    c = 4 * tau ** 2 if c is None else c
+    c = DEFAULT_C["3b"](tau) if c is None else c
     pc = _problem_conditions(problem)
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
@@ -555,7 +561,7 @@ def _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, 
         L = sample_constants(problem)[0] if batch_size is not None else _full_batch_L(problem)
     except (AssertionError, ValueError) as e:
         raise NotApplicable(f"constants not available: {e}", pc) from None
-    cap = min(1 / (2 * c * L), 1 / (cap_div * L * tau))
+    cap = step_cap(c, L, tau, cap_div)
     return tau, L, cap
 
 

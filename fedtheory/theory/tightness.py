@@ -837,24 +837,30 @@ def normalised_x0(problem, initial):
 
 
 # ------------------------------------------------------------- fedtheory verify --tightness --
-def _case_4_1(quick):
+def _case_4_1(quick, local_steps=2):
     from .localdescent import lfgd_eta_max
-    E = 2
+    E = local_steps
     return dict(L=1.0, mu=0.1, local_steps=E, rounds=2 if quick else 4, lr=lfgd_eta_max(1.0, 0.1, 1.0, E, "43"),
                 n_clients=2)
 
 
+def _case_6a(quick, local_steps=2):
+    from .fedsps import DEFAULT_C, step_cap
+    return dict(L=1.0, mu=0.0, local_steps=local_steps, rounds=2 if quick else 4,
+                lr=step_cap(DEFAULT_C["6a"](local_steps), 1.0, local_steps), n_clients=2)
+
+
 #: The configuration ``fedtheory verify --tightness`` checks for each covered theorem: a function
-#: ``quick -> constants`` (local GD at the step its proof's condition (43) allows; FedSPS at the
-#: spec's default cap gamma_b = 1 (3(a), 3(b)) or at Theorem 6(a)'s own cap).
+#: ``(quick, local_steps=2) -> constants`` (local GD at the step its proof's condition (43) allows
+#: for those local steps; FedSPS at the spec's default cap gamma_b = 1 (3(a), 3(b)) or at Theorem
+#: 6(a)'s own cap, ``fedsps.step_cap``). ``benchmarks/bench_tightness.py`` calls it for other K.
 TIGHTNESS_CASES = {
     "localdescent.theorem_4_1": _case_4_1,
-    "fedsps.theorem_3a": lambda quick: dict(L=1.0, mu=0.0, local_steps=2, rounds=1 if quick else 2, lr=1.0,
-                                            n_clients=2),
-    "fedsps.theorem_3b": lambda quick: dict(L=1.0, mu=0.1, local_steps=2, rounds=1 if quick else 2, lr=1.0,
-                                            n_clients=2),
-    "fedsps.theorem_6a": lambda quick: dict(L=1.0, mu=0.0, local_steps=2, rounds=2 if quick else 4,
-                                            lr=min(1 / (2 * 0.5 * 1.0), 1 / (20 * 1.0 * 2)), n_clients=2),
+    "fedsps.theorem_3a": lambda quick, local_steps=2: dict(L=1.0, mu=0.0, local_steps=local_steps,
+                                                           rounds=1 if quick else 2, lr=1.0, n_clients=2),
+    "fedsps.theorem_3b": lambda quick, local_steps=2: dict(L=1.0, mu=0.1, local_steps=local_steps,
+                                                           rounds=1 if quick else 2, lr=1.0, n_clients=2),
+    "fedsps.theorem_6a": _case_6a,
 }
 
 TIGHTNESS_COLUMNS = ["worst_case_lower", "worst_case_upper", "looseness"]
