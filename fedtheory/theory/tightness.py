@@ -866,10 +866,11 @@ TIGHTNESS_CASES = {
 TIGHTNESS_COLUMNS = ["worst_case_lower", "worst_case_upper", "looseness"]
 
 
-def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0, **consts):
+def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0, known=None, **consts):
     """Measured (the largest over the class quadratics and the extracted worst-case instance,
     :func:`worst_case_instance`, when there is one), worst case (bracket) and bound after
-    1..rounds rounds: a dict of arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``."""
+    1..rounds rounds: a dict of arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``.
+    ``known`` maps rounds r to a bracket already solved (e.g. :func:`tightness`'s), used as is."""
     spec = _spec(name)
     var = spec.variants[variant]
     form = form_of(name, rounds=rounds, **consts)
@@ -880,8 +881,12 @@ def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0
     lo, hi, bd = [], [], []
     for r in range(1, rounds + 1):
         f = form_of(name, rounds=r, **consts)
-        a, b, _ = worst_case(f, "theorem", solver, time_limit=time_limit) if f.n_adaptive else \
-            worst_case(f, "theorem", solver)
+        if known and r in known:
+            a, b = known[r]
+        elif f.n_adaptive:
+            a, b, _ = worst_case(f, "theorem", solver, time_limit=time_limit)
+        else:
+            a, b, _ = worst_case(f, "theorem", solver)
         lo.append(a)
         hi.append(b)
         bd.append(float(var.bound(*f.bound_args(r))))
@@ -984,7 +989,8 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         c = case(quick)
         t = tightness(name, time_limit=5.0 if quick else 8.0, **c)
         other = {k: v for k, v in c.items() if k not in ("rounds", "lr")}
-        cur = curves(name, rounds=c["rounds"], lr=c["lr"], time_limit=2.0 if quick else 4.0, **other)
+        cur = curves(name, rounds=c["rounds"], lr=c["lr"], time_limit=2.0 if quick else 4.0,
+                     known={c["rounds"]: t.worst_case}, **other)       # the last round: tightness's bracket
         lr_top = max([c["lr"], t.lr_threshold if math.isfinite(t.lr_threshold) else 0.0]
                      + [v for v in t.lr_conditions.values() if math.isfinite(v)]) * 1.5
         con = contraction_curve(name, lrs=np.linspace(lr_top / (8 if quick else 16), lr_top, 8 if quick else 16),
