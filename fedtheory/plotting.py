@@ -113,6 +113,24 @@ def log_axis(y, values=None):
     return bool(v.size and (v > 0).all() and v.max() > 100 * v.min())
 
 
+def value_ticks(ax, values, axis="x"):
+    """Ticks of a logarithmic axis at the measured values, written as plain numbers (no minor labels).
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from fedtheory.plotting import value_ticks
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.loglog([10, 40, 160], [1.0, 0.5, 0.25]); value_ticks(ax, [10, 40, 160])
+    >>> [t.get_text() for t in ax.get_xticklabels()]
+    ['10', '40', '160']
+    """
+    from matplotlib.ticker import NullFormatter
+    values = sorted(set(float(v) for v in values))
+    getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
+    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
+
+
 def log_ticks(ax, axis="y"):
     """Readable labels on a logarithmic axis: plain numbers at 1, 2 and 5 times the powers of ten
     when it spans less than two decades; powers of ten at a regular step of whole decades (at most
@@ -445,9 +463,7 @@ def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=N
                 label=f"predicted order $T^{{{predicted_slope:g}}}$")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    from matplotlib.ticker import NullFormatter
-    ax.set_xticks(T, [f"{t:g}" for t in T])        # the measured T values, not crowded minor labels
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    value_ticks(ax, T)                              # the measured T values, not crowded minor labels
     log_ticks(ax, "y")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("left-hand side of the theorem")

@@ -16,11 +16,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedtheory.plotting import bound_style, curve_style, legend_outside, log_ticks  # noqa: E402,F401
+from fedtheory.plotting import bound_style, curve_style, legend_outside, log_ticks, value_ticks  # noqa: E402,F401
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -32,13 +31,6 @@ def style(j, marker=True):
         kw["marker"] = MARKERS[j % len(MARKERS)]
         kw["markersize"] = 5
     return kw
-
-
-def value_ticks(ax, values, axis="x"):
-    """Ticks of a logarithmic axis at the measured values, written as plain numbers."""
-    values = sorted(set(float(v) for v in values))
-    getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
-    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
 def finish(fig, ax, outside=True, **legend):
