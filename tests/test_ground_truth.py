@@ -105,3 +105,18 @@ def test_cache_without_clients_is_completed_when_clients_are_asked_for(tmp_path)
     assert b.f == a.f
     c = validation.ground_truth(p, cache_dir=tmp_path, clients=False)  # the full entry serves both
     assert c.info["cached"] and np.all(np.isfinite(c.client_f))
+
+
+def test_client_optima_in_worker_processes_equal_the_serial_ones():
+    """From 64 clients on the client optima are solved in worker processes (started while the global
+    optimum is solved); every client's optimum is the one the serial path finds, bit for bit."""
+    from fedtheory.truth import ground_truth
+    rng = np.random.default_rng(4)
+    A = [rng.normal(size=(12, 5)) for _ in range(70)]
+    y = [np.where(a @ rng.normal(size=5) + 0.5 * rng.normal(size=12) > 0, 1.0, -1.0) for a in A]
+    p = problems.logistic(A, y, l2=1e-2)
+    par = ground_truth(p, cache=False, progress=False)
+    ser = ground_truth(p, cache=False, progress=False, n_jobs=1)
+    assert par.client_attained.all()
+    assert np.array_equal(par.client_f, ser.client_f) and np.array_equal(par.client_x, ser.client_x)
+    assert par.x.tolist() == ser.x.tolist()
