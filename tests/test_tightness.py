@@ -302,8 +302,9 @@ def test_extracted_worst_case_instance_attains_the_worst_case(lr, E, R):
 
 
 def test_fedsps_worst_case_instance_is_extracted_too():
-    """FedSPS's PEP builder gets its initial point from the shared helper as local GD's does (it had
-    none, and ``curves`` crashed on a fixed-step FedSPS form); the instance attains the worst case."""
+    """The initial point of the worst-case instance is read from PEPit's record of the builder's
+    ``set_initial_point()``, whatever the builder (FedSPS's recorded none of its own, and ``curves``
+    crashed on a fixed-step FedSPS form); the instance attains the worst case."""
     cur = T.curves("fedsps.theorem_6a", rounds=1, lr=0.025, L=1.0, mu=0.0, local_steps=1, n_clients=2)
     assert cur["lower"][0] <= cur["measured"][0] <= cur["upper"][0] + 1e-7
     form = T.form_of("fedsps.theorem_6a", L=1.0, mu=0.0, local_steps=1, rounds=1, lr=0.025, n_clients=2)

@@ -332,7 +332,8 @@ def _pep(kind):
         T = rounds * tau
 
         def build(steps, metric):
-            pep, fs, xs, fstar, x0 = shared_minimiser_clients(n, L, mu)
+            pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
+            x0 = pep.set_initial_point()
             pep.set_initial_condition((x0 - xs) ** 2 <= 1)
             fstar_avg = average(fstar)
             x, acc = x0, []

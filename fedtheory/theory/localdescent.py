@@ -534,7 +534,8 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     E, n = local_steps, n_clients
 
     def build(steps, metric):
-        pep, fs, xs, fstar, x0 = shared_minimiser_clients(n, L, mu)
+        pep, fs, xs, fstar = shared_minimiser_clients(n, L, mu)
+        x0 = pep.set_initial_point()
         fstar_avg = average(fstar)
 
         def F(x):

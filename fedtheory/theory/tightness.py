@@ -132,8 +132,9 @@ class PEPForm:
         Whether the bound decays geometrically in the rounds (otherwise, e.g. an O(1/T) bound,
         there is no exponent to compare: ``exponent_ratio`` is nan).
 
-    A built PEP carries ``fedtheory_clients``, ``fedtheory_x_star`` and ``fedtheory_x0`` (set by
-    :func:`shared_minimiser_clients`), which :func:`worst_case_instance` reads.
+    A built PEP carries ``fedtheory_clients`` and ``fedtheory_x_star`` (set by
+    :func:`shared_minimiser_clients`), which :func:`worst_case_instance` reads, with the initial
+    point the builder made by ``pep.set_initial_point()`` (PEPit records it).
     """
 
     build: Callable
@@ -156,8 +157,7 @@ class PEPForm:
 
 def shared_minimiser_clients(n, L, mu):
     """A PEP with n clients, each L-smooth and mu-strongly convex (convex when mu = 0), all
-    stationary at one point x*, and the initial point x0: returns ``(pep, fs, xs, fstar, x0)`` with
-    ``fstar[i] = f_i(x*)``."""
+    stationary at one point x*: returns ``(pep, fs, xs, fstar)`` with ``fstar[i] = f_i(x*)``."""
     require_pepit()
     from PEPit import PEP, Expression, Point
     from PEPit.functions import SmoothConvexFunction, SmoothStronglyConvexFunction
@@ -173,10 +173,8 @@ def shared_minimiser_clients(n, L, mu):
         v = Expression()
         f.add_point((xs, zero, v))
         fstar.append(v)
-    x0 = pep.set_initial_point()
-    # read by worst_case_instance
-    pep.fedtheory_clients, pep.fedtheory_x_star, pep.fedtheory_x0 = fs, xs, x0
-    return pep, fs, xs, fstar, x0
+    pep.fedtheory_clients, pep.fedtheory_x_star = fs, xs     # read by worst_case_instance
+    return pep, fs, xs, fstar
 
 
 def average(points, weights=None):
@@ -852,8 +850,8 @@ def _case_6a(quick, local_steps=2):
 
 #: The configuration ``fedtheory verify --tightness`` checks for each covered theorem: a function
 #: ``(quick, local_steps=2) -> constants`` (local GD at the step its proof's condition (43) allows
-#: for those local steps; FedSPS at the spec's default cap gamma_b = 1 (3(a), 3(b)) or at Theorem
-#: 6(a)'s own cap, ``fedsps.step_cap``). ``benchmarks/bench_tightness.py`` calls it for other K.
+#: for those local steps; FedSPS at the default cap gamma_b = 1 (3(a), 3(b)) or at Theorem 6(a)'s
+#: own cap, ``fedsps.step_cap``). ``benchmarks/bench_tightness.py`` calls it for other K.
 TIGHTNESS_CASES = {
     "localdescent.theorem_4_1": _case_4_1,
     "fedsps.theorem_3a": lambda quick, local_steps=2: dict(L=1.0, mu=0.0, local_steps=local_steps,
@@ -1088,7 +1086,9 @@ def worst_case_instance(form, metric="theorem", solver="SCS", tol=1e-2, tol_valu
             if abs(h - edge) <= 5 * tol * (L - mu):
                 h = edge
         hs.append(h)
-    x0 = np.array([float((np.asarray(pep.fedtheory_x0.eval(), dtype=float) - xs) @ U)])
+    if len(pep.list_of_points) != 1:           # PEPit's record of pep.set_initial_point(): one start
+        return None
+    x0 = np.array([float((np.asarray(pep.list_of_points[0].eval(), dtype=float) - xs) @ U)])
     prob = problems.explicit_quadratic(np.array(hs)[:, None, None], np.zeros((len(hs), 1)),
                                        name="pep_worst_case")
     init = prob.value(x0) if form.initial.startswith("f(") else float(x0 @ x0)
