@@ -198,11 +198,12 @@ def test_non_contiguous_x0_compiles_nothing_new():
 
 
 def test_kernel_cache_is_cleared_when_any_kernel_source_changes(tmp_path):
-    from fedtheory._kernels import sync_cache
+    from fedtheory._kernels import numba_cache_dir, sync_cache
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "b.py").write_text("y = 2\n")
     assert sync_cache(tmp_path)                       # first time: stamp written
-    cache = tmp_path / "__pycache__"
+    cache = numba_cache_dir(tmp_path)                 # __pycache__, or below NUMBA_CACHE_DIR when set
+    cache.mkdir(parents=True, exist_ok=True)
     (cache / "b.f-1.py311.nbi").write_text("index")
     (cache / "b.f-1.py311.1.nbc").write_text("code")
     assert not sync_cache(tmp_path)                   # unchanged sources: cache kept
