@@ -61,7 +61,7 @@ numpydoc_validation_exclude = {
     r"^fedtheory\.RunResult$", r"^validation\.GroundTruth$", r"^validation\.Constants$",
     r"^validation\.Tightness$", r"^fedtheory\.theory\.Verification$",
     r"^fedtheory\.trace\.Trace$", r"^fedtheory\.trace\.RoundTrace$",
-    r"^fedtheory\.algorithms\.base\.RoundContext$", r"^fedtheory\.sweep\.SweepInterrupted$",
+    r"^fedtheory\.algorithms\.base\.RoundContext$",
 }
 
 # -- Gallery: small rate plots, run on every build ---------------------------------------------
