@@ -210,6 +210,10 @@ class FederatedProblem:
         (``"none"``, ``"l2"``, ``"l1"``, ``"group"``, ``"nuclear"``) built with ``l1`` and, for
         ``"group"``, ``groups`` (a group id per coordinate, -1 for an unpenalized coordinate) or,
         for ``"nuclear"``, ``mat_shape`` (X = x.reshape(mat_shape), row-major).
+    groups : array_like of int, optional
+        Group id per coordinate of a ``"group"`` regularizer given by name.
+    mat_shape : (int, int), optional
+        Matrix shape of a ``"nuclear"`` regularizer given by name.
     """
 
     def __init__(self, datafit, M, b, client_ptr, weights=None, l2=0.0, l1=0.0, noise=0.0,
