@@ -210,7 +210,7 @@ class RateStudy:
     kwargs_for : callable
         ``kwargs_for(T)`` returns the theorem function's arguments for horizon T.
     predicted_slope : float
-        The theorem's order in T (e.g. -0.5 for :math:`O(1/\sqrt T)`).
+        The theorem's order in T (e.g. -0.5 for a rate O(1/sqrt(T))).
     variants : tuple of str, default ("printed", "corrected")
         The bound variants drawn.
     note : str, default ""
