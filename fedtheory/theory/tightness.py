@@ -580,7 +580,7 @@ def _check_keywords(name, builder, constants):
 def form_of(name, **constants):
     """The :class:`PEPForm` of a registered theorem.
 
-    Raises :class:`NotExpressible` with the spec's reason where there is none.
+    Raises :class:`NotExpressible`, with the reason its TheoremSpec gives, where there is none.
 
     Parameters
     ----------
