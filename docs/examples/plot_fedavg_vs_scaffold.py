@@ -41,5 +41,6 @@ for name in ("fedavg", "scaffold"):
 df = pd.concat(rows)
 
 # %%
-# FedAvg's floor rises with K; SCAFFOLD reaches the optimum to rounding.
+# FedAvg's floor rises with K; SCAFFOLD reaches the optimum to rounding (a curve ends where
+# :math:`F(x^t) - F^\star` is exactly 0 in floating point).
 fig = rate_plot(df, y="suboptimality", title="suboptimality against the certified optimum")
