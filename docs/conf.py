@@ -95,8 +95,38 @@ def _check_record_attributes(app, what, name, obj, options, lines):
         logging.getLogger(__name__).warning(f"{name}: fields {missing} are not in its Attributes section")
 
 
+def _documented_names():
+    """Full names of the objects api.rst lists (autosummary entries resolved by currentmodule)."""
+    import re
+    names, module = set(), None
+    for line in open(os.path.join(os.path.dirname(__file__), "api.rst"), encoding="utf-8"):
+        if m := re.match(r"\.\. currentmodule:: (\S+)", line):
+            module = m.group(1)
+        elif m := re.match(r"   ~?([A-Za-z_][\w.]*)\s*$", line):
+            names.add(f"{module}.{m.group(1)}")
+    return names
+
+
+def _check_api_coverage(app):
+    """Warn (an error under -W) when a public name is missing from the API reference: every
+    registered algorithm and every name in ``__all__`` of fedtheory, problems and validation
+    (data tables and subpackages aside)."""
+    import importlib
+
+    from sphinx.util import logging
+    import fedtheory as ft
+    want = {f"{c.__module__}.{c.__qualname__}" for c in map(ft.get_algorithm, ft.algorithms())}
+    for mod in ("fedtheory", "problems", "validation"):
+        m = importlib.import_module(mod)
+        want |= {f"{mod}.{n}" for n in m.__all__ if callable(getattr(m, n)) and not n.isupper()}
+    missing = sorted(want - _documented_names())
+    if missing:
+        logging.getLogger(__name__).warning(f"api.rst does not document {missing}")
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _check_record_attributes, priority=100)
+    app.connect("builder-inited", _check_api_coverage)
 
 
 html_theme = "alabaster"
