@@ -75,7 +75,6 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
     "show_memory": False,
-    "write_computation_times": True,
 }
 
 
