@@ -33,6 +33,20 @@ def describe(name, conditions=True):
 
     Raises InvalidParameterError listing the known names when ``name`` is none of these.
 
+    Parameters
+    ----------
+    name : str
+        An algorithm (:func:`algorithms`), a problem factory or a registered theorem
+        (:func:`validation.theorems`).
+    conditions : bool, default True
+        For a theorem, also evaluate every condition on its first default case (this runs it).
+
+    Returns
+    -------
+    dict
+        ``name``, ``kind`` and the fields of that kind listed above (what ``fedtheory describe
+        NAME`` prints).
+
     Examples
     --------
     >>> import fedtheory as ft

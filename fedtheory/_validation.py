@@ -9,7 +9,14 @@ from .exceptions import InvalidParameterError
 class Interval:
     """A real or integer interval constraint, e.g. ``Interval(float, 0, None, "neither")``.
 
-    ``closed`` is one of "both", "left", "right", "neither".
+    Parameters
+    ----------
+    kind : {float, int}
+        float accepts any finite real number, int only integers; bool is never accepted.
+    low, high : float or None
+        The bounds (None: unbounded on that side).
+    closed : {"both", "left", "right", "neither"}, default "both"
+        Which bounds belong to the interval.
     """
 
     def __init__(self, kind, low, high, closed="both"):

@@ -492,6 +492,21 @@ def load(path_or_text, path=None, check=True):
     every value a factory, ``fedtheory.run`` or the algorithm rejects (range, type, options),
     found by building each distinct problem and setting up each run (:meth:`Config.check`).
 
+    Parameters
+    ----------
+    path_or_text : str or path-like
+        A file path, or the TOML text itself (a string with a newline).
+    path : str, optional
+        When given, ``path_or_text`` is the TOML text and ``path`` the file name that errors
+        cite (default: ``<config>`` for text, the path itself for a file).
+    check : bool, default True
+        Also check every value by building each distinct problem and setting up each run.
+
+    Returns
+    -------
+    Config
+        The parsed configuration (``points()`` lists the grid's points).
+
     Examples
     --------
     >>> from fedtheory.config import load

@@ -59,6 +59,16 @@ def curve_style(j):
     the first 40 curves have pairwise distinct (colour, line style) pairs, and two curves of the same
     colour always differ in line style.
 
+    Parameters
+    ----------
+    j : int
+        Index of the curve, >= 0.
+
+    Returns
+    -------
+    dict
+        ``{"color": ..., "linestyle": ...}``.
+
     Examples
     --------
     >>> from fedtheory.plotting import curve_style
@@ -77,6 +87,17 @@ _OTHER_SEEN = {}
 
 def bound_style(variant):
     """Colour and line style of a bound variant: :data:`BOUND_STYLES`, the same in every figure.
+
+    Parameters
+    ----------
+    variant : str
+        A variant name ("printed", "corrected", ...) or "measured"; any other name gets the next
+        of a few spare styles, the same for that name for the rest of the session.
+
+    Returns
+    -------
+    dict
+        ``{"color": ..., "linestyle": ...}``.
 
     Examples
     --------
@@ -98,6 +119,19 @@ def log_axis(y, values=None):
     logarithmic; any other metric is logarithmic only when its values are positive and span more
     than two decades.
 
+    Parameters
+    ----------
+    y : str
+        Metric name (a column of a results table).
+    values : array_like, optional
+        The metric's values; needed only for metrics that are neither accuracies nor known
+        logarithmic ones.
+
+    Returns
+    -------
+    bool
+        True for a logarithmic axis.
+
     Examples
     --------
     >>> from fedtheory.plotting import log_axis
@@ -115,6 +149,15 @@ def log_axis(y, values=None):
 
 def value_ticks(ax, values, axis="x"):
     """Ticks of a logarithmic axis at the measured values, written as plain numbers (no minor labels).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes, changed in place.
+    values : array_like
+        The tick positions (duplicates are dropped).
+    axis : {"x", "y"}, default "x"
+        Which axis.
 
     Examples
     --------
@@ -135,6 +178,13 @@ def log_ticks(ax, axis="y"):
     """Readable labels on a logarithmic axis: plain numbers at 1, 2 and 5 times the powers of ten
     when it spans less than two decades; powers of ten at a regular step of whole decades (at most
     about eight labels) when it spans many.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes, changed in place (nothing happens unless the axis limits are positive).
+    axis : {"x", "y"}, default "y"
+        Which axis.
 
     Examples
     --------
@@ -165,7 +215,18 @@ def log_ticks(ax, axis="y"):
 
 def default_metric(df):
     """``suboptimality`` when the runs were measured against a certified optimum, else the
-    squared gradient mapping norm."""
+    squared gradient mapping norm.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results table.
+
+    Returns
+    -------
+    str
+        ``"suboptimality"`` or ``"grad_mapping_sq"``.
+    """
     if "suboptimality" in df and df["suboptimality"].notna().any():
         return "suboptimality"
     return "grad_mapping_sq"
@@ -207,6 +268,11 @@ def filter_table(df, filters):
         arguments as ``problem.NAME`` or ``problem_NAME``; numbers match numerically (``0.1`` matches
         ``1e-1``). A key given twice matches either value.
 
+    Returns
+    -------
+    pandas.DataFrame
+        The matching rows; ValueError when none match or a key names no parameter.
+
     Examples
     --------
     >>> import pandas as pd
@@ -241,7 +307,20 @@ def _key(v):
 
 
 def varying_params(df, exclude=("param_seed",)):
-    """The ``param_*`` columns that take more than one value (a missing value counts as one)."""
+    """The ``param_*`` columns that take more than one value (a missing value counts as one).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results table.
+    exclude : tuple of str, default ("param_seed",)
+        Columns never reported.
+
+    Returns
+    -------
+    list of str
+        The varying columns, in the table's order.
+    """
     return [c for c in df.columns if c.startswith("param_") and c not in exclude
             and df[c].map(_key).nunique() > 1]
 
@@ -253,6 +332,20 @@ def curve_groups(df, by=None, exclude=("param_seed",)):
     so distinct settings are never averaged as if they were seeds. A parameter that a run does not
     have (NaN: e.g. FedDeper's ``star`` on a FedAvg run) is a value of its own, and is left out of
     that curve's label. Labels name the algorithm first, then the other varying parameters.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results table.
+    by : list of str, optional
+        Columns identifying a curve; default :func:`varying_params` of ``df``.
+    exclude : tuple of str, default ("param_seed",)
+        Columns left out of the default ``by``.
+
+    Returns
+    -------
+    list of (str, pandas.DataFrame)
+        The label and the rows of each curve, sorted by setting.
 
     Examples
     --------
@@ -289,7 +382,19 @@ def _figure(ax, figsize=(6.5, 4)):
 
 
 def legend_outside(ax, **kw):
-    """A legend to the right of the axes, outside the data (``kw`` passed to ``ax.legend``)."""
+    """A legend to the right of the axes, outside the data.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes whose curves are listed.
+    **kw
+        Passed to ``ax.legend`` (overriding the placement and font size).
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+    """
     return ax.legend(**{"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0,
                         "fontsize": 7, "frameon": False, **kw})
 
@@ -311,14 +416,19 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
         Columns identifying a curve; default every varying ``param_*`` column except the seed
         (:func:`curve_groups`).
     ax : matplotlib Axes, optional
+        Draw into these axes; default a new figure.
     spread : {"minmax", "std", None}
         Band drawn around the mean over seeds.
     bound : callable, pandas.Series or (x, y) arrays, optional
         A theorem's right-hand side overlaid as a dashed black line.
+    bound_label : str, default "bound"
+        Legend entry of ``bound``.
     logx : bool
         Logarithmic horizontal axis.
     logy : bool, optional
         Logarithmic vertical axis; default :func:`log_axis` (linear for accuracies).
+    title : str, optional
+        Axes title.
     filters : dict or list of str, optional
         Keep only the matching runs (:func:`filter_table`).
     legend : bool
@@ -405,8 +515,23 @@ def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None
     """One panel per horizontal axis (rounds, communication, gradient evaluations), one legend
     outside the panels (the curves are the same in every panel).
 
-    ``xs`` entries may use the command line's names (``"rounds"``, ``"comm"``, ``"grad_evals"``);
-    ``filters`` keeps the matching runs (:func:`filter_table`).
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results table (one row per evaluated round and run).
+    y : str, optional
+        Metric column; default :func:`default_metric`.
+    xs : sequence of str, default ("round", "comm_up", "grad_evals")
+        One panel per entry (the ``x`` of :func:`rate_plot`); the command line's names
+        ``"rounds"`` and ``"comm"`` are accepted.
+    title : str, optional
+        Figure title.
+    filters : dict or list of str, optional
+        Keep only the matching runs (:func:`filter_table`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
 
     Examples
     --------
@@ -437,9 +562,28 @@ def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None
 def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=None, title=None):
     """Measured left-hand side against T with a theorem's right-hand side(s), log-log.
 
-    ``bounds`` maps variant names to arrays, each drawn in its :func:`bound_style`;
-    ``predicted_slope`` draws the theorem's order through the last measured point. The legend sits
-    to the right of the data. Returns the Figure.
+    The legend sits to the right of the data.
+
+    Parameters
+    ----------
+    T : array_like
+        Horizons (rounds or local steps), one per measurement.
+    measured : array_like
+        Measured left-hand side at each T (mean over seeds).
+    stderr : array_like, optional
+        Standard error of each measurement; drawn as two-standard-error bars.
+    bounds : dict of str to array_like, optional
+        Right-hand side of each bound variant at each T, each drawn in its :func:`bound_style`.
+    predicted_slope : float, optional
+        The theorem's order in T (e.g. -0.5), drawn through the last measured point.
+    ax : matplotlib.axes.Axes, optional
+        Draw into these axes; default a new figure.
+    title : str, optional
+        Axes title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
 
     Examples
     --------

@@ -210,6 +210,31 @@ class FederatedProblem:
         (``"none"``, ``"l2"``, ``"l1"``, ``"group"``, ``"nuclear"``) built with ``l1`` and, for
         ``"group"``, ``groups`` (a group id per coordinate, -1 for an unpenalized coordinate) or,
         for ``"nuclear"``, ``mat_shape`` (X = x.reshape(mat_shape), row-major).
+    groups : array_like of int, optional
+        Group id per coordinate of a ``"group"`` regularizer given by name.
+    mat_shape : (int, int), optional
+        Matrix shape of a ``"nuclear"`` regularizer given by name.
+
+    Attributes
+    ----------
+    n_clients : int
+        Number of clients n.
+    dim : int
+        Dimension d of the model.
+    weights : ndarray of shape (n,)
+        Client weights w_i (they sum to 1).
+    client_sizes : ndarray of shape (n,)
+        Number of rows m_i of each client.
+    noise : float
+        Standard deviation of the runner's additive gradient noise per coordinate.
+    name : str
+        Name of the problem family.
+    info : dict
+        Facts declared by the factory.
+    datafit : Datafit
+        The smooth part's component.
+    regularizer : Regularizer
+        The non-smooth part's component.
     """
 
     def __init__(self, datafit, M, b, client_ptr, weights=None, l2=0.0, l1=0.0, noise=0.0,
@@ -224,7 +249,28 @@ class FederatedProblem:
 
     @classmethod
     def from_components(cls, data, datafit, regularizer=None, noise=0.0, name="problem", info=None):
-        """A problem from a :class:`ClientData`, a datafit and a regularizer (None: h = 0)."""
+        """A problem from a :class:`ClientData`, a datafit and a regularizer (None: h = 0).
+
+        Parameters
+        ----------
+        data : ClientData
+            The stacked client data.
+        datafit : Datafit or str
+            The smooth part (a registered name is accepted).
+        regularizer : Regularizer or str, optional
+            The non-smooth part; None: h = 0.
+        noise : float, default 0
+            Standard deviation of the runner's additive gradient noise per coordinate.
+        name : str, default "problem"
+            Name of the problem family, used in messages and cache keys.
+        info : dict, optional
+            Extra facts (e.g. exact constants).
+
+        Returns
+        -------
+        FederatedProblem
+            The problem.
+        """
         self = cls.__new__(cls)
         if not (np.isfinite(noise) and noise >= 0):
             raise DataError(f"{name}: 'noise' must be a finite float >= 0, got {noise!r}.")
@@ -238,6 +284,32 @@ class FederatedProblem:
                      caller=None):
         """A problem from per-client lists of rows ``A`` and targets ``b`` (validated: shapes, NaN/inf,
         empty clients, the datafit's targets), a datafit and a regularizer (None: h = 0).
+
+        Parameters
+        ----------
+        A : list of (m_i, d) ndarray or CSR matrices
+            One block of rows per client.
+        b : list of (m_i,) ndarray
+            One target vector per client.
+        datafit : Datafit or str
+            The smooth part (a registered name is accepted).
+        regularizer : Regularizer or str, optional
+            The non-smooth part; None: h = 0.
+        weights : array of shape (n,), optional
+            Client weights (uniform by default).
+        noise : float, default 0
+            Standard deviation of the runner's additive gradient noise per coordinate.
+        name : str, optional
+            Name of the problem family (default: the datafit's name).
+        info : dict, optional
+            Extra facts (e.g. exact constants).
+        caller : str, optional
+            The name data errors cite (a factory passes ``"problems.<name>"``).
+
+        Returns
+        -------
+        FederatedProblem
+            The problem.
 
         Examples
         --------
@@ -342,19 +414,63 @@ class FederatedProblem:
 
     # --------------------------------------------------------------- global oracles
     def smooth_value(self, x):
-        """Value of the smooth part sum_i w_i f_i(x)."""
+        """Value of the smooth part sum_i w_i f_i(x).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+
+        Returns
+        -------
+        float
+            The value.
+        """
         return self.datafit.value(self.data, self._check_x(x))
 
     def h_value(self, x):
-        """Value of the non-smooth part h(x)."""
+        """Value of the non-smooth part h(x).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+
+        Returns
+        -------
+        float
+            The value (0 for a smooth problem).
+        """
         return self.regularizer.value(x)
 
     def value(self, x):
-        """F(x) = sum_i w_i f_i(x) + h(x)."""
+        """F(x) = sum_i w_i f_i(x) + h(x).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+
+        Returns
+        -------
+        float
+            The value.
+        """
         return self.smooth_value(x) + self.h_value(x)
 
     def grad(self, x):
-        """Gradient of the smooth part, sum_i w_i grad f_i(x)."""
+        """Gradient of the smooth part, sum_i w_i grad f_i(x).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         return self.datafit.grad(self.data, self._check_x(x))
 
     def hessian(self, x):
@@ -362,7 +478,20 @@ class FederatedProblem:
         return self.datafit.hessian(self.data, self._check_x(x))
 
     def prox(self, x, step):
-        """Proximal operator of step * h (the regularizer's prox at threshold step * tau)."""
+        """Proximal operator of step * h (the regularizer's prox at threshold step * tau).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+        step : float
+            Step size > 0.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            prox_{step h}(x) (x itself for a smooth problem).
+        """
         return self.regularizer.prox(x, step)
 
     def value_and_gradient_mapping_sq(self, x, step):
@@ -377,7 +506,20 @@ class FederatedProblem:
         return F, float(G @ G)
 
     def gradient_mapping_sq(self, x, step):
-        """||G_step(x)||^2 with G = (x - prox_{step h}(x - step grad))/step (= ||grad||^2 if h=0)."""
+        """||G_step(x)||^2 with G = (x - prox_{step h}(x - step grad))/step (= ||grad||^2 if h=0).
+
+        Parameters
+        ----------
+        x : ndarray of shape (d,)
+            The point.
+        step : float
+            Step size > 0.
+
+        Returns
+        -------
+        float
+            The squared norm of the gradient mapping.
+        """
         g = self.grad(x)
         if not self.is_composite:
             return float(g @ g)
@@ -388,12 +530,44 @@ class FederatedProblem:
     def client_value(self, i, x, rows=None):
         """f_i(x), the smooth objective of client ``i``; with ``rows`` (absolute row indices)
         the minibatch value F_i(x, B), the mean loss over those rows plus the ridge term
-        (a datafit without samples, the quadratic, ignores ``rows``)."""
+        (a datafit without samples, the quadratic, ignores ``rows``).
+
+        Parameters
+        ----------
+        i : int
+            Client index, 0 <= i < n_clients.
+        x : ndarray of shape (d,)
+            The point.
+        rows : array of int, optional
+            Absolute row indices of a minibatch (None: all the client's rows; a datafit without
+            samples, the quadratic, ignores them).
+
+        Returns
+        -------
+        float
+            The value.
+        """
         return self.datafit.client_value(self.data, i, self._check_x(x), rows)
 
     def client_grad(self, i, x, rows=None):
         """Gradient of f_i at x; with ``rows`` (absolute row indices) a minibatch mean
-        (ignored by the quadratic, which has no samples)."""
+        (ignored by the quadratic, which has no samples).
+
+        Parameters
+        ----------
+        i : int
+            Client index, 0 <= i < n_clients.
+        x : ndarray of shape (d,)
+            The point.
+        rows : array of int, optional
+            Absolute row indices of a minibatch (None: all the client's rows; a datafit without
+            samples, the quadratic, ignores them).
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         return self.datafit.client_grad(self.data, i, self._check_x(x), rows)
 
     def client_hessian_vector(self, i, x, v, rows=None):

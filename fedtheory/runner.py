@@ -64,6 +64,14 @@ class RunResult:
         ``sampled.slots(t)`` gives the clients that ran round t (distinct there), as the
         counters and a trace's ``clients`` count them. ``client_schedule=list(sampled)``
         replays the run bit for bit in every mode.
+    algorithm : Algorithm
+        The algorithm instance that ran (its hyperparameters resolved).
+    seed : int
+        The run's seed.
+    backend : str
+        "numba", "python" or "torch".
+    time : float
+        Wall-clock seconds of the rounds' local work and server updates (evaluations excluded).
     trace : fedtheory.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
     """

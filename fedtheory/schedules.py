@@ -52,6 +52,20 @@ def epochs_to_local_steps(problem, epochs, batch_size):
     The runner uses one K for every client, so the clients must hold the same number of
     samples m_i (the papers' balanced splits); otherwise a ValueError names the sizes.
 
+    Parameters
+    ----------
+    problem : FederatedProblem
+        Its clients must hold the same number of samples.
+    epochs : int
+        Passes E >= 1 over each client's data per round.
+    batch_size : int
+        Minibatch size B >= 1.
+
+    Returns
+    -------
+    int
+        The number of local steps K.
+
     Examples
     --------
     >>> import numpy as np, problems

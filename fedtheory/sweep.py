@@ -31,8 +31,17 @@ from .results import ResultsStore, flatten_params
 class SweepInterrupted(KeyboardInterrupt):
     """A sweep stopped by Ctrl-C: its workers are stopped and its finished runs stored.
 
-    Attributes ``stored`` (runs in the store for this grid), ``total`` (distinct grid points)
-    and ``out`` (the results directory). Running the same sweep again resumes it.
+    Running the same sweep again resumes it. The parameters are kept as attributes of the same
+    names.
+
+    Parameters
+    ----------
+    stored : int
+        Runs in the store for this grid.
+    total : int
+        Distinct grid points.
+    out : str or path-like
+        The results directory.
     """
 
     def __init__(self, stored, total, out):
@@ -50,17 +59,44 @@ def _problem(blob):
 
 
 def build_problem(problem_args):
-    """The problem of a configuration point ``{"factory": ..., **arguments}`` (cached per process;
-    ``{"name": factory, ...}`` is accepted as well)."""
+    """The problem of a configuration point (cached per process).
+
+    Parameters
+    ----------
+    problem_args : dict
+        ``{"factory": name, **arguments}``: a ``problems`` factory and its arguments (the
+        ``[problem]`` table of a configuration); ``{"name": factory, ...}`` is accepted as well.
+
+    Returns
+    -------
+    FederatedProblem
+    """
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
 def run_point(problem_args, run_args, callback=None, progress=False):
-    """Run one configuration point; return ``(run_id, history)`` with run_id, param_* and status columns.
+    """Run one configuration point.
 
-    ``callback`` is passed to :func:`fedtheory.run` (it must not stop the run: a stopped run is
-    not the configured one; raise instead); ``progress`` draws a bar over the rounds (and over
-    the ground truth's stages when ``reference`` is set).
+    Parameters
+    ----------
+    problem_args : dict
+        The problem: ``{"factory": name, **arguments}`` (:func:`build_problem`).
+    run_args : dict
+        Arguments of :func:`fedtheory.run` with ``algorithm``; ``reference = true`` measures
+        against the certified optimum (:func:`validation.ground_truth`).
+    callback : callable, optional
+        Passed to :func:`fedtheory.run`; it must not stop the run (a stopped run is not the
+        configured one): raise instead.
+    progress : bool, default False
+        Draw a bar over the rounds (and over the ground truth's stages when ``reference`` is set).
+
+    Returns
+    -------
+    run_id : str
+        Hash of the point's full configuration.
+    history : pandas.DataFrame
+        The run's history with run_id, param_*, status, seed and version columns
+        (:func:`history_frame`).
     """
     from .runner import run
     p = build_problem(problem_args)
@@ -78,8 +114,26 @@ def run_point(problem_args, run_args, callback=None, progress=False):
 
 
 def history_frame(problem_args, run_args, res):
-    """``(run_id, table)``: a run's history with the results store's run_id, param_*, status, seed
-    and version columns (the rows :class:`~fedtheory.results.ResultsStore` and ``fedtheory plot`` read)."""
+    """A run's history with the results store's run_id, param_*, status, seed and version columns.
+
+    These are the rows :class:`~fedtheory.results.ResultsStore` and ``fedtheory plot`` read.
+
+    Parameters
+    ----------
+    problem_args : dict
+        The point's problem arguments.
+    run_args : dict
+        The point's run arguments.
+    res : RunResult
+        The run of that point.
+
+    Returns
+    -------
+    run_id : str
+        Hash of the point's full configuration.
+    table : pandas.DataFrame
+        One row per evaluated round.
+    """
     import pandas as pd
     from . import __version__
     h = res.history

@@ -34,5 +34,11 @@ __all__ = ["least_squares", "lasso", "group_lasso", "matrix_completion", "logist
 
 
 def available():
-    """Names of the problem factories."""
+    """Names of the problem factories.
+
+    Returns
+    -------
+    list of str
+        The factories of this package (a configuration's ``factory`` accepts them).
+    """
     return ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer", "digits"]

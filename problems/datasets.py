@@ -98,6 +98,13 @@ def load_libsvm(name, data_dir=None, download=True, sha256=None):
     sha256 : str, optional
         Expected sha256 of a file that is not a known data set (required for those).
 
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (m, d)
+        The features (float64).
+    y : ndarray of shape (m,)
+        The labels, in {-1, +1}.
+
     Examples
     --------
     >>> X, y = load_libsvm("mushrooms")   # reads $FEDTHEORY_DATA or the cache, else downloads
@@ -217,7 +224,33 @@ def breast_cancer(n_clients=10, partition="iid", l2=0.0, seed=0, standardize=Tru
     """Logistic regression on scikit-learn's bundled breast cancer data (569 x 30, no network).
 
     Features are standardised (zero mean, unit variance) when ``standardize`` is True;
-    malignant = -1, benign = +1. Other parameters as in :func:`libsvm`.
+    malignant = -1, benign = +1.
+
+    Parameters
+    ----------
+    n_clients : int, default 10
+        Number of clients.
+    partition : str, default "iid"
+        A scheme of :func:`problems.partition_indices`; label-based schemes use the labels.
+    l2 : float, default 0
+        Ridge weight.
+    seed : int, default 0
+        Seed of the partition.
+    standardize : bool, default True
+        Standardise the features.
+    weights : None, "samples" or array
+        Client weights: uniform (None), proportional to client sizes, or given.
+    alpha : float, default 0.5
+        Dirichlet concentration of the Dirichlet partitions (smaller is more heterogeneous).
+    shards_per_client : int, default 2
+        Shards per client of ``partition="shards"``.
+    min_size : int, default 1
+        Minimum samples per client.
+
+    Returns
+    -------
+    FederatedProblem
+        A logistic-regression problem.
 
     Examples
     --------
@@ -242,6 +275,34 @@ def digits(n_clients=10, positive_class=0, partition="iid", l2=0.0, seed=0, scal
     Label +1 for ``positive_class``, -1 otherwise. The label-based partitions split by the
     original ten digit classes, so ``partition="shards"`` gives the MNIST-style non-i.i.d.
     setting (each client sees about ``shards_per_client`` digits). Pixels are scaled to [0, 1].
+
+    Parameters
+    ----------
+    n_clients : int, default 10
+        Number of clients.
+    positive_class : int, default 0
+        The digit labelled +1, in [0, 9].
+    partition : str, default "iid"
+        A scheme of :func:`problems.partition_indices`; label-based schemes use the labels.
+    l2 : float, default 0
+        Ridge weight.
+    seed : int, default 0
+        Seed of the partition.
+    scale : bool, default True
+        Scale the pixels from [0, 16] to [0, 1].
+    weights : None, "samples" or array
+        Client weights: uniform (None), proportional to client sizes, or given.
+    alpha : float, default 0.5
+        Dirichlet concentration of the Dirichlet partitions (smaller is more heterogeneous).
+    shards_per_client : int, default 2
+        Shards per client of ``partition="shards"``.
+    min_size : int, default 1
+        Minimum samples per client.
+
+    Returns
+    -------
+    FederatedProblem
+        A logistic-regression problem.
 
     Examples
     --------

@@ -45,7 +45,25 @@ def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
     .. math:: F(x) = \sum_i \frac{w_i}{2 m_i}\|A_i x - b_i\|^2 + \frac{\ell_2}{2}\|x\|^2
               + \ell_1 \|x\|_1 .
 
-    Parameters are those of :func:`least_squares` plus ``l1`` (> 0), the weight of h.
+    Parameters
+    ----------
+    A : list of (m_i, d) ndarray or CSR matrices
+        One design matrix per client.
+    b : list of (m_i,) ndarray
+        One target vector per client.
+    l1 : float
+        Weight of h, > 0.
+    l2 : float, default 0
+        Ridge weight inside every client objective.
+    weights : array of shape (n,), optional
+        Client weights (uniform by default).
+    noise : float, default 0
+        Std of additive Gaussian gradient noise per coordinate added by the runner.
+
+    Returns
+    -------
+    FederatedProblem
+        A composite problem (``is_composite`` is True).
 
     Examples
     --------
@@ -62,8 +80,28 @@ def lasso(A, b, l1, l2=0.0, weights=None, noise=0.0):
 def group_lasso(A, b, l1, groups, l2=0.0, weights=None, noise=0.0):
     r"""Federated group lasso: least squares clients plus :math:`h(x) = \tau\sum_g \|x_g\|_2`.
 
-    Parameters are those of :func:`lasso`, with ``groups`` a group id per coordinate (ids
-    0, 1, ...; -1 marks an unpenalized coordinate such as an intercept).
+    Parameters
+    ----------
+    A : list of (m_i, d) ndarray or CSR matrices
+        One design matrix per client.
+    b : list of (m_i,) ndarray
+        One target vector per client.
+    l1 : float
+        Weight tau of h, > 0.
+    groups : array_like of int, shape (d,)
+        A group id per coordinate (ids 0, 1, ...; -1 marks an unpenalized coordinate such as an
+        intercept).
+    l2 : float, default 0
+        Ridge weight inside every client objective.
+    weights : array of shape (n,), optional
+        Client weights (uniform by default).
+    noise : float, default 0
+        Std of additive Gaussian gradient noise per coordinate added by the runner.
+
+    Returns
+    -------
+    FederatedProblem
+        A composite problem (``is_composite`` is True).
 
     Examples
     --------

@@ -21,6 +21,13 @@ def logistic(A, y, l2=0.0, weights=None, noise=0.0, name="logistic"):
         Client weights (uniform by default).
     noise : float, default 0
         Std of additive Gaussian gradient noise per coordinate added by the runner.
+    name : str, default "logistic"
+        Name of the problem (the data-set factories pass their own; error messages cite
+        ``problems.<name>``).
+
+    Returns
+    -------
+    FederatedProblem
 
     Examples
     --------

@@ -14,7 +14,28 @@ def matrix_completion(n_clients=30, shape=(32, 32), samples=128, l_nuc=0.1, shar
     client-specific 0.25 (position uniform among the rest): rank ``shared_rank + 1``. Its
     measurement matrices are :math:`X = M_j + \Delta` (i.i.d. N(0, 1) entries, M_j drawn once per
     client) and :math:`y = \langle W_j, X\rangle + \varepsilon`. The model is W flattened row-major
-    (d = m1 m2); ``normalization`` as in :func:`problems.federated_lasso`.
+    (d = m1 m2).
+
+    Parameters
+    ----------
+    n_clients : int, default 30
+        Number of clients, >= 1.
+    shape : (int, int), default (32, 32)
+        Shape (m1, m2) of the matrices.
+    samples : int, default 128
+        Measurements per client, >= 1.
+    l_nuc : float, default 0.1
+        Weight tau >= 0 of the nuclear norm.
+    shared_rank : int, default 4
+        Number of shared unit singular values, in [1, min(m1, m2) - 1].
+    normalization : {"half_mse", "mse"}
+        "half_mse" is :math:`\frac{1}{2m}\|Xw - y\|^2` (the library's least squares), "mse" is
+        :math:`\frac1m\|Xw-y\|^2` (measurements and responses scaled by sqrt 2), as in
+        :func:`problems.federated_lasso`.
+    noise_std : float, default 1
+        Std of the measurement noise epsilon.
+    seed : int, default 0
+        Seed of the construction.
 
     Returns
     -------

@@ -109,8 +109,23 @@ def _idx(path):
 
 
 def load_mnist(data_dir=None, download=True):
-    """MNIST as ``(X_train (60000, 1, 28, 28), y_train, X_test (10000, 1, 28, 28), y_test)``,
-    pixels in [0, 1] (ToTensor without Normalize, as the FedSPS/FedCAMS code).
+    """MNIST, pixels in [0, 1] (ToTensor without Normalize, as the FedSPS/FedCAMS code).
+
+    Parameters
+    ----------
+    data_dir : str or Path, optional
+        Directory searched first for the files (then ``$FEDTHEORY_DATA/<name>``, then the user
+        cache); every file found is checked against its md5.
+    download : bool, default True
+        Download missing files into the user cache; with False a missing file is an error that
+        says where to put it.
+
+    Returns
+    -------
+    X_train : ndarray of shape (60000, 1, 28, 28), float32
+    y_train : ndarray of shape (60000,), int64
+    X_test : ndarray of shape (10000, 1, 28, 28), float32
+    y_test : ndarray of shape (10000,), int64
 
     Examples
     --------
@@ -146,20 +161,72 @@ def _load_cifar(name, data_dir, download, normalize):
 
 
 def load_cifar10(data_dir=None, download=True, normalize=True):
-    """CIFAR-10 as ``(X_train (50000, 3, 32, 32), y_train, X_test (10000, 3, 32, 32), y_test)``,
-    normalised with FedSpeed's per-channel mean and std when ``normalize``."""
+    """CIFAR-10, normalised with FedSpeed's per-channel mean and std when ``normalize``.
+
+    Parameters
+    ----------
+    data_dir : str or Path, optional
+        Directory searched first for the files (then ``$FEDTHEORY_DATA/<name>``, then the user
+        cache); every file found is checked against its md5.
+    download : bool, default True
+        Download missing files into the user cache; with False a missing file is an error that
+        says where to put it.
+    normalize : bool, default True
+        Subtract the per-channel mean and divide by the std; else pixels in [0, 1].
+
+    Returns
+    -------
+    X_train : ndarray of shape (50000, 3, 32, 32), float32
+    y_train : ndarray of shape (50000,), int64
+    X_test : ndarray of shape (10000, 3, 32, 32), float32
+    y_test : ndarray of shape (10000,), int64
+    """
     return _load_cifar("cifar10", data_dir, download, normalize)
 
 
 def load_cifar100(data_dir=None, download=True, normalize=True):
-    """CIFAR-100 (fine labels), as :func:`load_cifar10`."""
+    """CIFAR-100 (fine labels), as :func:`load_cifar10`.
+
+    Parameters
+    ----------
+    data_dir : str or Path, optional
+        Directory searched first for the files (then ``$FEDTHEORY_DATA/<name>``, then the user
+        cache); every file found is checked against its md5.
+    download : bool, default True
+        Download missing files into the user cache; with False a missing file is an error that
+        says where to put it.
+    normalize : bool, default True
+        Subtract the per-channel mean and divide by the std; else pixels in [0, 1].
+
+    Returns
+    -------
+    X_train : ndarray of shape (50000, 3, 32, 32), float32
+    y_train : ndarray of shape (50000,), int64 (100 classes)
+    X_test : ndarray of shape (10000, 3, 32, 32), float32
+    y_test : ndarray of shape (10000,), int64
+    """
     return _load_cifar("cifar100", data_dir, download, normalize)
 
 
 def load_digits_images(flatten=False, test_fraction=0.0, seed=0):
-    """scikit-learn's bundled digits (1797 images 8x8, no network) as ``(X, y)`` with X in [0, 1] of
-    shape (N, 1, 8, 8), or (N, 64) when ``flatten``; with ``test_fraction`` > 0 a fixed split
-    ``(X, y, X_test, y_test)``. The offline stand-in for MNIST in tests.
+    """scikit-learn's bundled digits (1797 images 8x8, no network), pixels in [0, 1].
+
+    The offline stand-in for MNIST in tests.
+
+    Parameters
+    ----------
+    flatten : bool, default False
+        Images of shape (64,) instead of (1, 8, 8).
+    test_fraction : float, default 0
+        With a value > 0, hold out this fraction of the images (a fixed random split).
+    seed : int, default 0
+        Seed of the split.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(X, y)`` with X of shape (N, 1, 8, 8) or (N, 64), float32, and y int64; with
+        ``test_fraction`` > 0, ``(X, y, X_test, y_test)``.
 
     Examples
     --------
@@ -199,10 +266,22 @@ def image_problem(dataset, model, n_clients=100, partition="iid", seed=0, alpha=
         for FedSpeed's Dir-0.6, ``"shards"`` for the McMahan et al. two-shard split).
     l2 : float
         Ridge weight (weight decay in the objective).
+    data_dir : str or Path, optional
+        Directory searched first for the files (then ``$FEDTHEORY_DATA/<name>``, then the user
+        cache); every file found is checked against its md5.
+    download : bool, default True
+        Download missing files into the user cache; with False a missing file is an error that
+        says where to put it.
     max_samples : int, optional
         Keep a random subset of the training set (quick runs).
     eval_grad : bool, default False
         Record the full-gradient norm at each evaluation.
+    **problem_kw
+        Further arguments of :class:`~fedtheory.backends.torch.DeepProblem`.
+
+    Returns
+    -------
+    fedtheory.backends.torch.DeepProblem
 
     Examples
     --------

@@ -7,7 +7,19 @@ from fedtheory.theory import THEOREMS, Condition, Verification  # noqa: F401
 
 
 def theorems():
-    """Sorted names of the registered theorem checks."""
+    """Sorted names of the registered theorem checks.
+
+    Returns
+    -------
+    list of str
+        The built-in theorems and those registered with :func:`fedtheory.theory.register_spec`.
+
+    Examples
+    --------
+    >>> import validation
+    >>> "fedsps.theorem_3a" in validation.theorems()
+    True
+    """
     return sorted(THEOREMS)
 
 
@@ -19,6 +31,7 @@ def verify(name, problem, **kwargs):
     name : str
         A registered theorem (:func:`theorems`), e.g. ``"fedspeed.theorem_4_4"``.
     problem : FederatedProblem
+        The problem the theorem is checked on.
     **kwargs
         ``rounds``, ``local_steps``, ``variant`` ("printed" or a corrected one), ``seeds`` and
         the algorithm's hyperparameters; see the theorem's own docstring.

@@ -56,7 +56,7 @@ class PFedFBE(Algorithm):
     the mean of the clients' composite losses f_i + h at their personalized models, and, when the
     problem knows the true signals (``problems.federated_lasso``), the support precision, recall
     and F1 of the personalized (``pm_*``) and global (``gm_*``) models at the 0.01 threshold and
-    ``pm_shift_inf`` = max |theta_i - x|. Works on
+    ``pm_shift_inf`` = ``max |theta_i - x|``. Works on
     smooth problems and on the l1-composite lasso (h = l1 ||x||_1). Oracle calls per step: 1
     (cheap), 2 (exact HVP) or 3 (forward difference).
 

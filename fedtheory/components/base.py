@@ -249,6 +249,11 @@ class MarginDatafit(Datafit):
     NumPy arrays (:meth:`loss`, :meth:`dloss`, :meth:`d2loss`), on torch tensors
     (:meth:`torch_loss`) and in CVXPY (:meth:`cvxpy_loss_rows`); the Numba kernel is the datafit's
     scalar ``*_terms`` function in :mod:`fedtheory._kernels.datafits` (shared dense and CSR row loops).
+
+    Parameters
+    ----------
+    l2 : float, default 0
+        Ridge weight inside every f_i (part of the smooth objective and of its constants).
     """
 
     #: sup_z l''(z, t): the sample smoothness constant is this times max_r ||a_r||^2 (plus l2).

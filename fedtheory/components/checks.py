@@ -82,7 +82,20 @@ def _kernel_oracles(p, i, x, v, rows):
 
 def check_datafit(datafit, sparse=False, seed=0):
     """Value, gradient and Hessian-vector product of a datafit: NumPy == Numba == torch == CVXPY, and
-    against finite differences (``sparse``: CSR rows; ignored by datafits without samples)."""
+    against finite differences.
+
+    Raises AssertionError with a message naming the disagreeing forms; returns None when every
+    check passes (torch is skipped when it is not installed).
+
+    Parameters
+    ----------
+    datafit : Datafit subclass, instance or str
+        The datafit (a registered name is accepted).
+    sparse : bool, default False
+        Use CSR rows (ignored by datafits without samples).
+    seed : int, default 0
+        Seed of the example data and test points.
+    """
     import cvxpy as cp
     p = example_problem(datafit, sparse=sparse, seed=seed)
     f, d = p.datafit, p.dim
@@ -138,7 +151,20 @@ def check_datafit(datafit, sparse=False, seed=0):
 
 
 def check_regularizer(regularizer, dim=6, seed=0):
-    """Value and prox of a regularizer: NumPy == Numba == torch, and CVXPY's value and prox solution."""
+    """Value and prox of a regularizer: NumPy == Numba == torch, and CVXPY's value and prox solution.
+
+    Raises AssertionError with a message naming the disagreeing forms; returns None when every
+    check passes (or when the regularizer has no example for ``dim``).
+
+    Parameters
+    ----------
+    regularizer : Regularizer subclass, instance or str
+        The regularizer (a registered name is accepted).
+    dim : int, default 6
+        Dimension of the example.
+    seed : int, default 0
+        Seed of the example data and test points.
+    """
     import cvxpy as cp
     from .._kernels.oracles import prox_vec
     rng = np.random.default_rng(seed)
@@ -177,7 +203,22 @@ def check_regularizer(regularizer, dim=6, seed=0):
 
 def check_pair(datafit, regularizer, sparse=False, seed=0):
     """The problem of a datafit and a regularizer: F(x) and the gradient mapping from the problem,
-    from the Numba kernels and from CVXPY."""
+    from the Numba kernels and from CVXPY.
+
+    Raises AssertionError with a message naming the disagreeing forms; returns None when every
+    check passes (or when the regularizer has no example in the datafit's dimension).
+
+    Parameters
+    ----------
+    datafit : Datafit subclass, instance or str
+        The datafit (a registered name is accepted).
+    regularizer : Regularizer subclass, instance or str
+        The regularizer (a registered name is accepted).
+    sparse : bool, default False
+        Use CSR rows (ignored by datafits without samples).
+    seed : int, default 0
+        Seed of the example data and test points.
+    """
     import cvxpy as cp
     from .._kernels.oracles import client_grad, prox_vec
     p = example_problem(datafit, regularizer, sparse=sparse, seed=seed)

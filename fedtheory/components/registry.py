@@ -46,12 +46,32 @@ def _register(table, what, cls):
 
 
 def register_datafit(cls):
-    """Class decorator adding a :class:`~fedtheory.components.base.Datafit` to :data:`DATAFITS`."""
+    """Class decorator adding a :class:`~fedtheory.components.base.Datafit` to :data:`DATAFITS`.
+
+    The class is registered under its ``name``; the same class defined again (a re-run cell or
+    script) replaces itself, another class of a taken name is a ValueError. See
+    ``docs/how-a-problem-is-built.md``.
+
+    Returns
+    -------
+    type
+        The class itself, unchanged (so the function can decorate it).
+    """
     return _register(DATAFITS, "datafit", cls)
 
 
 def register_regularizer(cls):
-    """Class decorator adding a :class:`~fedtheory.components.base.Regularizer` to :data:`REGULARIZERS`."""
+    """Class decorator adding a :class:`~fedtheory.components.base.Regularizer` to :data:`REGULARIZERS`.
+
+    The class is registered under its ``name``; the same class defined again (a re-run cell or
+    script) replaces itself, another class of a taken name is a ValueError. See
+    ``docs/how-a-problem-is-built.md``.
+
+    Returns
+    -------
+    type
+        The class itself, unchanged (so the function can decorate it).
+    """
     return _register(REGULARIZERS, "regularizer", cls)
 
 

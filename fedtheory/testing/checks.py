@@ -292,7 +292,18 @@ ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
 
 
 def yield_checks(name):
-    """The checks that apply to algorithm ``name``."""
+    """The checks that apply to algorithm ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (InvalidParameterError otherwise).
+
+    Yields
+    ------
+    callable
+        A check: ``check(name)`` raises AssertionError with a message on failure.
+    """
     get_algorithm(name)
     yield from ALL_CHECKS
 

@@ -25,8 +25,20 @@ class _Condition(NamedTuple):
 class Condition(_Condition):
     """A named inequality ``value <= limit`` (or as the name says) and whether it holds.
 
-    A 4-tuple ``(name, value, limit, ok)`` with a ``role``: ``"stated"`` (in the
-    theorem), ``"hidden"`` (needed by the proof but not stated) or ``"informational"``.
+    A 4-tuple ``(name, value, limit, ok)`` with a ``role``.
+
+    Parameters
+    ----------
+    name : str
+        The condition as written in the paper (shown in reports).
+    value : float
+        Its left-hand side on this problem and these parameters.
+    limit : float
+        Its right-hand side.
+    ok : bool
+        Whether it holds.
+    role : {"stated", "hidden", "informational"}, default "stated"
+        In the theorem, needed by the proof but not stated, or only reported.
     """
 
     def __new__(cls, name, value, limit, ok, role="stated"):
@@ -135,6 +147,18 @@ def register_theorem(name):
 
     Contract: ``fn`` accepts ``variant`` and ``measurement`` (a previous Verification's
     ``details["measurement"]``, reused so that several variants share one set of runs).
+    A theorem declared as a :class:`TheoremSpec` is registered with :func:`register_spec`
+    instead, which builds that function.
+
+    Parameters
+    ----------
+    name : str
+        The theorem's name, ``"<paper>.theorem_<n>"`` (:func:`validation.verify` takes it).
+
+    Returns
+    -------
+    callable
+        The decorator; it returns ``fn`` unchanged.
     """
     def deco(fn):
         THEOREMS[name] = fn
@@ -146,8 +170,21 @@ def register_theorem(name):
 class Case:
     """A default configuration of a theorem check for ``fedtheory verify``.
 
-    ``build()`` returns the problem, ``kwargs`` go to the theorem function; ``expect`` maps a
-    variant to whether its bound is expected to hold (False: a documented counterexample).
+    Parameters
+    ----------
+    label : str
+        What the case is, shown in the verdict table.
+    kind : {"conforming", "counterexample"}
+        A case meeting the theorem's conditions, or a documented counterexample.
+    build : callable
+        ``build()`` returns the problem.
+    kwargs : dict
+        Arguments of the theorem function (``rounds``, ``local_steps``, ``seeds``, ...).
+    expect : dict
+        Maps a variant to whether its bound is expected to hold (False: a documented
+        counterexample).
+    note : str, default ""
+        Shown beside the verdict.
     """
 
     label: str
@@ -160,7 +197,25 @@ class Case:
 
 @dataclass
 class RateStudy:
-    """Measured left-hand side over several T, its fitted log-log slope vs the predicted order."""
+    """Measured left-hand side over several T, its fitted log-log slope vs the predicted order.
+
+    Parameters
+    ----------
+    label : str
+        What the study is, shown in the report.
+    build : callable
+        ``build()`` returns the problem.
+    Ts : list of int
+        The horizons T.
+    kwargs_for : callable
+        ``kwargs_for(T)`` returns the theorem function's arguments for horizon T.
+    predicted_slope : float
+        The theorem's order in T (e.g. -0.5 for a rate O(1/sqrt(T))).
+    variants : tuple of str, default ("printed", "corrected")
+        The bound variants drawn.
+    note : str, default ""
+        Shown beside the figure.
+    """
 
     label: str
     build: object
@@ -172,7 +227,20 @@ class RateStudy:
 
 
 def register_cases(name):
-    """Decorator registering ``fn(quick) -> (list of Case, list of RateStudy)`` for theorem ``name``."""
+    """Decorator registering ``fn(quick) -> (list of Case, list of RateStudy)`` for theorem ``name``.
+
+    ``fedtheory verify`` runs these default configurations (``quick`` for ``--quick``).
+
+    Parameters
+    ----------
+    name : str
+        A registered theorem.
+
+    Returns
+    -------
+    callable
+        The decorator; it returns ``fn`` unchanged.
+    """
     def deco(fn):
         CASES[name] = fn
         return fn

@@ -58,8 +58,15 @@ ROLES = ("stated", "hidden", "informational")
 
 
 class NotApplicable(Exception):
-    """Raised by a spec's setup when the theorem does not apply to the problem (the message says
-    why); ``conditions`` lists the conditions that could be evaluated."""
+    """Raised by a spec's setup when the theorem does not apply to the problem.
+
+    Parameters
+    ----------
+    reason : str
+        Why (the message; also kept as ``reason``).
+    conditions : iterable of Condition, optional
+        The conditions that could be evaluated (kept as the list ``conditions``).
+    """
 
     def __init__(self, reason, conditions=()):
         super().__init__(reason)
@@ -71,10 +78,19 @@ class NotApplicable(Exception):
 class Variant:
     """A bound variant: what it is (one sentence), which condition roles it requires, its bound.
 
-    ``bound(setup, measurement) -> float``. ``values(setup, measurement) -> per-seed values``,
-    when given, is the left-hand side this variant bounds (variants that bound different
-    quantities of the same runs, e.g. an expectation and a pathwise form); by default the
-    measurement's ``"values"``.
+    Parameters
+    ----------
+    description : str
+        One sentence: what the variant is (``"printed"``: as in the paper; a corrected form says
+        what changed).
+    bound : callable
+        ``bound(setup, measurement) -> float``: the right-hand side.
+    requires : tuple of str, default ("stated",)
+        The condition roles the variant needs (``"stated"``, ``"hidden"``).
+    values : callable, optional
+        ``values(setup, measurement) -> per-seed values``: the left-hand side this variant
+        bounds (variants that bound different quantities of the same runs, e.g. an expectation
+        and a pathwise form); by default the measurement's ``"values"``.
     """
 
     description: str
@@ -87,7 +103,9 @@ class Variant:
 class TheoremSpec:
     """Declaration of a theorem check (see the module docstring).
 
-    Attributes
+    The parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     name : str
         Registered name, ``"<paper>.theorem_<n>"``.
@@ -107,7 +125,8 @@ class TheoremSpec:
         ``conditions(setup, measurement) -> list of Condition`` (roles set).
     variants : dict
         ``{variant name: Variant}``; ``"printed"`` is exactly what the paper prints.
-    default_variant : str
+    default_variant : str, default "printed"
+        The variant checked when none is named.
     extra_runs : callable, optional
         ``extra_runs(setup) -> {label: (algorithm, run kwargs)}``: further runs of registered
         algorithms per seed (e.g. a full-participation round for a constant); passed to
@@ -165,7 +184,9 @@ def check(spec, problem, variant=None, measurement=None, **params):
     Parameters
     ----------
     spec : TheoremSpec
+        The theorem (registered or not).
     problem : FederatedProblem
+        The problem it is checked on.
     variant : str, optional
         One of ``spec.variants`` (default ``spec.default_variant``).
     measurement : dict, optional
@@ -173,6 +194,12 @@ def check(spec, problem, variant=None, measurement=None, **params):
         variant): its runs are reused.
     **params
         The theorem's parameters (``rounds``, ``local_steps``, ``seeds``, hyperparameters, ...).
+
+    Returns
+    -------
+    Verification
+        Not applicable (with the failing conditions named) when a condition the variant
+        requires fails or the bound is not a finite positive number.
     """
     from .._validation import Options, check_param
     from . import Verification
@@ -214,7 +241,18 @@ def check(spec, problem, variant=None, measurement=None, **params):
 
 
 def register_spec(spec):
-    """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it."""
+    """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it.
+
+    Parameters
+    ----------
+    spec : TheoremSpec
+        The declaration; its ``name`` is the registered name.
+
+    Returns
+    -------
+    TheoremSpec
+        ``spec`` itself.
+    """
     from . import SPECS, THEOREMS
 
     def theorem(problem, variant=None, measurement=None, **params):

@@ -85,7 +85,12 @@ def require_pepit():
 class PEPForm:
     """The PEP of a theorem's method for given constants (returned by ``spec.pep``).
 
-    Attributes
+    The parameters are kept as attributes of the same names. A built PEP carries
+    ``fedtheory_clients`` and ``fedtheory_x_star`` (set by :func:`shared_minimiser_clients`),
+    which :func:`worst_case_instance` reads, with the initial point the builder made by
+    ``pep.set_initial_point()`` (PEPit records it).
+
+    Parameters
     ----------
     build : callable
         ``build(steps, metric) -> PEPit.PEP`` with its initial condition (normalised to 1) and
@@ -131,10 +136,6 @@ class PEPForm:
     geometric_bound : bool
         Whether the bound decays geometrically in the rounds (otherwise, e.g. an O(1/T) bound,
         there is no exponent to compare: ``exponent_ratio`` is nan).
-
-    A built PEP carries ``fedtheory_clients`` and ``fedtheory_x_star`` (set by
-    :func:`shared_minimiser_clients`), which :func:`worst_case_instance` reads, with the initial
-    point the builder made by ``pep.set_initial_point()`` (PEPit records it).
     """
 
     build: Callable
@@ -157,7 +158,29 @@ class PEPForm:
 
 def shared_minimiser_clients(n, L, mu):
     """A PEP with n clients, each L-smooth and mu-strongly convex (convex when mu = 0), all
-    stationary at one point x*: returns ``(pep, fs, xs, fstar)`` with ``fstar[i] = f_i(x*)``."""
+    stationary at one point x*.
+
+    Parameters
+    ----------
+    n : int
+        Number of clients.
+    L : float
+        Smoothness of every client function.
+    mu : float
+        Strong convexity of every client function (0: convex).
+
+    Returns
+    -------
+    pep : PEPit.PEP
+        The problem, with ``fedtheory_clients`` and ``fedtheory_x_star`` set (read by
+        :func:`worst_case_instance`).
+    fs : list of PEPit functions
+        The client functions.
+    xs : PEPit.Point
+        The shared stationary point x*.
+    fstar : list of PEPit.Expression
+        ``fstar[i] = f_i(x*)``.
+    """
     require_pepit()
     from PEPit import PEP, Expression, Point
     from PEPit.functions import SmoothConvexFunction, SmoothStronglyConvexFunction
@@ -396,9 +419,28 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
 
 
 def worst_case(form, metric="theorem", solver="CLARABEL", **bnb):
-    """``(lower, upper, info)`` of the form's PEP: one SDP for fixed steps, a
-    :func:`branch_and_bound` for adaptive ones (``bnb``: its ``rtol``, ``time_limit``,
-    ``max_nodes``)."""
+    """The certified worst case of the form's PEP.
+
+    One SDP for fixed steps, a :func:`branch_and_bound` for adaptive ones.
+
+    Parameters
+    ----------
+    form : PEPForm
+        The method and class (:func:`form_of`).
+    metric : {"theorem", "contraction"}, default "theorem"
+        The theorem's left-hand side, or the Lyapunov quantity of the initial condition.
+    solver : str, default "CLARABEL"
+        The CVXPY solver.
+    **bnb
+        ``rtol``, ``time_limit``, ``max_nodes`` of :func:`branch_and_bound` (adaptive steps).
+
+    Returns
+    -------
+    lower, upper : float
+        Certified bracket of the worst case.
+    info : dict
+        ``nodes``, ``gap``, ``residual``, ``steps``, ``seconds``, ``status`` of the solve.
+    """
     if form.n_adaptive:
         return branch_and_bound(form, metric, solver, **bnb)
     s = solve_pep(form.build(None, metric), solver)
@@ -536,8 +578,23 @@ def _check_keywords(name, builder, constants):
 
 
 def form_of(name, **constants):
-    """The :class:`PEPForm` of a registered theorem (raises :class:`NotExpressible` with the
-    spec's reason where there is none)."""
+    """The :class:`PEPForm` of a registered theorem.
+
+    Raises :class:`NotExpressible`, with the reason its TheoremSpec gives, where there is none.
+
+    Parameters
+    ----------
+    name : str
+        A registered theorem.
+    **constants
+        The keywords of its ``pep`` function: ``L``, ``mu``, ``local_steps``, ``rounds``, ``lr``,
+        ``n_clients``, ...
+
+    Returns
+    -------
+    PEPForm
+        With ``constants`` set to these keywords.
+    """
     spec = _spec(name)
     if spec.pep is None or isinstance(spec.pep, str):
         raise NotExpressible(f"{name} has no PEP: {spec.pep or 'none registered'}")
@@ -563,12 +620,26 @@ def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
 
 
 def pep_size(local_steps, rounds, n_clients):
-    """``(points, constraints)``: the size of the PEP of n clients, K local steps and R rounds.
+    """The size of the PEP of n clients, K local steps and R rounds.
 
     Each client's function is evaluated at its K R local iterates, the final model and x*: about
     K R + 2 points, and interpolation needs a constraint per ordered pair of them, so the PEP has
     about n (K R + 2) points and n (K R + 2)(K R + 1) constraints (measured for local GD, n = 2,
     K R = 16: 612 interpolation constraints of PEPit's 614).
+
+    Parameters
+    ----------
+    local_steps : int
+        K.
+    rounds : int
+        R.
+    n_clients : int
+        n.
+
+    Returns
+    -------
+    points, constraints : int
+        About n (K R + 2) and n (K R + 2)(K R + 1).
     """
     m = local_steps * rounds + 2
     return n_clients * m, n_clients * m * (m - 1)
@@ -792,7 +863,13 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
 
 
 def covered():
-    """``{theorem: True}`` for theorems with a PEP, ``{theorem: reason}`` for the others."""
+    """Which registered theorems :func:`tightness` covers.
+
+    Returns
+    -------
+    dict
+        ``{theorem: True}`` for theorems with a PEP, ``{theorem: reason}`` for the others.
+    """
     from . import SPECS
     return {n: (True if callable(s.pep) else (s.pep or "no PEP registered")) for n, s in sorted(SPECS.items())}
 
@@ -1052,6 +1129,24 @@ def worst_case_instance(form, metric="theorem", solver="SCS", tol=1e-2, tol_valu
     otherwise (the worst case is not such a quadratic, or the method has adaptive steps). The
     extraction is a heuristic: the instance is checked by running it
     (tests/test_tightness.py: measured on it = the PEP's worst case).
+
+    Parameters
+    ----------
+    form : PEPForm
+        The method and class (:func:`form_of`), built with its ``L`` and ``mu``.
+    metric : {"theorem", "contraction"}, default "theorem"
+        The performance metric of the PEP.
+    solver : str, default "SCS"
+        The CVXPY solver of the dimension-reduction problem.
+    tol : float, default 1e-2
+        Relative tolerance of the rank-one and proportional-gradient tests.
+    tol_value : float, default 1e-5
+        How far from the worst case the dimension-reduction solution may be.
+
+    Returns
+    -------
+    tuple of (FederatedProblem, ndarray) or None
+        ``(problem, x0)``, or None when the worst case is not such a quadratic.
     """
     if form.n_adaptive:
         return None

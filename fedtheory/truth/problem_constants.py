@@ -32,7 +32,45 @@ from .optimum import ground_truth
 
 @dataclass
 class Constants:
-    """Constants of a federated problem (see the module docstring for definitions)."""
+    r"""Constants of a federated problem, from :func:`constants` (definitions in the module docstring).
+
+    Attributes
+    ----------
+    L : float
+        :math:`\sup_x \lambda_{\max}\nabla^2 F_{smooth}(x)`.
+    L_i : ndarray of shape (n,)
+        The same for every client objective f_i.
+    L_max : float
+        Their maximum.
+    L_sample_max : float
+        Largest per-sample smoothness.
+    mu : float
+        :math:`\inf_x \lambda_{\min}\nabla^2 F_{smooth}(x)` (logistic: the ridge l2).
+    mu_star : float
+        :math:`\lambda_{\min}\nabla^2 F_{smooth}(x^*)`.
+    kappa : float
+        L / mu (inf when mu = 0).
+    f_star : float
+        F*, the certified optimal value.
+    zeta_star_sq : float
+        :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2`.
+    gamma_gap : float
+        :math:`\Gamma = F^* - \sum_i w_i f_i^*`.
+    sigma_f_sq_zero : float
+        FedSPS :math:`\sigma_f^2` with :math:`\ell_i^* = 0`.
+    sigma_sq : float
+        Variance of the additive gradient noise, d * noise^2.
+    sigma_g_sq : float
+        FedSpeed's :math:`\sup_x \sum_i w_i\|\nabla f_i(x) - \nabla F(x)\|^2`.
+    sigma_g_sq_kind : str
+        "exact", "bound" or "unbounded".
+    gradient_diversity : float
+        Haddadpour & Mahdavi's :math:`\lambda = \sup_x \Lambda(x, q)`.
+    gradient_diversity_kind : str
+        "exact", "bound" or "unbounded".
+    notes : dict
+        Why a constant is a bound, unbounded or not meaningful for this problem, by name.
+    """
 
     L: float
     L_i: np.ndarray
@@ -174,9 +212,19 @@ def feddeper_constants(problem, batch_size=None):
     G^2(B) = max_x [(1/n) sum ||A_i x - b_i||^2 - B^2 ||Abar x - bbar||^2] (exact); logistic
     regression: B = 1 and the upper bound G^2 <= mean_i R_i^2, sigma^2 <= max_i mean||a||^2 / b.
 
+    Parameters
+    ----------
+    problem : FederatedProblem
+        A quadratic or logistic-regression problem (anything else is a ValueError).
+    batch_size : int, optional
+        Minibatch size b of the runs, for the minibatch variance sigma^2 of logistic regression
+        (None: exact gradients, only the problem's additive noise). Quadratics have no samples:
+        they accept only None.
+
     Returns
     -------
-    dict with ``beta``, ``sigma_sq``, ``B_sq_min``, ``G_sq`` (a function of B^2) and ``notes``.
+    dict
+        ``beta``, ``sigma_sq``, ``B_sq_min``, ``G_sq`` (a function of B^2) and ``notes``.
 
     Examples
     --------
