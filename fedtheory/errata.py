@@ -359,7 +359,7 @@ def render_tex(rows):
 
 
 def write_errata(rows, out):
-    """Write ``errata.md`` and ``errata.tex`` into the directory ``out`` (created); return both paths.
+    r"""Write ``errata.md`` and ``errata.tex`` into the directory ``out`` (created); return both paths.
 
     Parameters
     ----------
