@@ -336,9 +336,10 @@ def render_tex(rows):
     for j, r in enumerate(rows, 1):
         def row(k, v):  # noqa: E306
             return f"{k} & {v} \\\\"
-        math_cell = lambda t: r"$\displaystyle " + t + "$"  # noqa: E731
+        # struts: a tall first or last line of a p-cell would otherwise overlap the rows around it
+        math_cell = lambda t: r"\rule[-2.4ex]{0pt}{5ex}$\displaystyle " + t + r"$\rule[-2.4ex]{0pt}{2.4ex}"  # noqa: E731
         out += [r"\subsection*{" + tex_escape(f"{j}. {r['theorem']}: {r['label']}") + "}",
-                r"\begin{footnotesize}\noindent", r"\begin{tabularx}{\textwidth}{" + col + "}", r"\toprule",
+                r"\begin{footnotesize}\noindent%", r"\begin{tabularx}{\textwidth}{" + col + "}", r"\toprule",
                 row(r"\textbf{field}", r"\textbf{value}"), r"\midrule",
                 row("paper", tex_escape(r["paper"])),
                 row("where", tex_escape(r["where"])),
@@ -353,7 +354,7 @@ def render_tex(rows):
                 row("exact worst case (PEP)", tex_escape(_worst(r) or "-")),
                 row("PEP note", tex_escape(r["pep_note"])),
                 row("replay", r"{\footnotesize\ttfamily " + tex_escape(r["replay"]) + "}"),
-                r"\bottomrule", r"\end{tabularx}", r"\end{footnotesize}", ""]
+                r"\bottomrule", r"\end{tabularx}\par", r"\end{footnotesize}", ""]
     out += [r"\end{document}", ""]
     return "\n".join(out)
 

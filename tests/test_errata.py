@@ -175,7 +175,8 @@ def test_tex_compiles_with_pdflatex_and_every_table_fits(out, tmp_path):
     log = (tmp_path / "errata.log").read_text(errors="replace")
     assert res.returncode == 0, log[-3000:]
     assert (tmp_path / "errata.pdf").stat().st_size > 0
-    assert "Overfull \\hbox" not in log, re.findall(r"Overfull \\hbox.*", log)[:5]
+    bad = re.findall(r"(?:Overfull|Underfull) \\[hv]box.*", log)
+    assert not bad, bad[:5]
 
 
 def test_markdown_has_every_erratum_and_its_replay(out):
