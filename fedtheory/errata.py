@@ -173,7 +173,8 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
         One row per erratum with the keys :data:`FIELDS`: the theorem, its paper reference, the
         erratum's label, ``where`` (theorem, equation), ``printed`` and ``corrected`` (LaTeX),
         ``why``; the case (``case``, ``case_kind``: ``"counterexample"``, or a sentence saying that
-        none is registered and the theorem's smallest case is shown, ``problem``, ``params``); measured, bound, ratio and verdict of both
+        none is registered and the theorem's smallest case is shown, ``problem``, ``params``);
+        measured, bound, ratio and verdict of both
         variants; ``worst_case`` (the PEP's certified bracket, nan when skipped) with the printed
         and corrected bounds at the PEP's constants and ``pep_note`` (what was solved, or why
         not); ``replay`` (a one-line command reproducing the two verdicts) and ``seconds``.
@@ -285,13 +286,18 @@ def _md_math(tex):
     return "$" + tex.replace("|", r"\vert ") + "$"
 
 
+def _noun(rows):
+    return "erratum" if len(rows) == 1 else "errata"
+
+
 def render_markdown(rows):
     """``errata.md``: a summary table, then one section per erratum (field | value, with the
     replay command as a code block)."""
     lines = ["# Errata of the theorems checked by fedtheory", "",
-             f"{len(rows)} documented errata, each measured when this file was written "
+             f"{len(rows)} documented {_noun(rows)}, each measured when this file was written "
              f"({time.strftime('%Y-%m-%d %H:%M:%S')}) by `validation.verify` on the smallest registered "
-             "counterexample (`fedtheory errata`; the list comes from the `errata` declared on the theorem specs). "
+             "counterexample, or on its smallest registered case where it has none, as the row says (`fedtheory "
+             "errata`; the list comes from the `errata` declared on the theorem specs). "
              "`measured / bound = ratio`: the theorem's left-hand side (mean over seeds) over its right-hand side; "
              "ratio > 1 means the bound is violated. The exact worst case is solved by performance estimation "
              "(`validation.tightness`) where the theorem has a PEP form.", "",
@@ -326,18 +332,22 @@ def render_tex(rows):
     out = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{amsmath,amssymb}",
            r"\usepackage{booktabs}", r"\usepackage{tabularx}", r"\usepackage[margin=2cm]{geometry}", "",
            r"\begin{document}", r"\section*{Errata of the theorems checked by fedtheory}",
-           tex_escape(f"{len(rows)} documented errata, each measured when this file was written "
+           tex_escape(f"{len(rows)} documented {_noun(rows)}, each measured when this file was written "
                       f"({time.strftime('%Y-%m-%d %H:%M:%S')}) by validation.verify on the smallest registered "
-                      "counterexample (fedtheory errata). measured / bound = ratio: the theorem's left-hand side "
+                      "counterexample, or on its smallest registered case where it has none, as the table says "
+                      "(fedtheory errata). measured / bound = ratio: the theorem's left-hand side "
                       "(mean over seeds) over its right-hand side; a ratio above 1 means the bound is violated. "
                       "The exact worst case is solved by performance estimation (validation.tightness) where the "
                       "theorem has a PEP form."), ""]
     col = r">{\raggedright\arraybackslash}p{3.4cm}>{\raggedright\arraybackslash}X"
+
+    def row(k, v):
+        return f"{k} & {v} \\\\"
+
+    def math_cell(t):       # struts: a tall first or last line of a p-cell would overlap the rows around it
+        return r"\rule[-2.4ex]{0pt}{5ex}$\displaystyle " + t + r"$\rule[-2.4ex]{0pt}{2.4ex}"
+
     for j, r in enumerate(rows, 1):
-        def row(k, v):  # noqa: E306
-            return f"{k} & {v} \\\\"
-        # struts: a tall first or last line of a p-cell would otherwise overlap the rows around it
-        math_cell = lambda t: r"\rule[-2.4ex]{0pt}{5ex}$\displaystyle " + t + r"$\rule[-2.4ex]{0pt}{2.4ex}"  # noqa: E731
         out += [r"\subsection*{" + tex_escape(f"{j}. {r['theorem']}: {r['label']}") + "}",
                 r"\begin{footnotesize}\noindent%", r"\begin{tabularx}{\textwidth}{" + col + "}", r"\toprule",
                 row(r"\textbf{field}", r"\textbf{value}"), r"\midrule",

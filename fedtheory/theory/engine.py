@@ -252,8 +252,9 @@ def register_spec(spec):
         if not isinstance(e, Erratum):
             raise TypeError(f"{spec.name}: errata must be Erratum instances; got {type(e).__name__}")
         if e.variant == "printed" or e.variant not in spec.variants:
+            others = ", ".join(v for v in spec.variants if v != "printed")
             raise ValueError(f"{spec.name}: erratum {e.label!r} names variant {e.variant!r}; it must be one of "
-                             f"its theorem's variants other than 'printed' ({', '.join(v for v in spec.variants if v != 'printed')})")
+                             f"its theorem's variants other than 'printed' ({others})")
 
     def theorem(problem, variant=None, measurement=None, **params):
         return check(spec, problem, variant=variant, measurement=measurement, **params)
