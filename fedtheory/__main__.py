@@ -126,6 +126,9 @@ def _describe_text(info):
                              f"({'ok' if c['ok'] else 'fails'})")
         if "tightness" in info:
             lines.append(f"  tightness: {info['tightness']}")
+        if info.get("errata"):
+            lines.append("  errata (measured by 'fedtheory errata'):")
+            lines += [f"    {e['label']}, {e['where']}: {e['why']} (variant {e['variant']!r})" for e in info["errata"]]
     elif kind == "problem factory":
         lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
         lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"

@@ -236,3 +236,12 @@ def test_render_tex_escapes_text_fields():
     tex = render_tex([row])
     assert r"50\% \& \#" in tex and r"k\textasciitilde{}1" in tex and r"a.b\_c: \S{}1" in tex
     assert r"$\displaystyle x^2$" in tex and r"print(\textquotesingle{}a\_b\textquotesingle{})" in tex
+
+
+def test_describe_lists_the_theorems_errata(capsys):
+    import fedtheory as ft
+    info = ft.describe("fedspeed.theorem_4_4", conditions=False)
+    assert [(e["label"], e["variant"]) for e in info["errata"]] == [("E1, E2", "derived"), ("E3", "corrected")]
+    assert ft.describe("fedsps.theorem_3a", conditions=False)["errata"] == []
+    assert main(["describe", "fedsps.theorem_6a"]) == 0
+    assert "erratum 2, Theorem 6(a), eq. (37): the drift term needs L^2" in capsys.readouterr().out
