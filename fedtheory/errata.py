@@ -24,7 +24,8 @@ FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected
           "corrected_measured", "corrected_bound", "corrected_ratio", "corrected_verdict", "worst_case",
           "pep_bound_printed", "pep_bound_corrected", "pep_config", "pep_note", "replay", "seconds")
 
-#: Step limits of the PEPs solved here: seconds for an adaptive method's branch and bound.
+#: Seconds for the branch and bound of a PEP with adaptive steps (``validation.tightness``'s
+#: ``time_limit``; fixed-step PEPs are one SDP each).
 PEP_TIME_LIMIT = 2.0
 
 
@@ -118,8 +119,9 @@ def _verdict(v):
     return v.verdict() if v.applicable else f"NOT APPLICABLE: {v.reason}"
 
 
-def _pep(spec, erratum):
-    """(worst case, printed bound, corrected bound, configuration, note) of the theorem's PEP."""
+def _pep(spec, erratum, solved):
+    """(worst case, printed bound, corrected bound, configuration, note) of the theorem's PEP;
+    ``solved`` keeps the solved PEP of each theorem (several errata of one theorem share it)."""
     nan = (math.nan, math.nan)
     if not callable(spec.pep):
         return nan, math.nan, math.nan, "", f"no PEP form: {spec.pep or 'none registered'}"
@@ -132,8 +134,10 @@ def _pep(spec, erratum):
     if spec.name not in TIGHTNESS_CASES:
         return nan, math.nan, math.nan, "", "skipped: no tightness configuration registered (TIGHTNESS_CASES)"
     cfg = TIGHTNESS_CASES[spec.name](True)
-    t = tightness(spec.name, variant="printed", threshold=False, time_limit=PEP_TIME_LIMIT, **cfg)
-    form = form_of(spec.name, **cfg)
+    if spec.name not in solved:
+        solved[spec.name] = (tightness(spec.name, variant="printed", threshold=False, time_limit=PEP_TIME_LIMIT,
+                                       **cfg), form_of(spec.name, **cfg))
+    t, form = solved[spec.name]
     corrected = float(spec.variants[erratum.variant].bound(*form.bound_args(cfg["rounds"])))
     conf = ", ".join(f"{k}={_fmt_value(v)}" for k, v in cfg.items())
     note = (f"{t.function_class}; metric {t.metric}, {t.initial}; "
@@ -162,7 +166,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
         Run the cases of ``fedtheory verify --quick`` (fewer rounds and seeds; seconds).
     tightness : bool, default True
         Solve the PEPs (needs the optional PEPit, extra ``[pep]``; without it the rows say so).
-    theorems : list of str, optional
+    theorems : str or list of str, optional
         Only the errata of these theorems.
     progress : bool, optional
         A progress bar on stderr (None: only on a terminal).
@@ -194,6 +198,8 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
     from ._validation import Bool, NoneOk, Options, check_param
     check_param("quick", quick, [Bool()], "errata")
     check_param("tightness", tightness, [Bool()], "errata")
+    if isinstance(theorems, str):
+        theorems = [theorems]
     if theorems is not None:
         for t in theorems:
             check_param("theorems", t, [Options(*sorted(SPECS))], "errata")
@@ -202,7 +208,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
             if theorems is None or name in theorems]
     rows = []
     bar = progress_bar(progress, iterable=work, desc="errata", unit="erratum")
-    measured = {}
+    measured, solved = {}, {}
     for name, e in bar:
         bar.set_postfix_str(name, refresh=False)
         t0 = time.perf_counter()
@@ -231,7 +237,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
                 row.update({f"{w}_measured": v.measured, f"{w}_bound": v.bound if v.applicable else math.nan,
                             f"{w}_ratio": v.ratio if v.applicable else math.nan, f"{w}_verdict": _verdict(v)})
         if tightness:
-            wc, bp, bc, conf, note = _pep(spec, e)
+            wc, bp, bc, conf, note = _pep(spec, e, solved)
         else:
             wc, bp, bc, conf, note = (math.nan, math.nan), math.nan, math.nan, "", "skipped: tightness=False"
         row.update(worst_case=wc, pep_bound_printed=bp, pep_bound_corrected=bc, pep_config=conf, pep_note=note,

@@ -245,3 +245,16 @@ def test_describe_lists_the_theorems_errata(capsys):
     assert ft.describe("fedsps.theorem_3a", conditions=False)["errata"] == []
     assert main(["describe", "fedsps.theorem_6a"]) == 0
     assert "erratum 2, Theorem 6(a), eq. (37): the drift term needs L^2" in capsys.readouterr().out
+
+
+def test_without_pepit_the_worst_case_is_skipped_with_the_reason(monkeypatch):
+    import fedtheory.theory.tightness as tightness
+
+    def missing():
+        raise ImportError("validation.tightness needs the optional PEPit package: install the extra with "
+                          "pip install 'fedtheory[pep]' (PyPI name pepit)")
+    monkeypatch.setattr(tightness, "require_pepit", missing)
+    (r,) = validation.errata(theorems="fedsps.theorem_6a", progress=False)
+    assert r["pep_note"].startswith("skipped: validation.tightness needs the optional PEPit package")
+    assert all(math.isnan(v) for v in (*r["worst_case"], r["pep_bound_printed"], r["pep_bound_corrected"]))
+    assert r["printed_verdict"] == "VIOLATED"                   # the measurement does not need PEPit
