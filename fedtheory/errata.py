@@ -268,18 +268,19 @@ def _worst(r):
 
 _TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
              "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-             ">": r"\textgreater{}", "'": r"\textquotesingle{}", '"': r"\textquotedbl{}", "|": r"\textbar{}",
-             "§": r"\S{}"}
+             ">": r"\textgreater{}", "|": r"\textbar{}",
+             "§": r"\ensuremath{\S}"}       # math's section sign: Type 1 (the text one needs the TS1 fonts)
 
 
 def tex_escape(text):
-    r"""``text`` safe in LaTeX text mode: the ten specials, quotes, ``<``, ``>``, ``|`` and ``§``.
+    r"""``text`` safe in LaTeX text mode: the ten specials, ``<``, ``>``, ``|`` and ``§`` (quotes stay:
+    the default OT1 fonts are Type 1, and their quote glyphs read as quotes).
 
     Examples
     --------
     >>> from fedtheory.errata import tex_escape
     >>> print(tex_escape("50% of x_1 & {y}^2 ~ §4"))
-    50\% of x\_1 \& \{y\}\textasciicircum{}2 \textasciitilde{} \S{}4
+    50\% of x\_1 \& \{y\}\textasciicircum{}2 \textasciitilde{} \ensuremath{\S}4
     """
     return "".join(_TEX_TEXT.get(ch, ch) for ch in str(text))
 
@@ -335,7 +336,7 @@ def render_markdown(rows):
 def render_tex(rows):
     r"""``errata.tex``: a complete document (``article`` with ``booktabs``, ``tabularx``, ``amsmath``, ``geometry``),
     one two-column table per erratum with booktabs rules."""
-    out = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{amsmath,amssymb}",
+    out = [r"\documentclass{article}", r"\usepackage{amsmath,amssymb}",
            r"\usepackage{booktabs}", r"\usepackage{tabularx}", r"\usepackage[margin=2cm]{geometry}", "",
            r"\begin{document}", r"\section*{Errata of the theorems checked by fedtheory}",
            tex_escape(f"{len(rows)} documented {_noun(rows)}, each measured when this file was written "
