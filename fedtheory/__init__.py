@@ -27,7 +27,8 @@ def describe(name, conditions=True):
       configuration's ``factory`` accepts): ``kind`` "problem factory", its parameters with
       defaults (``"required"`` for those without one) and the docstring's summary;
     * a theorem: ``kind`` "theorem", the algorithm it measures, the statement (its equations),
-      the reference, the variants with the condition roles each requires, and with
+      the reference, the variants with the condition roles each requires, its documented
+      ``errata`` (label, where, the correcting variant, what is wrong), and with
       ``conditions`` every condition with its role, evaluated on the theorem's first default
       case of ``fedtheory verify --quick`` (named in ``conditions_case``; this runs it).
 
@@ -98,7 +99,8 @@ def _describe_theorem(spec, conditions):
            "variants": {v: {"description": var.description, "requires": list(var.requires)}
                         for v, var in spec.variants.items()},
            "tightness": ("validation.tightness (PEP registered)" if callable(spec.pep)
-                         else spec.pep or "no PEP registered")}
+                         else spec.pep or "no PEP registered"),
+           "errata": [{"label": e.label, "where": e.where, "variant": e.variant, "why": e.why} for e in spec.errata]}
     if not conditions:
         return out
     from .theory import CASES, THEOREMS

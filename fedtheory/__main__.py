@@ -1,7 +1,7 @@
 """The ``fedtheory`` command line (also ``python -m fedtheory``), README.md, "Command line".
 
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
-``verify [--quick]``, ``plot DIR``, ``demo``. ``fedtheory COMMAND --help`` shows examples.
+``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``. ``fedtheory COMMAND --help`` shows examples.
 """
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ EPILOGS = {
     "verify": "examples:\n  fedtheory verify --quick            # 6-14 s on 2 cores (30 s when the kernels compile)\n"
               "  fedtheory verify --out verify-report # full run: report.md, verdicts.csv, PNGs\n"
               "  fedtheory verify --theorem fedspeed.theorem_4_4",
+    "errata": "examples:\n  fedtheory errata                    # errata/errata.md and errata/errata.tex\n"
+              "  fedtheory errata --out paper/errata --no-tightness",
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
             "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"
             "  fedtheory plot results --filter algorithm=scaffold --filter lr=0.1 --x comm",
@@ -124,6 +126,9 @@ def _describe_text(info):
                              f"({'ok' if c['ok'] else 'fails'})")
         if "tightness" in info:
             lines.append(f"  tightness: {info['tightness']}")
+        if info.get("errata"):
+            lines.append("  errata (measured by 'fedtheory errata'):")
+            lines += [f"    {e['label']}, {e['where']}: {e['why']} (variant {e['variant']!r})" for e in info["errata"]]
     elif kind == "problem factory":
         lines += [f"{info['name']}: problem factory ({info['call']})", f"  {info['doc']}", "  parameters:"]
         lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"
@@ -240,6 +245,20 @@ def _verify(args):
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
 
+def _errata(args):
+    from .errata import errata, write_errata
+    _out_dir(args.out)
+    rows = errata(tightness=not args.no_tightness)
+    md, tex = write_errata(rows, args.out)
+    for r in rows:
+        said = [f"{w} {r[k + '_verdict'].split(':')[0]}" + (f" (measured/bound {r[k + '_ratio']:.4g})"
+                                                             if r[k + "_ratio"] == r[k + "_ratio"] else "")
+                for w, k in (("printed", "printed"), (r["variant"], "corrected"))]
+        print(f"{r['theorem']} [{r['label']}]: {', '.join(said)}")
+    print(f"{len(rows)} errata: {md}, {tex}")
+    return 0
+
+
 def _plot(args):
     from pathlib import Path
 
@@ -331,6 +350,10 @@ def _main(argv):
     v.add_argument("--tightness", action="store_true",
                    help="also the exact worst case by performance estimation (extra [pep]): measured <= worst case "
                         "<= bound, looseness, figures")
+    e = sub.add_parser("errata", help="every documented erratum, measured now: DIR/errata.md and DIR/errata.tex",
+                       epilog=EPILOGS["errata"], formatter_class=fmt)
+    e.add_argument("--out", default="errata", help="output directory (default errata)")
+    e.add_argument("--no-tightness", action="store_true", help="skip the exact worst cases (PEP)")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")
@@ -371,7 +394,7 @@ def _main(argv):
         elif args.cmd == "demo":
             _demo(args)
         else:
-            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot}[args.cmd](args)
+            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata}[args.cmd](args)
     except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError) as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2

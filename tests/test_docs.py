@@ -8,7 +8,7 @@ import fedtheory as ft
 
 MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.theory.fedspeed",
             "fedtheory.theory.localdescent", "fedtheory.theory.fedsps", "fedtheory.theory.feddeper",
-            "fedtheory.theory.pfedfbe", "fedtheory.metrics", "problems.federated_lasso",
+            "fedtheory.theory.pfedfbe", "fedtheory.metrics", "fedtheory.errata", "fedtheory.theory", "problems.federated_lasso",
             "problems.matrix_completion",
             "fedtheory.topology",
             "fedtheory.config", "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",

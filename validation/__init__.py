@@ -12,10 +12,12 @@ from fedtheory.truth import optimum as _optimum, problem_constants as _problem_c
 
 from fedtheory.theory.tightness import Tightness, tightness
 
+from fedtheory.errata import errata
+
 from .theorems import theorems, verify
 
 _sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
 _sys.modules.setdefault(__name__ + ".constants", _problem_constants)
 
 __all__ = ["ground_truth", "GroundTruth", "constants", "Constants", "feddeper_constants", "theorems", "verify",
-           "tightness", "Tightness"]
+           "tightness", "Tightness", "errata"]

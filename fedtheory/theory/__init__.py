@@ -226,6 +226,48 @@ class RateStudy:
     note: str = ""
 
 
+def case(name, which, quick=True):
+    """A default case of ``fedtheory verify`` for theorem ``name`` (:data:`CASES`), e.g. to replay it.
+
+    Parameters
+    ----------
+    name : str
+        A theorem with registered cases.
+    which : int or str
+        Its position in the theorem's list of cases, or its label (or the start of exactly one label).
+    quick : bool, default True
+        The cases of ``fedtheory verify --quick`` (fewer rounds and seeds) or of the full run.
+
+    Returns
+    -------
+    Case
+        ``validation.verify(name, c.build(), variant=..., **c.kwargs)`` runs it.
+
+    Examples
+    --------
+    >>> from fedtheory.theory import case
+    >>> c = case("feddeper.theorem_2", 0)
+    >>> c.kind, c.expect
+    ('counterexample', {'printed': False, 'corrected': True})
+    """
+    from .._validation import Options, check_param
+    check_param("name", name, [Options(*sorted(CASES))], "case")
+    cases = CASES[name](quick)[0]
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        if not 0 <= which < len(cases):
+            from ..exceptions import InvalidParameterError
+            raise InvalidParameterError(f"The 'which' parameter of case must be an int in the range [0, "
+                                        f"{len(cases) - 1}] for {name}. Got {which!r} instead.")
+        return cases[which]
+    found = [c for c in cases if c.label == which] or [c for c in cases if c.label.startswith(str(which))]
+    if len(found) != 1:
+        from ..exceptions import InvalidParameterError
+        labels = "; ".join(repr(c.label) for c in cases)
+        raise InvalidParameterError(f"The 'which' parameter of case must be an index or the label of exactly one "
+                                    f"case of {name} ({labels}). Got {which!r} instead.")
+    return found[0]
+
+
 def register_cases(name):
     """Decorator registering ``fn(quick) -> (list of Case, list of RateStudy)`` for theorem ``name``.
 
@@ -247,6 +289,6 @@ def register_cases(name):
     return deco
 
 
-from .engine import NotApplicable, TheoremSpec, Variant, check, mean_stderr, register_spec  # noqa: E402,F401
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, check, mean_stderr, register_spec  # noqa: E402,F401
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)

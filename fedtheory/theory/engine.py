@@ -99,6 +99,34 @@ class Variant:
     values: Callable | None = None
 
 
+@dataclass(frozen=True)
+class Erratum:
+    r"""A documented erratum of a theorem: what the paper prints, the correction, and the variant of
+    the spec that applies it (``fedtheory errata`` lists every declared one, ``validation.errata``).
+
+    Attributes
+    ----------
+    variant : str
+        The spec's variant that applies this correction (not ``"printed"``); it may apply others too.
+    label : str
+        The erratum's label on the theorem's docs/papers page (``"E3"``, ``"erratum 2"``, ``"§4.6"``).
+    where : str
+        Theorem, equation or step of the paper concerned (``"Theorem 6(a), eq. (37)"``).
+    printed, corrected : str
+        What the paper prints and the corrected form, as LaTeX math (no ``$``; rendered in
+        ``errata.tex`` and, between ``$``, in ``errata.md``).
+    why : str
+        One sentence: what is wrong (plain text).
+    """
+
+    variant: str
+    label: str
+    where: str
+    printed: str
+    corrected: str
+    why: str
+
+
 @dataclass
 class TheoremSpec:
     """Declaration of a theorem check (see the module docstring).
@@ -140,6 +168,9 @@ class TheoremSpec:
         ``pep(L=, mu=, local_steps=, rounds=, lr=, n_clients=, **kw) -> PEPForm``: the method's
         performance-estimation problem over the theorem's class, for ``validation.tightness``
         (:mod:`fedtheory.theory.tightness`); a string says why the theorem has none.
+    errata : tuple of Erratum
+        The documented errata of the printed theorem, each with the variant that corrects it
+        (``validation.errata`` derives its table from them).
     """
 
     name: str
@@ -155,6 +186,7 @@ class TheoremSpec:
     reference: str = ""
     details: Callable | None = None
     pep: Callable | str | None = None
+    errata: tuple = ()
 
 
 def _runs(problem, spec, setup, measurement):
@@ -254,6 +286,13 @@ def register_spec(spec):
         ``spec`` itself.
     """
     from . import SPECS, THEOREMS
+    for e in spec.errata:
+        if not isinstance(e, Erratum):
+            raise TypeError(f"{spec.name}: errata must be Erratum instances; got {type(e).__name__}")
+        if e.variant == "printed" or e.variant not in spec.variants:
+            others = ", ".join(v for v in spec.variants if v != "printed")
+            raise ValueError(f"{spec.name}: erratum {e.label!r} names variant {e.variant!r}; it must be one of "
+                             f"its theorem's variants other than 'printed' ({others})")
 
     def theorem(problem, variant=None, measurement=None, **params):
         return check(spec, problem, variant=variant, measurement=measurement, **params)

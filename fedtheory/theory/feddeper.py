@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
 VARIANTS = ("printed", "corrected")
 
@@ -383,6 +383,14 @@ SPEC_1 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"terms": _terms1(st, m)},
     reference="FedDeper, Theorem 1 (proof: Lemma 6 and the proof of Theorem 1'); docs/papers/feddeper.md, §4.2, §4.7",
+    errata=(Erratum("corrected", "§4.2", "Theorem 1 (proof of Theorem 1')",
+                    r"\frac1T\sum_{t<T}\mathbb E\lVert\nabla f(x^t)\rVert^2 \le \frac{24\Gamma}{\eta_l K T}"
+                    r" + \sum_{j=1}^{6} a^j",
+                    r"\frac1T\sum_{t<T}\mathbb E\lVert\nabla f(x^t)\rVert^2 \le \frac{24\Gamma}{\eta_l K T}"
+                    r" + \sum_{j=1}^{6} a^j + \frac{48\beta^2\phi^0}{T} + \frac{100a^2B^2(\mathbb E\lVert\nabla "
+                    r"f(x^T)\rVert^2 - \lVert\nabla f(x^0)\rVert^2)}{T}",
+                    "the proof drops two O(1/T) terms when it telescopes: the round-0 drift of the personalized "
+                    "paths and the end-point gradient term"),),
     pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
          "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
          "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
@@ -496,6 +504,13 @@ SPEC_2 = register_spec(TheoremSpec(
                                          eps_beta=4 * m["eps"] / st["beta"] ** 2,
                                          eps_mu=2 * m["eps"] / st["mu"] ** 2)},
     reference="FedDeper, Theorem 2 and the proof of Theorem 2'; docs/papers/feddeper.md, §4.6",
+    errata=(Erratum("corrected", "§4.6", "Theorem 2 (first display of the proof of Theorem 2')",
+                    r"\frac{1}{nKT}\sum_{t,i,k}\lVert v_{i,k}^t - x^*\rVert^2 \le 2\,\overline{\xi}"
+                    r" + \frac{4\epsilon}{\beta^2}",
+                    r"\frac{1}{nKT}\sum_{t,i,k}\lVert v_{i,k}^t - x^*\rVert^2 \le 2\,\overline{\phi}"
+                    r" + \frac{2\epsilon}{\mu^2}\quad(\mu > 0)",
+                    "the last step uses ||x - x*||^2 <= ||grad f(x)||^2/beta^2, which is false for a beta-smooth f "
+                    "(the inequality goes the other way); ||x - x*|| <= ||grad f(x)||/mu needs strong convexity"),),
     pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
          "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
          "case. Not registered.")))

@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from . import Case, Condition, RateStudy, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -285,6 +285,22 @@ SPEC = register_spec(TheoremSpec(
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
     reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4",
+    errata=(Erratum("derived", "E1, E2", "Theorem 4.4, eqs. (6)-(7)",
+                    r"\frac{2(F(z^1)-F^*)}{\lambda\kappa T} + \frac{64\eta_l L^2 K A_0}{\kappa T} + "
+                    r"\frac{32\lambda^2L^2B_0}{\kappa T} + \Phi,\quad \Phi = \frac{\lambda}{\kappa}\bigl["
+                    r"32\eta_l^2L^2K(16\sigma_g^2+\sigma_l^2) + \alpha^2L^2\rho^2(3\sigma_g^2+\sigma_l^2)\bigr]",
+                    r"\frac{F(z^1)-F^*}{\lambda\kappa T} + \frac{32\eta_l^2 L^2 K A_0}{\kappa\gamma T} + "
+                    r"\frac{4\lambda^2L^2(1-2\gamma)^2B_0}{\kappa\gamma^3 T} + \frac{\Phi}{\lambda}",
+                    "Phi carries a spurious factor lambda (E1) and the initial-correction term has eta_l where the "
+                    "proof gives eta_l^2 (E2); the exact gamma factors of the proof are kept"),
+            Erratum("corrected", "E3", "Theorem 4.4, eqs. (6)-(7) (proof: E||z^{t+1} - z^t||^2)",
+                    r"\frac1T\sum_{t=1}^{T-1}\mathbb E\lVert\nabla F(z^t)\rVert^2 \le \mathrm{RHS}_{(6)-(7)}"
+                    r"\quad\text{(no noise floor in } 1/n\text{)}",
+                    r"\mathrm{RHS}_{\mathrm{derived}} + \frac{L\lambda(1+\alpha\rho L)^2\sigma_l^2 S_2}{2\kappa n},"
+                    r"\quad S_2 = \sum_k(\gamma_k/\gamma)^2",
+                    "the proof cancels the noise of the quasi-gradients in E||z^{t+1} - z^t||^2, so the bound misses "
+                    "a stationary floor that scales as 1/K and 1/n (the corrected term is a diagnostic estimate, "
+                    "not a proven bound)")),
     pep=("Non-convex with stochastic local gradients (sigma_l^2) and global heterogeneity (sigma_g^2) in the "
          "bound, which are expectations and sup-over-x assumptions: the noise has no fixed-size SDP model and "
          "the heterogeneity bound can be imposed only at the evaluated points (a relaxation, a bracket). Not "

@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
 _REL = 1e-12
 
@@ -538,6 +538,12 @@ SPEC_3B = register_spec(TheoremSpec(
                                    "(Lemma 8's false upper bound, docs/papers/fedsps.md, erratum 1)", _bound_3b, ("stated", "hidden"))},
     default_variant="corrected",
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; docs/papers/fedsps.md, §4.3, §8",
+    errata=(Erratum("corrected", "erratum 1", "Theorem 3(b) (Lemma 8)",
+                    r"\mathbb E\lVert\bar x_T - x^*\rVert^2 \le \frac{(1-\mu\alpha)^T D_0}{\mu\alpha} + "
+                    r"\frac{2\gamma_b\sigma_f^2}{\alpha\mu}\quad(c \ge 4\tau^2,\ \mu > 0)",
+                    r"\text{the same bound, under } c \ge 4\tau^2,\ \mu > 0 \text{ and } \gamma_b \le \frac{1}{2\mu}",
+                    "Lemma 8's upper bound 1/(2 c mu) on the Polyak step is false when ell* < f*; the proof needs "
+                    "gamma_b <= 1/(2 mu), which the theorem does not state"),),
     pep=_pep("3b")))
 
 
@@ -630,6 +636,13 @@ SPEC_6A = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"periodic": (m["periodic_deviation"] <= 1e-12) if st["extrapolated"] else None},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); docs/papers/fedsps.md, §4.4, §8",
+    errata=(Erratum("corrected", "erratum 2", "Theorem 6(a), eq. (37)",
+                    r"\frac1T\sum_{t<T}\mathbb E[f(\bar x_t) - f^*] \le \frac{3D_0}{T\gamma_b} + "
+                    r"12\gamma_bL\sigma_f^2 + 384\tau^2\gamma_b^2L\sigma_f^2",
+                    r"\frac1T\sum_{t<T}\mathbb E[f(\bar x_t) - f^*] \le \frac{3D_0}{T\gamma_b} + "
+                    r"12\gamma_bL\sigma_f^2 + 384\tau^2\gamma_b^2L^2\sigma_f^2",
+                    "the drift term needs L^2, not L: the proof's 2 gamma_b L E R_t step gives "
+                    "128 gamma_b^3 L^2 tau^2 sigma_f^2"),),
     pep=_pep("6a")))
 
 
@@ -743,6 +756,13 @@ SPEC_18 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); docs/papers/fedsps.md, §4.5",
+    errata=(Erratum("corrected", "erratum 5", "Theorem 18, eq. (45)",
+                    r"\frac1T\sum_t\mathbb E\lVert\nabla f(\bar x_t)\rVert^2 \le \frac{8\Delta_0}{\gamma_bT} + "
+                    r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau(\sigma^2 + \tau\zeta^2)",
+                    r"\frac1T\sum_t\mathbb E\lVert\nabla f(\bar x_t)\rVert^2 \le \frac{8\Delta_0}{\gamma_bT} + "
+                    r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau^2(\sigma^2 + \zeta^2)",
+                    "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
+                    "tau (sigma^2 + tau zeta^2)"),),
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "

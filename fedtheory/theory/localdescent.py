@@ -73,7 +73,7 @@ import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -593,7 +593,14 @@ THEOREM_4_1 = register_spec(TheoremSpec(
                                              "all_rounds_hold", "all_rounds_hold_printed")},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
               "docs/papers/localdescent.md, §4.1",
-    pep=pep_4_1))
+    pep=pep_4_1,
+    errata=(Erratum("corrected", "§4.1", "Theorem 4.1, eqs. (19)-(20) (proof: Lemma A.4, (43), (45))",
+                    r"\eta\lambda\Bigl[L + \frac{4\kappa L E}{\mu(1-\mu\eta)^{E-1}}\Bigr] \le 1 \;\Rightarrow\; "
+                    r"f(\bar x^T) - f^* \le e^{-\mu\eta T}(f(x^0) - f^*)",
+                    r"\eta L\lambda\bigl[1 + 4\kappa E((1-\mu\eta)^{1-E} - 1)\bigr] \le 1,\ \mu\eta < 1 \;\Rightarrow\; "
+                    r"f(\bar x^T) - f^* \le (1-\mu\eta)^T(f(x^0) - f^*)",
+                    "condition (19) carries an extra 1/mu (it is not scale invariant) and is not what the recursion "
+                    "needs: the proof needs (43) with mu eta < 1, and derives the bound (45)"),)))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --
@@ -754,6 +761,12 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; docs/papers/localdescent.md, §4.2",
+    errata=(Erratum("corrected", "§4.2", "Theorem 4.2, eqs. (21)-(22) (Lemma B.6)",
+                    r"\text{(i)-(iv)} \;\Rightarrow\; \mathbb E[f(\bar x^T) - f^*] \le \text{(22)}",
+                    r"\text{Lemma B.6 checked per period},\ a \ge E - 1,\ a \ge \frac{4\lambda\kappa(C_1+S)}{S}"
+                    r" \;\Rightarrow\; \mathbb E[f(\bar x^T) - f^*] \le \text{(22)}",
+                    "conditions (i)-(iv) do not imply the step-size bound the proof needs: the first steps may be "
+                    "far above 1/L and the iterates diverge"),),
     pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
          "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
          "expectation would need every sampling path and a noise model, PL functions have no exact "
@@ -878,6 +891,13 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
               "docs/papers/localdescent.md, §4.3",
+    errata=(Erratum("corrected", "§4.3", "Theorem 4.4, eq. (23) (proof: step (165))",
+                    r"-\frac{\eta}{2\lambda} + \frac{(S+1)L^2\eta^3(2C_1 + E(E+1))}{2S} + "
+                    r"\frac{L\eta^2}{2}\Bigl(\frac{C_1}{S} + 1\Bigr) \le 0",
+                    r"-\frac{\eta}{2\lambda} + \frac{(S+1)L^2\eta^3(2C_1E + E(E+1))}{2S} + "
+                    r"\frac{L\eta^2}{2}\Bigl(\frac{C_1}{S} + 1\Bigr) \le 0",
+                    "step (165) drops a factor E on the C1 term of condition (23); bound (24) is unchanged "
+                    "(the two coincide when C1 = 0)"),),
     pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
          "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
          "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
@@ -955,6 +975,11 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
+    errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T",
+                    r"T \ge 4\lambda^2\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
+                    r"T \ge 4\lambda^2 n\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
+                    "the informal Theorem 3.4 misses a factor n in its condition on T; Theorem 4.7 itself ((28) "
+                    "implies (29)) is correct, so its corrected variant is the printed bound"),),
     pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
          "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
          "relaxation giving a bracket). Not registered.")))

@@ -58,7 +58,7 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
 #: variant -> (Lemma 2's right-hand side read as gamma_F^2, Lemma 3's cross-term coefficient,
 #: L_F^2 in the drift term)
@@ -419,6 +419,18 @@ SPEC = register_spec(TheoremSpec(
               for v in VARIANTS},
     default_variant="corrected", details=_details,
     reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; docs/papers/pfedfbe.md, §6",
+    errata=(Erratum("lemma2_corrected", "erratum 6", "Lemma 2 (heterogeneity of the envelopes)",
+                    r"\gamma_F := 24\gamma_G^2 + \frac{12B^2\gamma_H^2}{\lambda^2}",
+                    r"\gamma_F^2 \le 24\gamma_G^2 + \frac{12B^2\gamma_H^2}{\lambda^2}",
+                    "Lemma 2 defines gamma_F by a right-hand side that its proof bounds gamma_F^2 with"),
+            Erratum("lemma3_proof", "erratum 7", "Lemma 3 (variance of the envelope gradient)",
+                    r"\sigma_F^2:\ \text{coefficient } 1 \text{ on } \sigma_G^2\sigma_H^2",
+                    r"\sigma_F^2:\ \text{coefficient } 3 \text{ on } \sigma_G^2\sigma_H^2",
+                    "Lemma 3's statement has coefficient 1 on the cross term sigma_G^2 sigma_H^2; its proof derives 3"),
+            Erratum("theorem_L_F2", "erratum 9", "Theorem 1 (proof: eq. (42))",
+                    r"\dots + 1600\,\eta_l^2K^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
+                    r"\dots + 1600\,\eta_l^2K^2L_F^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
+                    "the theorem's drift term lacks the factor L_F^2 that the proof's eq. (42) carries")),
     pep=("Personalization through the forward-backward envelope: the method's gradient involves the Hessian of"
          " f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and "
          "values of a function class PEP interpolates; the bound also carries minibatch variances. Not "
