@@ -179,3 +179,46 @@ def test_describe_cites_the_docs_pages_not_the_spec(name, capsys):
     out = capsys.readouterr().out
     assert "spec/" not in out and "spec §" not in out
     assert "docs/papers/" in out or "docs/baselines.md" in out
+
+
+# -- the project speaks for itself ------------------------------------------------------------------
+# The words of a development tracker ("issue" followed by a number, a number in parentheses after a
+# hash sign, "PR" or "fixes" with a hash-number) mean nothing to users: the code, tests, benchmarks,
+# docs and result READMEs state the fact, measurement or reason instead. The papers' own numbering
+# (Theorem 4.4, eq. (19)) and the identities' numbers on the docs pages are not tracker references.
+_TRACKER = re.compile(r"\bissues?[ \t#-]*\d+|\(#\d+\)|\b(?:PR|pull request|fix(?:es|ed)?|closes)[ \t]*#\d+",
+                      re.I)
+
+
+def _tracked_text_files():
+    import subprocess
+    try:
+        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True,
+                               timeout=60).stdout.decode().split("\0")
+    except (OSError, subprocess.SubprocessError):         # not a git checkout (an sdist): every file
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".git" not in p.parts]
+    out = []
+    for name in filter(None, names):
+        path = ROOT / name
+        if path.is_file() and path.suffix in (".py", ".md", ".toml", ".cfg", ".txt", ".rst", ".tex", ".csv", ""):
+            try:
+                out.append((name, path.read_text(encoding="utf-8")))
+            except UnicodeDecodeError:                    # a binary file
+                pass
+    return out
+
+
+def test_tracker_pattern_finds_references_and_spares_the_papers_numbering():
+    hits = ["see " + "iss" + "ue 17", "Iss" + "ue #3", "issues" + "-12", "the fix (" + "#12)", "PR " + "#4",
+            "fixes " + "#9"]          # written in two parts: this file is scanned too
+    spared = ["Theorem 4.4", "eq. (19)", "identity #11", "Algorithm 1, line 16", "an issue with 3 clients"]
+    assert all(_TRACKER.search(t) for t in hits)
+    assert not any(_TRACKER.search(t) for t in spared)
+
+
+def test_no_tracked_file_cites_the_trackers_issue_numbers():
+    files = _tracked_text_files()
+    assert len(files) > 100                               # the scan saw the repository
+    found = [f"{name}:{i}: {line.strip()[:120]}" for name, text in files
+             for i, line in enumerate(text.splitlines(), 1) if _TRACKER.search(line)]
+    assert not found, "\n".join(found)
