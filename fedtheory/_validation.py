@@ -86,8 +86,9 @@ def check_param(name, value, constraints, caller):
         what = str(constraints[0])
     else:
         what = ", ".join(str(c) for c in constraints[:-1]) + " or " + str(constraints[-1])
+    options = [v for c in constraints if isinstance(c, Options) for v in c.values]
     raise InvalidParameterError(
-        f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.")
+        f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.{did_you_mean(value, options)}")
 
 
 def check_params(values, constraints, caller):

@@ -222,7 +222,7 @@ def _flatten(d, prefix=""):
 # ------------------------------------------------------------------------------- messages
 
 _CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>\S+) must be (?P<what>.+?)\. "
-                    r"Got (?P<got>.+) instead\.?$", re.S)
+                    r"Got (?P<got>.+?) instead\.?(?P<hint> Did you mean .+\?)?$", re.S)
 
 
 def _describe(value):
@@ -247,7 +247,8 @@ def _expectation(msg, args):
     if what.startswith("None or "):              # TOML has no None: leaving the key out is None
         what = what[len("None or "):] + " (or the key left out)"
     caller = {"run": "fedtheory.run"}.get(m.group("caller"), m.group("caller"))
-    return param, f"expected {what} (argument of {caller}); got {got}"
+    hint = f".{m.group('hint')}" if m.group("hint") else ""
+    return param, f"expected {what} (argument of {caller}); got {got}{hint}"
 
 
 def _mentioned(msg, args, keys):

@@ -80,7 +80,7 @@ ERRORS = [
     (["swep", "{d}/ok.toml"], "invalid choice: 'swep' (choose from 'list', "),
     (["swep", "{d}/ok.toml"], "Did you mean 'sweep'?"),
     (["run", "{d}/ok.toml", "--outt", "{d}/o"], "unrecognized arguments: --outt {d}/o Did you mean '--out'"),
-    (["describe", "scafold"], "Did you mean 'scaffold'? (no user module imported; "),
+    (["describe", "scafold"], "Did you mean 'scaffold'? ("),   # what was imported: test_user_modules
     (["describe", "quadratik"], "Did you mean 'quadratic'?"),
     (["describe", "fedspeed.theorem_44"], "Did you mean 'fedspeed.theorem_4_4'?"),
     (["verify", "--theorem", "fedsps.theorm_3a"], "Did you mean 'fedsps.theorem_3a'"),
