@@ -118,3 +118,17 @@ def test_dask_workers_import_the_module(tmp_path, userpkg):
                                   dashboard_address=None) as cluster:
         df = sweep(CFG, tmp_path / "dask", backend="dask", scheduler=cluster.scheduler_address, progress=False)
     assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
+
+
+def test_the_console_script_finds_a_module_in_the_current_directory():
+    """The ``fedtheory`` console script (unlike ``python -m``) has no current directory on its path:
+    --import adds it."""
+    import shutil
+    exe = shutil.which("fedtheory")
+    if exe is None:
+        pytest.skip("the fedtheory console script is not installed")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([exe, "describe", NAME, "--import", "userpkg"], capture_output=True, text=True,
+                         env=env, cwd=TESTS, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"{NAME}: algorithm" in res.stdout
