@@ -144,6 +144,27 @@ def user_modules():
     return out
 
 
+def check_workers_can_import(names, where="sweep"):
+    """Raise InvalidParameterError when an algorithm of ``names`` is defined where another process
+    cannot import it (``__main__``: a script or a notebook), before workers are started.
+
+    Examples
+    --------
+    >>> from fedtheory.registry import check_workers_can_import
+    >>> check_workers_can_import(["fedavg", "scaffold"])
+    """
+    for name in sorted(set(names)):
+        cls = ALGORITHMS.get(name)
+        if cls is None:
+            continue
+        mod = cls.__module__
+        if mod.split(".")[0] not in _BUILTIN and not _importable(mod):
+            raise InvalidParameterError(
+                f"Algorithm {name!r} is defined in {mod!r}, which worker processes cannot import by name: "
+                f"move it to a module of its own (and import that), or run the {where} with n_jobs=1 "
+                "(in this process).")
+
+
 def import_hint():
     """The end of an unknown-name error: which user modules were imported, and how to import one."""
     mods = user_modules()

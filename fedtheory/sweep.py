@@ -331,6 +331,8 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 store.add(*run_point(prob, rn))
             bar.update(1)
         return
+    from .registry import check_workers_can_import
+    check_workers_can_import([rn["algorithm"] for _, _, rn in todo])      # before any warm-up
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
     from concurrent.futures import FIRST_COMPLETED, wait
@@ -373,7 +375,8 @@ def _run_dask(store, todo, scheduler, bar):
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     futures = []
     try:
-        from .registry import user_modules
+        from .registry import check_workers_can_import, user_modules
+        check_workers_can_import([r["algorithm"] for _, _, r in todo])
         futures = client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
                              modules=user_modules(), pure=False)
         for fut in as_completed(futures):

@@ -47,6 +47,9 @@ def userpkg():
     before = list(registry._IMPORTED)
     registry.import_modules(["userpkg"])
     yield
+    from fedtheory.sweep import _POOL, _stop_pool
+    for pool in list(_POOL.values()):            # its workers imported the package: later sweeps start afresh
+        _stop_pool(pool)
     registry.ALGORITHMS.pop(NAME, None)
     sys.modules.pop("userpkg", None)
     registry._IMPORTED[:] = before
@@ -132,3 +135,35 @@ def test_the_console_script_finds_a_module_in_the_current_directory():
                          env=env, cwd=TESTS, timeout=300)
     assert res.returncode == 0, res.stderr
     assert f"{NAME}: algorithm" in res.stdout
+
+
+def test_an_algorithm_of_main_is_refused_before_workers_start(tmp_path):
+    """A class defined in a script (``__main__``) cannot be imported by a worker: the sweep says so
+    and what to do, before it starts any worker; n_jobs=1 runs it."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(TESTS)!r})\n"
+        "import userpkg\n"
+        "from dataclasses import dataclass\n"
+        "from fedtheory.registry import register\n"
+        "from fedtheory.sweep import sweep\n"
+        "from fedtheory.exceptions import InvalidParameterError\n"
+        "@register\n"
+        "@dataclass(frozen=True)\n"
+        "class Mine(userpkg.ServerHeavyBall):\n"
+        "    name = 'script_heavyball'\n"
+        f"cfg = {CFG.replace(NAME, 'script_heavyball')!r}\n"
+        "try:\n"
+        f"    sweep(cfg, {str(tmp_path / 'two')!r}, n_jobs=2, progress=False)\n"
+        "except InvalidParameterError as e:\n"
+        "    print('refused:', e)\n"
+        f"df = sweep(cfg, {str(tmp_path / 'one')!r}, n_jobs=1, progress=False)\n"
+        "print('runs:', df.run_id.nunique())\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert ("refused: Algorithm 'script_heavyball' is defined in '__main__', which worker processes cannot "
+            "import by name") in res.stdout
+    assert "runs: 2" in res.stdout
+    assert not list((tmp_path / "two").glob("runs/*.parquet"))     # no run was started
