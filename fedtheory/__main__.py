@@ -260,7 +260,8 @@ def _run(args):
     print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
     diverged = res.status == "diverged"
     shown, cut = (_before_blowup(df) if diverged else (df, None))
-    print(shown[cols].to_string(index=False, max_rows=20))
+    if len(shown):
+        print(shown[cols].to_string(index=False, max_rows=20))
     if cut is not None:
         print(f"({cut})")
     if args.out is not None:
