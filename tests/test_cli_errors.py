@@ -40,6 +40,8 @@ def files(tmp_path_factory):
     (d / "typo_key.toml").write_text(CFG.replace("rounds = 3", "rounds = 3\nlrr = 0.1"))
     (d / "typo_alg.toml").write_text(CFG.replace('"fedavg"', '"fedavgg"'))
     (d / "typo_table.toml").write_text(CFG.replace("[run]", "[rnu]"))
+    (d / "typo_grid.toml").write_text(CFG + '\n[grid]\n"problem.heterogenity" = [0.1, 1.0]\n')
+    (d / "typo_option.toml").write_text(CFG.replace("dim = 3", 'dim = 3\nhessian = "distinc"'))
     (d / "no_runs" / "runs").mkdir(parents=True)
     (d / "separable.toml").write_text('[problem]\nfactory = "digits"\nn_clients = 4\nl2 = 0.0\n\n'
                                       '[run]\nalgorithm = "fedavg"\nrounds = 3\nreference = true\n')
@@ -89,6 +91,10 @@ ERRORS = [
     (["run", "{d}/typo_key.toml"], "[run] key 'lrr': is neither an argument of fedtheory.run nor a hyperparameter"),
     (["run", "{d}/typo_key.toml"], "Did you mean 'lr'?"),
     (["run", "{d}/typo_alg.toml"], "got \"fedavgg\". Did you mean 'fedavg'"),
+    (["sweep", "{d}/typo_grid.toml", "--out", "{d}/o"], "[grid] key 'problem.heterogenity': is not an argument of "
+                                                       "problems factory 'quadratic'; expected one of "),
+    (["sweep", "{d}/typo_grid.toml", "--out", "{d}/o"], ". Did you mean 'problem.heterogeneity'?"),
+    (["run", "{d}/typo_option.toml"], "got \"distinc\". Did you mean 'distinct'?"),
     (["run", "{d}/typo_table.toml"], "'rnu': unknown table; expected [problem], [run] and optionally [grid] and "
                                      "import = [...]. Did you mean 'run'?"),
     (["run", "{d}/ok.toml", "--out", ""], "--out '': an empty path; a directory name is expected"),
