@@ -1,6 +1,6 @@
 """Speed of local SGD on a9a logistic regression: fedtheory vs peers, measured in one run.
 
-Setting (issue 2): 100 i.i.d. clients, 10 sampled per round, K = 5 local steps, minibatch 20,
+Setting: 100 i.i.d. clients, 10 sampled per round, K = 5 local steps, minibatch 20,
 l2 = 1e-3, lr = 0.5. For FedAvg and SCAFFOLD we time R rounds of
 
 * fedtheory (``ft.run``, Numba CSR kernels, evaluation only at the end),

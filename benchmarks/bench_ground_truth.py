@@ -6,7 +6,7 @@ The library (``fedtheory.truth.ground_truth``) warm-starts every client at x*, d
 clients, gives each solve one BLAS thread and solves chunks of clients in parallel processes
 (started while the global optimum is solved). Reported: the client-optima stage and the whole
 call (global optimum + client optima), for both.
-Target of issue 17: a9a with 1000 clients at least 5x faster than before. Usage::
+Target: a9a with 1000 clients at least 5x faster than the previous method. Usage::
 
     python benchmarks/bench_ground_truth.py [--clients 1000] [--data-dir DIR] [--out FILE]
                                             [--baseline-checkout DIR]

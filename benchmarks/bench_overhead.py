@@ -5,7 +5,7 @@
    end; against the same number of bare kernel calls.
 2. Evaluation cost: a run with the default evaluation schedule (``eval_every=None``) against the
    same run evaluated only at round 0 and the end (a training-only run), on the a9a setting of
-   issue 17: 100 clients, 10 per round, K = 5, B = 20, 300 rounds. Target: <= 1.25x.
+   bench_a9a.py: 100 clients, 10 per round, K = 5, B = 20, 300 rounds. Target: <= 1.25x.
    Also the old default (``eval_every=1``).
 
 All in one process, best of ``--repeat``. Usage::

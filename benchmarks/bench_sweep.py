@@ -1,4 +1,4 @@
-"""Seconds per run of a sweep of tiny runs, against the same runs in process (issue #17).
+"""Seconds per run of a sweep of tiny runs, against the same runs in process.
 
 A grid of N tiny runs (quadratic, 4 clients, d = 3, FedAvg, 5 rounds by default; ``seed`` = 0..N-1) is
 swept into an empty results directory with ``fedtheory.sweep.sweep(..., n_jobs=JOBS)``; the

@@ -82,9 +82,12 @@ def describe(name, conditions=True):
                 params[p] = "required" if par.default is inspect.Parameter.empty else par.default
         return {"name": name, "kind": "problem factory", "call": f"problems.{name}",
                 "parameters": params, "doc": _summary(fn.__doc__)}
+    from ._validation import did_you_mean
+    from .registry import import_hint
     raise InvalidParameterError(
         f"{name!r} is neither an algorithm ({', '.join(algorithms())}), a problem factory "
-        f"({', '.join(sorted(table))}) nor a theorem ({', '.join(sorted(SPECS))}).")
+        f"({', '.join(sorted(table))}) nor a theorem ({', '.join(sorted(SPECS))})."
+        f"{did_you_mean(name, [*algorithms(), *table, *SPECS])}{import_hint()}")
 
 
 def _summary(doc):

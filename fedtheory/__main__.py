@@ -1,7 +1,13 @@
 """The ``fedtheory`` command line (also ``python -m fedtheory``), README.md, "Command line".
 
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
-``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``. ``fedtheory COMMAND --help`` shows examples.
+``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``. ``fedtheory COMMAND --help`` shows examples;
+``fedtheory --version`` prints the version. Every subcommand takes ``--import MODULE``
+(repeatable): a user's module, imported first, that registers algorithms, components or theorems.
+
+Exit status (:data:`EXIT_STATUS`): 0 ok, 1 a check failed (``verify``: an unexpected verdict; a
+counterexample found), 2 a usage or input error (one line on stderr), 3 a run diverged
+(``fedtheory run``), 130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
@@ -58,6 +64,19 @@ EPILOGS = {
 }
 
 
+EXIT_STATUS = {0: "success",
+               1: "a check failed: verify found an unexpected verdict, or a counterexample was found",
+               2: "usage or input error: bad arguments, configuration, name or output path (one line on stderr)",
+               3: "the run diverged (fedtheory run): the round, the client when known and a step-size hint "
+                  "on stderr",
+               130: "interrupted (Ctrl-C); a sweep keeps its finished runs and prints the command that resumes"}
+DIVERGED = 3
+
+
+EPILOG_EXIT = ("\n\nexit status:\n" + "\n".join(f"  {k:<4} {v}" for k, v in EXIT_STATUS.items())
+               + "\n\nevery subcommand takes --import MODULE (repeatable): your own algorithms, components, theorems")
+
+
 class UsageError(Exception):
     """A usage mistake: printed as one line ``fedtheory CMD: error: ...``, exit status 2."""
 
@@ -66,7 +85,21 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (raised, so that main() prints them and returns 2)."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+        raise UsageError(f"{self.prog}: error: {message}{self._suggest(message)} (see '{self.prog} --help')")
+
+    def _suggest(self, message):
+        """" Did you mean ...?" for a misspelled subcommand, choice or option."""
+        import re
+
+        from ._validation import did_you_mean
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            return did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        m = re.search(r"unrecognized arguments: (.*)", message)
+        if m:
+            return "".join(did_you_mean(a.split("=")[0], self._option_string_actions, n=1)
+                           for a in m.group(1).split() if a.startswith("-"))
+        return ""
 
 
 def _jobs(text):
@@ -81,25 +114,57 @@ def _jobs(text):
 
 
 def _out_dir(path, flag="--out"):
-    """Refuse an output directory that is an existing file (one-line error)."""
+    """Refuse an output directory that cannot be written (one-line error, before any work).
+
+    An empty path, an existing file, a file among its parents, or a directory where nothing can
+    be created (read-only, permission denied: tried by creating and removing a probe directory
+    in the closest existing directory, so nothing is left behind).
+    """
     from pathlib import Path
+    if not str(path).strip():
+        raise UsageError(f"{flag} {path!r}: an empty path; a directory name is expected")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {path}: is a file; a directory is expected")
     for parent in p.parents:
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{flag} {path}: {parent} is a file; a directory is expected")
+    _probe_writable(next(q for q in (p, *p.parents) if q.is_dir()), path, flag)
     return path
+
+
+def _probe_writable(directory, path, flag):
+    """UsageError unless a directory can be created (and is removed again) in ``directory``."""
+    import os
+    import tempfile
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fedtheory-probe-", dir=directory))
+    except OSError as e:
+        where = "" if str(directory) == str(path) else f" (in {directory})"
+        raise UsageError(f"{flag} {path}: cannot write there{where}: {(e.strerror or str(e)).lower()}") from None
+
+
+def _os_error(e):
+    """An OSError as one line without the errno: ``PATH: reason`` (``[Errno 13] ...`` otherwise)."""
+    if e.strerror and e.filename:
+        return f"{e.filename}: {e.strerror.lower()}"
+    return str(e)
 
 
 def _out_file(path, flag="--out"):
     """Refuse an output file that is a directory, in a missing directory, or of an unknown format."""
     from pathlib import Path
+    if not str(path).strip():
+        raise UsageError(f"{flag} {path!r}: an empty path; a file name is expected (e.g. rates.png)")
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{flag} {path}: is a directory; a file name is expected (e.g. {p / 'rates.png'})")
+    for parent in p.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{flag} {path}: {parent} is a file; a directory is expected")
     if not p.parent.is_dir():
         raise UsageError(f"{flag} {path}: the directory {p.parent} does not exist")
+    _probe_writable(p.parent, path, flag)
     from matplotlib.figure import Figure
     kinds = Figure().canvas.get_supported_filetypes()
     if p.suffix.lstrip(".").lower() not in kinds:
@@ -180,10 +245,12 @@ def _demo(args):
 
 
 def _run(args):
+    """Exit 0 when the run ends, 3 (:data:`DIVERGED`) when it diverges (the round, the client when
+    known and a smaller step size on stderr; the table stops before the iterates blow up)."""
     from .config import load
     from .results import ResultsStore
     from .sweep import run_point
-    if args.out:
+    if args.out is not None:
         _out_dir(args.out)
     cfg = load(args.config)
     pts = cfg.points()
@@ -191,17 +258,58 @@ def _run(args):
         raise UsageError(f"{args.config}: the [grid] has {len(pts)} points; 'fedtheory run' runs one "
                          "configuration (use 'fedtheory sweep').")
     from ._progress import enabled
-    rid, df = run_point(*pts[0], progress=enabled())
+    rid, df, res = run_point(*pts[0], progress=enabled(), result=True)
     last = df.iloc[-1]
     cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
             if c in df]
     print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
-    print(df[cols].to_string(index=False, max_rows=20))
-    if args.out:
+    diverged = res.status == "diverged"
+    shown, cut = (_before_blowup(df) if diverged else (df, None))
+    if len(shown):
+        print(shown[cols].to_string(index=False, max_rows=20))
+    if cut is not None:
+        print(f"({cut})")
+    if args.out is not None:
         store = ResultsStore(args.out)
         store.add(rid, df)
         print(f"results: {store.path}")
+    if diverged:
+        print(f"fedtheory run: diverged: {res.message}; {_step_hint(pts[0][1])} "
+              f"(exit status {DIVERGED})", file=sys.stderr)
+        return DIVERGED
     return 0
+
+
+BLOWUP = 1e6           # the growth (of the squared gradient mapping norm) from which a table stops
+
+
+def _before_blowup(df):
+    """``(rows, note)``: a diverged run's rows up to the first whose squared gradient mapping
+    norm exceeds BLOWUP times its start (later values only measure the overflow), and what was
+    left out (None when nothing was)."""
+    import numpy as np
+    g = df["grad_mapping_sq"].to_numpy(dtype=float) if "grad_mapping_sq" in df else None
+    if g is None or not len(g):
+        return df, None
+    start = g[0] if np.isfinite(g[0]) and g[0] > 0 else 1.0
+    bad = ~np.isfinite(g) | (g > BLOWUP * start)
+    if not bad.any():
+        return df, None
+    i = int(np.flatnonzero(bad)[0])
+    n_left = len(df) - i
+    if i == 0:
+        return df.iloc[:0], f"{n_left} evaluations left out: the iterates blew up from the first evaluation"
+    return df.iloc[:i], (f"{n_left} later evaluation{'s' if n_left > 1 else ''} left out: from round "
+                         f"{int(df['round'].iloc[i])} the squared gradient mapping norm exceeds {BLOWUP:.0e} times "
+                         f"its start, {start:.3g}; the iterates blow up")
+
+
+def _step_hint(run_args):
+    """"try a smaller lr: 0.05" (a tenth of the configured one), or which step sizes to lower."""
+    lr = run_args.get("lr")
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0:
+        return f"try a smaller lr: {lr / 10:.3g} (a tenth of lr = {lr:g})"
+    return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
 
 
 def _sweep(args):
@@ -220,20 +328,29 @@ def _sweep(args):
             cmd += ["--backend", args.backend]
         if args.scheduler:
             cmd += ["--scheduler", args.scheduler]
+        for m in args.imports:
+            cmd += ["--import", m]
         what = str(e) if str(e).startswith("interrupted") else f"interrupted; finished runs are stored in {args.out}"
         print(f"fedtheory sweep: {what}; resume with the same command: {shlex.join(cmd)}", file=sys.stderr)
         return 130
     print(f"{df.run_id.nunique() if len(df) else 0} runs, {len(df)} rows in {args.out}/results.parquet")
+    diverged = df.loc[df.status == "diverged", "run_id"].nunique() if len(df) else 0
+    if diverged:
+        print(f"{diverged} of them diverged (status 'diverged'; their finite rows are stored; "
+              "'fedtheory plot' draws them up to the divergence)")
     return 0
 
 
 def _verify(args):
     from .theory import THEOREMS
     from .verification import verify_all
+    from ._validation import did_you_mean
+    from .registry import import_hint
     unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
     if unknown:
         raise UsageError(f"unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
-                         f"{', '.join(sorted(THEOREMS))}")
+                         f"{', '.join(sorted(THEOREMS))}."
+                         f"{''.join(did_you_mean(t, THEOREMS) for t in unknown)}{import_hint()}")
     if args.tightness:                 # before the regular cases: no traceback after minutes of work
         from .theory.tightness import require_pepit
         try:
@@ -287,7 +404,7 @@ def _plot(args):
         metrics = [c for c in df.columns if not c.startswith("param_") and c not in skip
                    and pd.api.types.is_numeric_dtype(df[c])]
         raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}")
-    out = Path(_out_file(args.out) if args.out else (src if src.is_dir() else src.parent) / "rates.png")
+    out = Path(_out_file(args.out) if args.out is not None else (src if src.is_dir() else src.parent) / "rates.png")
     try:
         fig = results_figure(df, y=args.y, title=args.title, filters=args.filter,
                              xs=[args.x] if args.x else ("round", "comm_up", "grad_evals"))
@@ -301,9 +418,25 @@ def _plot(args):
 def main(argv=None):
     """Entry point of the ``fedtheory`` console command.
 
-    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict, 2 for
-    a usage mistake (one line on stderr, never a traceback: bad arguments, a bad or missing
-    configuration, an unknown name, an output path of the wrong kind), 130 on Ctrl-C (one line).
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status (:data:`EXIT_STATUS`): 0 on success, 1 when a check fails (``verify``
+        finds an unexpected verdict, a counterexample is found), 2 for a usage or input mistake
+        (one line on stderr, never a traceback: bad arguments, a bad or missing configuration,
+        an unknown name, an output path that cannot be written, a module ``--import`` cannot
+        import), 3 when ``fedtheory run``'s run diverges, 130 on Ctrl-C (one line).
+
+    Examples
+    --------
+    >>> from fedtheory.__main__ import main
+    >>> main(["describe", "fedavgg"])
+    2
     """
     try:
         return _main(argv)
@@ -322,9 +455,11 @@ def _main(argv):
     from .config import ConfigError
     from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError
 
+    from . import __version__
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
-                                     epilog=EPILOGS["main"], formatter_class=fmt)
+                                     epilog=EPILOGS["main"] + EPILOG_EXIT, formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"fedtheory {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="algorithms, problems and theorems")
     d = sub.add_parser("describe", help="an algorithm, a problem factory or a theorem (conditions, variants)",
@@ -372,11 +507,27 @@ def _main(argv):
     for p in sub.choices.values():
         p.add_argument("-q", "--quiet", action="store_true",
                        help="no progress bars (bars go to stderr, only on a terminal; also FEDTHEORY_QUIET=1)")
+        p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import this module first (repeatable): your algorithms, components and theorems "
+                            "register themselves; sweep workers import it too (the current directory is searched)")
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:                   # reported by the subcommand, which suggests its own options
+            sub.choices[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
     except UsageError as e:
         print(_one_line(e), file=sys.stderr)
         return 2
+    if args.imports:
+        import os
+
+        from .registry import import_modules
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())      # as 'python -m fedtheory' does (the console script does not)
+        try:
+            import_modules(args.imports)
+        except (ImportError, ValueError) as e:
+            print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
+            return 2
     _utf8_stdout()
     from . import _progress
     if args.quiet:
@@ -395,7 +546,10 @@ def _main(argv):
             _demo(args)
         else:
             return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata}[args.cmd](args)
-    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError) as e:
+    except OSError as e:
+        print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
+        return 2
+    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError) as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:

@@ -93,8 +93,9 @@ def check_param(name, value, constraints, caller):
         what = str(constraints[0])
     else:
         what = ", ".join(str(c) for c in constraints[:-1]) + " or " + str(constraints[-1])
+    options = [v for c in constraints if isinstance(c, Options) for v in c.values]
     raise InvalidParameterError(
-        f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.")
+        f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.{did_you_mean(value, options)}")
 
 
 def check_params(values, constraints, caller):
@@ -112,3 +113,53 @@ class Bool:
 
     def __str__(self):
         return "a bool"
+
+
+def did_you_mean(name, candidates, n=3, cutoff=0.6):
+    """The close matches of a misspelled ``name`` among ``candidates``, as a sentence or "".
+
+    The one helper every lookup by name uses (algorithms, problem factories, theorems,
+    components, configuration keys, hyperparameters), so that every unknown-name error ends
+    the same way (:func:`difflib.get_close_matches`).
+
+    Parameters
+    ----------
+    name : object
+        The name given (anything else than a str gives "").
+    candidates : iterable of str
+        The known names.
+    n : int, default 3
+        At most this many suggestions.
+    cutoff : float, default 0.6
+        Similarity in [0, 1] a suggestion needs (difflib's ratio, case ignored); a suggestion
+        must also be within 0.05 of the closest one.
+
+    Returns
+    -------
+    str
+        ``" Did you mean 'fedavg'?"`` (with a leading space; several matches joined by "or"),
+        or ``""`` when nothing is close.
+
+    Examples
+    --------
+    >>> did_you_mean("fedavgg", ["fedavg", "scaffold", "fedprox"])
+    " Did you mean 'fedavg'?"
+    >>> did_you_mean("fedsps.theorem_3", ["fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_18"])
+    " Did you mean 'fedsps.theorem_3a' or 'fedsps.theorem_3b'?"
+    >>> did_you_mean("xyz", ["fedavg", "scaffold"])
+    ''
+    """
+    import difflib
+    if not isinstance(name, str) or not name:
+        return ""
+    known = sorted({c for c in candidates if isinstance(c, str)})
+    lower = {c.lower(): c for c in known}      # "FedAvg" is close to "fedavg"
+    scored = sorted(((difflib.SequenceMatcher(None, name.lower(), c).ratio(), lower[c]) for c in lower),
+                    key=lambda t: -t[0])
+    best = scored[0][0] if scored else 0.0
+    # the close ones, and among them only those nearly as close as the closest ("theorem_44" is
+    # "theorem_4_4", not also "theorem_6b")
+    matches = [c for r, c in scored if r >= max(cutoff, best - 0.05) and c != name][:n]
+    if not matches:
+        return ""
+    return " Did you mean " + " or ".join(repr(m) for m in matches) + "?"

@@ -41,8 +41,10 @@ import itertools
 import json
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from ._validation import did_you_mean
 
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
@@ -80,7 +82,8 @@ def make_problem(problem_args):
     name, args = _split_problem(problem_args)
     table = factories()
     if name not in table:
-        raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}")
+        raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}."
+                          f"{did_you_mean(name, table)}")
     if name == VISION:
         args["model"] = _vision_model(args.get("model"))
     return table[name](**args)
@@ -219,7 +222,7 @@ def _flatten(d, prefix=""):
 # ------------------------------------------------------------------------------- messages
 
 _CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>\S+) must be (?P<what>.+?)\. "
-                    r"Got (?P<got>.+) instead\.?$", re.S)
+                    r"Got (?P<got>.+?) instead\.?(?P<hint> Did you mean .+\?)?$", re.S)
 
 
 def _describe(value):
@@ -244,7 +247,8 @@ def _expectation(msg, args):
     if what.startswith("None or "):              # TOML has no None: leaving the key out is None
         what = what[len("None or "):] + " (or the key left out)"
     caller = {"run": "fedtheory.run"}.get(m.group("caller"), m.group("caller"))
-    return param, f"expected {what} (argument of {caller}); got {got}"
+    hint = f".{m.group('hint')}" if m.group("hint") else ""
+    return param, f"expected {what} (argument of {caller}); got {got}{hint}"
 
 
 def _mentioned(msg, args, keys):
@@ -291,7 +295,8 @@ def _default_type_error(value, default):
 
 @dataclass
 class Config:
-    """A parsed configuration: ``problem`` args, ``run`` args, ``grid`` lists, source ``path``.
+    """A parsed configuration: ``problem`` args, ``run`` args, ``grid`` lists, source ``path``,
+    and the user modules of its top-level ``import = [...]`` (imported by :func:`load`).
 
     ``problem`` is as written (``factory`` or ``name`` naming the factory); :meth:`points`
     returns canonical problem dicts ``{"factory": ..., **arguments}``.
@@ -302,6 +307,7 @@ class Config:
     grid: dict
     path: str = "<config>"
     text: str = ""
+    imports: list = field(default_factory=list)
 
     # -- locations -------------------------------------------------------------------
     def line(self, table, key=None):
@@ -365,7 +371,7 @@ class Config:
         t, k = self._where("problem", fkey)
         if not isinstance(name, str) or name not in table:
             raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
-                                   f"got {_describe(name)}", name, t == "grid")
+                                   f"got {_describe(name)}.{did_you_mean(name, table)}", name, t == "grid")
         sig = inspect.signature(table[name]).parameters
         var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.values())
         named = [p for p, v in sig.items() if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)]
@@ -376,8 +382,9 @@ class Config:
                 t, k = self._where("problem", key)
                 hint = (" ('name' names the factory only when no 'factory' key is given)"
                         if key == "name" else "")
+                spelled = [f"problem.{n}" for n in named] if t == "grid" else named
                 raise self.error(t, k, f"is not an argument of problems factory {name!r}{hint}; expected "
-                                       f"one of {', '.join(named)}")
+                                       f"one of {', '.join(named)}.{did_you_mean(k, spelled)}")
             if key in sig:
                 bad = _default_type_error(prob[key], sig[key].default)
                 if bad:
@@ -394,8 +401,10 @@ class Config:
         alg = rn.get("algorithm")
         if not isinstance(alg, str) or alg not in algorithms():
             t = "grid" if "algorithm" in self.grid else "run"
+            from .registry import import_hint
             raise self.error(t, "algorithm", f"expected a registered algorithm, one of {', '.join(algorithms())}; "
-                                             f"got {_describe(alg)}", alg, t == "grid")
+                                             f"got {_describe(alg)}.{did_you_mean(alg, algorithms())}"
+                                             f"{import_hint()}", alg, t == "grid")
         own = get_algorithm(alg).hyperparameters()
         allowed = _run_keys() | EXTRA_RUN_KEYS | set(own)
         for k in rn:
@@ -407,7 +416,8 @@ class Config:
                                            "progress: Python objects; problem: the [problem] table); expected "
                                            f"one of {', '.join(sorted(allowed))}")
                 raise self.error(t, k, f"is neither an argument of fedtheory.run nor a hyperparameter "
-                                       f"of {alg!r}; expected one of {', '.join(sorted(allowed))}")
+                                       f"of {alg!r}; expected one of {', '.join(sorted(allowed))}."
+                                       f"{did_you_mean(k, allowed)}")
         if "reference" in rn and not isinstance(rn["reference"], bool):
             t, k = self._where("run", "reference")
             raise self.error(t, k, f"expected true or false; got {_describe(rn['reference'])}",
@@ -541,8 +551,11 @@ def load(path_or_text, path=None, check=True):
         raise ConfigError(f"{where}: invalid TOML: {msg}") from None
     cfg = Config({}, {}, {}, where, text)
     for t in data:
+        if t == "import":
+            continue
         if t not in TABLES or not isinstance(data[t], dict):
-            what = ("unknown table; expected [problem], [run] and optionally [grid]" if t not in TABLES
+            what = (f"unknown table; expected [problem], [run] and optionally [grid] and import = [...]."
+                    f"{did_you_mean(t, (*TABLES, 'import'))}" if t not in TABLES
                     else f"must be a table; got {_describe(data[t])}")
             line = cfg.line(t)
             raise ConfigError(f"{where}{f', line {line}' if line else ''}: {t!r}: {what}")
@@ -551,6 +564,23 @@ def load(path_or_text, path=None, check=True):
     if "run" not in data:
         raise ConfigError(f"{where}: missing table [run] (with algorithm = a registered algorithm)")
     cfg.problem, cfg.run, cfg.grid = dict(data["problem"]), dict(data["run"]), _flatten(data.get("grid", {}))
+    for t in TABLES:
+        if isinstance(data.get(t), dict) and "import" in data[t]:
+            raise cfg.error(t, "import", "import = [...] is a top-level key: write it at the top of the file, "
+                                         "before the first table")
+    if "import" in data:            # user modules first: they register the names the tables use
+        mods = data["import"]
+        line = key_lines(text).get(("import",))
+        at = f"{where}, line {line}" if line else where
+        if not isinstance(mods, list) or not all(isinstance(m, str) and m.strip() for m in mods):
+            raise ConfigError(f"{at}: key 'import': expected a list of module names (e.g. import = "
+                              f"[\"my_algorithms\"]); got {_describe(mods)}")
+        from .registry import import_modules
+        try:
+            import_modules(mods, where="import")
+        except ImportError as e:
+            raise ConfigError(f"{at}: key {e}") from None
+        cfg.imports = list(mods)
     for k, v in cfg.grid.items():
         if not isinstance(v, list) or not v:
             raise cfg.error("grid", k, f"expected a non-empty list of values; got {_describe(v)}")

@@ -1,7 +1,22 @@
-"""Registry of algorithms: name -> class."""
+"""Registry of algorithms (name -> class), and the user modules that register more names.
+
+A user's algorithm, component (datafit, regularizer) or theorem is registered when its module
+is imported. :func:`import_modules` imports such modules (``fedtheory --import MODULE``, a
+configuration's ``import = [...]``) and remembers them; :func:`user_modules` lists every module
+a process needs to import to know the same names as this one (those imported here and the
+modules of every registered name that is not built in), which is what sweep workers import
+before they look a name up.
+"""
+import importlib
+import sys
+
+from ._validation import did_you_mean
 from .exceptions import InvalidParameterError
 
 ALGORITHMS = {}
+
+_IMPORTED = []          # modules imported by import_modules, in order
+_BUILTIN = ("fedtheory", "problems", "validation")
 
 
 def register(cls):
@@ -59,4 +74,134 @@ def get_algorithm(name):
         return ALGORITHMS[name]
     raise InvalidParameterError(
         f"The 'algorithm' parameter of run must be a str among {{{', '.join(repr(n) for n in sorted(ALGORITHMS))}}}. "
-        f"Got {name!r} instead.")
+        f"Got {name!r} instead.{did_you_mean(name, ALGORITHMS)}{import_hint()}")
+
+
+# ------------------------------------------------------------------------------- user modules
+
+def import_modules(modules, where="--import"):
+    """Import the user modules ``modules`` (they register algorithms, components, theorems).
+
+    Each is imported once per process (:func:`importlib.import_module`) and remembered, so that
+    :func:`user_modules` names it and sweep workers import it too.
+
+    Parameters
+    ----------
+    modules : iterable of str
+        Dotted module names (``"my_algorithms"``, ``"mypkg.methods"``), importable from
+        ``sys.path`` (the command line adds the current directory).
+    where : str, default "--import"
+        What named them, for the error message (``--import``, a configuration's ``import``).
+
+    Returns
+    -------
+    list of str
+        The modules imported by this call, in order.
+
+    Raises
+    ------
+    InvalidParameterError
+        A name that is not a non-empty str.
+    ImportError
+        A module that cannot be imported: the message names it, ``where`` and the reason.
+
+    Examples
+    --------
+    >>> from fedtheory.registry import import_modules
+    >>> import_modules(["json"])
+    ['json']
+    >>> import_modules(["no_such_module_xyz"])
+    Traceback (most recent call last):
+    ...
+    ImportError: --import no_such_module_xyz: No module named 'no_such_module_xyz' (searched sys.path; ...)
+    """
+    if isinstance(modules, str):
+        modules = [modules]
+    done = []
+    for m in modules:
+        if not isinstance(m, str) or not m.strip():
+            raise InvalidParameterError(f"The {where!r} parameter must be a list of module names (non-empty str). "
+                                        f"Got {m!r} instead.")
+        try:
+            importlib.import_module(m)
+        except ImportError as e:
+            hint = ("searched sys.path; the command line also searches the current directory, "
+                    "PYTHONPATH adds more" if isinstance(e, ModuleNotFoundError) else "its import failed")
+            raise ImportError(f"{where} {m}: {e} ({hint})") from e
+        if m not in _IMPORTED:
+            _IMPORTED.append(m)
+        done.append(m)
+    return done
+
+
+def imported_modules():
+    """The modules :func:`import_modules` imported in this process, in order."""
+    return list(_IMPORTED)
+
+
+def _importable(module):
+    """Whether another process can import ``module`` by name (not ``__main__``, not an exec'd namespace)."""
+    if not module or module == "__main__" or module.split(".")[0] in _BUILTIN:
+        return False
+    mod = sys.modules.get(module)
+    return mod is not None and getattr(mod, "__spec__", None) is not None
+
+
+def user_modules():
+    """The modules a worker imports to know every name this process knows.
+
+    The modules imported by :func:`import_modules`, then the module of every registered
+    algorithm, datafit, regularizer and theorem that is not part of fedtheory (and that another
+    process can import by name: not ``__main__``).
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> from fedtheory.registry import user_modules
+    >>> [m for m in user_modules() if m.startswith("fedtheory")]
+    []
+    """
+    out = list(_IMPORTED)
+    found = [cls.__module__ for cls in ALGORITHMS.values()]
+    comp = sys.modules.get("fedtheory.components.registry")
+    if comp is not None:
+        found += [cls.__module__ for table in (comp.DATAFITS, comp.REGULARIZERS) for cls in table.values()]
+    theory = sys.modules.get("fedtheory.theory")
+    if theory is not None:
+        found += [getattr(fn, "__module__", None) for fn in theory.THEOREMS.values()]
+    for m in found:
+        if m not in out and _importable(m):
+            out.append(m)
+    return out
+
+
+def check_workers_can_import(names, where="sweep"):
+    """Raise InvalidParameterError when an algorithm of ``names`` is defined where another process
+    cannot import it (``__main__``: a script or a notebook), before workers are started.
+
+    Examples
+    --------
+    >>> from fedtheory.registry import check_workers_can_import
+    >>> check_workers_can_import(["fedavg", "scaffold"])
+    """
+    for name in sorted(set(names)):
+        cls = ALGORITHMS.get(name)
+        if cls is None:
+            continue
+        mod = cls.__module__
+        if mod.split(".")[0] not in _BUILTIN and not _importable(mod):
+            raise InvalidParameterError(
+                f"Algorithm {name!r} is defined in {mod!r}, which worker processes cannot import by name: "
+                f"move it to a module of its own (and import that), or run the {where} with n_jobs=1 "
+                "(in this process).")
+
+
+def import_hint():
+    """The end of an unknown-name error: which user modules were imported, and how to import one."""
+    mods = user_modules()
+    have = f"user modules imported: {', '.join(mods)}" if mods else "no user module imported"
+    return (f" ({have}; a name defined in your own module is known once it is imported: "
+            "fedtheory --import MODULE, import = [\"MODULE\"] in a configuration, or import it in Python)")

@@ -13,6 +13,11 @@ Interrupts: on Ctrl-C (``KeyboardInterrupt``) or any error, the driver kills its
 outright (SIGKILL) cannot clean up: each loky worker notices within 0.2 s that its parent is
 gone and exits; Dask releases the futures of a disconnected client and its running runs stop
 at their next round. Starting the same sweep again skips the stored runs.
+
+User modules: every worker (loky or Dask) imports the driver's user modules
+(:func:`fedtheory.registry.user_modules`: those of ``--import`` or a configuration's
+``import = [...]``, and the modules of the user's registered algorithms, components and
+theorems) before it looks a name up.
 """
 from __future__ import annotations
 
@@ -74,7 +79,7 @@ def build_problem(problem_args):
     return _problem(json.dumps(problem_args, sort_keys=True))
 
 
-def run_point(problem_args, run_args, callback=None, progress=False):
+def run_point(problem_args, run_args, callback=None, progress=False, result=False):
     """Run one configuration point.
 
     Parameters
@@ -89,6 +94,9 @@ def run_point(problem_args, run_args, callback=None, progress=False):
         configured one): raise instead.
     progress : bool, default False
         Draw a bar over the rounds (and over the ground truth's stages when ``reference`` is set).
+    result : bool, default False
+        Also return the :class:`fedtheory.RunResult` (its ``message`` names the round and client
+        of a divergence).
 
     Returns
     -------
@@ -97,6 +105,8 @@ def run_point(problem_args, run_args, callback=None, progress=False):
     history : pandas.DataFrame
         The run's history with run_id, param_*, status, seed and version columns
         (:func:`history_frame`).
+    run_result : fedtheory.RunResult
+        Only with ``result=True``.
     """
     from .runner import run
     p = build_problem(problem_args)
@@ -110,7 +120,8 @@ def run_point(problem_args, run_args, callback=None, progress=False):
             from .config import ConfigError
             raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
     res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
-    return history_frame(problem_args, run_args, res)
+    rid, df = history_frame(problem_args, run_args, res)
+    return (rid, df, res) if result else (rid, df)
 
 
 def history_frame(problem_args, run_args, res):
@@ -224,11 +235,22 @@ def _stop_pool(pool):
         pass
 
 
+def _worker_run_point(modules, problem_args, run_args):
+    """``run_point`` in a worker process, after importing the driver's user modules (they register
+    the user's algorithms, components and theorems; :func:`fedtheory.registry.user_modules`)."""
+    from .registry import import_modules
+    import_modules(modules)
+    return run_point(problem_args, run_args)
+
+
 # ------------------------------------------------------------------------------- Dask tasks
 
-def _dask_run_point(problem_args, run_args):
+def _dask_run_point(problem_args, run_args, modules=()):
     """``run_point`` on a Dask worker, stopping at the next round once its future is cancelled
-    (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished)."""
+    (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished).
+    ``modules``: the driver's user modules, imported first."""
+    from .registry import import_modules
+    import_modules(modules)
     try:
         from distributed import get_worker
         worker = get_worker()
@@ -365,9 +387,14 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 store.add(*run_point(prob, rn))
             bar.update(1)
         return
+    from .registry import check_workers_can_import
+    check_workers_can_import([rn["algorithm"] for _, _, rn in todo])      # before any warm-up
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
     from concurrent.futures import FIRST_COMPLETED, wait
+
+    from .registry import user_modules
+    modules = user_modules()
     pool = _local_pool(n)
     pending = set()
     queue = iter(todo)
@@ -381,7 +408,7 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 if store.has(rid):          # stored meanwhile by a concurrent writer
                     bar.update(1)
                     continue
-                pending.add(pool.submit(run_point, prob, rn))
+                pending.add(pool.submit(_worker_run_point, modules, prob, rn))
             if not pending:
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -404,7 +431,10 @@ def _run_dask(store, todo, scheduler, bar):
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     futures = []
     try:
-        futures = client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo], pure=False)
+        from .registry import check_workers_can_import, user_modules
+        check_workers_can_import([r["algorithm"] for _, _, r in todo])
+        futures = client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
+                             modules=user_modules(), pure=False)
         for fut in as_completed(futures):
             store.add(*fut.result())
             bar.update(1)

@@ -36,6 +36,12 @@ def files(tmp_path_factory):
     (d / "bad.toml").write_text(CFG.replace("rounds = 3", "rounds = -3"))
     (d / "a_file").write_text("not a directory")
     (d / "empty.parquet").write_bytes(b"")
+    (d / "typo_factory.toml").write_text(CFG.replace('"quadratic"', '"quadratik"'))
+    (d / "typo_key.toml").write_text(CFG.replace("rounds = 3", "rounds = 3\nlrr = 0.1"))
+    (d / "typo_alg.toml").write_text(CFG.replace('"fedavg"', '"fedavgg"'))
+    (d / "typo_table.toml").write_text(CFG.replace("[run]", "[rnu]"))
+    (d / "typo_grid.toml").write_text(CFG + '\n[grid]\n"problem.heterogenity" = [0.1, 1.0]\n')
+    (d / "typo_option.toml").write_text(CFG.replace("dim = 3", 'dim = 3\nhessian = "distinc"'))
     (d / "no_runs" / "runs").mkdir(parents=True)
     (d / "separable.toml").write_text('[problem]\nfactory = "digits"\nn_clients = 4\nl2 = 0.0\n\n'
                                       '[run]\nalgorithm = "fedavg"\nrounds = 3\nreference = true\n')
@@ -73,6 +79,29 @@ ERRORS = [
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
     (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, inf). Got -5 instead."),
     (["bogus"], "invalid choice: 'bogus'"),
+    (["swep", "{d}/ok.toml"], "invalid choice: 'swep' (choose from 'list', "),
+    (["swep", "{d}/ok.toml"], "Did you mean 'sweep'?"),
+    (["run", "{d}/ok.toml", "--outt", "{d}/o"], "unrecognized arguments: --outt {d}/o Did you mean '--out'"),
+    (["describe", "scafold"], "Did you mean 'scaffold'? ("),   # what was imported: test_user_modules
+    (["describe", "quadratik"], "Did you mean 'quadratic'?"),
+    (["describe", "fedspeed.theorem_44"], "Did you mean 'fedspeed.theorem_4_4'?"),
+    (["verify", "--theorem", "fedsps.theorm_3a"], "Did you mean 'fedsps.theorem_3a'"),
+    (["verify", "--theorem", "fedsps.theorm_3a"], "--import MODULE"),
+    (["run", "{d}/typo_factory.toml"], "got \"quadratik\". Did you mean 'quadratic'?"),
+    (["run", "{d}/typo_key.toml"], "[run] key 'lrr': is neither an argument of fedtheory.run nor a hyperparameter"),
+    (["run", "{d}/typo_key.toml"], "Did you mean 'lr'?"),
+    (["run", "{d}/typo_alg.toml"], "got \"fedavgg\". Did you mean 'fedavg'"),
+    (["sweep", "{d}/typo_grid.toml", "--out", "{d}/o"], "[grid] key 'problem.heterogenity': is not an argument of "
+                                                       "problems factory 'quadratic'; expected one of "),
+    (["sweep", "{d}/typo_grid.toml", "--out", "{d}/o"], ". Did you mean 'problem.heterogeneity'?"),
+    (["run", "{d}/typo_option.toml"], "got \"distinc\". Did you mean 'distinct'?"),
+    (["run", "{d}/typo_table.toml"], "'rnu': unknown table; expected [problem], [run] and optionally [grid] and "
+                                     "import = [...]. Did you mean 'run'?"),
+    (["run", "{d}/ok.toml", "--out", ""], "--out '': an empty path; a directory name is expected"),
+    (["sweep", "{d}/ok.toml", "--out", ""], "--out '': an empty path; a directory name is expected"),
+    (["verify", "--quick", "--out", ""], "--out '': an empty path"),
+    (["plot", "{d}/res", "--out", ""], "--out '': an empty path; a file name is expected"),
+    (["plot", "{d}/res", "--out", "{d}/a_file/x.png"], "a_file is a file; a directory is expected"),
     ([], "the following arguments are required: cmd"),
 ]
 
@@ -206,3 +235,100 @@ def test_progress_bars_go_to_stderr_when_asked(tmp_path, capsys, monkeypatch):
     assert "sweep: 100%" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "ok.toml"), "--out", str(tmp_path / "q"), "-j", "1", "--quiet"]) == 0
     assert "sweep:" not in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys):
+    import fedtheory
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fedtheory {fedtheory.__version__}"
+    res = _cli("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"fedtheory {fedtheory.__version__}"
+
+
+def test_python_api_unknown_names_suggest_the_close_ones():
+    import problems
+    import validation
+
+    import fedtheory as ft
+    from fedtheory.components.registry import get_datafit
+    from fedtheory.exceptions import InvalidParameterError
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(InvalidParameterError, match=r"Got 'fedavgg' instead\. Did you mean 'fedavg'"):
+        ft.run(p, "fedavgg")
+    with pytest.raises(InvalidParameterError, match=r"Unknown hyperparameter\(s\) \['lrr'\].*Did you mean 'lr'\?"):
+        ft.run(p, "fedavg", lrr=0.1)
+    with pytest.raises(ValueError, match=r"Got 'fedsps.theorm_3a' instead\. Did you mean 'fedsps.theorem_3a'"):
+        validation.verify("fedsps.theorm_3a", p)
+    with pytest.raises(InvalidParameterError, match=r"Did you mean 'scaffold'\?"):
+        ft.describe("scafold")
+    with pytest.raises(InvalidParameterError, match=r"Got 'logistc' instead\. Did you mean 'logistic'\?"):
+        get_datafit("logistc")
+    with pytest.raises(InvalidParameterError) as e:     # nothing close: no suggestion
+        ft.run(p, "zzzzzz")
+    assert "Did you mean" not in str(e.value)
+
+
+DIVERGING = CFG.replace("rounds = 3\neval_every = 1", "rounds = 40\nlocal_steps = 5\nlr = {lr}")
+
+
+@pytest.mark.parametrize("lr,where", [(30.0, r"round \d+: F\(x\) is not finite \(nan\)"),
+                                      (1e100, r"round 1: client 0 produced a non-finite local iterate at local step \d of 5")])
+def test_a_diverged_run_exits_3_with_round_client_and_a_smaller_step(tmp_path, capsys, lr, where):
+    import math
+    import re
+
+    import pandas as pd
+    cfg = tmp_path / "div.toml"
+    cfg.write_text(DIVERGING.format(lr=lr))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "res"), "--quiet"]) == 3
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and re.search(rf"fedtheory run: diverged: {where}; try a smaller lr: {re.escape(f'{lr / 10:.3g}')} ", err), err
+    assert "status diverged" in out
+    numbers = [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[+-]\d+)?", out)]
+    assert numbers and all(math.isfinite(x) and abs(x) < 1e7 for x in numbers), out   # nothing astronomically large
+    df = pd.read_parquet(tmp_path / "res" / "results.parquet")
+    assert set(df.status) == {"diverged"}               # the finite rows are stored
+
+
+def test_a_diverged_table_says_what_it_left_out(tmp_path, capsys):
+    cfg = tmp_path / "div.toml"
+    cfg.write_text(DIVERGING.format(lr=30.0))
+    assert main(["run", str(cfg), "--quiet"]) == 3
+    out = capsys.readouterr().out
+    assert "later evaluations left out: from round 2 the squared gradient mapping norm exceeds 1e+06 times" in out
+
+
+def test_an_output_directory_that_cannot_be_written_is_one_line(files, tmp_path, capsys):
+    """A read-only directory (or, for root, who may write anywhere, /sys, where the kernel refuses
+    new directories): the path and the reason, exit 2, before any work, and nothing left behind."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if _mkdir_works(ro / "x"):                            # root
+            ro = Path("/sys")
+            if not ro.is_dir() or _mkdir_works(ro / "fedtheory-test"):
+                pytest.skip("no directory here refuses writes to this user")
+        before = sorted(ro.iterdir())
+        for argv in (["run", str(files / "ok.toml"), "--out", str(ro / "res")],
+                     ["sweep", str(files / "ok.toml"), "--out", str(ro / "res" / "sub")],
+                     ["verify", "--quick", "--out", str(ro / "rep")],
+                     ["plot", str(files / "res"), "--out", str(ro / "a.png")]):
+            assert main(argv + ["--quiet"]) == 2, argv
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"--out {ro}/" in err and "cannot write there" in err, err
+            assert "Errno" not in err and "Traceback" not in err
+        assert sorted(ro.iterdir()) == before
+    finally:
+        (tmp_path / "ro").chmod(0o755)
+
+
+def _mkdir_works(path):
+    try:
+        path.mkdir()
+    except OSError:
+        return False
+    path.rmdir()
+    return True

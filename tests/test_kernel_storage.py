@@ -1,4 +1,4 @@
-"""How the Numba kernels receive CSR data, and how the local steps detect divergence (issue 17).
+"""How the Numba kernels receive CSR data, and how the local steps detect divergence.
 
 Two storage choices make the CSR kernels faster (``benchmarks/RESULTS.md``): the column indices and
 row offsets are unsigned 32-bit integers, and a binary matrix (every stored value 1.0) is passed

@@ -1,5 +1,5 @@
 """Haddadpour & Mahdavi: LFD/NFSGD identities (spec/localdescent.md §5), topologies, Theorems 4.1-4.7 as specs
-measured on ft.run of lfd / nfsgd (fixes (c), (d), (h) of issue #16)."""
+measured on ft.run of lfd / nfsgd (the code users run, not a simulator of its own)."""
 import math
 import re
 
@@ -93,7 +93,7 @@ def test_lfd_literal_loop():
     assert seen == [0, 1, 2, 3, 4]
 
 
-# ------------------------------------------------------------------ topologies (#15)
+# ------------------------------------------------------------------ topologies (identity #15)
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
 def test_ring_zeta_formula(n):
     assert zeta(mixing_matrix("ring", n)) == pytest.approx((1 + 2 * math.cos(2 * math.pi / n)) / 3, abs=1e-12)

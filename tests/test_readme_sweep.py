@@ -25,10 +25,25 @@ def test_readme_and_help_show_the_example_file():
     assert len(load(EXAMPLE).points()) == 12
 
 
-def test_readme_sweep_gives_distinct_curves(tmp_path):
+def _readme_commands():
+    """The commands the README shows right after the example (run as written, in a directory that
+    holds examples/)."""
+    import shlex
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- sweep-example: end -->\n\n```\n(.*?)```", text, re.S)
+    assert m, "README.md lost the commands after its sweep example"
+    return [shlex.split(line, comments=True) for line in m.group(1).splitlines() if line.strip()]
+
+
+def test_readme_sweep_gives_distinct_curves(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    commands = _readme_commands()
+    assert [c[:2] for c in commands] == [["fedtheory", "sweep"], ["fedtheory", "plot"]]
+    for argv in commands:
+        assert main(argv[1:] + ["--quiet"]) == 0, argv
     out = tmp_path / "results"
-    assert main(["sweep", str(EXAMPLE), "--out", str(out), "-j", "1", "--quiet"]) == 0
-    assert main(["plot", str(out), "--quiet"]) == 0 and (out / "rates.png").stat().st_size > 10000
+    assert (out / "rates.png").stat().st_size > 10000
     df = pd.read_parquet(out / "results.parquet")
     assert df.run_id.nunique() == 12 and (df.status == "max_rounds").all()
     keys = ["param_algorithm", "param_problem_heterogeneity"]

@@ -54,6 +54,8 @@ def verify(name, problem, **kwargs):
     """
     if name not in THEOREMS:
         known = ", ".join(sorted(THEOREMS)) or "none registered yet"
+        from fedtheory._validation import did_you_mean
+        from fedtheory.registry import import_hint
         raise ValueError(f"The 'name' parameter of verify must be a registered theorem ({known}). "
-                         f"Got {name!r} instead.")
+                         f"Got {name!r} instead.{did_you_mean(name, THEOREMS)}{import_hint()}")
     return THEOREMS[name](problem, **kwargs)

@@ -356,10 +356,18 @@ class Algorithm:
         known = cls.hyperparameters()
         unknown = sorted(set(kwargs) - set(known))
         if unknown:
+            import inspect
+
+            from .._validation import did_you_mean
+            from ..runner import run
+            names = [*known, *inspect.signature(run).parameters]
             raise InvalidParameterError(
                 f"Unknown hyperparameter(s) {unknown} for algorithm {cls.name!r}; its own "
                 f"hyperparameters are {sorted(known) or 'none'} (plus the runner's lr, "
-                "local_steps, rounds, clients_per_round, batch_size, ...).")
+                "local_steps, rounds, clients_per_round, batch_size, ...)."
+                + (did_you_mean(unknown[0], names) if len(unknown) == 1 else
+                   "".join(f" For {u!r}: did you mean{did_you_mean(u, names)[len(' Did you mean'):]}"
+                           for u in unknown if did_you_mean(u, names))))
         return cls(**kwargs)
 
     def check_problem(self, problem):

@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 
+from .._validation import did_you_mean
 from ..exceptions import InvalidParameterError
 
 DATAFITS = {}
@@ -80,7 +81,7 @@ def _get(table, what, name, where):
         return table[name]
     raise InvalidParameterError(f"The {what!r} parameter of {where} must be a str among "
                                 f"{{{', '.join(repr(n) for n in sorted(table))}}} or a {what.capitalize()} "
-                                f"instance. Got {name!r} instead.")
+                                f"instance. Got {name!r} instead.{did_you_mean(name, table)}")
 
 
 def get_datafit(name, where="FederatedProblem"):

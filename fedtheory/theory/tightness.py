@@ -55,6 +55,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._validation import did_you_mean
 from ..exceptions import InvalidParameterError
 
 EXTRA = "pep"
@@ -555,7 +556,8 @@ def _spec(name):
     from . import SPECS
     if name not in SPECS:
         raise InvalidParameterError(f"The 'name' parameter of tightness must be a registered theorem "
-                                    f"({', '.join(sorted(SPECS))}). Got {name!r} instead.")
+                                    f"({', '.join(sorted(SPECS))}). Got {name!r} instead."
+                                    f"{did_you_mean(name, SPECS)}")
     return SPECS[name]
 
 
