@@ -372,7 +372,7 @@ def _bound1(corrected):
 
 
 SPEC_1 = register_spec(TheoremSpec(
-    name="feddeper.theorem_1", algorithm="feddeper",
+    name="feddeper.theorem_1", algorithm="feddeper", quantity="(1/T) sum_{t<T} ||grad f(x^t)||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; docs/papers/feddeper.md, §4.2)",
     setup=_setup1, run_kwargs=_run_kwargs, extra_runs=_extra_runs1, measure=measure_theorem_1,
     conditions=lambda st, m: _theorem1_conditions(st),
@@ -480,7 +480,7 @@ def _bound2_corrected(st, m):
 
 
 SPEC_2 = register_spec(TheoremSpec(
-    name="feddeper.theorem_2", algorithm="feddeper",
+    name="feddeper.theorem_2", algorithm="feddeper", quantity="(1/(nKT)) sum_{t,i,k} ||v_{i,k}^t - x*||^2",
     statement=r"(1/(nKT)) sum_{t,i,k} ||v_{i,k}^t - x*||^2 <= 2 (1/T) sum_t xi^t + (4/beta^2) eps "
               r"(proof of Theorem 2'); corrected: 2 (1/T) sum_t phi^t + (2/mu^2) eps",
     setup=_setup2, run_kwargs=_run_kwargs2, measure=measure_theorem_2,

@@ -275,7 +275,7 @@ def _bound(variant):
 
 
 SPEC = register_spec(TheoremSpec(
-    name="fedspeed.theorem_4_4", algorithm="fedspeed",
+    name="fedspeed.theorem_4_4", algorithm="fedspeed", quantity="(1/T) sum_{t=1}^{T-1} ||grad F(z^t)||^2",
     statement=r"(1/T) sum_{t=1}^{T-1} E||grad F(z^t)||^2 <= RHS (eq. 6-7), z^t = x^t + lam (2 - 1/gamma) gbar^{t-1}",
     setup=_setup, run_kwargs=_run_kwargs, measure=measure, conditions=_conditions,
     variants={"printed": Variant("eq. (6)-(7) as printed", _bound("printed"), ("stated",)),

@@ -575,7 +575,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
 
 
 THEOREM_4_1 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_1", algorithm="lfd",
+    name="localdescent.theorem_4_1", algorithm="lfd", quantity="f(x^r) - f* at the round end with the largest gap/bound",
     statement=r"E[f(xbar^T) - f*] <= exp(-mu eta T) (f(x^0) - f*) (eq. 20) for LFGD under (19), at round ends T = rE",
     setup=_setup_4_1, run_kwargs=_run_kwargs_4_1, measure=_measure_4_1, conditions=_conditions_4_1,
     variants={
@@ -741,7 +741,7 @@ def _bound_4_2(st, m):
 
 
 THEOREM_4_2 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_2", algorithm="lfd",
+    name="localdescent.theorem_4_2", algorithm="lfd", quantity="f(xbar^T) - f*",
     statement="E[f(xbar^T) - f*] <= eq. (22) for LFSGD with eta_t = 4/(mu (t + a)), a = alpha E + 4, T = RE",
     setup=_setup_4_2, run_kwargs=_run_kwargs_4_2, measure=_measure_4_2, conditions=_conditions_4_2,
     variants={
@@ -865,7 +865,7 @@ def _bound_4_4(st, m):
 
 
 THEOREM_4_4 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_4", algorithm="lfd",
+    name="localdescent.theorem_4_4", algorithm="lfd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (24) for LFSGD with constant eta (xbar^(t): the "
               r"virtual average at every local step)",
     setup=_setup_4_4, run_kwargs=_run_kwargs_4_4, measure=_measure_nonconvex, conditions=_conditions_4_4,
@@ -942,7 +942,7 @@ def _bound_4_7(st, m):
 
 
 THEOREM_4_7 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_7", algorithm="nfsgd",
+    name="localdescent.theorem_4_7", algorithm="nfsgd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (29) for NFSGD with constant eta (xbar^(t): the "
               r"q-average of the clients' local iterates at every local step)",
     setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_nonconvex, conditions=_conditions_4_7,

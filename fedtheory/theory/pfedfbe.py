@@ -411,7 +411,7 @@ def _bound(variant):
 
 
 SPEC = register_spec(TheoremSpec(
-    name="pfedfbe.theorem_1", algorithm="pfedfbe",
+    name="pfedfbe.theorem_1", algorithm="pfedfbe", quantity="(1/(KR)) sum_{t,k} ||grad F(xbar_k^t)||^2",
     statement=r"(1/(KR)) sum_{t<R, k<K} E||grad F(xbar_k^t)||^2 <= 4 Delta_F/(eta KR) + 1600 eta^2 K^2 (gamma_F^2 "
               r"+ 4 sigma_F^2) + 8 L_F eta (q_S gamma_F^2 + sigma_F^2) + 16 r sigma_G^2",
     setup=_setup, run_kwargs=_run_kwargs, measure=measure, conditions=conditions,
