@@ -1,7 +1,7 @@
 """The ``fedtheory`` command line (also ``python -m fedtheory``), README.md, "Command line".
 
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
-``verify [--quick]``, ``plot DIR``, ``demo``. ``fedtheory COMMAND --help`` shows examples.
+``verify [--quick]``, ``falsify NAME``, ``plot DIR``, ``demo``. ``fedtheory COMMAND --help`` shows examples.
 """
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ EPILOGS = {
     "verify": "examples:\n  fedtheory verify --quick            # 6-14 s on 2 cores (30 s when the kernels compile)\n"
               "  fedtheory verify --out verify-report # full run: report.md, verdicts.csv, PNGs\n"
               "  fedtheory verify --theorem fedspeed.theorem_4_4",
+    "falsify": "examples:\n  fedtheory falsify feddeper.theorem_2 --variant printed --budget 40   # exit 1: a counterexample\n"
+               "  fedtheory falsify fedsps.theorem_3a --budget 20 --seed 1 --out falsify-report",
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
             "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"
             "  fedtheory plot results --filter algorithm=scaffold --filter lr=0.1 --x comm",
@@ -240,6 +242,36 @@ def _verify(args):
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
 
+def _falsify(args):
+    """Exit 1 when a counterexample is found, 0 otherwise; the report (and its figure) in --out."""
+    from pathlib import Path
+    from .exceptions import InvalidParameterError
+    from .theory import THEOREMS
+    from .theory.falsify import falsify
+    if args.name not in THEOREMS:
+        raise UsageError(f"unknown theorem {args.name!r}; registered theorems: {', '.join(sorted(THEOREMS))}")
+    if args.out:
+        _out_dir(args.out)
+    try:
+        f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None)
+    except (ImportError, ValueError) as e:
+        if isinstance(e, InvalidParameterError):
+            raise
+        raise UsageError(str(e)) from None
+    text = f.report()
+    print(text)
+    if args.out:
+        import matplotlib
+        matplotlib.use("Agg")
+        from .verification import save_figure
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_figure(f.figure(), out / "falsify.png")
+        (out / "report.md").write_text(f"# falsify {args.name}\n\n```\n{text}\n```\n\n![search](falsify.png)\n")
+        print(f"\nreport: {out / 'report.md'}")
+    return 1 if f.counterexample is not None else 0
+
+
 def _plot(args):
     from pathlib import Path
 
@@ -282,7 +314,8 @@ def _plot(args):
 def main(argv=None):
     """Entry point of the ``fedtheory`` console command.
 
-    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict, 2 for
+    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict or
+    ``falsify`` a counterexample, 2 for
     a usage mistake (one line on stderr, never a traceback: bad arguments, a bad or missing
     configuration, an unknown name, an output path of the wrong kind), 130 on Ctrl-C (one line).
     """
@@ -331,6 +364,13 @@ def _main(argv):
     v.add_argument("--tightness", action="store_true",
                    help="also the exact worst case by performance estimation (extra [pep]): measured <= worst case "
                         "<= bound, looseness, figures")
+    fa = sub.add_parser("falsify", help="search a theorem's conforming cases for a counterexample (exit 1 when found)",
+                        epilog=EPILOGS["falsify"], formatter_class=fmt)
+    fa.add_argument("name", help="a registered theorem (fedtheory list)")
+    fa.add_argument("--variant", default=None, help="the bound variant (default: the theorem's default variant)")
+    fa.add_argument("--budget", type=int, default=60, help="the most verifications to run (default 60)")
+    fa.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    fa.add_argument("--out", default=None, help="report directory: report.md and falsify.png")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")
@@ -371,7 +411,7 @@ def _main(argv):
         elif args.cmd == "demo":
             _demo(args)
         else:
-            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot}[args.cmd](args)
+            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "falsify": _falsify}[args.cmd](args)
     except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError) as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
