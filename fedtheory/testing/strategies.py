@@ -42,7 +42,8 @@ def as_strategy(value):
 
     Examples
     --------
-    >>> as_strategy(3).example()
+    >>> from hypothesis import find
+    >>> find(as_strategy(3), lambda v: True)
     3
     """
     return value if isinstance(value, st.SearchStrategy) else st.just(value)
@@ -53,19 +54,21 @@ def integers(lo, hi):
 
     Examples
     --------
-    >>> 1 <= integers(1, 4).example() <= 4
-    True
+    >>> from hypothesis import find
+    >>> find(integers(1, 4), lambda v: v > 2)                    # shrinks to the smallest such value
+    3
     """
     return st.integers(int(lo), int(hi))
 
 
 def uniform(lo, hi):
-    """Finite floats in [lo, hi] (shrinking towards lo).
+    """Finite floats in [lo, hi] (shrinking towards the simplest value inside, an integer if any).
 
     Examples
     --------
-    >>> 0.5 <= uniform(0.5, 1.0).example() <= 1.0
-    True
+    >>> from hypothesis import find
+    >>> find(uniform(0.5, 1.0), lambda v: True)
+    1.0
     """
     return st.floats(float(lo), float(hi), allow_nan=False, allow_infinity=False)
 
@@ -75,7 +78,8 @@ def log_uniform(lo, hi):
 
     Examples
     --------
-    >>> 1e-3 <= log_uniform(1e-3, 10.0).example() <= 10.0
+    >>> from hypothesis import find
+    >>> 0.5 <= find(log_uniform(1e-3, 10.0), lambda v: v >= 0.5) <= 10.0
     True
     """
     a, b = math.log(lo), math.log(hi)
@@ -86,18 +90,22 @@ def log_uniform(lo, hi):
 def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=log_uniform(0.02, 0.5),
                heterogeneity=uniform(0.0, 2.0), noise=0.0, hessian=st.sampled_from(["shared", "distinct"]),
                shared_minimizer=False, seed=integers(0, 2 ** 16)):
-    r"""``problems.quadratic`` with every argument drawn (a value or a strategy): exactly
+    r"""``problems.quadratic`` with every argument drawn (a value or a strategy; the same problem,
+    built from the components): exactly
     L-smooth, mu-strongly convex averages with heterogeneity :math:`\zeta_*^2` and gradient noise
     of the given std. ``shared_minimizer=True`` forces heterogeneity 0. The construction is
     kept as ``problem.info["recipe"]`` (a call that rebuilds it).
 
     Examples
     --------
-    >>> p = quadratics(n_clients=3, dim=2, mu=0.1, heterogeneity=1.0, hessian="distinct", seed=0).example()
+    >>> from hypothesis import find
+    >>> p = find(quadratics(n_clients=3, dim=2, mu=0.1, heterogeneity=1.0, hessian="distinct", seed=0), lambda p: True)
     >>> p.info["recipe"]
     "problems.quadratic(3, 2, L=1.0, mu=0.1, heterogeneity=1.0, noise=0.0, seed=0, hessian='distinct', shared_minimizer=False)"
     """
-    import problems
+    from ..components import Quadratic
+    from ..components.quadratic import synthetic_quadratic
+    from ..problem import FederatedProblem
     kw = dict(L=draw(as_strategy(L)), mu=draw(as_strategy(mu)), heterogeneity=draw(as_strategy(heterogeneity)),
               noise=draw(as_strategy(noise)), seed=draw(as_strategy(seed)), hessian=draw(as_strategy(hessian)),
               shared_minimizer=draw(as_strategy(shared_minimizer)))
@@ -106,7 +114,9 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=log
         kw["heterogeneity"] = 0.0
     if d == 1:
         kw["mu"] = kw["L"]
-    p = problems.quadratic(n, d, **kw)
+    Q, C, w, info = synthetic_quadratic(n, d, caller="fedtheory.testing.strategies.quadratics", **kw)
+    p = FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, noise=kw["noise"], name="quadratic",
+                                      info=info, caller="fedtheory.testing.strategies.quadratics")
     p.info["recipe"] = f"problems.quadratic({n}, {d}, " + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
     return p
 
@@ -117,8 +127,9 @@ def unit_vectors(draw, dim):
 
     Examples
     --------
-    >>> float(np.linalg.norm(unit_vectors(3).example()))
-    1.0
+    >>> from hypothesis import find
+    >>> find(unit_vectors(3), lambda u: True).tolist()                # shrinks to e_1
+    [1.0, 0.0, 0.0]
     """
     v = np.array(draw(st.lists(st.integers(-8, 8), min_size=dim, max_size=dim)), dtype=float)
     if not v.any():
@@ -132,9 +143,9 @@ def around(draw, center, radius=log_uniform(0.1, 30.0)):
 
     Examples
     --------
-    >>> x = around(np.zeros(2), radius=2.0).example()
-    >>> round(float(np.linalg.norm(x)), 12)
-    2.0
+    >>> from hypothesis import find
+    >>> find(around(np.zeros(2), radius=2.0), lambda x: x[1] > 0).tolist()
+    [0.0, 2.0]
     """
     center = np.asarray(center, dtype=float)
     return center + draw(as_strategy(radius)) * draw(unit_vectors(center.size))
@@ -160,7 +171,10 @@ def theorem_cases(name, variant=None):
     Examples
     --------
     >>> import validation
-    >>> problem, params = theorem_cases("feddeper.theorem_2").example()
+    >>> from hypothesis import find
+    >>> problem, params = find(theorem_cases("feddeper.theorem_2"), lambda case: True)
+    >>> params["rounds"], params["local_steps"], problem.n_clients        # the smallest case of the space
+    (5, 1, 2)
     >>> validation.verify("feddeper.theorem_2", problem, **params).applicable
     True
     """

@@ -454,6 +454,64 @@ def _pep(kind):
     return pep
 
 
+# ------------------------------------------------------------------ conforming spaces --
+def _space(kind):
+    r"""Conforming space of Theorem ``kind`` ("3a", "3b", "6a", "6b", "18"), for
+    :func:`fedtheory.testing.strategies.theorem_cases`: noise-free quadratics with uniform weights
+    (A1 with the per-sample constants of :func:`sample_constants`; n in 2..5, d in 2..3, mu in
+    [0.05, 0.5], zeta_*^2 in [0, 2], shared or distinct Hessians, shared minimiser or not),
+    x^0 at distance [0.1, 30] from x*, and each theorem's stated conditions:
+
+    * 3(a), 3(b): c = 2 tau^2 (3(b): 4 tau^2) times [1, 3], gamma_b in [0.01, 10] (3(b)'s corrected
+      variant: gamma_b <= 1/(2 mu), its hidden condition), ell_i* = f_i* - delta with delta 0 or in
+      [1e-3, 1] (a valid lower bound), tau in 1..4, R in 2..25;
+    * 6(a), 6(b): c in [0.1, 2], gamma_b a fraction [0.05, 1] of min{1/(2cL), 1/(20 L tau)},
+      ell_i* = f_i* (every step then at the cap, the theorems' regime), tau in 1..4; R in 2..30
+      (6(a)), 100..600 (6(b): a plateau to compare);
+    * 18: shared Hessian (zeta^2 and sigma^2 bounded for all x), gradient noise 0 or in
+      [0.01, 0.1], gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
+      minus [1, 10] (with noise the Polyak ratio must stay above the cap), three seeds.
+    """
+    def cases(variant):
+        from hypothesis import strategies as st
+        from ..testing import strategies as fts
+
+        @st.composite
+        def draw_case(draw):
+            if kind == "18":
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3),
+                                        mu=fts.log_uniform(0.05, 0.5), heterogeneity=fts.uniform(0.0, 2.0),
+                                        noise=st.sampled_from([0.0]) | fts.uniform(0.01, 0.1), hessian="shared"))
+            else:
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3),
+                                        mu=fts.log_uniform(0.05, 0.5), heterogeneity=fts.uniform(0.0, 2.0),
+                                        shared_minimizer=st.booleans()))
+            tau = draw(fts.integers(1, 4))
+            fi = client_minima(p)
+            x0 = draw(fts.around(p.info["x_star"]))
+            if kind in ("3a", "3b"):
+                c = DEFAULT_C[kind](tau) * draw(fts.uniform(1.0, 3.0))
+                if kind == "3b" and variant == "corrected":
+                    gamma_b = draw(fts.uniform(0.01, 1.0)) / (2 * sample_constants(p)[1])
+                else:
+                    gamma_b = draw(fts.log_uniform(0.01, 10.0))
+                delta = draw(st.sampled_from([0.0]) | fts.log_uniform(1e-3, 1.0))
+                return p, dict(rounds=draw(fts.integers(2, 25)), local_steps=tau, c=c, gamma_b=gamma_b,
+                               lower_bound=fi - delta, x0=x0, seeds=1)
+            c = draw(fts.uniform(0.1, 2.0))
+            L = _full_batch_L(p)
+            if kind == "18":
+                cap = step_cap(c, sample_constants(p)[0], tau, 25)
+                return p, dict(rounds=draw(fts.integers(2, 30)), local_steps=tau, c=c,
+                               gamma_b=draw(fts.uniform(0.05, 0.99)) * cap,
+                               lower_bound=fi - draw(fts.uniform(1.0, 10.0)), x0=x0, seeds=3)
+            gamma_b = draw(fts.uniform(0.05, 1.0)) * step_cap(c, L, tau, 20)
+            R = draw(fts.integers(2, 30)) if kind == "6a" else draw(fts.integers(100, 600))
+            return p, dict(rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, x0=x0, seeds=1)
+        return draw_case()
+    return cases
+
+
 # ----------------------------------------------------------------------- Theorem 3 --
 def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
               x0=None):
@@ -535,7 +593,7 @@ SPEC_3A = register_spec(TheoremSpec(
     default_variant="printed",
     details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); docs/papers/fedsps.md, §4.3",
-    pep=_pep("3a"), assumptions=_A1, floor=_gap_floor,
+    pep=_pep("3a"), assumptions=_A1, cases=_space("3a"), floor=_gap_floor,
     quantity="(1/(Tn)) sum_t sum_i f_i(x_t^i) - ell_i*"))
 
 
@@ -591,7 +649,7 @@ SPEC_3B = register_spec(TheoremSpec(
                                    "(Lemma 8's false upper bound, docs/papers/fedsps.md, erratum 1)", _bound_3b, ("stated", "hidden"))},
     default_variant="corrected",
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(b) and Corollary 5; docs/papers/fedsps.md, §4.3, §8",
-    pep=_pep("3b"), assumptions=_A1, floor=_distance_floor, quantity="||xbar_T - x*||^2"))
+    pep=_pep("3b"), assumptions=_A1, cases=_space("3b"), floor=_distance_floor, quantity="||xbar_T - x*||^2"))
 
 
 # ----------------------------------------------------------------------- Theorem 6 --
@@ -683,7 +741,7 @@ SPEC_6A = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"periodic": (m["periodic_deviation"] <= 1e-12) if st["extrapolated"] else None},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(a), eq. (37); docs/papers/fedsps.md, §4.4, §8",
-    pep=_pep("6a"), assumptions=_A1, floor=_gap_floor, quantity="(1/T) sum_{t<T} f(xbar_t) - f*"))
+    pep=_pep("6a"), assumptions=_A1, cases=_space("6a"), floor=_gap_floor, quantity="(1/T) sum_{t<T} f(xbar_t) - f*"))
 
 
 def _setup_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
@@ -762,7 +820,7 @@ SPEC_6B = register_spec(TheoremSpec(
               r"D0/(mu gb/2) (1 - mu gb/2)^T / plateau(gb)",
     setup=_setup_6b, run_kwargs=_run_kwargs_6b, measure=measure_6b,
     conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
-    assumptions=_A1, quantity="plateau(gamma_b/2) / plateau(gamma_b), plateau = ||xbar_T - x*||^2",
+    assumptions=_A1, cases=_space("6b"), quantity="plateau(gamma_b/2) / plateau(gamma_b), plateau = ||xbar_T - x*||^2",
     floor=lambda st, m: 0.0,
     extra_runs=lambda st: {"half": ("fedsps", dict(_run_kwargs_6b(st), gamma_b=st["gamma_b"] / 2))},
     variants={"printed": Variant("shape only (an O-statement): 1/2 plus 10%, plus the theorem's transient "
@@ -842,7 +900,7 @@ SPEC_18 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"sigma2": st["sigma2"], "zeta2": st["zeta2"]},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 18 and eq. (45); docs/papers/fedsps.md, §4.5",
-    assumptions=_A1, floor=_grad_floor, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
+    assumptions=_A1, cases=_space("18"), floor=_grad_floor, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "

@@ -574,6 +574,43 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
                    instances=instances, metric_is_contraction=True)
 
 
+def _space(theorem):
+    r"""Conforming space of Theorem ``theorem`` ("4.1", "4.2", "4.4", "4.7") for
+    :func:`fedtheory.testing.strategies.theorem_cases`: shared-minimiser quadratics with distinct
+    Hessians (mu-PL with exact L, mu and bounded diversity lambda; n in 3..8, d in 2..4, mu in
+    [0.1, 0.5]), x^0 at distance [0.1, 10] from x*, and the step sizes each theorem's
+    setup derives from its condition (Theorem 4.1: eta at the bound of (43), or of the printed
+    (19) for the printed and proof variants; 4.2: the smallest alpha passing Lemma B.6; 4.4 and
+    4.7: eta = sqrt(S/T)/L). Theorem 4.1 has exact gradients; the others gradient noise in
+    [0.05, 0.3] and three seeds. S in 1..n (4.1: also full participation); 4.7 draws a ring or
+    complete graph."""
+    def cases(variant):
+        from hypothesis import strategies as st
+        from ..testing import strategies as fts
+
+        @st.composite
+        def draw_case(draw):
+            noise = 0.0 if theorem == "4.1" else draw(fts.uniform(0.05, 0.3))
+            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), mu=fts.uniform(0.1, 0.5),
+                                    noise=noise, hessian="distinct", shared_minimizer=True))
+            n = p.n_clients
+            x0 = draw(fts.around(p.info["x_star"], radius=fts.log_uniform(0.1, 10.0)))
+            if theorem == "4.1":
+                S = draw(st.none() | fts.integers(1, n))
+                return p, dict(rounds=draw(fts.integers(2, 20)), local_steps=draw(fts.integers(1, 5)),
+                               clients_per_round=S, seeds=3, x0=x0, trajectory=False,
+                               eta_rule="43" if variant == "corrected" else "19")
+            if theorem == "4.7":
+                return p, dict(rounds=draw(fts.integers(32, 256)), local_steps=1,
+                               topology=draw(st.sampled_from(["ring", "complete"])), seeds=3, x0=x0,
+                               trajectory=False)
+            kw = dict(rounds=draw(fts.integers(16, 128)), local_steps=draw(fts.integers(1, 5)),
+                      clients_per_round=draw(fts.integers(1, n)), seeds=3, x0=x0, trajectory=False)
+            return p, kw
+        return draw_case()
+    return cases
+
+
 THEOREM_4_1 = register_spec(TheoremSpec(
     name="localdescent.theorem_4_1", algorithm="lfd", quantity="f(x^r) - f* at the round end with the largest gap/bound",
     statement=r"E[f(xbar^T) - f*] <= exp(-mu eta T) (f(x^0) - f*) (eq. 20) for LFGD under (19), at round ends T = rE",
@@ -591,6 +628,7 @@ THEOREM_4_1 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_1(st)),
     details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
                                              "all_rounds_hold", "all_rounds_hold_printed")},
+    cases=_space("4.1"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
               "docs/papers/localdescent.md, §4.1",
     pep=pep_4_1))
@@ -753,6 +791,7 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.2"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; docs/papers/localdescent.md, §4.2",
     pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
          "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
@@ -876,6 +915,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.4"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
               "docs/papers/localdescent.md, §4.3",
     pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
@@ -953,6 +993,7 @@ THEOREM_4_7 = register_spec(TheoremSpec(
                              "an informational condition.", _bound_4_7, ("stated",))},
     default_variant="corrected",
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.7"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
     pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
