@@ -93,7 +93,7 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=log
     r"""``problems.quadratic`` with every argument drawn (a value or a strategy; the same problem,
     built from the components): exactly
     L-smooth, mu-strongly convex averages with heterogeneity :math:`\zeta_*^2` and gradient noise
-    of the given std. ``shared_minimizer=True`` forces heterogeneity 0. The construction is
+    of the given std. ``shared_minimizer=True``, or one client, forces heterogeneity 0. The construction is
     kept as ``problem.info["recipe"]`` (a call that rebuilds it).
 
     Examples
@@ -110,7 +110,7 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=log
               noise=draw(as_strategy(noise)), seed=draw(as_strategy(seed)), hessian=draw(as_strategy(hessian)),
               shared_minimizer=draw(as_strategy(shared_minimizer)))
     n, d = draw(as_strategy(n_clients)), draw(as_strategy(dim))
-    if kw["shared_minimizer"]:
+    if kw["shared_minimizer"] or n == 1:
         kw["heterogeneity"] = 0.0
     if d == 1:
         kw["mu"] = kw["L"]

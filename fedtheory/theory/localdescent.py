@@ -73,7 +73,7 @@ import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
-from .engine import NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -574,6 +574,11 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
                    instances=instances, metric_is_contraction=True)
 
 
+def _gap_floor(st, m):
+    """Resolution floor of f(x) - f*: machine epsilon times |f*| and |f(x^0)|."""
+    return gap_floor(st["f_star"], st["f0"] + st["f_star"])
+
+
 def _space(theorem):
     r"""Conforming space of Theorem ``theorem`` ("4.1", "4.2", "4.4", "4.7") for
     :func:`fedtheory.testing.strategies.theorem_cases`: shared-minimiser quadratics with distinct
@@ -629,6 +634,7 @@ THEOREM_4_1 = register_spec(TheoremSpec(
     details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
                                              "all_rounds_hold", "all_rounds_hold_printed")},
     cases=_space("4.1"),
+    floor=_gap_floor,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
               "docs/papers/localdescent.md, §4.1",
     pep=pep_4_1))
@@ -792,6 +798,7 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     cases=_space("4.2"),
+    floor=_gap_floor,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; docs/papers/localdescent.md, §4.2",
     pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
          "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
