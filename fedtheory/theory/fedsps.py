@@ -22,6 +22,9 @@ evaluates: a problem with non-uniform client weights, or with additive gradient 
 sampled loss :math:`F_i(x,\xi) = f_i(x) + \xi^\top x` is unbounded below, so no
 :math:`\ell_i^* \le F_i^*` exists and interpolation fails; the algorithm's Polyak ratio uses the
 noise-free value with the noisy gradient), is not applicable, with the failing condition named.
+So is a problem whose components do not declare A1 (every sample function L-smooth; a lasso
+problem's l1 penalty is not smooth), asked of the components through
+:func:`fedtheory.components.capabilities`.
 
 Examples
 --------
