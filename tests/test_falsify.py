@@ -94,6 +94,19 @@ def test_falsify_finds_and_shrinks_a_planted_false_bound(monkeypatch):
     assert f.replay().ratio == f.counterexample.ratio
 
 
+def test_conforms_decides_the_conditions_known_before_a_run():
+    from fedtheory.theory.engine import conforms
+    import problems
+    p = problems.quadratic(3, 2, mu=0.1, heterogeneity=1.0, seed=0)
+    spec = SPECS["feddeper.theorem_2"]
+    assert conforms(spec, p, rounds=5) is True
+    assert conforms(spec, p, rounds=5, mix=0.2) is False                     # lambda in [1/2, 1] (stated)
+    assert conforms(spec, p, rounds=5, lr=1.0) is False                      # a = eta K beta above the cap
+    assert conforms(SPECS["fedsps.theorem_6a"], p, rounds=5) is None         # reads the run's step sizes
+    lasso = problems.federated_lasso("II", n_clients=3, dim=12, samples=8, seed=0)
+    assert conforms(SPECS["fedsps.theorem_6a"], lasso, rounds=5) is False    # A1 fails
+
+
 def test_falsify_validates_its_parameters():
     with pytest.raises(ValueError, match="The 'budget' parameter of falsify must be an int in the range"):
         validation.falsify("feddeper.theorem_2", budget=0)
@@ -109,6 +122,7 @@ def test_default_variant_has_no_counterexample_small_budget(name):
     f = validation.falsify(name, budget=6, seed=0, progress=False)
     assert f.evaluations <= 6
     assert f.counterexample is None, f.report()
+    assert f.skipped == 0 and f.worst is not None        # the space's draws are inside the conditions
 
 
 @pytest.mark.slow
@@ -118,6 +132,7 @@ def test_every_corrected_variant_has_no_counterexample_large_budget(name):
     for variant in variants:
         f = validation.falsify(name, variant=variant, budget=150, seed=1, progress=False)
         assert f.counterexample is None, f.report()
+        assert f.skipped == 0
 
 
 # ------------------------------------------------------------------ the command line --

@@ -155,7 +155,8 @@ def theorem_cases(name, variant=None):
     """The conforming space of theorem ``name``: a strategy of ``(problem, params)`` pairs inside its
     function class and stated conditions (``variant``: inside that variant's conditions too, when
     they differ), on which ``validation.verify(name, problem, variant=variant, **params)`` is
-    applicable.
+    applicable. The spec's draws (``TheoremSpec.cases``) are filtered by the conditions that can be
+    decided before a run (:func:`fedtheory.theory.engine.conforms`).
 
     Parameters
     ----------
@@ -187,4 +188,7 @@ def theorem_cases(name, variant=None):
                          "search it (docs/how-a-theorem-is-checked.md)")
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], "theorem_cases")
-    return spec.cases(variant)
+    from ..theory.engine import conforms
+    # the spec's draws, kept inside every condition the variant requires that can be decided before a
+    # run (a condition the theorem states, never a narrower space)
+    return spec.cases(variant).filter(lambda case: conforms(spec, case[0], variant, **case[1]) is not False)

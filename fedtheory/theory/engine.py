@@ -305,6 +305,41 @@ def check(spec, problem, variant=None, measurement=None, **params):
                         quantity=quantity)
 
 
+class _NoMeasurement(dict):
+    def __missing__(self, key):
+        raise KeyError(key)
+
+
+def conforms(spec, problem, variant=None, **params):
+    """Whether ``(problem, params)`` is inside the conditions ``variant`` requires, decided before
+    any run: the assumptions, the setup and the conditions that do not read the measurement.
+
+    Returns True (every such condition holds), False (one fails, or the setup says the theorem
+    does not apply) or None (the conditions read the measurement: only a run can tell).
+
+    Examples
+    --------
+    >>> import problems
+    >>> from fedtheory.theory import SPECS
+    >>> p = problems.quadratic(3, 2, mu=0.1, heterogeneity=1.0, seed=0)
+    >>> conforms(SPECS["feddeper.theorem_2"], p, rounds=5, mix=0.5), conforms(SPECS["feddeper.theorem_2"], p, mix=0.2)
+    (True, False)
+    """
+    variant = spec.default_variant if variant is None else variant
+    if assumption_failures(problem, spec.assumptions):
+        return False
+    try:
+        setup = spec.setup(problem, **params)
+    except NotApplicable:
+        return False
+    setup.setdefault("problem", problem)
+    try:
+        conds = list(spec.conditions(setup, _NoMeasurement()))
+    except KeyError:
+        return None
+    return all(c.ok for c in conds if c.role in spec.variants[variant].requires)
+
+
 def register_spec(spec):
     """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it."""
     from . import SPECS, THEOREMS
