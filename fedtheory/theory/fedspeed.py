@@ -344,8 +344,8 @@ def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift,
 @register_cases("fedspeed.theorem_4_4")
 def default_cases(quick=False):
     """C1 (conforming), C2 and C5 (docs/papers/fedspeed.md, §4.6 counterexamples) and the Corollary 4.5 schedule."""
-    holds = {"printed": True, "corrected": True}
-    fails = {"printed": False, "corrected": True}
+    holds = {"printed": True, "derived": True, "corrected": True}
+    fails = {"printed": False, "derived": False, "corrected": True}     # E3: derived misses the variance too
     cases = [
         _case("C1: n=10, K=4, eta_l at half its cap", "conforming", 10, 1.0, 0.45, 4, 0.6, 0.5, 0.5, 0.5,
               1000 if quick else 3000, 2 if quick else 10, 1.0, holds, "docs/papers/fedspeed.md, §4.6, C1"),
