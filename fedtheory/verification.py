@@ -106,7 +106,7 @@ def case_rows(name, case, verifications, expect=None):
 
 
 def _variants(name, expect):
-    """Every variant of theorem ``name``: those the case expects first, then the spec's others."""
+    """Every variant of theorem ``name``: printed first, then those the case expects, then the theorem's others."""
     spec = SPECS.get(name)
     names = list(dict.fromkeys([*expect, *(spec.variants if spec is not None else ())]))
     return sorted(names, key=lambda v: v != "printed")          # printed first, the others as declared

@@ -189,6 +189,6 @@ def theorem_cases(name, variant=None):
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], "theorem_cases")
     from ..theory.engine import conforms
-    # the spec's draws, kept inside every condition the variant requires that can be decided before a
+    # the theorem's draws, kept inside every condition the variant requires that can be decided before a
     # run (a condition the theorem states, never a narrower space)
     return spec.cases(variant).filter(lambda case: conforms(spec, case[0], variant, **case[1]) is not False)
