@@ -45,6 +45,14 @@ def test_falsify_finds_and_shrinks_the_feddeper_theorem_2_erratum():
     assert f.worst.ratio >= cx.ratio and "COUNTEREXAMPLE" in f.report()
 
 
+def test_falsify_finds_the_documented_theorem_4_2_erratum():
+    # conditions (i)-(iv) do not imply the step-size bound the proof needs (docs/papers/localdescent.md)
+    f = validation.falsify("localdescent.theorem_4_2", variant="printed", budget=30, seed=0, progress=False)
+    assert f.counterexample is not None and f.counterexample.ratio > 10
+    stated = [c for c in f.counterexample.verification.conditions if c.role == "stated"]
+    assert stated and all(c.ok for c in stated)
+
+
 def test_falsify_is_deterministic_for_a_seed():
     a = validation.falsify("feddeper.theorem_2", variant="corrected", budget=8, seed=3, progress=False)
     b = validation.falsify("feddeper.theorem_2", variant="corrected", budget=8, seed=3, progress=False)

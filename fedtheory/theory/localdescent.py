@@ -596,7 +596,8 @@ def _space(theorem):
         @st.composite
         def draw_case(draw):
             noise = 0.0 if theorem == "4.1" else draw(fts.uniform(0.05, 0.3))
-            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), mu=fts.uniform(0.1, 0.5),
+            mu = fts.log_uniform(0.02, 0.5) if (theorem, variant) == ("4.2", "printed") else fts.uniform(0.1, 0.5)
+            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), mu=mu,
                                     noise=noise, hessian="distinct", shared_minimizer=True))
             n = p.n_clients
             x0 = draw(fts.around(p.info["x_star"], radius=fts.log_uniform(0.1, 10.0)))
@@ -611,6 +612,11 @@ def _space(theorem):
                                trajectory=False)
             kw = dict(rounds=draw(fts.integers(16, 128)), local_steps=draw(fts.integers(1, 5)),
                       clients_per_round=draw(fts.integers(1, n)), seeds=3, x0=x0, trajectory=False)
+            if theorem == "4.2" and variant == "printed":
+                # the printed conditions (i)-(iv) constrain alpha and E themselves: draw them (the
+                # default alpha is the corrected rule's)
+                kw.update(alpha=draw(fts.log_uniform(0.05, 5.0)), local_steps=draw(fts.integers(2, 12)),
+                          rounds=draw(fts.integers(2, 12)))
             return p, kw
         return draw_case()
     return cases
