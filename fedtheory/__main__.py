@@ -253,11 +253,15 @@ def _falsify(args):
     if args.out:
         _out_dir(args.out)
     try:
+        from hypothesis.errors import HypothesisException
+    except ImportError:
+        raise UsageError("falsify needs hypothesis (the 'test' extra): pip install -e \".[test]\"") from None
+    try:
         f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None)
-    except (ImportError, ValueError) as e:
-        if isinstance(e, InvalidParameterError):
-            raise
-        raise UsageError(str(e)) from None
+    except InvalidParameterError:
+        raise
+    except (ValueError, HypothesisException) as e:        # no conforming space, or none could be drawn
+        raise UsageError(f"{type(e).__name__}: {e}" if isinstance(e, HypothesisException) else str(e)) from None
     text = f.report()
     print(text)
     if args.out:
