@@ -25,6 +25,8 @@ VACUOUS = 1e3
 #: Kind of a row of a "conforming" case in which a condition the paper states fails (the variant
 #: measured requires other conditions, e.g. a corrected one): never called conforming.
 BEYOND_STATED = "beyond stated conditions"
+#: What a vacuous row's verdict says after "holds".
+VACUOUS_NOTE = f" (vacuous: bound > {VACUOUS:.0e} x measured)".replace("e+0", "e")
 
 
 def failing_conditions(conditions):
@@ -68,7 +70,7 @@ def verdict_cell(v, expected=None, kind="conforming"):
         return f"UNRESOLVED: {v.unresolved_reason}"
     cell = _verdict(v.holds, expected, kind)
     if v.holds and vacuous(v.measured, v.bound):
-        cell += f" (vacuous: bound > {VACUOUS:.0e} x measured)".replace("1e+03", "1e3")
+        cell += VACUOUS_NOTE
     return cell
 
 
@@ -164,8 +166,9 @@ def run_cases(quick=False, theorems=None, progress=None):
                                  measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
                                  ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail,
                                  predicted_rate=item.predicted_slope,
-                                 verdict=("holds" if held else "VIOLATED") + (", rate as predicted" if ok_rate
-                                                                                 else ", rate SLOWER than predicted"),
+                                 verdict=("holds" if held else "VIOLATED")
+                                 + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
+                                 + (", rate as predicted" if ok_rate else ", rate SLOWER than predicted"),
                                  failing_conditions=failing))
             studies.append(dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se,
                                 bounds=bounds, slope=slope, tail_slope=tail, predicted=item.predicted_slope,
