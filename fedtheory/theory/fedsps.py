@@ -461,8 +461,9 @@ def _pep(kind):
 def _space(kind):
     r"""Conforming space of Theorem ``kind`` ("3a", "3b", "6a", "6b", "18"), for
     :func:`fedtheory.testing.strategies.theorem_cases`: noise-free quadratics with uniform weights
-    (A1 with the per-sample constants of :func:`sample_constants`; n in 2..5, d in 2..3, mu in
-    [0.05, 0.5], zeta_*^2 in [0, 2], shared or distinct Hessians, shared minimiser or not),
+    (A1 with the per-sample constants of :func:`sample_constants`; n in 2..5, d in 2..3, L = 1 or
+    in [0.01, 100] (the errata are about scaling), mu/L in [0.05, 0.5], zeta_*^2 in [0, 2], shared
+    or distinct Hessians, shared minimiser or not),
     x^0 at distance [0.1, 30] from x*, and each theorem's stated conditions:
 
     * 3(a), 3(b): c = 2 tau^2 (3(b): 4 tau^2) times [1, 3], gamma_b in [0.01, 10] (3(b)'s corrected
@@ -481,14 +482,15 @@ def _space(kind):
 
         @st.composite
         def draw_case(draw):
+            L = draw(st.sampled_from([1.0]) | fts.log_uniform(0.01, 100.0))       # the scale of the curvature
+            mu = L * draw(fts.log_uniform(0.05, 0.5))
             if kind == "18":
-                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3),
-                                        mu=fts.log_uniform(0.05, 0.5), heterogeneity=fts.uniform(0.0, 2.0),
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
+                                        heterogeneity=fts.uniform(0.0, 2.0),
                                         noise=st.sampled_from([0.0]) | fts.uniform(0.01, 0.1), hessian="shared"))
             else:
-                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3),
-                                        mu=fts.log_uniform(0.05, 0.5), heterogeneity=fts.uniform(0.0, 2.0),
-                                        shared_minimizer=st.booleans()))
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
+                                        heterogeneity=fts.uniform(0.0, 2.0), shared_minimizer=st.booleans()))
             tau = draw(fts.integers(1, 4))
             fi = client_minima(p)
             x0 = draw(fts.around(p.info["x_star"]))
