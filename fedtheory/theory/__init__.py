@@ -129,6 +129,8 @@ class Verification:
             return ""
         if self.unresolved:
             return self.unresolved
+        if self.measured != self.measured or self.bound != self.bound:
+            return "the measurement or the bound is not a number"
         return (f"measured exceeds the bound by {self.measured - self.bound:.3g}, within the resolution floor "
                 f"{self.floor:.3g} of the measurement (rounding level)")
 
