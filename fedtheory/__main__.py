@@ -1,7 +1,7 @@
 """The ``fedtheory`` command line (also ``python -m fedtheory``), README.md, "Command line".
 
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
-``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``. ``fedtheory COMMAND --help`` shows examples;
+``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``, ``falsify NAME``. ``fedtheory COMMAND --help`` shows examples;
 ``fedtheory --version`` prints the version. Every subcommand takes ``--import MODULE``
 (repeatable): a user's module, imported first, that registers algorithms, components or theorems.
 
@@ -54,6 +54,8 @@ EPILOGS = {
               "  fedtheory verify --theorem fedspeed.theorem_4_4",
     "errata": "examples:\n  fedtheory errata                    # errata/errata.md and errata/errata.tex\n"
               "  fedtheory errata --out paper/errata --no-tightness",
+    "falsify": "examples:\n  fedtheory falsify feddeper.theorem_2 --variant printed --budget 40   # exit 1: a counterexample\n"
+               "  fedtheory falsify fedsps.theorem_3a --budget 20 --seed 1 --out falsify-report",
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
             "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"
             "  fedtheory plot results --filter algorithm=scaffold --filter lr=0.1 --x comm",
@@ -374,6 +376,41 @@ def _errata(args):
         print(f"{r['theorem']} [{r['label']}]: {', '.join(said)}")
     print(f"{len(rows)} errata: {md}, {tex}")
     return 0
+def _falsify(args):
+    """Exit 1 when a counterexample is found, 0 otherwise; the report (and its figure) in --out."""
+    from pathlib import Path
+    from .exceptions import InvalidParameterError
+    from .theory import THEOREMS
+    from .theory.falsify import falsify
+    if args.name not in THEOREMS:
+        from ._validation import did_you_mean
+        from .registry import import_hint
+        raise UsageError(f"unknown theorem {args.name!r}; registered theorems: {', '.join(sorted(THEOREMS))}."
+                         f"{did_you_mean(args.name, THEOREMS)}{import_hint()}")
+    if args.out:
+        _out_dir(args.out)
+    try:
+        from hypothesis.errors import HypothesisException
+    except ImportError:
+        raise UsageError("falsify needs hypothesis (the 'test' extra): pip install -e \".[test]\"") from None
+    try:
+        f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None)
+    except InvalidParameterError:
+        raise
+    except (ValueError, HypothesisException) as e:        # no conforming space, or none could be drawn
+        raise UsageError(f"{type(e).__name__}: {e}" if isinstance(e, HypothesisException) else str(e)) from None
+    text = f.report()
+    print(text)
+    if args.out:
+        import matplotlib
+        matplotlib.use("Agg")
+        from .verification import save_figure
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_figure(f.figure(), out / "falsify.png")
+        (out / "report.md").write_text(f"# falsify {args.name}\n\n```\n{text}\n```\n\n![search](falsify.png)\n")
+        print(f"\nreport: {out / 'report.md'}")
+    return 1 if f.counterexample is not None else 0
 
 
 def _plot(args):
@@ -489,6 +526,13 @@ def _main(argv):
                        epilog=EPILOGS["errata"], formatter_class=fmt)
     e.add_argument("--out", default="errata", help="output directory (default errata)")
     e.add_argument("--no-tightness", action="store_true", help="skip the exact worst cases (PEP)")
+    fa = sub.add_parser("falsify", help="search a theorem's conforming cases for a counterexample (exit 1 when found)",
+                        epilog=EPILOGS["falsify"], formatter_class=fmt)
+    fa.add_argument("name", help="a registered theorem (fedtheory list)")
+    fa.add_argument("--variant", default=None, help="the bound variant (default: the theorem's default variant)")
+    fa.add_argument("--budget", type=int, default=60, help="the most verifications to run (default 60)")
+    fa.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    fa.add_argument("--out", default=None, help="report directory: report.md and falsify.png")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")
     pl.add_argument("--out", help="output file (PNG, PDF, SVG; default DIR/rates.png)")
@@ -545,7 +589,7 @@ def _main(argv):
         elif args.cmd == "demo":
             _demo(args)
         else:
-            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata}[args.cmd](args)
+            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata, "falsify": _falsify}[args.cmd](args)
     except OSError as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
         return 2

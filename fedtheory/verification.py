@@ -15,10 +15,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .theory import CASES, THEOREMS
+from .theory import CASES, SPECS, THEOREMS
 
-COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "measured", "stderr", "bound", "ratio",
+COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "quantity", "measured", "stderr", "bound", "ratio",
            "fitted_rate", "predicted_rate", "verdict", "failing_conditions"]
+
+#: A bound more than this many times the measurement holds, but says little: its row is "vacuous".
+VACUOUS = 1e3
+#: Kind of a row of a "conforming" case in which a condition the paper states fails (the variant
+#: measured requires other conditions, e.g. a corrected one): never called conforming.
+BEYOND_STATED = "beyond stated conditions"
+#: What a vacuous row's verdict says after "holds".
+VACUOUS_NOTE = f" (vacuous: bound > {VACUOUS:.0e} x measured)".replace("e+0", "e")
 
 
 def failing_conditions(conditions):
@@ -39,6 +47,71 @@ def _verdict(holds, expected, kind):
     if holds == expected:
         return "holds" if holds else "violated (documented counterexample)"
     return "UNEXPECTED: " + ("holds" if holds else "violated")
+
+
+def vacuous(measured, bound):
+    """Whether a bound that holds is more than :data:`VACUOUS` times the measurement.
+
+    Examples
+    --------
+    >>> vacuous(1.0, 2e3), vacuous(1.0, 10.0), vacuous(0.0, 0.0)
+    (True, False, False)
+    """
+    return bool(bound > 0 and bound > VACUOUS * measured)
+
+
+def verdict_cell(v, expected=None, kind="conforming"):
+    """The verdict column of a Verification: NOT APPLICABLE or UNRESOLVED with the reason, a
+    documented counterexample against its expectation, "vacuous" for a bound that holds by
+    more than :data:`VACUOUS` times the measurement."""
+    if not v.applicable:
+        return f"NOT APPLICABLE: {v.reason}"
+    if v.verdict() == "UNRESOLVED":
+        return f"UNRESOLVED: {v.unresolved_reason}"
+    cell = _verdict(v.holds, expected, kind)
+    if v.holds and vacuous(v.measured, v.bound):
+        cell += VACUOUS_NOTE
+    return cell
+
+
+def row_kind(v, kind):
+    """A case's kind for one row: a "conforming" case whose row has a failing stated condition is
+    :data:`BEYOND_STATED` (a row called conforming has every stated condition true)."""
+    stated_ok = all(c.ok for c in v.conditions if getattr(c, "role", "stated") == "stated")
+    return BEYOND_STATED if kind == "conforming" and not stated_ok else kind
+
+
+def case_rows(name, case, verifications, expect=None):
+    """The table rows of one case: one per variant, ``verifications`` = [(variant, Verification)];
+    variants whose rows are identical (same measurement, bound, verdict and conditions) are
+    shown once, labelled with every name ("printed = corrected")."""
+    expect = expect or {}
+    rows, keys = [], []
+    for variant, v in verifications:
+        n_ok = sum(bool(c.ok) for c in v.conditions)
+        row = dict(theorem=name, case=case.label, kind=row_kind(v, case.kind), variant=variant,
+                   conditions_ok=f"{n_ok}/{len(v.conditions)}" + ("" if v.applicable else " (n/a)"),
+                   quantity=v.quantity or "-", measured=v.measured, stderr=v.stderr,
+                   bound=v.bound if v.applicable else np.nan, ratio=v.ratio if v.applicable else np.nan,
+                   fitted_rate=np.nan, predicted_rate=np.nan,
+                   verdict=verdict_cell(v, expect.get(variant), case.kind),
+                   failing_conditions=failing_conditions(v.conditions))
+        key = tuple(_fmt(row[k]) for k in ("kind", "conditions_ok", "quantity", "measured", "stderr", "bound",
+                                            "verdict", "failing_conditions")) + (repr(v.bound), repr(v.measured))
+        if key in keys:
+            first = rows[keys.index(key)]
+            first["variant"] = f"{first['variant']} = {variant}"
+            continue
+        keys.append(key)
+        rows.append(row)
+    return rows
+
+
+def _variants(name, expect):
+    """Every variant of theorem ``name``: printed first, then those the case expects, then the theorem's others."""
+    spec = SPECS.get(name)
+    names = list(dict.fromkeys([*expect, *(spec.variants if spec is not None else ())]))
+    return sorted(names, key=lambda v: v != "printed")          # printed first, the others as declared
 
 
 def run_cases(quick=False, theorems=None, progress=None):
@@ -62,21 +135,13 @@ def run_cases(quick=False, theorems=None, progress=None):
         bar.set_postfix_str(name, refresh=False)
         fn = THEOREMS[name]
         problem = item.build()
-        if hasattr(item, "expect"):               # a Case
-            prev = None
-            for variant, expected in item.expect.items():
+        if hasattr(item, "expect"):               # a Case: every variant of the theorem
+            prev, done = None, []
+            for variant in _variants(name, item.expect):
                 v = fn(problem, variant=variant, measurement=prev, **item.kwargs)
-                prev = v.details.get("measurement")
-                n_ok = sum(c.ok for c in v.conditions)
-                rows.append(dict(theorem=name, case=item.label, kind=item.kind, variant=variant,
-                                 conditions_ok=f"{n_ok}/{len(v.conditions)}" + ("" if v.applicable else " (n/a)"),
-                                 measured=v.measured, stderr=v.stderr,
-                                 bound=v.bound if v.applicable else np.nan,
-                                 ratio=v.ratio if v.applicable else np.nan,
-                                 fitted_rate=np.nan, predicted_rate=np.nan,
-                                 verdict=_verdict(v.holds, expected, item.kind) if v.applicable
-                                 else f"NOT APPLICABLE: {v.reason}",
-                                 failing_conditions=failing_conditions(v.conditions)))
+                prev = v.details.get("measurement") or prev
+                done.append((variant, v))
+            rows += case_rows(name, item, done, item.expect)
         else:                                     # a RateStudy
             meas, se, bounds = [], [], {var: [] for var in item.variants}
             conds = []
@@ -97,12 +162,13 @@ def run_cases(quick=False, theorems=None, progress=None):
                 held = all(m <= b for m, b in zip(meas, bounds[variant]))
                 n_ok = min(sum(c.ok for c in v.conditions) for v in conds)
                 rows.append(dict(theorem=name, case=item.label, kind="rate", variant=variant,
-                                 conditions_ok=f"{n_ok}/{len(conds[0].conditions)}",
+                                 conditions_ok=f"{n_ok}/{len(conds[0].conditions)}", quantity=v.quantity or "-",
                                  measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
                                  ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail,
                                  predicted_rate=item.predicted_slope,
-                                 verdict=("holds" if held else "VIOLATED") + (", rate as predicted" if ok_rate
-                                                                                 else ", rate SLOWER than predicted"),
+                                 verdict=("holds" if held else "VIOLATED")
+                                 + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
+                                 + (", rate as predicted" if ok_rate else ", rate SLOWER than predicted"),
                                  failing_conditions=failing))
             studies.append(dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se,
                                 bounds=bounds, slope=slope, tail_slope=tail, predicted=item.predicted_slope,
@@ -264,7 +330,12 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
              "Rate studies fit the log-log slope of the measured left-hand side against T over the last "
              "three T values, and compare it with the predicted order. A case whose variant requires a "
              "condition that fails is NOT APPLICABLE (no verdict); `failing_conditions` names every failing "
-             "condition with its role (stated, hidden, info).", "",
+             "condition with its role (stated, hidden, info). Every variant of a theorem has a row; variants "
+             "whose rows are identical share one (`printed = corrected`). `quantity` names the measured "
+             "left-hand side. A row is `conforming` only when every stated condition holds (a conforming case "
+             f"in which one fails is `{BEYOND_STATED}`). A bound more than {VACUOUS:g} times the measurement "
+             "is marked vacuous; a measurement that exceeds its bound by no more than its rounding level, or "
+             "cannot be resolved, is UNRESOLVED with the reason. One seed has no spread (`stderr` -).", "",
              format_table(df, markdown=True), ""]
     if len(cases):
         lines += ["![ratios](ratios.png)", ""]

@@ -17,7 +17,8 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.problem_constants", "validation.theorems",
             "fedtheory.trace", "fedtheory.theory.engine", "fedtheory.participants",
             "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
-            "fedtheory.backends.torch.models", "problems.vision"]
+            "fedtheory.backends.torch.models", "problems.vision", "fedtheory.testing.strategies",
+            "fedtheory.theory.falsify", "fedtheory.components.base", "fedtheory.verification"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))
 
 

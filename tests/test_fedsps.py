@@ -313,3 +313,20 @@ def test_stepsize_statistics_recorded():
         assert col in h and h[col].iloc[1:].notna().all(), col
     assert (h.step_min <= h.step_mean).iloc[1:].all() and (h.step_mean <= h.step_max).iloc[1:].all()
     assert ((h.step_capped_frac >= 0) & (h.step_capped_frac <= 1)).iloc[1:].all()
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_reset_each_round_resets_the_smoothing_state_on_every_backend(backend):
+    """With the smoothed cap, reset_each_round restarts gamma_{-1} = 1 at every round on every
+    backend (numba and torch once ran the kernel on a copy taken before the reset)."""
+    if backend == "torch":
+        pytest.importorskip("torch")
+    A, b = _data("logistic", False)
+    p = problems.logistic(A, b, l2=0.05)
+    kw = dict(rounds=6, local_steps=4, c=0.5, gamma_b=0.5, batch_size=4, clients_per_round=3, seed=3,
+              smoothing="sps_code", record_iterates=True)
+    ref = ft.run(p, "fedsps", backend="python", reset_each_round=True, **kw)
+    run = ft.run(p, "fedsps", backend=backend, reset_each_round=True, **kw)
+    assert np.abs(run.iterates - ref.iterates).max() <= 1e-10 * max(1.0, np.abs(ref.iterates).max())
+    no_reset = ft.run(p, "fedsps", backend="python", reset_each_round=False, **kw)
+    assert np.abs(no_reset.iterates - ref.iterates).max() > 1e-6        # the option changes the run

@@ -97,3 +97,66 @@ def test_describe_covers_theorems_and_rejects_unknown_names():
     r = subprocess.run([sys.executable, "-m", "fedtheory", "describe", "fedspeed.theorem_4_4"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "\\u00a7" not in r.stdout
+
+
+# ------------------------------------------------------------------ honest rows --
+def _v(variant, measured, bound, conds=None, applicable=True, reason="", stderr=float("nan"), **kw):
+    conds = conds if conds is not None else [Condition("S1", 0.0, 1.0, True)]
+    return Verification("x.theorem", variant, applicable, reason, conds, measured, bound, stderr,
+                        quantity="f(x^T) - f*", **kw)
+
+
+def _rows(monkeypatch, by_variant, expect, kind="conforming", variants=None):
+    from types import SimpleNamespace
+    from fedtheory import verification
+    from fedtheory.theory import SPECS, Case
+
+    def fake(problem, variant="printed", measurement=None, **kw):
+        return by_variant[variant]
+    monkeypatch.setitem(THEOREMS, "x.theorem", fake)
+    monkeypatch.setitem(SPECS, "x.theorem", SimpleNamespace(variants=dict.fromkeys(variants or by_variant)))
+    monkeypatch.setitem(CASES, "x.theorem", lambda quick: ([Case("c", kind, lambda: None, {}, expect)], []))
+    df, _ = verification.run_cases(theorems=["x.theorem"], progress=False)
+    return df
+
+
+def test_every_variant_has_a_row_even_when_the_case_expects_one(monkeypatch):
+    fails = [Condition("(19) as printed", 2.0, 1.0, False), Condition("(43)", 0.5, 1.0, True, role="hidden")]
+    df = _rows(monkeypatch, {"printed": _v("printed", 1.0, 2.0, fails, False, "fails (19) as printed"),
+                             "corrected": _v("corrected", 1.0, 3.0, fails)}, {"corrected": True})
+    assert list(df.variant) == ["printed", "corrected"]
+    assert df.verdict[0] == "NOT APPLICABLE: fails (19) as printed"
+    # a stated condition fails: neither row is called conforming
+    assert set(df.kind) == {"beyond stated conditions"} and df.verdict[1] == "holds"
+
+
+def test_rows_name_the_quantity_mark_vacuous_bounds_and_show_no_spread_for_one_seed(monkeypatch):
+    df = _rows(monkeypatch, {"printed": _v("printed", 1.0, 2e3), "corrected": _v("corrected", 1.0, 10.0, stderr=0.1)},
+               {"printed": True, "corrected": True})
+    assert list(df.quantity) == ["f(x^T) - f*"] * 2 and list(df.kind) == ["conforming"] * 2
+    assert df.verdict[0] == "holds (vacuous: bound > 1e3 x measured)" and df.verdict[1] == "holds"
+    from fedtheory.verification import format_table
+    lines = format_table(df).splitlines()
+    assert "nan" not in lines[2] and "0.1" in lines[3]
+
+
+def test_identical_printed_and_corrected_rows_are_shown_once_labelled_as_both(monkeypatch):
+    df = _rows(monkeypatch, {"printed": _v("printed", 1.0, 2.0), "corrected": _v("corrected", 1.0, 2.0),
+                             "proof": _v("proof", 1.0, 1.5)}, {"printed": True, "corrected": True})
+    assert list(df.variant) == ["printed = corrected", "proof"]
+
+
+def test_unresolved_rows_give_the_reason_and_never_a_violation(monkeypatch):
+    df = _rows(monkeypatch, {"printed": _v("printed", 1e-30, 0.0, floor=1e-27),
+                             "corrected": _v("corrected", 2.0, 1.0, unresolved="plateaus at rounding level")},
+               {"printed": True, "corrected": True})
+    assert df.verdict[0].startswith("UNRESOLVED: measured exceeds the bound by 1e-30, within the resolution floor")
+    assert df.verdict[1] == "UNRESOLVED: plateaus at rounding level"
+
+
+def test_verdicts_at_the_resolution_floor():
+    assert _v("printed", 0.0, 0.0).verdict() == "holds"                  # a zero bound with a zero measurement
+    assert _v("printed", 1e-30, 0.0, floor=1e-27).verdict() == "UNRESOLVED"
+    assert _v("printed", 1e-20, 0.0, floor=1e-27).verdict() == "VIOLATED"
+    v = _v("printed", 1.5, 1.0, stderr=float("nan"))
+    assert "+-" not in v.report() and "measured f(x^T) - f* 1.5" in v.report()

@@ -10,6 +10,7 @@ import sys as _sys
 from fedtheory.truth import Constants, GroundTruth, constants, feddeper_constants, ground_truth
 from fedtheory.truth import optimum as _optimum, problem_constants as _problem_constants
 
+from fedtheory.theory.falsify import Falsification, falsify
 from fedtheory.theory.tightness import Tightness, tightness
 
 from fedtheory.errata import errata
@@ -20,4 +21,4 @@ _sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
 _sys.modules.setdefault(__name__ + ".constants", _problem_constants)
 
 __all__ = ["ground_truth", "GroundTruth", "constants", "Constants", "feddeper_constants", "theorems", "verify",
-           "tightness", "Tightness", "errata"]
+           "tightness", "Tightness", "errata", "falsify", "Falsification"]

@@ -35,7 +35,7 @@ Examples
 >>> p.kind_name, p.reg, p.l2, p.l1, p.is_composite
 ('logistic', 'l1', 0.1, 0.01, True)
 """
-from .base import Datafit, MarginDatafit, Regularizer
+from .base import Datafit, MarginDatafit, Regularizer, capabilities
 from .registry import (DATAFITS, REGULARIZERS, get_datafit, get_regularizer, make_datafit, make_regularizer,
                        register_datafit, register_regularizer)
 from .least_squares import LeastSquares
@@ -47,6 +47,6 @@ from .l1 import L1
 from .group import GroupL2
 from .nuclear import Nuclear
 
-__all__ = ["Datafit", "MarginDatafit", "Regularizer", "DATAFITS", "REGULARIZERS", "get_datafit",
+__all__ = ["Datafit", "MarginDatafit", "Regularizer", "capabilities", "DATAFITS", "REGULARIZERS", "get_datafit",
            "get_regularizer", "make_datafit", "make_regularizer", "register_datafit", "register_regularizer",
            "LeastSquares", "Logistic", "Quadratic", "NoRegularizer", "L2", "L1", "GroupL2", "Nuclear"]

@@ -97,6 +97,10 @@ class Datafit(Component):
     constant_hessian: ClassVar[bool] = False
     #: The per-row targets are labels in {-1, +1}.
     binary_targets: ClassVar[bool] = False
+    #: Capability: every sample loss is differentiable with a Lipschitz gradient (L-smooth).
+    smooth: ClassVar[bool] = True
+    #: Capability: a lower bound on every sample (and minibatch) loss, ridge included (None: unknown).
+    sample_loss_floor: ClassVar[float | None] = None
 
     def __init__(self, l2=0.0):
         self.l2 = _check_nonneg(self.name, "l2", l2)
@@ -320,6 +324,36 @@ class MarginDatafit(Datafit):
         return self.cvxpy_loss_rows(data.M @ x, data.b, data.row_w)
 
 
+def capabilities(problem):
+    """What the problem's components declare about the objective F = sum_i w_i f_i + h, asked by
+    theorem applicability (never the kind of problem).
+
+    Returns
+    -------
+    dict
+        ``smooth``: the datafit is smooth and h is zero or smooth; ``strongly_convex``: the
+        datafit's strong convexity is positive or h is a strongly convex penalty with positive
+        weight; ``composite``: h is not zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedtheory.components import LeastSquares, L1, L2, capabilities
+    >>> from fedtheory.problem import FederatedProblem
+    >>> A, b = [np.eye(2), np.eye(2)], [np.ones(2), -np.ones(2)]
+    >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L1(weight=0.1)))["smooth"]
+    False
+    >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L2(weight=0.1)))
+    {'smooth': True, 'strongly_convex': True, 'composite': True}
+    """
+    fit, reg = problem.datafit, problem.regularizer
+    h_smooth = reg.is_zero or bool(getattr(reg, "smooth", False))
+    h_sc = (not reg.is_zero) and bool(getattr(reg, "strongly_convex", False))
+    return {"smooth": bool(getattr(fit, "smooth", True)) and h_smooth,
+            "strongly_convex": h_sc or fit.strong_convexity(problem) > 0,
+            "composite": not reg.is_zero}
+
+
 # =============================================================================== regularizers
 class Regularizer(Component):
     r"""Non-smooth part :math:`h(x) = \tau\, h_0(x)` with a computable proximal operator.
@@ -333,6 +367,11 @@ class Regularizer(Component):
     weight : float, default 0
         tau >= 0 (``problem.l1``); with 0 the problem is smooth.
     """
+
+    #: Capability: h is differentiable with a Lipschitz gradient (a smooth objective stays smooth).
+    smooth: ClassVar[bool] = False
+    #: Capability: h0 is strongly convex (a positive weight makes the objective strongly convex).
+    strongly_convex: ClassVar[bool] = False
 
     def __init__(self, weight=0.0):
         self.weight = _check_nonneg(self.name, "weight", weight)

@@ -21,6 +21,8 @@ class L2(Regularizer):
 
     name = "l2"
     code = REG_L2
+    smooth = True
+    strongly_convex = True
 
     def h0(self, x):
         return 0.5 * (x @ x)

@@ -22,6 +22,7 @@ class LeastSquares(MarginDatafit):
     code = KIND_LEAST_SQUARES
     constant_hessian = True
     curvature_bound = 1.0
+    sample_loss_floor = 0.0
 
     def loss(self, z, t):
         return 0.5 * (z - t) ** 2

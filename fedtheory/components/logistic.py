@@ -25,6 +25,7 @@ class Logistic(MarginDatafit):
     code = KIND_LOGISTIC
     binary_targets = True
     curvature_bound = 0.25
+    sample_loss_floor = 0.0
 
     def loss(self, z, t):
         return np.logaddexp(0.0, -t * z)

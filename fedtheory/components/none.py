@@ -17,6 +17,7 @@ class NoRegularizer(Regularizer):
 
     name = "none"
     code = REG_NONE
+    smooth = True
 
     def __init__(self):
         super().__init__(0.0)

@@ -150,17 +150,60 @@ def check_no_recompilation(name):
     assert max(after.values()) == 1, f"{name}: no kernel ran (is the algorithm using the kernels?)"
 
 
+def option_grid(name):
+    """Every combination of the algorithm's discrete options (its ``Options`` and ``Bool``
+    hyperparameters), each a dict of hyperparameters on top of its ``test_params``; combinations
+    the algorithm rejects are left out. The first is ``{}`` (the test parameters as they are).
+
+    Examples
+    --------
+    >>> grid = option_grid("fedsps")
+    >>> len(grid), {"smoothing": "sps_code", "reset_each_round": True} in grid
+    (7, True)
+    """
+    import itertools
+    from .._validation import Bool, Options
+    cls = get_algorithm(name)
+    choices = {}
+    for pname, cons in cls.constraints.items():
+        vals = []
+        for c in cons:
+            if isinstance(c, Options):
+                vals += list(c.values)
+            elif isinstance(c, Bool):
+                vals += [False, True]
+        if vals:
+            choices[pname] = vals
+    grid = [{}]
+    for combo in itertools.product(*choices.values()):
+        kw = dict(zip(choices, combo))
+        try:
+            own = {k: v for k, v in cls.test_params.items() if k in cls.constraints}
+            cls.create(**{**own, **kw})
+        except (InvalidParameterError, ValueError):
+            continue
+        grid.append(kw)
+    return grid
+
+
 def check_backends_agree(name):
-    """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12)."""
-    for key, p in suite_problems().items():
+    """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12), with
+    the test parameters on every suite problem and with every combination of the algorithm's
+    discrete options (:func:`option_grid`) on a sampled, minibatched problem."""
+    def agree(key, p, kw):
+        args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
+        a = run(p, name, backend="numba", **args)
+        b = run(p, name, backend="python", **args)
+        err = np.abs(a.iterates - b.iterates).max()
+        assert err <= 1e-12 * max(1.0, np.abs(a.iterates).max()), \
+            f"{name} on {key} {kw}: numba vs python differ by {err:.3e}"
+    problems_ = suite_problems()
+    for key, p in problems_.items():
         extra = {} if key == "quadratic" else {"batch_size": 5}
         for kw in ({}, dict(**_sampled(name, 3), **extra)):
-            args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
-            a = run(p, name, backend="numba", **args)
-            b = run(p, name, backend="python", **args)
-            err = np.abs(a.iterates - b.iterates).max()
-            assert err <= 1e-12 * max(1.0, np.abs(a.iterates).max()), \
-                f"{name} on {key} {kw}: numba vs python differ by {err:.3e}"
+            agree(key, p, kw)
+    for opts in option_grid(name)[1:]:
+        agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts))
 
 
 def check_reductions(name):

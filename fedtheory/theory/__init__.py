@@ -59,8 +59,9 @@ class Verification:
     name, variant : str
         Theorem and bound variant ("printed" as in the paper, or a corrected one).
     applicable : bool
-        False when a condition the variant requires fails (or the bound is not a finite
-        positive number); ``reason`` names which.
+        False when a condition the variant requires fails, an assumption of the theorem's function
+        class fails for the problem's components, or the bound is not a finite non-negative number;
+        ``reason`` names which.
     reason : str
     conditions : list of Condition
         Every stated, hidden and informational condition: (name, value, limit, ok), ``.role``.
@@ -69,7 +70,15 @@ class Verification:
     stderr : float
         Standard error of ``measured`` over seeds (nan with one seed).
     holds : bool
-        measured <= bound.
+        measured <= bound (and the measurement is resolved).
+    floor : float
+        Resolution floor of the measurement (its rounding level, from the problem's scale and
+        machine epsilon): a measurement that exceeds the bound by no more than this is UNRESOLVED.
+    unresolved : str
+        Non-empty when the measurement itself cannot be resolved (e.g. it compares two
+        quantities at rounding level): the verdict is UNRESOLVED with this reason.
+    quantity : str
+        What ``measured`` is (the left-hand side, in words).
     details : dict
         Terms of the bound and the constants used.
     runs : list of RunResult
@@ -92,14 +101,29 @@ class Verification:
     runs: list = field(default_factory=list, repr=False)
     algorithm: str = ""
     run_kwargs: dict = field(default_factory=dict, repr=False)
+    floor: float = 0.0
+    unresolved: str = ""
+    quantity: str = ""
 
     @property
     def ratio(self):
-        return self.measured / self.bound if self.bound not in (0.0,) else float("inf")
+        """measured / bound (0 for a zero measurement under a zero bound, inf for a positive one)."""
+        if self.bound == 0.0:
+            return 0.0 if self.measured == 0.0 else float("inf")
+        return self.measured / self.bound
+
+    @property
+    def resolved(self):
+        """False when the comparison of measured and bound rests on rounding (:attr:`floor`), or
+        the measurement itself cannot be resolved (``unresolved`` names why)."""
+        if self.unresolved:
+            return False
+        return bool(self.measured <= self.bound or self.measured - self.bound > self.floor)
 
     @property
     def holds(self):
-        return bool(self.measured <= self.bound)
+        """measured <= bound (a zero measurement under a zero bound holds), resolved."""
+        return bool(self.measured <= self.bound) and not self.unresolved
 
     @property
     def failed_conditions(self):
@@ -110,17 +134,36 @@ class Verification:
                 out.setdefault(getattr(c, "role", "stated"), []).append(c.name)
         return out
 
+    @property
+    def unresolved_reason(self):
+        """Why the verdict is UNRESOLVED ("" when it is not)."""
+        if not self.applicable or self.resolved:
+            return ""
+        if self.unresolved:
+            return self.unresolved
+        if self.measured != self.measured or self.bound != self.bound:
+            return "the measurement or the bound is not a number"
+        return (f"measured exceeds the bound by {self.measured - self.bound:.3g}, within the resolution floor "
+                f"{self.floor:.3g} of the measurement (rounding level)")
+
     def verdict(self):
-        """"holds", "VIOLATED" or "NOT APPLICABLE" (never a violation when not applicable)."""
+        """"holds", "VIOLATED", "UNRESOLVED" (the comparison rests on rounding: see
+        :attr:`unresolved_reason`) or "NOT APPLICABLE" (never a violation when not applicable)."""
         if not self.applicable:
             return "NOT APPLICABLE"
+        if not self.resolved:
+            return "UNRESOLVED"
         return "holds" if self.holds else "VIOLATED"
 
     def report(self):
         """A plain-text summary: verdict, bound vs measured and every condition with its role."""
+        what = f" {self.quantity}" if self.quantity else ""
+        spread = f" +- {self.stderr:.2g}" if self.stderr == self.stderr else ""
         if self.applicable:
-            head = (f"{self.name} [{self.variant}]: {self.verdict()} (measured {self.measured:.4g} +- "
-                    f"{self.stderr:.2g}, bound {self.bound:.4g}, ratio {self.ratio:.3g})")
+            head = (f"{self.name} [{self.variant}]: {self.verdict()} (measured{what} {self.measured:.4g}{spread}, "
+                    f"bound {self.bound:.4g}, ratio {self.ratio:.3g})")
+            if not self.resolved:
+                head += f": {self.unresolved_reason}"
         else:
             head = f"{self.name} [{self.variant}]: NOT APPLICABLE: {self.reason}"
             if self.measured == self.measured:

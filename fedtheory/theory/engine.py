@@ -16,8 +16,11 @@ A spec declares, once:
 :func:`check` turns a spec into a :class:`~fedtheory.theory.Verification`. Every measured
 quantity comes from ``fedtheory.run`` of the registered algorithm, and the verification keeps
 the runs: ``ft.run(problem, v.algorithm, **v.run_kwargs)`` reproduces ``v.runs[0].x`` bit for
-bit. A bound that is not a finite positive number makes the check not applicable, with the
-reason. Register a spec with :func:`register_spec`; ``validation.verify(name, ...)`` then runs it.
+bit. A bound that is not a finite non-negative number makes the check not applicable, with the
+reason; so does a problem whose components do not declare an assumption of the theorem's
+function class (:attr:`TheoremSpec.assumptions`). A verdict never rests on rounding: a
+measurement above the bound by no more than its resolution floor (:attr:`TheoremSpec.floor`), or
+one that cannot be resolved, is UNRESOLVED; a zero measurement under a zero bound holds. Register a spec with :func:`register_spec`; ``validation.verify(name, ...)`` then runs it.
 
 Examples
 --------
@@ -91,12 +94,16 @@ class Variant:
         ``values(setup, measurement) -> per-seed values``: the left-hand side this variant
         bounds (variants that bound different quantities of the same runs, e.g. an expectation
         and a pathwise form); by default the measurement's ``"values"``.
+    quantity : str, optional
+        Names the left-hand side this variant bounds when it differs from the spec's
+        :attr:`TheoremSpec.quantity`.
     """
 
     description: str
     bound: Callable
     requires: tuple = ("stated",)
     values: Callable | None = None
+    quantity: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,25 @@ class TheoremSpec:
     errata : tuple of Erratum
         The documented errata of the printed theorem, each with the variant that corrects it
         (``validation.errata`` derives its table from them).
+    quantity : str
+        The measured left-hand side in words (``Verification.quantity``, the verify table's
+        ``measured`` column names it).
+    floor : callable, optional
+        ``floor(setup, measurement) -> float``: the resolution floor of the measured quantity, in
+        its units (its rounding level, from the problem's scale and machine epsilon; helpers
+        :func:`gap_floor`, :func:`distance_floor`). A measurement above the bound by no more
+        than the floor is UNRESOLVED, never VIOLATED. Default: :func:`comparison_floor`.
+        A measurement may also set ``"unresolved"`` to a reason (a quantity it divides by is
+        at rounding level): the verdict is then UNRESOLVED whatever the comparison.
+    assumptions : tuple of str
+        Capabilities the theorem's function class needs from the problem's components
+        (``"smooth"``, ``"strongly_convex"``; :func:`fedtheory.components.capabilities`), each
+        with the assumption's name: ``(("smooth", "A1 (L-smoothness)"), ...)``. A problem
+        without one is NOT APPLICABLE, naming the assumption; no run is made.
+    cases : callable, optional
+        ``cases() -> hypothesis strategy`` of ``(problem, params)`` pairs inside the theorem's
+        function class and conditions: its conforming space, searched by
+        ``validation.falsify`` (:mod:`fedtheory.testing.strategies`).
     """
 
     name: str
@@ -187,6 +213,10 @@ class TheoremSpec:
     details: Callable | None = None
     pep: Callable | str | None = None
     errata: tuple = ()
+    quantity: str = ""
+    floor: Callable | None = None
+    assumptions: tuple = ()
+    cases: Callable | None = None
 
 
 def _runs(problem, spec, setup, measurement):
@@ -200,6 +230,59 @@ def _runs(problem, spec, setup, measurement):
         for label, (alg, kw) in spec.extra_runs(setup).items():
             runs[label] = [run(problem, alg, seed=s, **kw) for s in range(setup["seeds"])]
     return runs, kwargs
+
+
+#: Machine epsilon of float64.
+EPS = float(np.finfo(float).eps)
+#: Rounding allowance of a floor, in units of machine epsilon times the scale (the error of a few
+#: dozen floating-point operations on quantities of that scale).
+FLOOR_ULPS = 64
+
+
+def comparison_floor(measured, bound):
+    """The default resolution floor: the rounding of the comparison itself,
+    ``FLOOR_ULPS * eps * max(|measured|, |bound|)``.
+
+    Examples
+    --------
+    >>> comparison_floor(1.0, 0.5) == 64 * EPS
+    True
+    """
+    return FLOOR_ULPS * EPS * max(abs(measured), abs(bound))
+
+
+def gap_floor(*values):
+    """Resolution floor of a difference of objective values f(x) - f*: ``FLOOR_ULPS * eps`` times
+    the scale of the values subtracted (the largest magnitude given, e.g. |f*| and |f(x^0)|).
+
+    Examples
+    --------
+    >>> gap_floor(2.0, -3.0) == 64 * EPS * 3.0
+    True
+    """
+    return FLOOR_ULPS * EPS * max([abs(float(v)) for v in values] + [0.0])
+
+
+def distance_floor(scale_x, amplification=1.0):
+    """Resolution floor of a squared distance ||x - x*||^2: ``(FLOOR_ULPS * eps * scale_x *
+    amplification)^2``, with ``scale_x`` the size of the points (max(||x*||, ||x^0||)) and
+    ``amplification`` the factor by which rounding in a step is amplified at a fixed point
+    (the condition number L/mu for gradient steps).
+
+    Examples
+    --------
+    >>> distance_floor(1.0) == (64 * EPS) ** 2
+    True
+    """
+    return (FLOOR_ULPS * EPS * float(scale_x) * float(amplification)) ** 2
+
+
+def assumption_failures(problem, assumptions):
+    """The assumptions (``(capability, assumption name)`` pairs) the problem's components do not
+    declare (:func:`fedtheory.components.capabilities`), as a list of names."""
+    from ..components import capabilities
+    caps = capabilities(problem)
+    return [name for cap, name in assumptions if not caps.get(cap, False)]
 
 
 def mean_stderr(values):
@@ -238,12 +321,20 @@ def check(spec, problem, variant=None, measurement=None, **params):
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], spec.name)
     var = spec.variants[variant]
+    quantity = var.quantity or spec.quantity
+    missing = assumption_failures(problem, spec.assumptions)
+    if missing:
+        from . import Condition
+        conds = [Condition(f"{name} (the problem's components do not declare it)", 0.0, 1.0, False)
+                 for name in missing]
+        return Verification(spec.name, variant, False, "; ".join(f"fails {m}" for m in missing), conds,
+                            float("nan"), float("nan"), algorithm=spec.algorithm, quantity=quantity)
     try:
         setup = spec.setup(problem, **params)
         setup.setdefault("problem", problem)
     except NotApplicable as e:
         return Verification(spec.name, variant, False, e.reason, e.conditions, float("nan"), float("nan"),
-                            algorithm=spec.algorithm)
+                            algorithm=spec.algorithm, quantity=quantity)
     runs, kwargs = _runs(problem, spec, setup, measurement)
     if measurement is not None and "runs" in measurement:
         m = measurement
@@ -258,10 +349,12 @@ def check(spec, problem, variant=None, measurement=None, **params):
     mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
     bound = float(var.bound(setup, m))
     reason = "; ".join(f"fails {c.name}" for c in failed)
-    if not failed and not (math.isfinite(bound) and bound > 0):
-        reason = (f"the bound is not a finite positive number ({bound:.4g}): a condition of the theorem "
+    if not failed and not (math.isfinite(bound) and bound >= 0):
+        reason = (f"the bound is not a finite non-negative number ({bound:.4g}): a condition of the theorem "
                   "fails for these constants")
         failed = [None]
+    floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
+    floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
     details = {k: v for k, v in setup.items()}
     details["measurement"] = m
     details["variant_description"] = var.description
@@ -269,7 +362,43 @@ def check(spec, problem, variant=None, measurement=None, **params):
         details.update(spec.details(setup, m))
     return Verification(spec.name, variant, not failed, reason, conds, mean, bound, se, details,
                         runs=list(runs["main"]), algorithm=spec.algorithm,
-                        run_kwargs=dict(kwargs, seed=0))
+                        run_kwargs=dict(kwargs, seed=0), floor=floor, unresolved=str(m.get("unresolved") or ""),
+                        quantity=quantity)
+
+
+class _NoMeasurement(dict):
+    def __missing__(self, key):
+        raise KeyError(key)
+
+
+def conforms(spec, problem, variant=None, **params):
+    """Whether ``(problem, params)`` is inside the conditions ``variant`` requires, decided before
+    any run: the assumptions, the setup and the conditions that do not read the measurement.
+
+    Returns True (every such condition holds), False (one fails, or the setup says the theorem
+    does not apply) or None (the conditions read the measurement: only a run can tell).
+
+    Examples
+    --------
+    >>> import problems
+    >>> from fedtheory.theory import SPECS
+    >>> p = problems.quadratic(3, 2, mu=0.1, heterogeneity=1.0, seed=0)
+    >>> conforms(SPECS["feddeper.theorem_2"], p, rounds=5, mix=0.5), conforms(SPECS["feddeper.theorem_2"], p, mix=0.2)
+    (True, False)
+    """
+    variant = spec.default_variant if variant is None else variant
+    if assumption_failures(problem, spec.assumptions):
+        return False
+    try:
+        setup = spec.setup(problem, **params)
+    except NotApplicable:
+        return False
+    setup.setdefault("problem", problem)
+    try:
+        conds = list(spec.conditions(setup, _NoMeasurement()))
+    except KeyError:
+        return None
+    return all(c.ok for c in conds if c.role in spec.variants[variant].requires)
 
 
 def register_spec(spec):

@@ -371,8 +371,41 @@ def _bound1(corrected):
     return lambda st, m: float(sum(v for k, v in _terms1(st, m).items() if corrected or k not in _DROPPED))
 
 
+def _space(theorem):
+    r"""Conforming space of Theorem 1 or 2 (:func:`fedtheory.testing.strategies.theorem_cases`):
+    quadratics with exact beta, B, G(B) and sigma^2 (n in 2..6, d in 2..4, mu in [0.02, 0.5],
+    zeta_*^2 in [0, 1], shared or distinct Hessians, noise 0 or 0.1), K in 1..5, T in 5..40,
+    a = eta_l K beta a fraction in [0.1, 1] of the cap (at 2 B^2_min when the Hessians differ, so
+    that G^2(B) is finite), rho in [0, eta_l beta], lambda in [1/2, 1], x^0 at distance
+    [0.1, 30] from x* in a drawn direction; Theorem 1 also draws S in 1..n (three seeds:
+    the bound is on an expectation), Theorem 2 has full participation."""
+    def cases(variant):
+        from hypothesis import strategies as st
+        from ..testing import strategies as fts
+
+        @st.composite
+        def draw_case(draw):
+            p = draw(fts.quadratics(n_clients=fts.integers(2, 6), dim=fts.integers(2, 4),
+                                    mu=fts.log_uniform(0.02, 0.5), heterogeneity=fts.uniform(0.0, 1.0),
+                                    noise=st.sampled_from([0.0, 0.1])))
+            n = p.n_clients
+            S = draw(fts.integers(1, n)) if theorem == 1 else n
+            K, T = draw(fts.integers(1, 5)), draw(fts.integers(5, 40))
+            beta, _, B2min, G2, _ = problem_constants(p)
+            B2 = B2min if math.isfinite(G2(B2min)) else 2 * B2min
+            lr = draw(fts.uniform(0.1, 1.0)) * a_cap(B2, n, S) / (K * beta)
+            params = dict(rounds=T, local_steps=K, lr=lr, rho=draw(fts.uniform(0.0, 1.0)) * lr * beta,
+                          mix=draw(fts.uniform(0.5, 1.0)), x0=draw(fts.around(p.info["x_star"])),
+                          seeds=3 if theorem == 1 else 1)
+            if theorem == 1:
+                params["clients_per_round"] = S
+            return p, params
+        return draw_case()
+    return cases
+
+
 SPEC_1 = register_spec(TheoremSpec(
-    name="feddeper.theorem_1", algorithm="feddeper",
+    name="feddeper.theorem_1", algorithm="feddeper", quantity="(1/T) sum_{t<T} ||grad f(x^t)||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; docs/papers/feddeper.md, §4.2)",
     setup=_setup1, run_kwargs=_run_kwargs, extra_runs=_extra_runs1, measure=measure_theorem_1,
     conditions=lambda st, m: _theorem1_conditions(st),
@@ -391,6 +424,7 @@ SPEC_1 = register_spec(TheoremSpec(
                     r"f(x^T)\rVert^2 - \lVert\nabla f(x^0)\rVert^2)}{T}",
                     "the proof drops two O(1/T) terms when it telescopes: the round-0 drift of the personalized "
                     "paths and the end-point gradient term"),),
+    cases=_space(1),
     pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
          "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
          "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
@@ -488,7 +522,7 @@ def _bound2_corrected(st, m):
 
 
 SPEC_2 = register_spec(TheoremSpec(
-    name="feddeper.theorem_2", algorithm="feddeper",
+    name="feddeper.theorem_2", algorithm="feddeper", quantity="(1/(nKT)) sum_{t,i,k} ||v_{i,k}^t - x*||^2",
     statement=r"(1/(nKT)) sum_{t,i,k} ||v_{i,k}^t - x*||^2 <= 2 (1/T) sum_t xi^t + (4/beta^2) eps "
               r"(proof of Theorem 2'); corrected: 2 (1/T) sum_t phi^t + (2/mu^2) eps",
     setup=_setup2, run_kwargs=_run_kwargs2, measure=measure_theorem_2,
@@ -511,6 +545,7 @@ SPEC_2 = register_spec(TheoremSpec(
                     r" + \frac{2\epsilon}{\mu^2}\quad(\mu > 0)",
                     "the last step uses ||x - x*||^2 <= ||grad f(x)||^2/beta^2, which is false for a beta-smooth f "
                     "(the inequality goes the other way); ||x - x*|| <= ||grad f(x)||/mu needs strong convexity"),),
+    cases=_space(2),
     pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
          "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
          "case. Not registered.")))

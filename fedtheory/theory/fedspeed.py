@@ -274,8 +274,37 @@ def _bound(variant):
     return lambda st, m: _bounds(st, m)[variant]
 
 
+def _space(variant):
+    r"""Conforming space for :func:`fedtheory.testing.strategies.theorem_cases`: the noisy quadratics
+    of docs/papers/fedspeed.md, §4.6 (:func:`spec_problem`: n in 1..10, heterogeneity in [0, 1.5],
+    noise in [0.05, 0.5], construction seed drawn), K in 1..4, eta_l = c/(32 sqrt(3K)) with c in
+    [0.01, 0.99] (S2a), lambda = eta_l/q with q in [1/K, 1] (S3: K >= lambda/eta_l), alpha 0 or in [0.05, 1], rho = f/(sqrt(6) alpha) with
+    c^2 + f^2 < 1 (S1, and S4: kappa > 0), T in 20..300, x^0 at distance [0.1, 3] from the mean of the c_i, two seeds
+    (the same parametrisation as the default cases)."""
+    from hypothesis import strategies as st
+    from ..testing import strategies as fts
+
+    @st.composite
+    def draw_case(draw):
+        n, het, s = draw(fts.integers(1, 10)), draw(fts.uniform(0.0, 1.5)), draw(fts.uniform(0.05, 0.5))
+        seed = draw(fts.integers(0, 2 ** 16))
+        p, C = spec_problem(n, het, s, seed)
+        p.info = dict(p.info or {}, recipe=f"fedtheory.theory.fedspeed.spec_problem({n}, {het!r}, {s!r}, seed={seed})[0]")
+        K = draw(fts.integers(1, 4))
+        c = draw(fts.uniform(0.01, 0.99))
+        eta = c / (32 * math.sqrt(3 * K))                      # S2a (L = 1)
+        alpha = draw(st.sampled_from([0.0]) | fts.uniform(0.05, 1.0))
+        # S1 and S4: kappa = (1 - c^2 - frac^2)/2 > 0 with rho = frac/(sqrt(6) alpha)
+        frac = draw(fts.uniform(0.0, 0.99)) * math.sqrt(1 - c * c)
+        rho = frac / (math.sqrt(6) * alpha) if alpha > 0 else 0.0
+        return p, dict(rounds=draw(fts.integers(20, 300)), local_steps=K, lr=eta,
+                       lam=eta / draw(fts.uniform(1.0 / K, 1.0)), alpha=alpha, rho=rho,
+                       x0=draw(fts.around(C.mean(0), radius=fts.log_uniform(0.1, 3.0))), seeds=2)
+    return draw_case()
+
+
 SPEC = register_spec(TheoremSpec(
-    name="fedspeed.theorem_4_4", algorithm="fedspeed",
+    name="fedspeed.theorem_4_4", algorithm="fedspeed", quantity="(1/T) sum_{t=1}^{T-1} ||grad F(z^t)||^2",
     statement=r"(1/T) sum_{t=1}^{T-1} E||grad F(z^t)||^2 <= RHS (eq. 6-7), z^t = x^t + lam (2 - 1/gamma) gbar^{t-1}",
     setup=_setup, run_kwargs=_run_kwargs, measure=measure, conditions=_conditions,
     variants={"printed": Variant("eq. (6)-(7) as printed", _bound("printed"), ("stated",)),
@@ -284,6 +313,7 @@ SPEC = register_spec(TheoremSpec(
               "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
+    cases=_space,
     reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4",
     errata=(Erratum("derived", "E1, E2", "Theorem 4.4, eqs. (6)-(7)",
                     r"\frac{2(F(z^1)-F^*)}{\lambda\kappa T} + \frac{64\eta_l L^2 K A_0}{\kappa T} + "
@@ -330,8 +360,8 @@ def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift,
 @register_cases("fedspeed.theorem_4_4")
 def default_cases(quick=False):
     """C1 (conforming), C2 and C5 (docs/papers/fedspeed.md, §4.6 counterexamples) and the Corollary 4.5 schedule."""
-    holds = {"printed": True, "corrected": True}
-    fails = {"printed": False, "corrected": True}
+    holds = {"printed": True, "derived": True, "corrected": True}
+    fails = {"printed": False, "derived": False, "corrected": True}     # E3: derived misses the variance too
     cases = [
         _case("C1: n=10, K=4, eta_l at half its cap", "conforming", 10, 1.0, 0.45, 4, 0.6, 0.5, 0.5, 0.5,
               1000 if quick else 3000, 2 if quick else 10, 1.0, holds, "docs/papers/fedspeed.md, §4.6, C1"),

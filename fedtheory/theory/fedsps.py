@@ -22,6 +22,9 @@ evaluates: a problem with non-uniform client weights, or with additive gradient 
 sampled loss :math:`F_i(x,\xi) = f_i(x) + \xi^\top x` is unbounded below, so no
 :math:`\ell_i^* \le F_i^*` exists and interpolation fails; the algorithm's Polyak ratio uses the
 noise-free value with the noisy gradient), is not applicable, with the failing condition named.
+So is a problem whose components do not declare A1 (every sample function L-smooth; a lasso
+problem's l1 penalty is not smooth), asked of the components through
+:func:`fedtheory.components.capabilities`.
 
 Examples
 --------
@@ -45,7 +48,7 @@ import math
 import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, register_spec
 
 _REL = 1e-12
 
@@ -148,20 +151,35 @@ def noise_free_condition(problem):
 
 
 def _lower_bound_condition(problem, ell, batch_size=None):
-    """ell_i* <= F_i*, the infimum over the client's sample functions: with deterministic clients
-    (``batch_size=None``) the sample function is f_i, so F_i* = f_i*; with minibatches of least
-    squares or logistic losses F_i* >= 0."""
-    from .._kernels.oracles import KIND_QUADRATIC
-    if problem.kind != KIND_QUADRATIC and batch_size is None:
+    """Stated: ell_i* <= F_i*, the infimum of the sampled loss the step size evaluates.
+
+    With deterministic clients (``batch_size=None``), or a datafit without samples (a minibatch
+    is the whole client), the sampled loss is f_i, so F_i* = f_i* (``value`` is
+    max_i ell_i* - f_i*). With minibatches F_i* is the minimum over minibatch losses, bounded
+    below by the datafit's declared ``sample_loss_floor`` (0 for least squares and logistic
+    losses); a datafit that declares none cannot be checked, and the condition fails.
+
+    Examples
+    --------
+    >>> import problems
+    >>> p = problems.quadratic(2, 2, seed=0)
+    >>> fi = client_minima(p)
+    >>> _lower_bound_condition(p, fi).ok, _lower_bound_condition(p, fi + 1.0).ok
+    (True, False)
+    """
+    fit = problem.datafit
+    if batch_size is None or not fit.has_samples:
         fi = client_minima(problem)
         gap = float(np.max(ell - fi))
-        return Condition("ell_i* <= f_i* (deterministic clients)", gap, 0.0, gap <= 1e-10 * max(1.0, np.abs(fi).max()))
-    if problem.kind != KIND_QUADRATIC:
-        v = float(np.max(ell))
-        return Condition("ell_i* <= inf of every sample loss (>= 0 here)", v, 0.0, v <= 0.0)
-    fi = client_minima(problem)
-    gap = float(np.max(ell - fi))
-    return Condition("ell_i* <= f_i* (quadratic clients)", gap, 0.0, gap <= 1e-12 * max(1.0, np.abs(fi).max()))
+        return Condition("ell_i* <= f_i* (= F_i*: the sampled loss is the client's loss)", gap, 0.0,
+                         gap <= 1e-10 * max(1.0, np.abs(fi).max()))
+    floor = getattr(fit, "sample_loss_floor", None)
+    v = float(np.max(ell))
+    if floor is None:
+        return Condition("ell_i* <= F_i* = min over minibatch losses (the datafit declares no lower bound on its "
+                         "sample losses: cannot be checked)", v, float("nan"), False)
+    return Condition(f"ell_i* <= F_i* = min over minibatch losses (>= {floor:g}, the datafit's sample_loss_floor)",
+                     v, float(floor), v <= floor)
 
 
 def _stop_if_inapplicable(problem_conds, conds):
@@ -187,10 +205,15 @@ def _lemma14_condition(st, m):
 
 
 def _pinned_condition(m, gamma_b):
-    """Informational: the fraction of steps with gamma_t^i = gamma_b (Theorems 6, 18: FedSPS = FedAvg)."""
+    """Stated: every step at gamma_b, the regime of Theorems 6 and 18 (FedSPS = FedAvg(gamma_b)).
+
+    The theorems analyse FedAvg(gamma_b): their step-size cap makes gamma_t^i = gamma_b follow
+    from A1 and ell_i* <= F_i* (Lemma 14). A run in which a step is below the cap is not the
+    algorithm the theorem is about (e.g. additive gradient noise in the Polyak ratio), so it gets
+    no verdict. ``value`` is the fraction of steps at the cap (relative 1e-12)."""
     f = m["pinned_frac"]
     return Condition("every step at gamma_b, FedSPS = FedAvg(gamma_b) (value: fraction of steps)", f, 1.0,
-                     f == 1.0, role="informational")
+                     f == 1.0)
 
 
 # --------------------------------------------------------------- traced quantities --
@@ -264,7 +287,8 @@ def gradient_at(problem, X):
 
 def _gamma_stats(runs, gamma_b):
     G = np.concatenate([np.ravel(rt["gammas"]) for res in runs for rt in res.trace])
-    return dict(gamma_min=float(G.min()), gamma_max=float(G.max()), pinned_frac=float(np.mean(G == gamma_b)))
+    return dict(gamma_min=float(G.min()), gamma_max=float(G.max()),
+                pinned_frac=float(np.mean(G >= gamma_b * (1 - _REL))))
 
 
 # ------------------------------------------------------------------ common setup --
@@ -284,6 +308,37 @@ def _constants(problem, c, gamma_b, lower_bound, x0):
     alpha = min(1 / (2 * c * L), gamma_b)
     return dict(L=L, mu=mu, x_star=xs, f_star=fs, ell=ell, x0=x0, alpha=alpha,
                 D0=float(np.sum((x0 - xs) ** 2)), sigma_f_sq=float(fs - ell.mean()))
+
+
+def _scale_x(st):
+    """The size of the points of a run: max(||x*||, ||x^0||, max_i ||grad f_i(0)||/L)."""
+    p = st["problem"]
+    key = "_scale_x"
+    if key not in st:
+        z = np.zeros(p.dim)
+        g0 = max(float(np.linalg.norm(p.client_grad(i, z))) for i in range(p.n_clients))
+        st[key] = max(float(np.linalg.norm(st["x_star"])), float(np.linalg.norm(st["x0"])), g0 / st["L"])
+    return st[key]
+
+
+def _gap_floor(st, m):
+    """Resolution floor of f - f* (or f_i - ell_i*) averages: eps times |f(x^0)|, |f*|, |ell_i*|."""
+    p = st["problem"]
+    return gap_floor(p.value(st["x0"]), st["f_star"], *np.abs(st["ell"]))
+
+
+def _distance_floor(st, m):
+    """Resolution floor of ||x - x*||^2: rounding of a step amplified by L/mu at the fixed point."""
+    mu = st.get("mu", 0.0)
+    return distance_floor(_scale_x(st), st["L"] / mu if mu > 0 else 1.0)
+
+
+def _grad_floor(st, m):
+    """Resolution floor of ||grad f||^2: (eps L max(||x||))^2, times the FLOOR_ULPS allowance."""
+    return distance_floor(_scale_x(st) * st["L"])
+
+
+_A1 = (("smooth", "A1 (L-smoothness of every sample function)"),)
 
 
 def _run_kwargs(st, trace=("local", "gammas")):
@@ -402,6 +457,66 @@ def _pep(kind):
     return pep
 
 
+# ------------------------------------------------------------------ conforming spaces --
+def _space(kind):
+    r"""Conforming space of Theorem ``kind`` ("3a", "3b", "6a", "6b", "18"), for
+    :func:`fedtheory.testing.strategies.theorem_cases`: noise-free quadratics with uniform weights
+    (A1 with the per-sample constants of :func:`sample_constants`; n in 2..5, d in 2..3, L = 1 or
+    in [0.01, 100] (the errata are about scaling), mu/L in [0.05, 0.5], zeta_*^2 in [0, 2], shared
+    or distinct Hessians, shared minimiser or not),
+    x^0 at distance [0.1, 30] from x*, and each theorem's stated conditions:
+
+    * 3(a), 3(b): c = 2 tau^2 (3(b): 4 tau^2) times [1, 3], gamma_b in [0.01, 10] (3(b)'s corrected
+      variant: gamma_b <= 1/(2 mu), its hidden condition), ell_i* = f_i* - delta with delta 0 or in
+      [1e-3, 1] (a valid lower bound), tau in 1..4, R in 2..25;
+    * 6(a), 6(b): c in [0.1, 2], gamma_b a fraction [0.05, 1] of min{1/(2cL), 1/(20 L tau)},
+      ell_i* = f_i* (every step then at the cap, the theorems' regime), tau in 1..4; R in 2..30
+      (6(a)), 100..600 (6(b): a plateau to compare);
+    * 18: shared Hessian (zeta^2 and sigma^2 bounded for all x), gradient noise 0 or in
+      [0.01, 0.1], gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
+      minus [1, 10] (with noise the Polyak ratio must stay above the cap), three seeds.
+    """
+    def cases(variant):
+        from hypothesis import strategies as st
+        from ..testing import strategies as fts
+
+        @st.composite
+        def draw_case(draw):
+            L = draw(st.sampled_from([1.0]) | fts.log_uniform(0.01, 100.0))       # the scale of the curvature
+            mu = L * draw(fts.log_uniform(0.05, 0.5))
+            if kind == "18":
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
+                                        heterogeneity=fts.uniform(0.0, 2.0),
+                                        noise=st.sampled_from([0.0]) | fts.uniform(0.01, 0.1), hessian="shared"))
+            else:
+                p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
+                                        heterogeneity=fts.uniform(0.0, 2.0), shared_minimizer=st.booleans()))
+            tau = draw(fts.integers(1, 4))
+            fi = client_minima(p)
+            x0 = draw(fts.around(p.info["x_star"]))
+            if kind in ("3a", "3b"):
+                c = DEFAULT_C[kind](tau) * draw(fts.uniform(1.0, 3.0))
+                if kind == "3b" and variant == "corrected":
+                    gamma_b = draw(fts.uniform(0.01, 1.0)) / (2 * sample_constants(p)[1])
+                else:
+                    gamma_b = draw(fts.log_uniform(0.01, 10.0))
+                delta = draw(st.sampled_from([0.0]) | fts.log_uniform(1e-3, 1.0))
+                return p, dict(rounds=draw(fts.integers(2, 25)), local_steps=tau, c=c, gamma_b=gamma_b,
+                               lower_bound=fi - delta, x0=x0, seeds=1)
+            c = draw(fts.uniform(0.1, 2.0))
+            L = _full_batch_L(p)
+            if kind == "18":
+                cap = step_cap(c, sample_constants(p)[0], tau, 25)
+                return p, dict(rounds=draw(fts.integers(2, 30)), local_steps=tau, c=c,
+                               gamma_b=draw(fts.uniform(0.05, 0.99)) * cap,
+                               lower_bound=fi - draw(fts.uniform(1.0, 10.0)), x0=x0, seeds=3)
+            gamma_b = draw(fts.uniform(0.05, 1.0)) * step_cap(c, L, tau, 20)
+            R = draw(fts.integers(2, 30)) if kind == "6a" else draw(fts.integers(100, 600))
+            return p, dict(rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, x0=x0, seeds=1)
+        return draw_case()
+    return cases
+
+
 # ----------------------------------------------------------------------- Theorem 3 --
 def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
               x0=None):
@@ -483,7 +598,8 @@ SPEC_3A = register_spec(TheoremSpec(
     default_variant="printed",
     details=lambda st, m: {"pathwise": {k: m[k] for k in ("path_lhs", "path_bounds", "path_sigma", "worst_seed")}},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 3(a), eq. (6) and (31); docs/papers/fedsps.md, §4.3",
-    pep=_pep("3a")))
+    pep=_pep("3a"), assumptions=_A1, cases=_space("3a"), floor=_gap_floor,
+    quantity="(1/(Tn)) sum_t sum_i f_i(x_t^i) - ell_i*"))
 
 
 def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_bound=0.0, batch_size=None, seeds=5,
@@ -544,7 +660,7 @@ SPEC_3B = register_spec(TheoremSpec(
                     r"\text{the same bound, under } c \ge 4\tau^2,\ \mu > 0 \text{ and } \gamma_b \le \frac{1}{2\mu}",
                     "Lemma 8's upper bound 1/(2 c mu) on the Polyak step is false when ell* < f*; the proof needs "
                     "gamma_b <= 1/(2 mu), which the theorem does not state"),),
-    pep=_pep("3b")))
+    pep=_pep("3b"), assumptions=_A1, cases=_space("3b"), floor=_distance_floor, quantity="||xbar_T - x*||^2"))
 
 
 # ----------------------------------------------------------------------- Theorem 6 --
@@ -643,33 +759,72 @@ SPEC_6A = register_spec(TheoremSpec(
                     r"12\gamma_bL\sigma_f^2 + 384\tau^2\gamma_b^2L^2\sigma_f^2",
                     "the drift term needs L^2, not L: the proof's 2 gamma_b L E R_t step gives "
                     "128 gamma_b^3 L^2 tau^2 sigma_f^2"),),
-    pep=_pep("6a")))
+    pep=_pep("6a"), assumptions=_A1, cases=_space("6a"), floor=_gap_floor, quantity="(1/T) sum_{t<T} f(xbar_t) - f*"))
 
 
-def _setup_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, seeds=1, x0=None, batch_size=None):
+def _setup_6b(problem, rounds=3000, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
+              batch_size=None):
     pc = _problem_conditions(problem)
     tau, L, cap = _small_step_setup(problem, "fedsps.theorem_6b", rounds, local_steps, c, batch_size, seeds, 20, pc)
     gamma_b = cap if gamma_b is None else gamma_b
-    s = _constants_or_na(problem, c, gamma_b, client_minima(problem), x0, pc)
+    ell = client_minima(problem) if lower_bound is None else lower_bound
+    s = _constants_or_na(problem, c, gamma_b, ell, x0, pc)
     mu = s["mu"] if batch_size is not None else _full_batch_mu(problem)
     conds = pc + [Condition("gamma_b <= min{1/(2cL), 1/(20 L tau)}", gamma_b, cap, gamma_b <= cap * (1 + _REL)),
+                  _lower_bound_condition(problem, s["ell"], batch_size),
                   Condition("mu > 0 (strongly convex sample functions)", mu, 0.0, mu > 0)]
     _stop_if_inapplicable(pc, conds)
     return dict(s, L=L, mu=mu, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=batch_size,
                 seeds=seeds, conds=conds)
 
 
+#: Theorem 6(b)'s plateau ratio is resolved when the plateau at gamma_b exceeds this many resolution floors.
+PLATEAU_RESOLUTION = 100.0
+
+
+def transient_6b(st, gamma):
+    r"""The transient term of Theorem 6(b) at step gamma: :math:`D_0/(\mu\gamma)\,(1-\mu\gamma)^T`."""
+    mu = st["mu"]
+    if mu <= 0:
+        return math.inf if st["D0"] > 0 else 0.0
+    return st["D0"] / (mu * gamma) * (1 - mu * gamma) ** st["T"]
+
+
 def measure_6b(st, runs):
     r"""Plateau ratio :math:`\mathbb E\|\bar x_T - x^*\|^2` at gamma_b/2 over that at gamma_b (seed
     means; :math:`\bar x_T` is the server model after the last round). The fraction of steps at the
-    cap is the runs' own ``step_capped_frac_total`` (every step of the run; no trace needed)."""
+    cap is the runs' own ``step_capped_frac_total`` (every step of the run; no trace needed).
+
+    The ratio is resolved only when the plateau at gamma_b is above :data:`PLATEAU_RESOLUTION`
+    resolution floors of a squared distance (rounding of a step amplified by L/mu): with one
+    local step, or clients sharing a Hessian, FedAvg has no drift and both plateaus are rounding
+    noise; the measurement then says ``"unresolved"``. A zero plateau at gamma_b (x^0 = x*
+    without noise) gives ratio 0."""
     pl, pinned = [], []
     for label in ("main", "half"):
         d = [float(np.sum((_completed(res, k).x - st["x_star"]) ** 2)) for k, res in enumerate(runs[label])]
         pl.append(float(np.mean(d)))
         pinned += [float(res.history["step_capped_frac_total"].iloc[-1]) for res in runs[label]]
-    ratio = float(pl[1] / pl[0]) if pl[0] > 0 else 0.0
-    return dict(values=[ratio], plateaus=pl, pinned_frac=float(np.mean(pinned)))
+    fl = _distance_floor(st, None)
+    unresolved = ""
+    if pl[0] == 0.0 and pl[1] == 0.0:
+        ratio = 0.0
+    elif pl[0] <= PLATEAU_RESOLUTION * fl:
+        ratio = float(pl[1] / pl[0]) if pl[0] > 0 else float("inf")
+        unresolved = (f"the plateau at gamma_b, {pl[0]:.3g}, is within {PLATEAU_RESOLUTION:g} resolution floors "
+                      f"({fl:.3g}) of rounding: the ratio of the plateaus is noise")
+    else:
+        ratio = float(pl[1] / pl[0])
+    return dict(values=[ratio], plateaus=pl, pinned_frac=float(np.mean(pinned)), unresolved=unresolved,
+                plateau_floor=fl)
+
+
+def _bound_6b(st, m):
+    """0.55 (1/2 plus 10%: the plateau shrinks at least linearly in gamma_b) plus the theorem's
+    transient at gamma_b/2 relative to the plateau at gamma_b."""
+    pl = m["plateaus"][0]
+    extra = transient_6b(st, st["gamma_b"] / 2) / pl if pl > 0 else 0.0
+    return 0.55 + extra
 
 
 def _run_kwargs_6b(st):
@@ -679,14 +834,19 @@ def _run_kwargs_6b(st):
 SPEC_6B = register_spec(TheoremSpec(
     name="fedsps.theorem_6b", algorithm="fedsps",
     statement=r"E||xbar_T - x*||^2 = O(D0/(mu gb) (1 - mu gb)^T + gb L sigma_f^2/mu + gb^2 L^2 tau^2 sigma_f^2/mu): "
-              r"the plateau shrinks at least linearly in gamma_b, plateau(gb/2)/plateau(gb) <= 0.55",
+              r"the plateau shrinks at least linearly in gamma_b, plateau(gb/2)/plateau(gb) <= 0.55 + "
+              r"D0/(mu gb/2) (1 - mu gb/2)^T / plateau(gb)",
     setup=_setup_6b, run_kwargs=_run_kwargs_6b, measure=measure_6b,
     conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
+    assumptions=_A1, cases=_space("6b"), quantity="plateau(gamma_b/2) / plateau(gamma_b), plateau = ||xbar_T - x*||^2",
+    floor=lambda st, m: 0.0,
     extra_runs=lambda st: {"half": ("fedsps", dict(_run_kwargs_6b(st), gamma_b=st["gamma_b"] / 2))},
-    variants={"printed": Variant("shape only (an O-statement): 1/2 plus 10% for the transient", lambda st, m: 0.55),
-              "corrected": Variant("the same shape (the L^2 correction changes no shape)", lambda st, m: 0.55)},
+    variants={"printed": Variant("shape only (an O-statement): 1/2 plus 10%, plus the theorem's transient "
+                                 "D0/(mu gb/2) (1 - mu gb/2)^T over plateau(gb)", _bound_6b),
+              "corrected": Variant("the same shape (the L^2 correction changes no shape)", _bound_6b)},
     default_variant="corrected",
-    details=lambda st, m: {"plateaus": m["plateaus"]},
+    details=lambda st, m: {"plateaus": m["plateaus"], "plateau_floor": m["plateau_floor"],
+                           "transient_half": transient_6b(st, st["gamma_b"] / 2)},
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Theorem 6(b); docs/papers/fedsps.md, §4.4",
     pep=("An O-statement: the check is the shape of the plateau in gamma_b (plateau(gb/2)/plateau(gb) <= "
          "0.55), not a numeric right-hand side, and its plateau exists only without interpolation (sigma_f^2 >"
@@ -707,7 +867,7 @@ def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
     return 8 * Delta0 / (gamma_b * T) + 4 * gamma_b * L * sigma2 / n + 512 * gamma_b ** 2 * L ** 2 * X
 
 
-def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=0.0, seeds=5, x0=None):
+def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=5, x0=None):
     from .._kernels.oracles import KIND_QUADRATIC
     pc = _problem_conditions(problem, noise=False)         # A3: the noise is the theorem's sigma^2
     if problem.kind != KIND_QUADRATIC:
@@ -718,8 +878,10 @@ def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bou
         raise NotApplicable("zeta^2 is unbounded on R^d with distinct client Hessians", pc)
     tau, L, cap = _small_step_setup(problem, "fedsps.theorem_18", rounds, local_steps, c, None, seeds, 25, pc)
     gamma_b = 0.99 * cap if gamma_b is None else gamma_b
-    s = _constants_or_na(problem, c, gamma_b, lower_bound, x0, pc)
-    conds = pc + [Condition("gamma_b < min{1/(2cL), 1/(25 L tau)}", gamma_b, cap, gamma_b < cap)]
+    ell = client_minima(problem) if lower_bound is None else lower_bound
+    s = _constants_or_na(problem, c, gamma_b, ell, x0, pc)
+    conds = pc + [Condition("gamma_b < min{1/(2cL), 1/(25 L tau)}", gamma_b, cap, gamma_b < cap),
+                  _lower_bound_condition(problem, s["ell"], None)]
     _stop_if_inapplicable(pc, conds)
     G = np.array([problem.client_grad(i, np.zeros(d)) for i in range(n)])
     return dict(s, L=L, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=rounds, batch_size=None, seeds=seeds,
@@ -763,6 +925,7 @@ SPEC_18 = register_spec(TheoremSpec(
                     r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau^2(\sigma^2 + \zeta^2)",
                     "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
                     "tau (sigma^2 + tau zeta^2)"),),
+    assumptions=_A1, cases=_space("18"), floor=_grad_floor, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "

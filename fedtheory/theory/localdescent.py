@@ -73,7 +73,7 @@ import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -574,8 +574,56 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
                    instances=instances, metric_is_contraction=True)
 
 
+def _gap_floor(st, m):
+    """Resolution floor of f(x) - f*: machine epsilon times |f*| and |f(x^0)|."""
+    return gap_floor(st["f_star"], st["f0"] + st["f_star"])
+
+
+def _space(theorem):
+    r"""Conforming space of Theorem ``theorem`` ("4.1", "4.2", "4.4", "4.7") for
+    :func:`fedtheory.testing.strategies.theorem_cases`: shared-minimiser quadratics with distinct
+    Hessians (mu-PL with exact L, mu and bounded diversity lambda; n in 3..8, d in 2..4, mu in
+    [0.1, 0.5]), x^0 at distance [0.1, 10] from x*, and the step sizes each theorem's
+    setup derives from its condition (Theorem 4.1: eta at the bound of (43), or of the printed
+    (19) for the printed and proof variants; 4.2: the smallest alpha passing Lemma B.6; 4.4 and
+    4.7: eta = sqrt(S/T)/L). Theorem 4.1 has exact gradients; the others gradient noise in
+    [0.05, 0.3] and three seeds. S in 1..n (4.1: also full participation); 4.7 draws a ring or
+    complete graph."""
+    def cases(variant):
+        from hypothesis import strategies as st
+        from ..testing import strategies as fts
+
+        @st.composite
+        def draw_case(draw):
+            noise = 0.0 if theorem == "4.1" else draw(fts.uniform(0.05, 0.3))
+            mu = fts.log_uniform(0.02, 0.5) if (theorem, variant) == ("4.2", "printed") else fts.uniform(0.1, 0.5)
+            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), mu=mu,
+                                    noise=noise, hessian="distinct", shared_minimizer=True))
+            n = p.n_clients
+            x0 = draw(fts.around(p.info["x_star"], radius=fts.log_uniform(0.1, 10.0)))
+            if theorem == "4.1":
+                S = draw(st.none() | fts.integers(1, n))
+                return p, dict(rounds=draw(fts.integers(2, 20)), local_steps=draw(fts.integers(1, 5)),
+                               clients_per_round=S, seeds=3, x0=x0, trajectory=False,
+                               eta_rule="43" if variant == "corrected" else "19")
+            if theorem == "4.7":
+                return p, dict(rounds=draw(fts.integers(32, 256)), local_steps=1,
+                               topology=draw(st.sampled_from(["ring", "complete"])), seeds=3, x0=x0,
+                               trajectory=False)
+            kw = dict(rounds=draw(fts.integers(16, 128)), local_steps=draw(fts.integers(1, 5)),
+                      clients_per_round=draw(fts.integers(1, n)), seeds=3, x0=x0, trajectory=False)
+            if theorem == "4.2" and variant == "printed":
+                # the printed conditions (i)-(iv) constrain alpha and E themselves: draw them (the
+                # default alpha is the corrected rule's)
+                kw.update(alpha=draw(fts.log_uniform(0.05, 5.0)), local_steps=draw(fts.integers(2, 12)),
+                          rounds=draw(fts.integers(2, 12)))
+            return p, kw
+        return draw_case()
+    return cases
+
+
 THEOREM_4_1 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_1", algorithm="lfd",
+    name="localdescent.theorem_4_1", algorithm="lfd", quantity="f(x^r) - f* at the round end with the largest gap/bound",
     statement=r"E[f(xbar^T) - f*] <= exp(-mu eta T) (f(x^0) - f*) (eq. 20) for LFGD under (19), at round ends T = rE",
     setup=_setup_4_1, run_kwargs=_run_kwargs_4_1, measure=_measure_4_1, conditions=_conditions_4_1,
     variants={
@@ -591,6 +639,8 @@ THEOREM_4_1 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_1(st)),
     details=lambda st, m: {k: m[k] for k in ("worst_round", "mean_gap", "bound_curve", "lam_traj",
                                              "all_rounds_hold", "all_rounds_hold_printed")},
+    cases=_space("4.1"),
+    floor=_gap_floor,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
               "docs/papers/localdescent.md, §4.1",
     pep=pep_4_1,
@@ -748,7 +798,7 @@ def _bound_4_2(st, m):
 
 
 THEOREM_4_2 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_2", algorithm="lfd",
+    name="localdescent.theorem_4_2", algorithm="lfd", quantity="f(xbar^T) - f*",
     statement="E[f(xbar^T) - f*] <= eq. (22) for LFSGD with eta_t = 4/(mu (t + a)), a = alpha E + 4, T = RE",
     setup=_setup_4_2, run_kwargs=_run_kwargs_4_2, measure=_measure_4_2, conditions=_conditions_4_2,
     variants={
@@ -760,6 +810,8 @@ THEOREM_4_2 = register_spec(TheoremSpec(
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_2(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.2"),
+    floor=_gap_floor,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.2, eqs. (21)-(22); Lemma B.6; docs/papers/localdescent.md, §4.2",
     errata=(Erratum("corrected", "§4.2", "Theorem 4.2, eqs. (21)-(22) (Lemma B.6)",
                     r"\text{(i)-(iv)} \;\Rightarrow\; \mathbb E[f(\bar x^T) - f^*] \le \text{(22)}",
@@ -878,7 +930,7 @@ def _bound_4_4(st, m):
 
 
 THEOREM_4_4 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_4", algorithm="lfd",
+    name="localdescent.theorem_4_4", algorithm="lfd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (24) for LFSGD with constant eta (xbar^(t): the "
               r"virtual average at every local step)",
     setup=_setup_4_4, run_kwargs=_run_kwargs_4_4, measure=_measure_nonconvex, conditions=_conditions_4_4,
@@ -889,6 +941,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     default_variant="corrected",
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.4"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
               "docs/papers/localdescent.md, §4.3",
     errata=(Erratum("corrected", "§4.3", "Theorem 4.4, eq. (23) (proof: step (165))",
@@ -962,7 +1015,7 @@ def _bound_4_7(st, m):
 
 
 THEOREM_4_7 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_7", algorithm="nfsgd",
+    name="localdescent.theorem_4_7", algorithm="nfsgd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (29) for NFSGD with constant eta (xbar^(t): the "
               r"q-average of the clients' local iterates at every local step)",
     setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_nonconvex, conditions=_conditions_4_7,
@@ -973,6 +1026,7 @@ THEOREM_4_7 = register_spec(TheoremSpec(
                              "an informational condition.", _bound_4_7, ("stated",))},
     default_variant="corrected",
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
+    cases=_space("4.7"),
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
     errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T",

@@ -410,14 +410,39 @@ def _bound(variant):
     return bound
 
 
+def _space(variant):
+    r"""Conforming space for :func:`fedtheory.testing.strategies.theorem_cases`: federated lasso
+    (least squares with an l1 penalty, the composite class of Theorem 1) on Gaussian data with
+    per-client scales, n in 2..6, d in 2..6, 20..40 rows per client, l1 weight in [0.01, 0.2];
+    K in 1..5, R in 5..40, S in 1..n, minibatch in 2..10, lambda = 2L and eta = 1/(10 K L_F)
+    (the setup's defaults), x^0 = 0, two seeds."""
+    from hypothesis import strategies as st
+    from ..testing import strategies as fts
+
+    @st.composite
+    def draw_case(draw):
+        import problems
+        n, d, m = draw(fts.integers(2, 6)), draw(fts.integers(2, 6)), draw(fts.integers(20, 40))
+        seed, l1 = draw(fts.integers(0, 2 ** 16)), draw(fts.uniform(0.01, 0.2))
+        rng = np.random.default_rng(seed)
+        A = [rng.normal(size=(m, d)) * (1 + 0.2 * i) for i in range(n)]
+        b = [a @ rng.normal(size=d) + 0.1 * rng.normal(size=m) for a in A]
+        p = problems.lasso(A, b, l1=l1)
+        p.info = dict(p.info or {}, recipe=f"lasso on Gaussian data: n={n}, d={d}, m={m}, seed={seed}, l1={l1!r}")
+        return p, dict(rounds=draw(fts.integers(5, 40)), local_steps=draw(fts.integers(1, 5)),
+                       clients_per_round=draw(fts.integers(1, n)), batch_size=draw(fts.integers(2, 10)), seeds=2)
+    return draw_case()
+
+
 SPEC = register_spec(TheoremSpec(
-    name="pfedfbe.theorem_1", algorithm="pfedfbe",
+    name="pfedfbe.theorem_1", algorithm="pfedfbe", quantity="(1/(KR)) sum_{t,k} ||grad F(xbar_k^t)||^2",
     statement=r"(1/(KR)) sum_{t<R, k<K} E||grad F(xbar_k^t)||^2 <= 4 Delta_F/(eta KR) + 1600 eta^2 K^2 (gamma_F^2 "
               r"+ 4 sigma_F^2) + 8 L_F eta (q_S gamma_F^2 + sigma_F^2) + 16 r sigma_G^2",
     setup=_setup, run_kwargs=_run_kwargs, measure=measure, conditions=conditions,
     variants={v: Variant(_DESCRIPTIONS[v], _bound(v), ("stated",) if v != "corrected" else ("stated", "hidden"))
               for v in VARIANTS},
     default_variant="corrected", details=_details,
+    cases=_space,
     reference="pFedFBE (ICLR 2023 submission), Theorem 1 with Lemmas 1-3; docs/papers/pfedfbe.md, §6",
     errata=(Erratum("lemma2_corrected", "erratum 6", "Lemma 2 (heterogeneity of the envelopes)",
                     r"\gamma_F := 24\gamma_G^2 + \frac{12B^2\gamma_H^2}{\lambda^2}",

@@ -1,0 +1,243 @@
+r"""Search a theorem's conforming space for a counterexample (``validation.falsify``).
+
+A theorem is a property of every ``(problem, params)`` pair inside its function class and
+conditions (its conforming space, :func:`fedtheory.testing.strategies.theorem_cases`). The
+falsifier draws pairs from that space with hypothesis, guided by ``target(log ratio)`` towards the
+largest measured/bound, and shrinks a violated case to a small one. The search is deterministic
+for a seed (hypothesis seeded, no example database) and runs at most ``budget`` verifications
+(shrinking included; a case already evaluated is not run again).
+
+Verdicts are the engine's: a case that is not applicable (a condition of the variant fails) is
+not part of the space and is skipped; an UNRESOLVED case (measurement at rounding level) is never
+a counterexample.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class FalsifyCase:
+    """One conforming case of a search: ``problem``, ``params`` (``validation.verify`` arguments),
+    ``ratio`` (measured/bound) and its ``verification``."""
+
+    problem: object
+    params: dict
+    ratio: float
+    verification: object = field(repr=False)
+
+    def describe(self):
+        """The problem (its recipe when it has one) and the parameters, one line each."""
+        recipe = (self.problem.info or {}).get("recipe") if getattr(self.problem, "info", None) else None
+        lines = [f"problem: {recipe or repr(self.problem)}"]
+        for k, v in self.params.items():
+            if isinstance(v, np.ndarray):
+                v = np.array2string(v, precision=6, separator=", ")
+            elif isinstance(v, float):
+                v = f"{v:.6g}"
+            lines.append(f"  {k} = {v}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Falsification:
+    """Outcome of :func:`falsify`.
+
+    Attributes
+    ----------
+    name, variant : str
+    budget, seed : int
+    evaluations : int
+        Verifications run (at most ``budget``).
+    skipped : int
+        Drawn cases that were not applicable to the variant (outside its conditions).
+    worst : FalsifyCase or None
+        The applicable case with the largest measured/bound.
+    counterexample : FalsifyCase or None
+        A case where the variant is VIOLATED, shrunk; None when none was found.
+    history : list of (ratio, verdict)
+        Every evaluation in order (ratio nan for a skipped case).
+    """
+
+    name: str
+    variant: str
+    budget: int
+    seed: int
+    evaluations: int = 0
+    skipped: int = 0
+    worst: FalsifyCase | None = None
+    counterexample: FalsifyCase | None = None
+    history: list = field(default_factory=list, repr=False)
+
+    def replay(self):
+        """The Verification of the counterexample (else of the worst case), run again."""
+        from . import THEOREMS
+        case = self.counterexample or self.worst
+        if case is None:
+            raise ValueError(f"falsify({self.name!r}) evaluated no applicable case: nothing to replay")
+        return THEOREMS[self.name](case.problem, variant=self.variant, **case.params)
+
+    def report(self):
+        """A plain-text report: the search, the worst case, the counterexample."""
+        head = (f"falsify {self.name} [{self.variant}]: {self.evaluations} evaluations (budget {self.budget}, "
+                f"seed {self.seed}), {self.skipped} drawn cases not applicable")
+        lines = [head]
+        if self.counterexample is not None:
+            v = self.counterexample.verification
+            lines += [f"COUNTEREXAMPLE (shrunk): measured {v.measured:.4g} > bound {v.bound:.4g} "
+                      f"(ratio {v.ratio:.4g})", self.counterexample.describe()]
+        else:
+            lines.append("no counterexample found")
+        if self.worst is not None and self.worst is not self.counterexample:
+            lines += [f"largest measured/bound: {self.worst.ratio:.4g}", self.worst.describe()]
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.report()
+
+    def figure(self):
+        """measured/bound of every evaluation in order (log scale), the counterexample marked.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
+        r = np.array([h[0] for h in self.history], dtype=float)
+        k = np.arange(1, r.size + 1)
+        ok = np.isfinite(r) & (r > 0)
+        bad = np.array([h[1] == "VIOLATED" for h in self.history], dtype=bool)
+        ax.scatter(k[ok & ~bad], r[ok & ~bad], s=12, color="tab:blue", label="holds / unresolved")
+        if (ok & bad).any():
+            ax.scatter(k[ok & bad], r[ok & bad], s=22, color="tab:red", marker="x", label="violated")
+        if ok.any():
+            ax.set_yscale("log")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xlabel("evaluation")
+        ax.set_ylabel("measured / bound")
+        ax.set_title(f"falsify {self.name} [{self.variant}], seed {self.seed}", fontsize=9)
+        ax.legend(fontsize=7, frameon=False)
+        return fig
+
+
+class _Violated(Exception):
+    def __init__(self, case):
+        super().__init__("violated")
+        self.case = case
+
+
+def _key(problem, params):
+    parts = []
+    for k in sorted(params):
+        v = params[k]
+        parts.append((k, np.asarray(v).tobytes() if isinstance(v, (np.ndarray, list, tuple)) else repr(v)))
+    pkey = (problem.data_hash(), repr(getattr(problem, "noise", None)), np.asarray(problem.weights).tobytes()) \
+        if hasattr(problem, "data_hash") else id(problem)
+    return pkey, tuple(parts)
+
+
+def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
+    """Search the conforming space of theorem ``name`` for the largest measured/bound.
+
+    Parameters
+    ----------
+    name : str
+        A registered theorem (``validation.theorems()``).
+    variant : str, optional
+        The bound variant searched (default: the theorem's default variant).
+    budget : int, default 60
+        The most verifications to run (generation, targeting and shrinking together).
+    seed : int, default 0
+        Seed of the search: the same seed gives the same search.
+    cases : hypothesis strategy, optional
+        Your own strategy of ``(problem, params)`` pairs (default: the theorem's conforming space,
+        :func:`fedtheory.testing.strategies.theorem_cases`).
+    progress : bool, optional
+        A progress bar over the budget (default: when stderr is a terminal).
+
+    Returns
+    -------
+    Falsification
+        ``.evaluations``, ``.worst``, ``.counterexample`` (shrunk, or None), ``.replay()``,
+        ``.report()``, ``.figure()``.
+
+    Examples
+    --------
+    >>> import validation
+    >>> f = validation.falsify("feddeper.theorem_2", variant="corrected", budget=5, seed=0, progress=False)
+    >>> f.evaluations <= 5, f.counterexample is None
+    (True, True)
+    """
+    from hypothesis import HealthCheck, Phase, given, settings, target
+    from hypothesis import seed as hseed
+    from .._progress import bar as progress_bar
+    from .._validation import Interval, Options, check_param
+    from . import SPECS, THEOREMS
+    check_param("name", name, [Options(*sorted(THEOREMS))], "falsify")
+    spec = SPECS.get(name)
+    if spec is None:
+        raise ValueError(f"theorem {name!r} is not a TheoremSpec: it has no conforming space to search")
+    variant = spec.default_variant if variant is None else variant
+    check_param("variant", variant, [Options(*spec.variants)], "falsify")
+    check_param("budget", budget, [Interval(int, 1, None)], "falsify")
+    check_param("seed", seed, [Interval(int, 0, None)], "falsify")
+    if cases is None:
+        from ..testing.strategies import theorem_cases
+        cases = theorem_cases(name, variant)
+    out = Falsification(name, variant, budget, seed)
+    seen = {}
+    pbar = progress_bar(progress, total=budget, desc=f"falsify {name}", unit="case")
+
+    def evaluate(case):
+        problem, params = case
+        key = _key(problem, params)
+        if key in seen:
+            return seen[key]
+        if out.evaluations >= budget:
+            return None
+        v = THEOREMS[name](problem, variant=variant, **params)
+        out.evaluations += 1
+        pbar.update(1)
+        if not v.applicable:
+            out.skipped += 1
+            res = None
+            out.history.append((float("nan"), "NOT APPLICABLE"))
+        else:
+            res = FalsifyCase(problem, dict(params), float(v.ratio), v)
+            out.history.append((res.ratio, v.verdict()))
+            if out.worst is None or _gt(res.ratio, out.worst.ratio):
+                out.worst = res
+        seen[key] = res
+        return res
+
+    @hseed(seed)
+    @settings(max_examples=budget, database=None, deadline=None, derandomize=False, print_blob=False,
+              phases=(Phase.generate, Phase.target, Phase.shrink), report_multiple_bugs=False,
+              suppress_health_check=list(HealthCheck))
+    @given(cases)
+    def search(case):
+        res = evaluate(case)
+        if res is None:
+            return
+        r = res.ratio
+        target(float(np.log(r)) if r > 0 and math.isfinite(r) else (50.0 if r == math.inf else -50.0))
+        if res.verification.verdict() == "VIOLATED":
+            raise _Violated(res)
+
+    try:
+        search()
+    except _Violated as e:
+        out.counterexample = e.case
+    finally:
+        pbar.close()
+    return out
+
+
+def _gt(a, b):
+    if math.isnan(a):
+        return False
+    return math.isnan(b) or a > b

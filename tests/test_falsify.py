@@ -1,0 +1,160 @@
+"""Theorems as properties: conforming spaces (fedtheory.testing.strategies) and the falsifier
+(validation.falsify, ``fedtheory falsify``)."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import validation
+from fedtheory.__main__ import main
+from fedtheory.testing import strategies as fts
+from fedtheory.theory import SPECS, THEOREMS, Condition
+from fedtheory.theory.engine import TheoremSpec, Variant, check
+
+
+def test_every_theorem_declares_its_conforming_space():
+    assert sorted(SPECS) == sorted(THEOREMS)
+    for name, spec in SPECS.items():
+        assert spec.cases is not None, name
+        for variant in spec.variants:
+            assert isinstance(fts.theorem_cases(name, variant), st.SearchStrategy)
+    with pytest.raises(ValueError, match="The 'name' parameter of theorem_cases must be a str among"):
+        fts.theorem_cases("nope")
+
+
+@settings(max_examples=6, database=None, deadline=None, derandomize=True)
+@given(fts.theorem_cases("feddeper.theorem_2"))
+def test_feddeper_theorem_2_space_is_applicable(case):
+    problem, params = case
+    v = validation.verify("feddeper.theorem_2", problem, **params)
+    assert v.applicable, v.reason
+    assert all(c.ok for c in v.conditions if c.role == "stated")
+
+
+# ------------------------------------------------------------------ the falsifier --
+def test_falsify_finds_and_shrinks_the_feddeper_theorem_2_erratum():
+    f = validation.falsify("feddeper.theorem_2", variant="printed", budget=40, seed=0, progress=False)
+    assert f.evaluations <= 40 and f.counterexample is not None
+    cx = f.counterexample
+    assert cx.verification.verdict() == "VIOLATED" and cx.ratio > 1
+    # shrunk towards the smallest run of the space (T = 5 rounds, K = 1, two clients)
+    assert cx.params["rounds"] == 5 and cx.params["local_steps"] == 1 and cx.problem.n_clients == 2
+    v = f.replay()
+    assert v.verdict() == "VIOLATED" and v.ratio == cx.ratio
+    assert f.worst.ratio >= cx.ratio and "COUNTEREXAMPLE" in f.report()
+
+
+def test_falsify_finds_the_documented_theorem_4_2_erratum():
+    # conditions (i)-(iv) do not imply the step-size bound the proof needs (docs/papers/localdescent.md)
+    f = validation.falsify("localdescent.theorem_4_2", variant="printed", budget=30, seed=0, progress=False)
+    assert f.counterexample is not None and f.counterexample.ratio > 10
+    stated = [c for c in f.counterexample.verification.conditions if c.role == "stated"]
+    assert stated and all(c.ok for c in stated)
+
+
+def test_falsify_is_deterministic_for_a_seed():
+    a = validation.falsify("feddeper.theorem_2", variant="corrected", budget=8, seed=3, progress=False)
+    b = validation.falsify("feddeper.theorem_2", variant="corrected", budget=8, seed=3, progress=False)
+    assert a.history == b.history and a.worst.ratio == b.worst.ratio
+
+
+def _planted_spec():
+    """Gradient descent on a 1-D quadratic f = h x^2/2 with a planted false bound: the true
+    contraction (1 - h eta)^{2T} f0 while T < 7, then half of it (false from T = 7 on)."""
+    def setup(problem, rounds=1, lr=0.1, seeds=1):
+        return dict(T=rounds, lr=lr, h=float(problem.client_data(0)[0][0, 0]), seeds=seeds)
+
+    def bound(st_, m):
+        true = (1 - st_["h"] * st_["lr"]) ** (2 * st_["T"]) * st_["f0"]
+        return true if st_["T"] < 7 else 0.5 * true
+
+    def measure(st_, runs):
+        p = st_["problem"]
+        st_["f0"] = p.value(np.ones(1))
+        return dict(values=[p.value(r.x) for r in runs["main"]])
+
+    def space(variant):
+        import problems
+
+        @st.composite
+        def draw(d):
+            h = d(fts.uniform(0.1, 1.0))
+            p = problems.explicit_quadratic(np.array([[[h]]]), np.zeros((1, 1)), name="planted")
+            return p, dict(rounds=d(fts.integers(1, 30)), lr=d(fts.uniform(0.05, 0.5)))
+        return draw()
+    return TheoremSpec(
+        name="planted.theorem", algorithm="fedavg", statement="f(x^T) <= (1 - h eta)^{2T} f(x^0) (false for T >= 7)",
+        setup=setup, run_kwargs=lambda s: dict(rounds=s["T"], local_steps=1, lr=s["lr"], x0=np.ones(1)),
+        measure=measure, conditions=lambda s, m: [Condition("eta <= 1/h", s["lr"], 1 / s["h"], s["lr"] * s["h"] <= 1)],
+        variants={"printed": Variant("planted", bound)}, cases=space)
+
+
+def test_falsify_finds_and_shrinks_a_planted_false_bound(monkeypatch):
+    spec = _planted_spec()
+    monkeypatch.setitem(SPECS, spec.name, spec)
+    monkeypatch.setitem(THEOREMS, spec.name, lambda problem, variant=None, measurement=None, **kw:
+                        check(spec, problem, variant=variant, measurement=measurement, **kw))
+    f = validation.falsify(spec.name, budget=60, seed=0, progress=False)
+    assert f.counterexample is not None and f.evaluations <= 60
+    assert f.counterexample.params["rounds"] == 7                     # shrunk to the first false T
+    assert f.counterexample.ratio == pytest.approx(2.0, rel=1e-9)      # measured = true bound = 2 x planted
+    assert f.replay().ratio == f.counterexample.ratio
+
+
+def test_conforms_decides_the_conditions_known_before_a_run():
+    from fedtheory.theory.engine import conforms
+    import problems
+    p = problems.quadratic(3, 2, mu=0.1, heterogeneity=1.0, seed=0)
+    spec = SPECS["feddeper.theorem_2"]
+    assert conforms(spec, p, rounds=5) is True
+    assert conforms(spec, p, rounds=5, mix=0.2) is False                     # lambda in [1/2, 1] (stated)
+    assert conforms(spec, p, rounds=5, lr=1.0) is False                      # a = eta K beta above the cap
+    assert conforms(SPECS["fedsps.theorem_6a"], p, rounds=5) is None         # reads the run's step sizes
+    lasso = problems.federated_lasso("II", n_clients=3, dim=12, samples=8, seed=0)
+    assert conforms(SPECS["fedsps.theorem_6a"], lasso, rounds=5) is False    # A1 fails
+
+
+def test_falsify_validates_its_parameters():
+    with pytest.raises(ValueError, match="The 'budget' parameter of falsify must be an int in the range"):
+        validation.falsify("feddeper.theorem_2", budget=0)
+    with pytest.raises(ValueError, match="The 'variant' parameter of falsify must be a str among"):
+        validation.falsify("feddeper.theorem_2", variant="nope")
+    with pytest.raises(ValueError, match="The 'name' parameter of falsify must be a str among"):
+        validation.falsify("nope")
+
+
+# ------------------------------------------------- every theorem searched (default variant) --
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_default_variant_has_no_counterexample_small_budget(name):
+    f = validation.falsify(name, budget=6, seed=0, progress=False)
+    assert f.evaluations <= 6
+    assert f.counterexample is None, f.report()
+    assert f.skipped == 0 and f.worst is not None        # the space's draws are inside the conditions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_corrected_variant_has_no_counterexample_large_budget(name):
+    variants = [v for v in SPECS[name].variants if v != "printed"] or ["printed"]
+    for variant in variants:
+        f = validation.falsify(name, variant=variant, budget=150, seed=1, progress=False)
+        assert f.counterexample is None, f.report()
+        assert f.skipped == 0
+
+
+# ------------------------------------------------------------------ the command line --
+def test_cli_falsify_exits_1_with_a_report_and_figure(tmp_path, capsys):
+    out = tmp_path / "f"
+    assert main(["falsify", "feddeper.theorem_2", "--variant", "printed", "--budget", "40", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "COUNTEREXAMPLE (shrunk)" in text and "rounds = 5" in text
+    assert (out / "report.md").exists() and (out / "falsify.png").stat().st_size > 5000
+
+
+def test_cli_falsify_exits_0_without_counterexample_and_2_on_a_bad_name(capsys):
+    assert main(["falsify", "feddeper.theorem_2", "--budget", "4", "--seed", "2"]) == 0
+    assert "no counterexample found" in capsys.readouterr().out
+    assert main(["falsify", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fedtheory falsify: error: unknown theorem 'nope'") and err.count("\n") == 1
