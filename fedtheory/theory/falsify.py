@@ -49,7 +49,9 @@ class Falsification:
     Attributes
     ----------
     name, variant : str
+        The theorem and the bound variant searched.
     budget, seed : int
+        The most verifications allowed, and the seed of the search.
     evaluations : int
         Verifications run (at most ``budget``).
     skipped : int
