@@ -18,10 +18,8 @@ EXAMPLE_CONFIG = """\
   L = 1.0
   mu = 0.1
   hessian = "distinct"      # client-specific Hessians: local steps drift (shared ones would not)
-  heterogeneity = 1.0
 
   [run]                     # fedtheory.run arguments, the algorithm and its hyperparameters
-  algorithm = "fedavg"
   rounds = 150
   local_steps = 10
   lr = 0.1

@@ -6,10 +6,8 @@ A configuration has three tables::
     factory = "quadratic"
     n_clients = 10
     dim = 5
-    heterogeneity = 1.0
 
     [run]                     # arguments of fedtheory.run, the algorithm and its hyperparameters
-    algorithm = "fedavg"
     rounds = 200
     local_steps = 5
     lr = 0.1
@@ -19,6 +17,11 @@ A configuration has three tables::
     algorithm = ["fedavg", "scaffold"]
     seed = [0, 1, 2]
     "problem.heterogeneity" = [0.5, 2.0]    # a problem argument
+
+Every setting is written once: a ``[grid]`` key spelled twice (``"problem.dim"`` and ``dim`` in
+``[grid.problem]``), a grid axis also set in ``[problem]`` or ``[run]`` (one value would never
+be used), a value listed twice in one axis and an integer outside TOML's 64-bit range are
+errors naming both places.
 
 ``name`` is accepted instead of ``factory`` when no ``factory`` is given (then it cannot be an
 argument); with ``factory`` given, ``name`` is an argument (the data set of ``libsvm``).
@@ -205,15 +208,39 @@ def key_lines(text):
     return lines
 
 
-def _flatten(d, prefix=""):
-    """Nested tables of ``[grid]`` (dotted keys, ``[grid.problem]``) as ``"problem.key"`` entries."""
+def _flatten(d, prefix="", path=(), origins=None):
+    """Nested tables of ``[grid]`` (dotted keys, ``[grid.problem]``) as ``"problem.key"`` entries.
+
+    ``origins`` (a dict, filled when given) maps each entry to the key paths that spell it: a
+    quoted ``"problem.dim"`` is ``("problem.dim",)``, ``problem.dim`` or ``dim`` in
+    ``[grid.problem]`` is ``("problem", "dim")``; two paths for one entry are a duplicate.
+    """
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(_flatten(v, f"{prefix}{k}.", path + (k,), origins))
         else:
             out[prefix + k] = v
+            if origins is not None:
+                origins.setdefault(prefix + k, []).append(path + (k,))
     return out
+
+
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+
+
+def _big_int(value):
+    """The first integer of a TOML value outside TOML's 64-bit range, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if not _INT64[0] <= value <= _INT64[1] else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for v in items:
+        big = _big_int(v)
+        if big is not None:
+            return big
+    return None
 
 
 # ------------------------------------------------------------------------------- messages
@@ -322,6 +349,52 @@ class Config:
         if in_grid:
             k += f" (grid value {_describe(value)})"
         return ConfigError(f"{where}: {k}: {what}")
+
+    def spelling(self, path):
+        """How the key ``path`` (table first) is written: ``"`dim` in [grid.problem] (line 14)"``."""
+        lines = key_lines(self.text)
+        for n in range(len(path), 0, -1):
+            if path[:n] in lines:
+                line = lines[path[:n]]
+                break
+        else:
+            return f"{'.'.join(path[1:])!r} in [{path[0]}]"
+        table, key = path[0], None
+        for text in self.text.splitlines()[:line][::-1]:
+            m = _HEADER.match(text)
+            if m:
+                table = m.group(2).strip()
+                break
+        m = _KEY.match(self.text.splitlines()[line - 1])
+        key = m.group(1).strip() if m else ".".join(path[1:])
+        return f"`{key}` in [{table}] (line {line})"
+
+    def _duplicates(self, origins):
+        """ConfigError for a grid entry spelled twice, or set both in [grid] and in [problem]/[run]
+        (only one of the values would be used)."""
+        for k, paths in origins.items():
+            if len(paths) > 1:
+                a, b = (self.spelling(("grid",) + p) for p in paths[:2])
+                raise ConfigError(f"{self.path}: [grid] key {k!r} is given twice, as {a} and as {b}; "
+                                  "only one would be used: keep one")
+        for k in self.grid:
+            section, arg = ("problem", k[len("problem."):]) if k.startswith("problem.") else ("run", k)
+            table = self.problem if section == "problem" else self.run
+            if "." not in arg and arg in table:
+                a = self.spelling(("grid",) + origins.get(k, [(k,)])[0])
+                b = self.spelling((section, arg))
+                raise ConfigError(f"{self.path}: {section} argument {arg!r} is set twice, as {b} "
+                                  f"({_describe(table[arg])}) and as {a} (a grid axis); the grid's values "
+                                  f"would replace the [{section}] one: keep one")
+            vals = self.grid[k]
+            if isinstance(vals, list):
+                seen = set()
+                for v in vals:
+                    key = json.dumps(v, sort_keys=True, default=str)
+                    if key in seen:
+                        raise self.error("grid", k, f"value {_describe(v)} is listed twice (its grid points "
+                                                    "would run once): list each value once")
+                    seen.add(key)
 
     def _where(self, section, key):
         """``(table, key)`` where a problem (``section="problem"``) or run argument is set."""
@@ -535,7 +608,21 @@ def load(path_or_text, path=None, check=True):
         raise ConfigError(f"{where}: missing table [problem] (with factory = a problems factory)")
     if "run" not in data:
         raise ConfigError(f"{where}: missing table [run] (with algorithm = a registered algorithm)")
-    cfg.problem, cfg.run, cfg.grid = dict(data["problem"]), dict(data["run"]), _flatten(data.get("grid", {}))
+    origins = {}
+    cfg.problem, cfg.run = dict(data["problem"]), dict(data["run"])
+    cfg.grid = _flatten(data.get("grid", {}), origins=origins)
+    for t, table in (("problem", cfg.problem), ("run", cfg.run)):
+        for k, v in table.items():
+            big = _big_int(v)
+            if big is not None:
+                raise cfg.error(t, k, f"expected an integer in TOML's 64-bit range [{_INT64[0]}, {_INT64[1]}]; "
+                                      f"got {big}")
+    for k, v in cfg.grid.items():
+        big = _big_int(v)
+        if big is not None:
+            raise cfg.error("grid", k, f"expected integers in TOML's 64-bit range [{_INT64[0]}, {_INT64[1]}]; "
+                                       f"got {big}", big, True)
+    cfg._duplicates(origins)
     for k, v in cfg.grid.items():
         if not isinstance(v, list) or not v:
             raise cfg.error("grid", k, f"expected a non-empty list of values; got {_describe(v)}")

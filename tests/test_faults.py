@@ -29,7 +29,6 @@ n_clients = 4
 dim = 3
 
 [run]
-algorithm = "fedavg"
 rounds = 30
 lr = 0.1
 eval_every = 10
