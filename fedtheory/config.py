@@ -42,6 +42,7 @@ import hashlib
 import inspect
 import itertools
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ from pathlib import Path
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
 TABLES = ("problem", "run", "grid")
+#: From this many grid points on, listing and checking them shows a progress bar (about 0.15 ms a
+#: point: a 1e6-point grid takes minutes).
+LARGE_GRID = 10_000
 VISION = "vision.image_problem"
 
 
@@ -408,38 +412,64 @@ class Config:
         return "factory" if ("factory" in self.problem or "problem.factory" in self.grid) else "name"
 
     # -- grid points -----------------------------------------------------------------
-    def points(self):
+    def size(self):
+        """The number of grid points (the product of the axes' lengths), without building them."""
+        return math.prod(len(v) for v in self.grid.values())
+
+    def _bar(self, progress, what):
+        from ._progress import bar
+        n = self.size()
+        return bar(progress if n >= LARGE_GRID else False, total=n, unit="point",
+                   desc=f"{what} {n:,} grid points", leave=False)
+
+    def points(self, progress=None):
         """The grid's Cartesian product as a list of ``(problem_args, run_args)``.
 
         Problem dicts are canonical, ``{"factory": name, **arguments}``. Names and keys are
-        checked (cheap); :meth:`check` (called by :func:`load`) checks the values.
+        checked (cheap); :meth:`check` (called by :func:`load`) checks the values. A grid of
+        :data:`LARGE_GRID` points or more shows a bar (``progress``: as in :func:`fedtheory.run`).
         """
+        state = json.dumps([self.problem, self.run, self.grid], sort_keys=True, default=str)
+        if self.__dict__.get("_listed", (None,))[0] == state:          # listed already (load, then sweep)
+            return list(self._listed[1])
         keys = list(self.grid)
         combos = itertools.product(*(self.grid[k] for k in keys)) if keys else [()]
         fkey = self._factory_key()
-        out = []
-        for values in combos:
-            prob, rn = dict(self.problem), dict(self.run)
-            for k, v in zip(keys, values):
-                if k.startswith("problem."):
-                    prob[k[len("problem."):]] = v
-                else:
-                    rn[k] = v
-            factory = prob.pop(fkey, None)
-            prob = {"factory": factory, **prob}
-            self._check_names(prob, rn, fkey)
-            out.append((prob, rn))
-        return out
+        out, memo = [], {}
+        with self._bar(progress, "listing") as bar:
+            for values in combos:
+                out.append(self._point(keys, values, fkey, memo))
+                bar.update(1)
+        self._listed = (state, out)
+        return list(out)
 
-    def _check_names(self, prob, rn, fkey):
+    def _point(self, keys, values, fkey, memo):
+        """One grid point ``(problem_args, run_args)`` with its names checked."""
+        prob, rn = dict(self.problem), dict(self.run)
+        for k, v in zip(keys, values):
+            if k.startswith("problem."):
+                prob[k[len("problem."):]] = v
+            else:
+                rn[k] = v
+        factory = prob.pop(fkey, None)
+        prob = {"factory": factory, **prob}
+        self._check_names(prob, rn, fkey, memo)
+        return prob, rn
+
+    def _check_names(self, prob, rn, fkey, memo=None):
         from .registry import algorithms, get_algorithm
-        table = factories()
+        memo = {} if memo is None else memo      # factories, signatures, algorithms: once per points()
+        if "factories" not in memo:
+            memo["factories"], memo["algorithms"] = factories(), algorithms()
+        table = memo["factories"]
         name = prob["factory"]
         t, k = self._where("problem", fkey)
         if not isinstance(name, str) or name not in table:
             raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
                                    f"got {_describe(name)}", name, t == "grid")
-        sig = inspect.signature(table[name]).parameters
+        if ("sig", name) not in memo:
+            memo[("sig", name)] = inspect.signature(table[name]).parameters
+        sig = memo[("sig", name)]
         var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.values())
         named = [p for p, v in sig.items() if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)]
         for key in prob:
@@ -465,12 +495,13 @@ class Config:
             raise self.error("problem", None, f"problems factory {name!r} needs the argument(s) "
                                               f"{', '.join(map(repr, missing))}{hint}")
         alg = rn.get("algorithm")
-        if not isinstance(alg, str) or alg not in algorithms():
+        if not isinstance(alg, str) or alg not in memo["algorithms"]:
             t = "grid" if "algorithm" in self.grid else "run"
-            raise self.error(t, "algorithm", f"expected a registered algorithm, one of {', '.join(algorithms())}; "
-                                             f"got {_describe(alg)}", alg, t == "grid")
-        own = get_algorithm(alg).hyperparameters()
-        allowed = _run_keys() | EXTRA_RUN_KEYS | set(own)
+            raise self.error(t, "algorithm", f"expected a registered algorithm, one of "
+                                             f"{', '.join(memo['algorithms'])}; got {_describe(alg)}", alg, t == "grid")
+        if ("alg", alg) not in memo:
+            memo[("alg", alg)] = _run_keys() | EXTRA_RUN_KEYS | set(get_algorithm(alg).hyperparameters())
+        allowed = memo[("alg", alg)]
         for k in rn:
             if k != "algorithm" and k not in allowed:
                 t = "grid" if k in self.grid else "run"
@@ -487,31 +518,36 @@ class Config:
                              rn["reference"], t == "grid")
 
     # -- values ----------------------------------------------------------------------
-    def check(self, points=None):
+    def check(self, points=None, progress=None):
         """Check every value of every grid point: build each distinct problem (the factory's own
         checks) and set up each run (:func:`fedtheory.runner.check_arguments`), before any run.
 
         Raises :class:`ConfigError` naming the line and key of the first bad value.
         """
-        from .exceptions import IncompatibleProblemError
-        from .runner import check_arguments
-        points = self.points() if points is None else points
+        points = self.points(progress) if points is None else points
         groups = {}                       # one build per distinct problem, one problem in memory at a time
         for prob, rn in points:
             groups.setdefault(json.dumps(prob, sort_keys=True, default=str), (prob, []))[1].append(rn)
-        for prob, runs in groups.values():
-            problem = self._build(prob)
-            for rn in runs:
-                alg, kw, _ = run_call(rn)
-                try:
-                    check_arguments(problem, alg, **kw)
-                except IncompatibleProblemError as e:
-                    t = "grid" if "algorithm" in self.grid else "run"
-                    raise self.error(t, "algorithm", str(e), alg, t == "grid") from None
-                except (ValueError, TypeError) as e:
-                    raise self._blame("run", rn, e) from None
-            del problem
+        with self._bar(progress, "checking") as bar:
+            for prob, runs in groups.values():
+                self._check_group(prob, runs, bar)
         return points
+
+    def _check_group(self, prob, runs, bar):
+        """Build one problem and set up each of its runs (a bar step per run)."""
+        from .exceptions import IncompatibleProblemError
+        from .runner import check_arguments
+        problem = self._build(prob)
+        for rn in runs:
+            bar.update(1)
+            alg, kw, _ = run_call(rn)
+            try:
+                check_arguments(problem, alg, **kw)
+            except IncompatibleProblemError as e:
+                t = "grid" if "algorithm" in self.grid else "run"
+                raise self.error(t, "algorithm", str(e), alg, t == "grid") from None
+            except (ValueError, TypeError) as e:
+                raise self._blame("run", rn, e) from None
 
     def _build(self, prob):
         try:
@@ -556,7 +592,7 @@ def _read(path_or_text, path):
         raise ConfigError(f"{p}: cannot be read ({e.strerror or e})") from None
 
 
-def load(path_or_text, path=None, check=True):
+def load(path_or_text, path=None, check=True, progress=None):
     """Parse and check a configuration from a file path or a TOML string (a string with a newline).
 
     Raises :class:`ConfigError` naming the file, line and key for: a missing or unreadable file,
@@ -634,9 +670,9 @@ def load(path_or_text, path=None, check=True):
     if "algorithm" not in cfg.run and "algorithm" not in cfg.grid:
         from .registry import algorithms
         raise cfg.error("run", None, f"missing key 'algorithm' (one of {', '.join(algorithms())})")
-    points = cfg.points()           # names and keys of every grid point
+    points = cfg.points(progress)   # names and keys of every grid point
     if check:
-        cfg.check(points)           # values: the factories' and run's own checks
+        cfg.check(points, progress)  # values: the factories' and run's own checks
     return cfg
 
 

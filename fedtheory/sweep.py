@@ -253,8 +253,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     from ._progress import bar as progress_bar
     if backend not in ("local", "dask"):
         raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
-    cfg = config if hasattr(config, "points") else load(config)
-    points = cfg.points()
+    cfg = config if hasattr(config, "points") else load(config, progress=progress)
+    points = cfg.points(progress)
     store = ResultsStore(out)
     done = store.finished()
     todo, seen = [], set()
