@@ -77,8 +77,10 @@ def _jobs(text):
 
 
 def _out_dir(path, flag="--out"):
-    """Refuse an output directory that is an existing file (one-line error)."""
+    """Refuse an empty output path or one that is an existing file (one-line error)."""
     from pathlib import Path
+    if not str(path).strip():          # Path("") is the current directory
+        raise UsageError(f"{flag} {path!r}: an empty path; a directory is expected")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {path}: is a file; a directory is expected")
@@ -198,14 +200,17 @@ def _run(args):
 
 
 def _sweep(args):
-    """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept)."""
+    """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept), 1 when
+    the sweep failed (Dask cluster lost, KilledWorker, dead workers; finished runs kept): one line
+    with the command that resumes it."""
     import shlex
-    from .sweep import sweep
+    from .sweep import SweepFailed, sweep
     _out_dir(args.out)
-    try:
-        df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                   progress=None)
-    except KeyboardInterrupt as e:
+    if args.scheduler is not None and args.backend != "dask":
+        raise UsageError(f"--scheduler {args.scheduler}: applies to --backend dask only (the backend is "
+                         f"{args.backend}); add --backend dask or leave --scheduler out")
+
+    def resume():
         cmd = ["fedtheory", "sweep", args.config, "--out", args.out]
         if args.jobs is not None:
             cmd += ["-j", str(args.jobs)]
@@ -213,9 +218,19 @@ def _sweep(args):
             cmd += ["--backend", args.backend]
         if args.scheduler:
             cmd += ["--scheduler", args.scheduler]
+        return shlex.join(cmd)
+
+    try:
+        df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                   progress=None)
+    except KeyboardInterrupt as e:
         what = str(e) if str(e).startswith("interrupted") else f"interrupted; finished runs are stored in {args.out}"
-        print(f"fedtheory sweep: {what}; resume with the same command: {shlex.join(cmd)}", file=sys.stderr)
+        print(f"fedtheory sweep: {what}; resume with the same command: {resume()}", file=sys.stderr)
         return 130
+    except SweepFailed as e:
+        again = "the same command" if e.stored else "the same command once the cause is fixed"
+        print(f"fedtheory sweep: error: {_one_line(e)}; resume with {again}: {resume()}", file=sys.stderr)
+        return 1
     print(f"{df.run_id.nunique() if len(df) else 0} runs, {len(df)} rows in {args.out}/results.parquet")
     return 0
 
