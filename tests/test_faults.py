@@ -5,6 +5,7 @@ Every test ends with the same check: the store holds exactly the grid's run ids,
 with every evaluated round, nothing duplicated and nothing lost. Processes run on this machine
 only; each test is bounded in time.
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -208,7 +209,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     cfg.write_text(SLOW.replace("rounds = 60000", "rounds = 300000").replace("eval_every = 20000", "eval_every = 100000")
                    .replace("seed = [0, 1, 2, 3]", "seed = [0, 1]"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         def executing():
             return sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
         from fedtheory.sweep import run_point                  # kernels loaded: the run is in its rounds
@@ -258,9 +259,19 @@ def dask_clean(tmp_path_factory):
 
 def _cluster(distributed, **kw):
     return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                    dashboard_address=None, worker_dashboard_address=None, **kw)
+                                    dashboard_address=":0", worker_dashboard_address=None, **kw)
 
 
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """One LocalCluster of two process workers shared by the tests that kill workers or drivers (a
+    killed worker's nanny starts a new one); ``(cluster, client)``."""
+    distributed = pytest.importorskip("distributed")
+    with _cluster(distributed) as cluster, distributed.Client(cluster) as client:
+        yield cluster, client
+
+
+@contextlib.contextmanager
 def _finished_runs(cluster):
     """A scheduler plugin recording ``(run_id, time)`` each time a worker finishes a sweep's run."""
     from distributed.diagnostics.plugin import SchedulerPlugin
@@ -277,7 +288,19 @@ def _finished_runs(cluster):
 
     plugin = Finished()
     cluster.scheduler.add_plugin(plugin)
-    return plugin
+    try:
+        yield plugin
+    finally:
+        cluster.scheduler.remove_plugin(name=plugin.name)
+
+
+def _kill_busy_worker(client):
+    """SIGKILL the worker process running the most tasks; return how many it was running."""
+    busy = client.run(lambda dask_worker: len(dask_worker.state.executing))
+    pids = client.run(os.getpid)
+    victim = max(busy, key=busy.get)
+    os.kill(pids[victim], signal.SIGKILL)
+    return busy[victim]
 
 
 def _dask_driver(tmp_path, out, address):
@@ -323,14 +346,13 @@ def _complete_and_clean(out, clean):
     assert _stored(out) == _ids(DASK) and _quarantined(out) == []
 
 
-def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path, dask_clean):
+def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path, dask_clean, dask_cluster):
     """SIGKILL a worker twice mid-sweep (its nanny restarts it): the sweep completes without a word,
     and no run stored before a kill is computed again (the driver releases each future once its run
     is stored; it kept them all, and 40 runs took 83 executions)."""
-    distributed = pytest.importorskip("distributed")
+    cluster, client = dask_cluster
     out = tmp_path / "k"
-    with _cluster(distributed) as cluster, distributed.Client(cluster) as client:
-        finished = _finished_runs(cluster)
+    with _finished_runs(cluster) as finished:
         cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
         try:
             kills = []
@@ -338,58 +360,54 @@ def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path
                 _wait_stored(out, n, proc)
                 time.sleep(0.1)                        # the release reaches the scheduler
                 kills.append((_stored(out), time.monotonic()))
-                busy = client.run(lambda dask_worker: len(dask_worker.state.executing))
-                pids = client.run(os.getpid)
-                victim = max(busy, key=busy.get)
-                os.kill(pids[victim], signal.SIGKILL)
+                _kill_busy_worker(client)
             _, err = proc.communicate(timeout=300)
         finally:
             _reap(proc.pid)
-        assert proc.returncode == 0, err
-        assert [ln for ln in err.splitlines() if ln.strip()] == [], err
-        for stored, t in kills:
-            again = {rid for rid, when in finished.done if when > t} & stored
-            assert again == set(), f"stored runs recomputed after a worker was killed: {again}"
+    assert proc.returncode == 0, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [], err
+    for stored, t in kills:
+        again = {rid for rid, when in finished.done if when > t} & stored
+        assert again == set(), f"stored runs recomputed after a worker was killed: {again}"
     _complete_and_clean(out, dask_clean)
 
 
-def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_clean):
-    """With distributed.scheduler.allowed-failures = 0 a worker killed mid-run makes its run a
-    KilledWorker: the other runs finish, the driver prints one line (no traceback, it was 24) with
-    the resume command and exits 1; the resume command stores the missing run(s)."""
-    distributed = pytest.importorskip("distributed")
-    import dask
+def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
+    """With distributed.scheduler.allowed-failures = 0 a worker killed mid-run makes its run (and
+    any run queued on it) a KilledWorker: the other runs finish, the driver prints one line (no
+    traceback; it was 24 lines) with the resume command and exits 1; that command stores the rest."""
+    cluster, client = dask_cluster
     out = tmp_path / "kw"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), _cluster(distributed) as cluster, \
-            distributed.Client(cluster) as client:
+    allowed = cluster.scheduler.allowed_failures
+    cluster.scheduler.allowed_failures = 0
+    try:
         cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
         try:
             _wait_stored(out, 1, proc)
-            busy = client.run(lambda dask_worker: len(dask_worker.state.executing))
-            pids = client.run(os.getpid)
-            victim = max(busy, key=busy.get)
-            assert busy[victim] == 1
-            os.kill(pids[victim], signal.SIGKILL)
+            assert _kill_busy_worker(client) == 1
             _, err = proc.communicate(timeout=300)
         finally:
             _reap(proc.pid)
-        assert proc.returncode == 1, err
-        line = _one_line_with_resume(err, cmd, "KilledWorker")
-        killed = len(_ids(DASK)) - len(_stored(out))     # the running run and any queued on that worker
-        assert 1 <= killed <= 2
-        assert line.startswith(f"fedtheory sweep: error: {killed} run{'s' if killed > 1 else ''} killed"), line
-        assert f"{len(_stored(out))} of {len(_ids(DASK))} runs stored in {out}" in line, line
-        _resume(cmd)
+    finally:
+        cluster.scheduler.allowed_failures = allowed
+    assert proc.returncode == 1, err
+    line = _one_line_with_resume(err, cmd, "KilledWorker")
+    killed = len(_ids(DASK)) - len(_stored(out))         # the running run and any queued on that worker
+    assert 1 <= killed <= 2
+    assert line.startswith(f"fedtheory sweep: error: {killed} run{'s' if killed > 1 else ''} killed"), line
+    assert f"{len(_stored(out))} of {len(_ids(DASK))} runs stored in {out}" in line, line
+    _resume(cmd)
     _complete_and_clean(out, dask_clean)
 
 
-def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_path, dask_clean):
+def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
     """The cluster shut down under a running sweep (it gave a 48-60 line FutureCancelledError):
     one line, exit 1, with the stored count and the resume command; the same command against a
     new cluster stores exactly the missing runs."""
     distributed = pytest.importorskip("distributed")
     out = tmp_path / "lost"
-    with _cluster(distributed) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=":0", worker_dashboard_address=None) as cluster:
         cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
         try:
             _wait_stored(out, 2, proc)
@@ -402,39 +420,39 @@ def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_p
     line = _one_line_with_resume(err, cmd, f"lost the Dask cluster at {cmd[-1]}")
     assert f"{len(before)} of {len(_ids(DASK))} runs stored in {out}" in line, line
     assert 2 <= len(before) < len(_ids(DASK))
-    with _cluster(distributed) as cluster:
-        finished = _finished_runs(cluster)
+    cluster, _ = dask_cluster                          # another cluster: the resume command with its address
+    with _finished_runs(cluster) as finished:
         cmd[-1] = cluster.scheduler_address
         _resume(cmd)
-        assert sorted(rid for rid, _ in finished.done) == sorted(_ids(DASK) - before)
+    assert sorted(rid for rid, _ in finished.done) == sorted(_ids(DASK) - before)
     _complete_and_clean(out, dask_clean)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_dask_driver_killed_mid_sweep_and_rerun(tmp_path, dask_clean, sig):
-    """The driver stopped by Ctrl-C (one line, exit 130, the resume command) or SIGKILL mid-sweep:
-    the rerun computes only the runs not stored, and the grid ends complete with the clean values."""
-    distributed = pytest.importorskip("distributed")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
+                         ids=["SIGKILL", "SIGINT"])
+def test_dask_driver_killed_mid_sweep_and_rerun(tmp_path, dask_clean, dask_cluster, sig):
+    """The driver killed (SIGKILL) or stopped by Ctrl-C (one line, exit 130, the resume command)
+    mid-sweep: the rerun computes only the runs not stored, and the grid ends complete with the
+    clean values."""
+    cluster, _ = dask_cluster
     out = tmp_path / "drv"
-    with _cluster(distributed) as cluster:
-        cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
-        try:
-            _wait_stored(out, 2, proc)
-            os.kill(proc.pid, sig)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            _reap(proc.pid)
-        if sig == signal.SIGINT:
-            assert proc.returncode == 130, err
-            _one_line_with_resume(err, cmd, "interrupted")
-        else:
-            assert proc.returncode == -signal.SIGKILL
-        before = _stored(out)
-        assert 2 <= len(before) < len(_ids(DASK))
-        finished = _finished_runs(cluster)
+    cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
+    try:
+        _wait_stored(out, 2, proc)
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        _reap(proc.pid)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        _one_line_with_resume(err, cmd, "interrupted")
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    before = _stored(out)
+    assert 2 <= len(before) < len(_ids(DASK))
+    with _finished_runs(cluster) as finished:
         _resume(cmd)
-        redone = sorted(rid for rid, _ in finished.done)
-        assert redone == sorted(_ids(DASK) - before), redone
+    assert sorted(rid for rid, _ in finished.done) == sorted(_ids(DASK) - before)
     _complete_and_clean(out, dask_clean)
 
 

@@ -736,8 +736,9 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     NotExpressible
         The theorem has no PEP (the reason is the message).
     InvalidParameterError
-        A constant outside its range (0 <= mu < L, ...), an unknown theorem or keyword, or a PEP
-        above ``max_constraints``.
+        A constant outside its range (0 <= mu < L, ...), a solver option outside its range
+        (``rtol >= 0``, ``time_limit > 0``, ``max_nodes >= 1`` an int, ``threshold`` a bool), an
+        unknown theorem or keyword, or a PEP above ``max_constraints``.
     PEPSolveError
         The SDP solver failed (a step so large that the finite worst case is beyond its accuracy);
         the message names lr.
@@ -751,14 +752,18 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     >>> bool(lo <= hi < t.bound), t.function_class.startswith("L-smooth")
     (True, True)
     """
-    require_pepit()
     t0 = time.perf_counter()
-    from .._validation import Options, check_param
+    from .._validation import Bool, Interval, Options, check_param
     _check_constants(L, mu, local_steps, rounds, lr, n_clients)
     _check_size(local_steps, rounds, n_clients, max_constraints)
     check_param("solver", solver, [Options(*SOLVERS)], "tightness")
+    check_param("threshold", threshold, [Bool()], "tightness")
+    check_param("rtol", rtol, [Interval(float, 0, None, "left")], "tightness")
+    check_param("time_limit", time_limit, [Interval(float, 0, None, "neither")], "tightness")
+    check_param("max_nodes", max_nodes, [Interval(int, 1, None)], "tightness")
     spec = _spec(name)
     check_param("variant", variant, [Options(*spec.variants)], "tightness")
+    require_pepit()                     # after the arguments: a bad one is named even without PEPit
     consts = dict(L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, **kw)
     bnb = dict(rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     form = form_of(name, rounds=rounds, lr=lr, **consts)
