@@ -354,7 +354,7 @@ class Config:
             k += f" (grid value {_describe(value)})"
         return ConfigError(f"{where}: {k}: {what}")
 
-    def spelling(self, path):
+    def _spelling(self, path):
         """How the key ``path`` (table first) is written: ``"`dim` in [grid.problem] (line 14)"``."""
         lines = key_lines(self.text)
         for n in range(len(path), 0, -1):
@@ -378,15 +378,15 @@ class Config:
         (only one of the values would be used)."""
         for k, paths in origins.items():
             if len(paths) > 1:
-                a, b = (self.spelling(("grid",) + p) for p in paths[:2])
+                a, b = (self._spelling(("grid",) + p) for p in paths[:2])
                 raise ConfigError(f"{self.path}: [grid] key {k!r} is given twice, as {a} and as {b}; "
                                   "only one would be used: keep one")
         for k in self.grid:
             section, arg = ("problem", k[len("problem."):]) if k.startswith("problem.") else ("run", k)
             table = self.problem if section == "problem" else self.run
             if "." not in arg and arg in table:
-                a = self.spelling(("grid",) + origins.get(k, [(k,)])[0])
-                b = self.spelling((section, arg))
+                a = self._spelling(("grid",) + origins.get(k, [(k,)])[0])
+                b = self._spelling((section, arg))
                 raise ConfigError(f"{self.path}: {section} argument {arg!r} is set twice, as {b} "
                                   f"({_describe(table[arg])}) and as {a} (a grid axis); the grid's values "
                                   f"would replace the [{section}] one: keep one")
@@ -413,7 +413,30 @@ class Config:
 
     # -- grid points -----------------------------------------------------------------
     def size(self):
-        """The number of grid points (the product of the axes' lengths), without building them."""
+        """The number of grid points, without building them.
+
+        Returns
+        -------
+        int
+            The product of the grid axes' lengths (1 without a grid).
+
+        Examples
+        --------
+        >>> from fedtheory.config import load
+        >>> cfg = load('''
+        ... [problem]
+        ... factory = "quadratic"
+        ... n_clients = 4
+        ... dim = 3
+        ... [run]
+        ... algorithm = "fedavg"
+        ... [grid]
+        ... seed = [0, 1, 2]
+        ... lr = [0.1, 0.2]
+        ... ''', check=False)
+        >>> cfg.size()
+        6
+        """
         return math.prod(len(v) for v in self.grid.values())
 
     def _bar(self, progress, what):

@@ -383,7 +383,7 @@ def _run_local(store, todo, n_jobs, warm, bar):
         return
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
-    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, wait
     pool = _local_pool(n)
     pending = set()
     queue = iter(todo)
@@ -402,7 +402,12 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                store.add(*fut.result())
+                try:
+                    result = fut.result()
+                except BrokenExecutor as e:         # a worker killed (out of memory, a signal)
+                    raise _BackendFailure(f"a local worker process died ({type(e).__name__}: "
+                                          f"{_first_line(e)})") from None
+                store.add(*result)
                 bar.update(1)
     except BaseException:
         _stop_pool(pool)

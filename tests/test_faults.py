@@ -200,6 +200,34 @@ def test_ctrl_c_exits_130_with_resume_line_and_stops_workers(tmp_path):
     _check_complete(df, SLOW, SLOW_ROWS)
 
 
+def test_killed_local_worker_is_one_line_and_the_rerun_completes(tmp_path):
+    """A loky worker killed mid-sweep (as the out-of-memory killer does) broke the pool with a
+    TerminatedWorkerError traceback: one line, exit 1, with the resume command, which completes it."""
+    out = tmp_path / "w"
+    cfg, proc, log = _start_driver(tmp_path, out)
+    try:
+        kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+        workers = [int(k) for k in kids.split() if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_text()]
+        os.kill(workers[0], signal.SIGKILL)
+        rc = proc.wait(timeout=60)
+    finally:
+        _reap(proc.pid)
+        log.seek(0)
+        err = log.read()
+        log.close()
+    assert rc == 1, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    stored = {p.stem for p in (out / "runs").glob("*.parquet")}
+    assert lines[0].startswith("fedtheory sweep: error: a local worker process died (TerminatedWorkerError"), lines[0]
+    assert lines[0].endswith(f"; {len(stored)} of 4 runs stored in {out}; resume with the same command: "
+                             f"fedtheory sweep {cfg} --out {out} -j 2"), lines[0]
+    r = subprocess.run([sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "-j", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    _check_complete(pd.read_parquet(out / "results.parquet"), SLOW, SLOW_ROWS)
+
+
 def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     """A driver whose runs execute on a Dask cluster, stopped by Ctrl-C (exit 130: it cancels its
     futures) or by SIGKILL (the scheduler releases a vanished client's futures): the running run
@@ -689,7 +717,7 @@ def test_diverged_rows_are_never_stored(tmp_path):
     status "diverged"; NaN in columns that are undefined at a round (FedSPS step statistics at
     round 0) is not divergence."""
     cfg = TINY.replace('algorithm = ["fedavg", "scaffold"]', 'algorithm = ["fedavg", "fedsps"]') \
-              .replace("seed = [0, 1, 2]", "lr = [0.1, 30.0, 1000.0]") \
+              .replace("lr = 0.1\n", "").replace("seed = [0, 1, 2]", "lr = [0.1, 30.0, 1000.0]") \
               .replace("rounds = 30", "rounds = 150").replace("eval_every = 10", "eval_every = 1")
     df = sweep(cfg, tmp_path / "div", n_jobs=1, progress=False)
     core = df[["value", "grad_mapping_sq", "suboptimality", "dist_sq"]].to_numpy()
