@@ -178,7 +178,7 @@ def _run(args):
     from .config import load
     from .results import ResultsStore
     from .sweep import run_point
-    if args.out:
+    if args.out is not None:
         _out_dir(args.out)
     cfg = load(args.config)
     pts = cfg.points()

@@ -488,6 +488,7 @@ def test_sweep_argument_errors_are_one_line(tmp_path, capsys):
     """A malformed or unreachable scheduler, --scheduler without --backend dask, an empty --out: one
     line, exit 2 (an unreachable scheduler: exit 1 and the resume command), nothing stored."""
     from fedtheory.__main__ import main
+    from fedtheory.exceptions import InvalidParameterError
     cfg = tmp_path / "c.toml"
     cfg.write_text(TINY)
     base = ["sweep", str(cfg), "--out", str(tmp_path / "o")]
@@ -507,7 +508,13 @@ def test_sweep_argument_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == "fedtheory sweep: error: --out '': an empty path; a directory is expected\n", err
     assert not (tmp_path / "o").exists() and not list(tmp_path.glob("runs"))
-    from fedtheory.exceptions import InvalidParameterError
+    one = tmp_path / "one.toml"
+    one.write_text(TINY.split("[grid]")[0].replace("[run]\n", '[run]\nalgorithm = "fedavg"\n'))
+    assert main(["run", str(one), "--out", ""]) == 2          # ran without storing, silently
+    assert capsys.readouterr().err == "fedtheory run: error: --out '': an empty path; a directory is expected\n"
+    from fedtheory.results import ResultsStore
+    with pytest.raises(InvalidParameterError, match="The 'directory' parameter of ResultsStore must be a non-empty"):
+        ResultsStore("")
     with pytest.raises(InvalidParameterError, match="The 'out' parameter of sweep must be a non-empty path"):
         sweep(TINY, "", n_jobs=1, progress=False)
     with pytest.raises(InvalidParameterError, match="The 'scheduler' parameter of sweep applies to "
