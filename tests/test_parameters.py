@@ -215,3 +215,12 @@ def test_large_grids_report_their_size_and_progress(monkeypatch, capsys):
     monkeypatch.setattr(config, "LARGE_GRID", 9)
     load(text, progress=True)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("param, bad, what", [("time_limit", -1.0, "a float in the range (0, inf)"),
+                                              ("rel_tol", 0.0, "a float in the range (0, inf)")])
+def test_lr_threshold_options_are_checked(param, bad, what):
+    from fedtheory.theory.tightness import lr_threshold
+    with pytest.raises(InvalidParameterError) as e:
+        lr_threshold("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, **{param: bad})
+    assert str(e.value) == f"The '{param}' parameter of lr_threshold must be {what}. Got {bad!r} instead."
