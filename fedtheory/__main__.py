@@ -227,8 +227,8 @@ def _sweep(args):
         what = str(e) if str(e).startswith("interrupted") else f"interrupted; finished runs are stored in {args.out}"
         print(f"fedtheory sweep: {what}; resume with the same command: {resume()}", file=sys.stderr)
         return 130
-    except ImportError as e:            # the [dask] extra missing: one line, as every usage error
-        raise UsageError(f"--backend {args.backend}: {_one_line(e)}") from None
+    except ImportError as e:            # an optional extra missing ([dask], [torch]): one line
+        raise UsageError(_one_line(e)) from None
     except SweepFailed as e:
         again = "the same command" if e.stored else "the same command once the cause is fixed"
         print(f"fedtheory sweep: error: {_one_line(e)}; resume with {again}: {resume()}", file=sys.stderr)
