@@ -297,7 +297,9 @@ def _plot(args):
 def main(argv=None):
     """Entry point of the ``fedtheory`` console command.
 
-    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict, 2 for
+    Returns the exit status: 0 on success, 1 when ``verify`` finds an unexpected verdict or a
+    ``sweep`` cannot finish (one line with the command that resumes it: Dask cluster lost or
+    unreachable, KilledWorker, dead local workers; the finished runs are stored), 2 for
     a usage mistake (one line on stderr, never a traceback: bad arguments, a bad or missing
     configuration, an unknown name, an output path of the wrong kind), 130 on Ctrl-C (one line).
     """
