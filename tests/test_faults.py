@@ -1,4 +1,4 @@
-"""Faults injected into sweeps, their results store, the caches, the data and the runs (issue #17): killed and interrupted
+"""Faults injected into sweeps, their results store, the caches, the data and the runs: killed and interrupted
 drivers, damaged, stray and overwritten run files, concurrent writers, diverged runs.
 
 Every test ends with the same check: the store holds exactly the grid's run ids, once each,
@@ -780,7 +780,7 @@ def test_table_is_the_concatenation_of_the_run_files(tmp_path):
 
 
 # =====================================================================================
-# Faults in the caches, the data and the runs themselves (issue #17): a corrupt or
+# Faults in the caches, the data and the runs themselves: a corrupt or
 # foreign ground-truth cache entry, concurrent solves, a damaged Numba cache, damaged
 # data files, diverged runs.
 # =====================================================================================
