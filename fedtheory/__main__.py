@@ -24,10 +24,8 @@ EXAMPLE_CONFIG = """\
   L = 1.0
   mu = 0.1
   hessian = "distinct"      # client-specific Hessians: local steps drift (shared ones would not)
-  heterogeneity = 1.0
 
   [run]                     # fedtheory.run arguments, the algorithm and its hyperparameters
-  algorithm = "fedavg"
   rounds = 150
   local_steps = 10
   lr = 0.1
@@ -315,14 +313,17 @@ def _step_hint(run_args):
 
 
 def _sweep(args):
-    """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept)."""
+    """Exit 0 when every run is stored, 130 on Ctrl-C (workers stopped, finished runs kept), 1 when
+    the sweep failed (Dask cluster lost, KilledWorker, dead workers; finished runs kept): one line
+    with the command that resumes it."""
     import shlex
-    from .sweep import sweep
+    from .sweep import SweepFailed, sweep
     _out_dir(args.out)
-    try:
-        df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                   progress=None)
-    except KeyboardInterrupt as e:
+    if args.scheduler is not None and args.backend != "dask":
+        raise UsageError(f"--scheduler {args.scheduler}: applies to --backend dask only (the backend is "
+                         f"{args.backend}); add --backend dask or leave --scheduler out")
+
+    def resume():
         cmd = ["fedtheory", "sweep", args.config, "--out", args.out]
         if args.jobs is not None:
             cmd += ["-j", str(args.jobs)]
@@ -332,9 +333,21 @@ def _sweep(args):
             cmd += ["--scheduler", args.scheduler]
         for m in args.imports:
             cmd += ["--import", m]
+        return shlex.join(cmd)
+
+    try:
+        df = sweep(args.config, args.out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                   progress=None)
+    except KeyboardInterrupt as e:
         what = str(e) if str(e).startswith("interrupted") else f"interrupted; finished runs are stored in {args.out}"
-        print(f"fedtheory sweep: {what}; resume with the same command: {shlex.join(cmd)}", file=sys.stderr)
+        print(f"fedtheory sweep: {what}; resume with the same command: {resume()}", file=sys.stderr)
         return 130
+    except ImportError as e:            # an optional extra missing ([dask], [torch]): one line
+        raise UsageError(_one_line(e)) from None
+    except SweepFailed as e:
+        again = "the same command" if e.stored else "the same command once the cause is fixed"
+        print(f"fedtheory sweep: error: {_one_line(e)}; resume with {again}: {resume()}", file=sys.stderr)
+        return 1
     print(f"{df.run_id.nunique() if len(df) else 0} runs, {len(df)} rows in {args.out}/results.parquet")
     diverged = df.loc[df.status == "diverged", "run_id"].nunique() if len(df) else 0
     if diverged:
@@ -464,7 +477,9 @@ def main(argv=None):
     -------
     int
         The exit status (:data:`EXIT_STATUS`): 0 on success, 1 when a check fails (``verify``
-        finds an unexpected verdict, a counterexample is found), 2 for a usage or input mistake
+        finds an unexpected verdict, ``falsify`` a counterexample) or a ``sweep`` cannot finish
+        (one line with the command that resumes it: Dask cluster lost or unreachable,
+        KilledWorker, dead local workers; the finished runs are stored), 2 for a usage or input mistake
         (one line on stderr, never a traceback: bad arguments, a bad or missing configuration,
         an unknown name, an output path that cannot be written, a module ``--import`` cannot
         import), 3 when ``fedtheory run``'s run diverges, 130 on Ctrl-C (one line).

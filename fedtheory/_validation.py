@@ -1,4 +1,12 @@
-"""Parameter validation with scikit-learn style messages."""
+"""Parameter validation with scikit-learn style messages.
+
+:func:`check_param` is the one check of every public parameter: it raises
+:class:`~fedtheory.exceptions.InvalidParameterError` naming the parameter, its caller, the
+accepted range and the value received. Its constraints take numbers the way a user writes them:
+Python ints of any size and numpy integer scalars are ints, numpy float scalars
+(``np.float32``) are floats, booleans (``True``, ``np.bool_``) are never numbers.
+"""
+import math
 import numbers
 
 import numpy as np
@@ -23,12 +31,16 @@ class Interval:
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
 
     def accepts(self, v):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             return False
         if self.kind is int and not isinstance(v, numbers.Integral):
             return False
-        if not np.isfinite(v):
-            return False
+        if not isinstance(v, numbers.Integral):          # ints of any size are finite (np.isfinite
+            try:                                         # fails on a Python int >= 2**64)
+                if not math.isfinite(v):
+                    return False
+            except (OverflowError, TypeError, ValueError):
+                return False
         lo_ok = self.low is None or (v >= self.low if self.closed in ("both", "left") else v > self.low)
         hi_ok = self.high is None or (v <= self.high if self.closed in ("both", "right") else v < self.high)
         return bool(lo_ok and hi_ok)

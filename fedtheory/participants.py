@@ -149,7 +149,16 @@ def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
                                     f"Got {len(schedule)} entries instead.")
     out = []
     for t, entry in enumerate(schedule):
-        a = np.asarray(entry)
+        try:
+            a = np.asarray(entry)
+        except (ValueError, TypeError):              # ragged: numpy's "inhomogeneous shape" error
+            try:
+                shapes = ", ".join(str(np.shape(x)) for x in entry)
+            except (ValueError, TypeError):
+                shapes = "?"
+            raise InvalidParameterError(f"{what} must hold 1-d integer arrays of client indices. Got entry {t} "
+                                        f"= {entry!r}, a ragged sequence whose items have the shapes "
+                                        f"{shapes}, instead.") from None
         if a.size == 0:
             a = a.astype(np.int64).reshape(0)
         if a.ndim != 1 or not (np.issubdtype(a.dtype, np.integer)):

@@ -266,6 +266,14 @@ class ResultsStore:
     """
 
     def __init__(self, directory, commit_interval=30.0, commit_cost_factor=20.0, fsync=False):
+        from ._validation import Bool, Interval, check_param
+        from .exceptions import InvalidParameterError
+        if not isinstance(directory, (str, os.PathLike)) or not str(os.fspath(directory)).strip():
+            raise InvalidParameterError(f"The 'directory' parameter of ResultsStore must be a non-empty path "
+                                        f"(Path('') is the current directory). Got {directory!r} instead.")
+        check_param("commit_interval", commit_interval, [Interval(float, 0, None, "left")], "ResultsStore")
+        check_param("commit_cost_factor", commit_cost_factor, [Interval(float, 0, None, "left")], "ResultsStore")
+        check_param("fsync", fsync, [Bool()], "ResultsStore")
         self.dir = Path(directory)
         self.parts = self.dir / "runs"
         self.parts.mkdir(parents=True, exist_ok=True)

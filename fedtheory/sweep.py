@@ -21,9 +21,11 @@ theorems) before it looks a name up.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -52,6 +54,25 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, stored, total, out):
         self.stored, self.total, self.out = stored, total, out
         super().__init__(f"interrupted: {stored} of {total} runs stored in {out}")
+
+
+class SweepFailed(RuntimeError):
+    """A sweep that could not finish: the Dask cluster was lost or unreachable, runs killed their
+    workers (``KilledWorker``), local workers died, or runs could not be stored.
+
+    The finished runs are stored (``results.parquet`` rewritten). Attributes ``stored`` (runs in
+    the store for this grid), ``total`` (distinct grid points), ``out`` (the results directory)
+    and ``reason`` (one line). Running the same sweep again resumes it: stored runs are skipped.
+    """
+
+    def __init__(self, reason, stored, total, out):
+        self.reason, self.stored, self.total, self.out = reason, stored, total, out
+        super().__init__(f"{reason}; {stored} of {total} runs stored in {out}")
+
+
+class _BackendFailure(Exception):
+    """Raised by the backends for a failure of the machinery (not of a run's own code): turned into
+    :class:`SweepFailed` with the store's counts by :func:`sweep`."""
 
 
 class SweepCancelled(RuntimeError):
@@ -305,6 +326,13 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     ------
     SweepInterrupted
         On Ctrl-C, after the workers are stopped and ``results.parquet`` is rewritten.
+    SweepFailed
+        When the sweep cannot finish (the Dask scheduler unreachable or lost, runs that killed
+        their Dask workers, dead local workers), after the finished runs are stored: its message
+        is one line; running the same sweep again resumes it.
+    fedtheory.exceptions.InvalidParameterError
+        A bad argument (``out`` empty, ``scheduler`` malformed or given without
+        ``backend="dask"``, ...), before anything runs.
 
     Examples
     --------
@@ -327,10 +355,9 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     (2, 8)
     """
     from ._progress import bar as progress_bar
-    if backend not in ("local", "dask"):
-        raise ValueError(f"The 'backend' parameter of sweep must be 'local' or 'dask'. Got {backend!r} instead.")
-    cfg = config if hasattr(config, "points") else load(config)
-    points = cfg.points()
+    _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm)
+    cfg = config if hasattr(config, "points") else load(config, progress=progress)
+    points = cfg.points(progress)
     store = ResultsStore(out)
     done = store.finished()
     todo, seen = [], set()
@@ -362,12 +389,16 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
             if not todo:
                 break
         if todo:
-            raise RuntimeError(f"sweep: {len(todo)} runs could not be stored in {store.dir} "
-                               f"(see {store.quarantine_dir})")
+            raise _BackendFailure(f"{len(todo)} runs could not be stored in {store.dir} "
+                                  f"(see {store.quarantine_dir})")
     except KeyboardInterrupt:
         bar.close()
         store.commit()
         raise SweepInterrupted(stored(), len(wanted), str(out)) from None
+    except _BackendFailure as e:
+        bar.close()
+        store.commit()
+        raise SweepFailed(str(e), stored(), len(wanted), str(out)) from None
     except BaseException:
         bar.close()
         try:
@@ -377,6 +408,45 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
         raise
     bar.close()
     return store.table()
+
+
+def _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm):
+    """sweep()'s own arguments, before the configuration is read (sklearn-style messages)."""
+    from ._validation import Bool, Interval, NoneOk, Options, check_param
+    from .exceptions import InvalidParameterError
+    if not isinstance(out, (str, os.PathLike)) or not str(os.fspath(out)).strip():
+        raise InvalidParameterError(f"The 'out' parameter of sweep must be a non-empty path of a results "
+                                    f"directory. Got {out!r} instead.")
+    check_param("n_jobs", n_jobs, [NoneOk(), Interval(int, None, -1), Interval(int, 1, None)], "sweep")
+    check_param("backend", backend, [Options("local", "dask")], "sweep")
+    check_param("progress", progress, [NoneOk(), Bool()], "sweep")
+    check_param("warm", warm, [Bool()], "sweep")
+    if scheduler is None:
+        return
+    if backend != "dask":
+        raise InvalidParameterError(f"The 'scheduler' parameter of sweep applies to backend='dask' only and must "
+                                    f"be None with backend={backend!r}. Got {scheduler!r} instead.")
+    if not isinstance(scheduler, str):
+        if type(scheduler).__name__ != "Client":
+            raise InvalidParameterError(f"The 'scheduler' parameter of sweep must be a Dask scheduler address "
+                                        f"(str, 'tcp://host:port') or a distributed.Client. Got "
+                                        f"{type(scheduler).__name__} instead.")
+        return
+    try:
+        from distributed.comm.addressing import get_address_host_port, parse_address
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        raise ImportError("backend='dask' needs the optional extra: pip install 'fedtheory[dask]'") from None
+    try:
+        scheme, _ = parse_address(scheduler)
+        get_backend(scheme)
+        if scheme != "inproc":
+            get_address_host_port(scheduler)
+    except (ValueError, TypeError) as e:
+        why = " ".join(str(e).split())
+        raise InvalidParameterError(f"The 'scheduler' parameter of sweep must be a Dask scheduler address "
+                                    f"'tcp://host:port' (or a distributed.Client). Got {scheduler!r} instead "
+                                    f"({why}).") from None
 
 
 def _run_local(store, todo, n_jobs, warm, bar):
@@ -391,7 +461,7 @@ def _run_local(store, todo, n_jobs, warm, bar):
     check_workers_can_import([rn["algorithm"] for _, _, rn in todo])      # before any warm-up
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
-    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, wait
 
     from .registry import user_modules
     modules = user_modules()
@@ -413,37 +483,140 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                store.add(*fut.result())
+                try:
+                    result = fut.result()
+                except BrokenExecutor as e:         # a worker killed (out of memory, a signal)
+                    raise _BackendFailure(f"a local worker process died ({type(e).__name__}: "
+                                          f"{_first_line(e)})") from None
+                store.add(*result)
                 bar.update(1)
     except BaseException:
         _stop_pool(pool)
         raise
 
 
+def _connect(address):
+    """A Client of the scheduler at ``address``; an unreachable one is a one-line failure."""
+    from distributed import Client
+    try:
+        return Client(address)
+    except (OSError, TimeoutError) as e:
+        raise _BackendFailure(f"cannot reach the Dask scheduler at {address} ({' '.join(str(e).split())}); "
+                              "is it running, and is the address the one 'dask scheduler' printed?") from None
+
+
 def _run_dask(store, todo, scheduler, bar):
+    """Run ``todo`` on a Dask cluster, storing each result as it arrives.
+
+    Each future is released as soon as its run is stored, so that the scheduler forgets the
+    result: a worker lost later does not make the cluster recompute stored runs. Runs that kill
+    their workers (``KilledWorker``) are reported together after the others finished; a lost
+    scheduler connection stops the sweep at once. Both are :class:`_BackendFailure`.
+    """
     try:
         from distributed import Client, as_completed
+        from distributed.comm.core import CommClosedError
+        from distributed.scheduler import KilledWorker
     except ImportError:
         raise ImportError("backend='dask' needs the optional extra: pip install 'fedtheory[dask]'") from None
-    todo = [t for t in todo if not store.has(t[0])]
+    todo = [t for t in todo if not store.has(t[0])]          # stored meanwhile: never resubmitted
     if not todo:
         return
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
-    futures = []
+    own = not isinstance(scheduler, Client)
+    with _quiet_dask_client():
+        client = _connect(scheduler) if own else scheduler
+        _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClosedError, KilledWorker)
+
+
+@contextlib.contextmanager
+def _quiet_dask_client():
+    """Silence the driver's ``distributed.client`` and ``distributed.comm`` loggers for the sweep: a lost
+    scheduler made them print 30-50 lines of reconnection tracebacks around the sweep's one-line
+    error (what went wrong is in that line)."""
+    import logging
+    loggers = [logging.getLogger(n) for n in ("distributed.client", "distributed.comm", "distributed.core",
+                                              "distributed.utils")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
     try:
-        from .registry import check_workers_can_import, user_modules
-        check_workers_can_import([r["algorithm"] for _, _, r in todo])
-        futures = client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
-                             modules=user_modules(), pure=False)
-        for fut in as_completed(futures):
-            store.add(*fut.result())
+        yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClosedError, KilledWorker):
+    import asyncio
+    import uuid
+    address = getattr(client, "scheduler_address", None) or getattr(getattr(client, "scheduler", None),
+                                                                     "address", scheduler)
+    tag = uuid.uuid4().hex[:8]                 # keys name their run: fedtheory-run-<run_id>-<tag>
+    rid_of, killed = {}, []
+    pending = None
+    from .registry import check_workers_can_import, user_modules
+    check_workers_can_import([r["algorithm"] for _, _, r in todo])
+    try:
+        keys = [f"fedtheory-run-{rid}-{tag}" for rid, _, _ in todo]
+        rid_of = {k: rid for k, (rid, _, _) in zip(keys, todo)}
+        try:
+            pending = as_completed(client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
+                                              modules=user_modules(), key=keys, pure=False))
+        except (asyncio.CancelledError, OSError, TimeoutError) as e:
+            raise _BackendFailure(f"lost the Dask cluster at {address} ({type(e).__name__}: "
+                                  f"{_first_line(e)})") from None
+        for fut in pending:
+            rid = rid_of[fut.key]
+            try:
+                result = fut.result()
+            except KilledWorker as e:
+                killed.append((rid, e))
+                continue
+            except asyncio.CancelledError as e:          # FutureCancelledError: scheduler connection lost
+                why = re.search(r"cancelled for reason: ([\w-]+)", str(e))
+                raise _BackendFailure(f"lost the Dask cluster at {address} (run {rid} cancelled: "
+                                      f"{why.group(1) if why else _first_line(e)})") from None
+            except Exception as e:
+                if isinstance(e, CommClosedError) or client.status != "running":
+                    raise _BackendFailure(f"lost the Dask cluster at {address} ({type(e).__name__}: "
+                                          f"{_first_line(e)})") from None
+                raise                                    # the run's own error (e.g. a missing data file)
+            finally:
+                fut.release()                  # the scheduler forgets it: never recomputed
+                del fut
+            if not store.has(rid):
+                store.add(*result)
+            del result
             bar.update(1)
+        if killed:
+            rid, e = killed[0]
+            n = len(killed)
+            times = (e.args[2] + 1) if len(e.args) > 2 and isinstance(e.args[2], int) else _allowed_failures()
+            raise _BackendFailure(f"{n} run{'s' if n > 1 else ''} killed {'their' if n > 1 else 'its'} Dask "
+                                  f"worker (KilledWorker: Dask gave up on run {rid} after its worker died {times} "
+                                  f"time{'s' if times > 1 else ''}, distributed.scheduler.allowed-failures + 1; "
+                                  "too little memory per worker?)")
     except BaseException:
         try:
-            client.cancel(futures, force=True)
-        except Exception:                   # pragma: no cover
+            if pending is not None:
+                client.cancel(list(pending.futures), force=True)
+        except BaseException:                # pragma: no cover  (the cluster is gone)
             pass
         raise
     finally:
-        if not isinstance(scheduler, Client):
-            client.close()
+        pending = None
+        if own:
+            try:
+                client.close()
+            except BaseException:            # pragma: no cover  (the cluster is gone)
+                pass
+
+
+def _first_line(e):
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _allowed_failures():
+    """How many times a task may kill a worker before Dask gives up on it (its KilledWorker)."""
+    import dask
+    return int(dask.config.get("distributed.scheduler.allowed-failures", 3)) + 1

@@ -195,9 +195,8 @@ class _TraceRecorder:
             raise InvalidParameterError(f"The 'trace' parameter of run must name sequences that {alg.name!r} "
                                         f"declares: {sorted(declared)} (or be True for all). Got {trace!r} "
                                         f"instead.")
-        if not (isinstance(max_mb, (int, float)) and not isinstance(max_mb, bool) and max_mb > 0):
-            raise InvalidParameterError(f"The 'trace_max_mb' parameter of run must be a float in the range "
-                                        f"(0, inf). Got {max_mb!r} instead.")
+        from ._validation import Interval, check_param
+        check_param("trace_max_mb", max_mb, [Interval(float, 0, None, "neither")], "run")
         wanted = None
         if trace_rounds is not None:
             try:

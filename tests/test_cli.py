@@ -18,10 +18,10 @@ CFG = """\
 factory = "quadratic"
 n_clients = 6
 dim = 4
-heterogeneity = 1.0
+L = 1.0
 
 [run]
-algorithm = "fedavg"
+record_iterates = false
 rounds = 40
 local_steps = 3
 lr = 0.1
@@ -76,7 +76,7 @@ def test_config_errors_name_key_line_and_expectation(tmp_path):
 
 
 def test_run_command(tmp_path, capsys):
-    one = CFG.split("[grid]")[0]
+    one = CFG.split("[grid]")[0].replace("record_iterates = false", 'algorithm = "fedavg"')
     assert main(["run", str(_write(tmp_path, one)), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "status max_rounds" in out and "suboptimality" in out

@@ -12,7 +12,7 @@ BASE = """\
 factory = "quadratic"
 n_clients = 6
 dim = 4
-heterogeneity = 1.0
+L = 1.0
 
 [run]
 algorithm = "fedspeed"
@@ -26,7 +26,7 @@ seed = [0, 1]
 clients_per_round = [2, 6]
 "problem.heterogeneity" = [0.5, 2.0]
 """
-#   line: 2 factory, 3 n_clients, 4 dim, 5 heterogeneity, 8 algorithm, 9 rounds, 10 local_steps,
+#   line: 2 factory, 3 n_clients, 4 dim, 5 L, 8 algorithm, 9 rounds, 10 local_steps,
 #   11 lr, 12 eval_every, 15 seed, 16 clients_per_round, 17 problem.heterogeneity
 
 
@@ -159,9 +159,8 @@ def test_values_are_checked_for_every_grid_point_before_any_run(tmp_path, monkey
     calls = []
     monkeypatch.setattr(_Job, "round", lambda self, r: calls.append(r))
     monkeypatch.setattr(_Job, "evaluate", lambda self, r: calls.append(r))
-    msg = _error(tmp_path, BASE.replace("lr = 0.1", "lr = 0.1\nlam = 1.0").replace(
-        "[grid]", "[grid]\nlam = [1.0, 0.0]"))
-    assert msg.startswith(", line 16: [grid] key 'lam' (grid value 0.0): expected a float in the range (0, inf)"), msg
+    msg = _error(tmp_path, BASE.replace("[grid]", "[grid]\nlam = [1.0, 0.0]"))
+    assert msg.startswith(", line 15: [grid] key 'lam' (grid value 0.0): expected a float in the range (0, inf)"), msg
     assert calls == []
 
 
@@ -170,7 +169,7 @@ def test_name_is_the_factory_only_without_a_factory_key(tmp_path):
     assert {p["factory"] for p, _ in cfg.points()} == {"quadratic"}
     cfg, _ = _load(tmp_path, BASE.replace('factory = "quadratic"', 'factory = "explicit_quadratic"\n'
                                           'Q = [[1.0, 0.0], [0.0, 2.0]]\nc = [[1.0, 0.0], [0.0, 1.0]]\n'
-                                          'name = "mine"').replace("n_clients = 6\ndim = 4\nheterogeneity = 1.0\n", "")
+                                          'name = "mine"').replace("n_clients = 6\ndim = 4\nL = 1.0\n", "")
                    .replace('"problem.heterogeneity" = [0.5, 2.0]\n', "").replace("[2, 6]", "[1, 2]"))
     assert make_problem(cfg.points()[0][0]).name == "mine"          # 'name' is then an argument
 

@@ -5,6 +5,7 @@ Every test ends with the same check: the store holds exactly the grid's run ids,
 with every evaluated round, nothing duplicated and nothing lost. Processes run on this machine
 only; each test is bounded in time.
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -29,7 +30,6 @@ n_clients = 4
 dim = 3
 
 [run]
-algorithm = "fedavg"
 rounds = 30
 lr = 0.1
 eval_every = 10
@@ -200,6 +200,34 @@ def test_ctrl_c_exits_130_with_resume_line_and_stops_workers(tmp_path):
     _check_complete(df, SLOW, SLOW_ROWS)
 
 
+def test_killed_local_worker_is_one_line_and_the_rerun_completes(tmp_path):
+    """A loky worker killed mid-sweep (as the out-of-memory killer does) broke the pool with a
+    TerminatedWorkerError traceback: one line, exit 1, with the resume command, which completes it."""
+    out = tmp_path / "w"
+    cfg, proc, log = _start_driver(tmp_path, out)
+    try:
+        kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+        workers = [int(k) for k in kids.split() if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_text()]
+        os.kill(workers[0], signal.SIGKILL)
+        rc = proc.wait(timeout=60)
+    finally:
+        _reap(proc.pid)
+        log.seek(0)
+        err = log.read()
+        log.close()
+    assert rc == 1, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    stored = {p.stem for p in (out / "runs").glob("*.parquet")}
+    assert lines[0].startswith("fedtheory sweep: error: a local worker process died (TerminatedWorkerError"), lines[0]
+    assert lines[0].endswith(f"; {len(stored)} of 4 runs stored in {out}; resume with the same command: "
+                             f"fedtheory sweep {cfg} --out {out} -j 2"), lines[0]
+    r = subprocess.run([sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "-j", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    _check_complete(pd.read_parquet(out / "results.parquet"), SLOW, SLOW_ROWS)
+
+
 def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     """A driver whose runs execute on a Dask cluster, stopped by Ctrl-C (exit 130: it cancels its
     futures) or by SIGKILL (the scheduler releases a vanished client's futures): the running run
@@ -209,7 +237,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     cfg.write_text(SLOW.replace("rounds = 60000", "rounds = 300000").replace("eval_every = 20000", "eval_every = 100000")
                    .replace("seed = [0, 1, 2, 3]", "seed = [0, 1]"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         def executing():
             return sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
         from fedtheory.sweep import run_point                  # kernels loaded: the run is in its rounds
@@ -238,6 +266,280 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
                                                                                     "eval_every = 10")
         df = sweep(small, tmp_path / "d2", backend="dask", scheduler=client, progress=False)
         assert df.run_id.nunique() == 2 and not df.duplicated(["run_id", "round"]).any()
+
+
+# ----------------------------------------------------------------------------- Dask faults
+# Each test drives a sweep with the command line against a LocalCluster of small process workers
+# (the scheduler runs in this process: a SchedulerPlugin records every run a worker finished) and
+# ends with the same checks: every run of the grid exists exactly once, with the values of a clean
+# sweep, and a failure printed one line with the command that resumes the sweep.
+
+DASK = SLOW.replace("rounds = 60000", "rounds = 20000").replace("eval_every = 20000", "eval_every = 10000") \
+           .replace("seed = [0, 1, 2, 3]", "seed = [0, 1, 2, 3, 4, 5]")
+DASK_ROWS = 3                                   # rounds 0, 10000, 20000
+
+
+@pytest.fixture(scope="module")
+def dask_clean(tmp_path_factory):
+    """The DASK grid swept once, undisturbed, in this process."""
+    return sweep(DASK, tmp_path_factory.mktemp("dask-clean"), n_jobs=1, progress=False)
+
+
+def _cluster(distributed, **kw):
+    return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                    dashboard_address=":0", worker_dashboard_address=None, **kw)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """One LocalCluster of two process workers shared by the tests that kill workers or drivers (a
+    killed worker's nanny starts a new one); ``(cluster, client)``."""
+    distributed = pytest.importorskip("distributed")
+    with _cluster(distributed) as cluster, distributed.Client(cluster) as client:
+        yield cluster, client
+
+
+@contextlib.contextmanager
+def _finished_runs(cluster):
+    """A scheduler plugin recording ``(run_id, time)`` each time a worker finishes a sweep's run."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class Finished(SchedulerPlugin):
+        name = "fedtheory-test-finished"
+
+        def __init__(self):
+            self.done = []
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if finish == "memory" and str(key).startswith("fedtheory-run-"):
+                self.done.append((str(key).split("-")[2], time.monotonic()))
+
+    plugin = Finished()
+    cluster.scheduler.add_plugin(plugin)
+    try:
+        yield plugin
+    finally:
+        cluster.scheduler.remove_plugin(name=plugin.name)
+
+
+def _kill_busy_worker(client):
+    """SIGKILL the worker process running the most tasks; return how many it was running."""
+    busy = client.run(lambda dask_worker: len(dask_worker.state.executing))
+    pids = client.run(os.getpid)
+    victim = max(busy, key=busy.get)
+    os.kill(pids[victim], signal.SIGKILL)
+    return busy[victim]
+
+
+def _dask_driver(tmp_path, out, address):
+    cfg = tmp_path / "dask.toml"
+    cfg.write_text(DASK)
+    cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "--backend", "dask",
+           "--scheduler", address]
+    return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+
+
+def _stored(out):
+    return {p.stem for p in (out / "runs").glob("*.parquet")} if (out / "runs").exists() else set()
+
+
+def _wait_stored(out, n, proc, seconds=120):
+    t0 = time.monotonic()
+    while len(_stored(out)) < n and proc.poll() is None and time.monotonic() - t0 < seconds:
+        time.sleep(0.02)
+    assert len(_stored(out)) >= n, (proc.poll(), _stored(out))
+
+
+def _one_line_with_resume(err, cmd, what):
+    """The driver's stderr is one line naming ``what`` and ending with the exact resume command."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert what in lines[0] and "Traceback" not in err, lines[0]
+    assert lines[0].endswith("resume with the same command: fedtheory " + " ".join(cmd[3:])), lines[0]
+    return lines[0]
+
+
+def _resume(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    return r
+
+
+def _complete_and_clean(out, clean):
+    df = pd.read_parquet(out / "results.parquet")
+    _check_complete(df, DASK, DASK_ROWS)
+    _same(df, clean)
+    assert _stored(out) == _ids(DASK) and _quarantined(out) == []
+
+
+def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path, dask_clean, dask_cluster):
+    """SIGKILL a worker twice mid-sweep (its nanny restarts it): the sweep completes without a word,
+    and no run stored before a kill is computed again (the driver releases each future once its run
+    is stored; it kept them all, and 40 runs took 83 executions)."""
+    cluster, client = dask_cluster
+    out = tmp_path / "k"
+    with _finished_runs(cluster) as finished:
+        cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
+        try:
+            kills = []
+            for n in (2, 4):
+                _wait_stored(out, n, proc)
+                time.sleep(0.1)                        # the release reaches the scheduler
+                kills.append((_stored(out), time.monotonic()))
+                _kill_busy_worker(client)
+            _, err = proc.communicate(timeout=300)
+        finally:
+            _reap(proc.pid)
+    assert proc.returncode == 0, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [], err
+    for stored, t in kills:
+        again = {rid for rid, when in finished.done if when > t} & stored
+        assert again == set(), f"stored runs recomputed after a worker was killed: {again}"
+    _complete_and_clean(out, dask_clean)
+
+
+def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
+    """With distributed.scheduler.allowed-failures = 0 a worker killed mid-run makes its run (and
+    any run queued on it) a KilledWorker: the other runs finish, the driver prints one line (no
+    traceback; it was 24 lines) with the resume command and exits 1; that command stores the rest."""
+    cluster, client = dask_cluster
+    out = tmp_path / "kw"
+    allowed = cluster.scheduler.allowed_failures
+    cluster.scheduler.allowed_failures = 0
+    try:
+        cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
+        try:
+            _wait_stored(out, 1, proc)
+            assert _kill_busy_worker(client) == 1
+            _, err = proc.communicate(timeout=300)
+        finally:
+            _reap(proc.pid)
+    finally:
+        cluster.scheduler.allowed_failures = allowed
+    assert proc.returncode == 1, err
+    line = _one_line_with_resume(err, cmd, "KilledWorker")
+    killed = len(_ids(DASK)) - len(_stored(out))         # the running run and any queued on that worker
+    assert 1 <= killed <= 2
+    assert line.startswith(f"fedtheory sweep: error: {killed} run{'s' if killed > 1 else ''} killed"), line
+    assert f"{len(_stored(out))} of {len(_ids(DASK))} runs stored in {out}" in line, line
+    _resume(cmd)
+    _complete_and_clean(out, dask_clean)
+
+
+def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
+    """The cluster shut down under a running sweep (it gave a 48-60 line FutureCancelledError):
+    one line, exit 1, with the stored count and the resume command; the same command against a
+    new cluster stores exactly the missing runs."""
+    distributed = pytest.importorskip("distributed")
+    out = tmp_path / "lost"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=":0", worker_dashboard_address=None) as cluster:
+        cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
+        try:
+            _wait_stored(out, 2, proc)
+            cluster.close()
+            _, err = proc.communicate(timeout=120)
+        finally:
+            _reap(proc.pid)
+    assert proc.returncode == 1, err
+    before = _stored(out)
+    line = _one_line_with_resume(err, cmd, f"lost the Dask cluster at {cmd[-1]}")
+    assert f"{len(before)} of {len(_ids(DASK))} runs stored in {out}" in line, line
+    assert 2 <= len(before) < len(_ids(DASK))
+    cluster, _ = dask_cluster                          # another cluster: the resume command with its address
+    with _finished_runs(cluster) as finished:
+        cmd[-1] = cluster.scheduler_address
+        _resume(cmd)
+    assert sorted(rid for rid, _ in finished.done) == sorted(_ids(DASK) - before)
+    _complete_and_clean(out, dask_clean)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
+                         ids=["SIGKILL", "SIGINT"])
+def test_dask_driver_killed_mid_sweep_and_rerun(tmp_path, dask_clean, dask_cluster, sig):
+    """The driver killed (SIGKILL) or stopped by Ctrl-C (one line, exit 130, the resume command)
+    mid-sweep: the rerun computes only the runs not stored, and the grid ends complete with the
+    clean values."""
+    cluster, _ = dask_cluster
+    out = tmp_path / "drv"
+    cmd, proc = _dask_driver(tmp_path, out, cluster.scheduler_address)
+    try:
+        _wait_stored(out, 2, proc)
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        _reap(proc.pid)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        _one_line_with_resume(err, cmd, "interrupted")
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    before = _stored(out)
+    assert 2 <= len(before) < len(_ids(DASK))
+    with _finished_runs(cluster) as finished:
+        _resume(cmd)
+    assert sorted(rid for rid, _ in finished.done) == sorted(_ids(DASK) - before)
+    _complete_and_clean(out, dask_clean)
+
+
+def test_sweep_argument_errors_are_one_line(tmp_path, capsys):
+    """A malformed or unreachable scheduler, --scheduler without --backend dask, an empty --out: one
+    line, exit 2 (an unreachable scheduler: exit 1 and the resume command), nothing stored."""
+    from fedtheory.__main__ import main
+    from fedtheory.exceptions import InvalidParameterError
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    base = ["sweep", str(cfg), "--out", str(tmp_path / "o")]
+    cases = [
+        (["--backend", "dask", "--scheduler", "127.0.0.1"], 2,
+         "The 'scheduler' parameter of sweep must be a Dask scheduler address 'tcp://host:port' (or a "
+         "distributed.Client). Got '127.0.0.1' instead (missing port number in address '127.0.0.1')."),
+        (["--backend", "dask", "--scheduler", "nonsense://x"], 2, "Got 'nonsense://x' instead (unknown address scheme"),
+        (["--scheduler", "tcp://127.0.0.1:8786"], 2,
+         "--scheduler tcp://127.0.0.1:8786: applies to --backend dask only (the backend is local)"),
+    ]
+    for extra, rc, msg in cases:
+        assert main(base + extra) == rc
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and msg in err, err
+    assert main(["sweep", str(cfg), "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert err == "fedtheory sweep: error: --out '': an empty path; a directory is expected\n", err
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob("runs"))
+    one = tmp_path / "one.toml"
+    one.write_text(TINY.split("[grid]")[0].replace("[run]\n", '[run]\nalgorithm = "fedavg"\n'))
+    assert main(["run", str(one), "--out", ""]) == 2          # ran without storing, silently
+    assert capsys.readouterr().err == "fedtheory run: error: --out '': an empty path; a directory is expected\n"
+    from fedtheory.results import ResultsStore
+    with pytest.raises(InvalidParameterError, match="The 'directory' parameter of ResultsStore must be a non-empty"):
+        ResultsStore("")
+    with pytest.raises(InvalidParameterError, match="The 'out' parameter of sweep must be a non-empty path"):
+        sweep(TINY, "", n_jobs=1, progress=False)
+    with pytest.raises(InvalidParameterError, match="The 'scheduler' parameter of sweep applies to "
+                                                    "backend='dask' only"):
+        sweep(TINY, tmp_path / "o", scheduler="tcp://127.0.0.1:8786", progress=False)
+
+
+def test_unreachable_scheduler_is_one_line(tmp_path, capsys):
+    """A well-formed address where no scheduler listens: one line after the connect timeout."""
+    pytest.importorskip("distributed")
+    import dask
+    from fedtheory.__main__ import main
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    import socket
+    with socket.socket() as s:                 # a free port: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        rc = main(["sweep", str(cfg), "--out", str(tmp_path / "o"), "--backend", "dask",
+                   "--scheduler", f"tcp://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"fedtheory sweep: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port} "), err
+    assert "0 of 6 runs stored" in err and "resume with the same command once the cause is fixed: fedtheory sweep" in err
 
 
 # ----------------------------------------------------------------------------- damaged run files
@@ -422,7 +724,7 @@ def test_diverged_rows_are_never_stored(tmp_path):
     status "diverged"; NaN in columns that are undefined at a round (FedSPS step statistics at
     round 0) is not divergence."""
     cfg = TINY.replace('algorithm = ["fedavg", "scaffold"]', 'algorithm = ["fedavg", "fedsps"]') \
-              .replace("seed = [0, 1, 2]", "lr = [0.1, 30.0, 1000.0]") \
+              .replace("lr = 0.1\n", "").replace("seed = [0, 1, 2]", "lr = [0.1, 30.0, 1000.0]") \
               .replace("rounds = 30", "rounds = 150").replace("eval_every = 10", "eval_every = 1")
     df = sweep(cfg, tmp_path / "div", n_jobs=1, progress=False)
     core = df[["value", "grad_mapping_sq", "suboptimality", "dist_sq"]].to_numpy()

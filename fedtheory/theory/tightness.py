@@ -339,6 +339,7 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
         ``lower_certified``.
     """
     t0 = time.perf_counter()
+    _check_solver_options("branch_and_bound", rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     lo0, hi0, cap = form.step_box
     m = form.n_adaptive
     residual = 0.0
@@ -606,6 +607,17 @@ def form_of(name, **constants):
     return form
 
 
+def _check_solver_options(caller, **options):
+    """check_param of the solver options given (rtol >= 0, rel_tol > 0, time_limit > 0, max_nodes >= 1,
+    threshold a bool), shared by tightness, lr_threshold and branch_and_bound."""
+    from .._validation import Bool, Interval, check_param
+    ranges = {"rtol": Interval(float, 0, None, "left"), "rel_tol": Interval(float, 0, None, "neither"),
+              "time_limit": Interval(float, 0, None, "neither"), "max_nodes": Interval(int, 1, None),
+              "threshold": Bool()}
+    for k, v in options.items():
+        check_param(k, v, [ranges[k]], caller)
+
+
 def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
     from .._validation import Interval, check_param
     name = "tightness"
@@ -697,6 +709,7 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
         The probed steps whose bracket straddled the target (empty: the threshold is exact to
         the tolerance).
     """
+    _check_solver_options("lr_threshold", rel_tol=rel_tol, time_limit=time_limit)
     if lr_max is None:
         probe = form_of(name, L=L, mu=mu, local_steps=local_steps, rounds=1, lr=1.0 / L, n_clients=n_clients, **kw)
         lr_max = probe.lr_max if probe.lr_max is not None else 100.0 / L
@@ -809,8 +822,9 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     NotExpressible
         The theorem has no PEP (the reason is the message).
     InvalidParameterError
-        A constant outside its range (0 <= mu < L, ...), an unknown theorem or keyword, or a PEP
-        above ``max_constraints``.
+        A constant outside its range (0 <= mu < L, ...), a solver option outside its range
+        (``rtol >= 0``, ``time_limit > 0``, ``max_nodes >= 1`` an int, ``threshold`` a bool), an
+        unknown theorem or keyword, or a PEP above ``max_constraints``.
     PEPSolveError
         The SDP solver failed (a step so large that the finite worst case is beyond its accuracy);
         the message names lr.
@@ -824,14 +838,15 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     >>> bool(lo <= hi < t.bound), t.function_class.startswith("L-smooth")
     (True, True)
     """
-    require_pepit()
     t0 = time.perf_counter()
     from .._validation import Options, check_param
     _check_constants(L, mu, local_steps, rounds, lr, n_clients)
     _check_size(local_steps, rounds, n_clients, max_constraints)
     check_param("solver", solver, [Options(*SOLVERS)], "tightness")
+    _check_solver_options("tightness", threshold=threshold, rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     spec = _spec(name)
     check_param("variant", variant, [Options(*spec.variants)], "tightness")
+    require_pepit()                     # after the arguments: a bad one is named even without PEPit
     consts = dict(L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, **kw)
     bnb = dict(rtol=rtol, time_limit=time_limit, max_nodes=max_nodes)
     form = form_of(name, rounds=rounds, lr=lr, **consts)
