@@ -506,12 +506,12 @@ def test_sweep_argument_errors_are_one_line(tmp_path, capsys):
         assert len(err.strip().splitlines()) == 1 and msg in err, err
     assert main(["sweep", str(cfg), "--out", ""]) == 2
     err = capsys.readouterr().err
-    assert err == "fedtheory sweep: error: --out '': an empty path; a directory is expected\n", err
+    assert err == "fedtheory sweep: error: --out '': an empty path; a directory name is expected\n", err
     assert not (tmp_path / "o").exists() and not list(tmp_path.glob("runs"))
     one = tmp_path / "one.toml"
     one.write_text(TINY.split("[grid]")[0].replace("[run]\n", '[run]\nalgorithm = "fedavg"\n'))
     assert main(["run", str(one), "--out", ""]) == 2          # ran without storing, silently
-    assert capsys.readouterr().err == "fedtheory run: error: --out '': an empty path; a directory is expected\n"
+    assert capsys.readouterr().err == "fedtheory run: error: --out '': an empty path; a directory name is expected\n"
     from fedtheory.results import ResultsStore
     with pytest.raises(InvalidParameterError, match="The 'directory' parameter of ResultsStore must be a non-empty"):
         ResultsStore("")
