@@ -52,8 +52,9 @@ def test_settings_that_differ_in_a_non_seed_parameter_are_distinct_curves():
     assert labels == ["fedavg", "feddeper, mix=0.5", "feddeper, mix=0.5, star=True"]
     fig = rate_plot(df)
     lines = fig.axes[0].lines
-    assert [ln.get_label() for ln in lines] == ["fedavg", "feddeper, mix=0.5 (2 seeds)",
-                                                "feddeper, mix=0.5, star=True (2 seeds)"]
+    # the legend writes the algorithms' display names and the parameters in words
+    assert [ln.get_label() for ln in lines] == ["FedAvg", "FedDeper, mix = 0.5 (2 seeds)",
+                                                "FedDeper, mix = 0.5, star = True (2 seeds)"]
     base = np.array([1.0, 0.1, 0.01, 0.001])
     # each curve is the mean over its own seeds only: FedDeper (1 and 3) and FedDeper* (10 and 30)
     assert np.allclose(lines[1].get_ydata(), 2 * base)
@@ -82,6 +83,33 @@ def test_filter_selects_runs_by_parameter_and_names_unknown_keys():
         filter_table(df, ["algorithm"])
     with pytest.raises(ValueError, match="No run matches"):
         filter_table(df, ["algorithm=scaffold"])
+
+
+def test_exact_zero_is_marked_at_the_floor_not_stretching_the_axis():
+    """A run reaching exactly 0 (SCAFFOLD on some CPUs) beside one at 1e-16: the log axis spans
+    the positive values only (not 300 decades down to the smallest float), the round where the
+    mean is not positive is marked at the axis' bottom, and the legend says what the mark means."""
+    import warnings
+    base = [1.0, 1e-3, 1e-9]
+    df = pd.concat([_run("z", 0, base + [0.0], algorithm="scaffold"), _run("y", 1, base + [1e-16], algorithm="scaffold"),
+                    _run("n", 0, base + [-1e-17], algorithm="fedavg")], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fig = results_figure(df)
+        fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert 1e-19 < lo < 5e-17 and 1.0 < hi < 10.0            # 5e-17 (the SCAFFOLD mean) is shown
+    scaffold = [ln for ln in ax.lines if ln.get_label().startswith("SCAFFOLD")][0]
+    assert np.isclose(scaffold.get_ydata()[-1], 5e-17)         # the mean over both seeds, 0 included
+    fedavg = [ln for ln in ax.lines if ln.get_label() == "FedAvg"][0]
+    assert np.isnan(fedavg.get_ydata()[-1])                    # -1e-17: not on the line ...
+    marks = [ln for ln in ax.lines if ln.get_label() == "_off_axis"]
+    assert len(marks) == 1 and marks[0].get_marker() == "v" and marks[0].get_xdata()[0] == 3
+    assert lo < marks[0].get_ydata()[0] < 5e-17                # ... but marked below every value drawn
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "0 or below (rounding level), at the bottom" in labels
+    assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 3
 
 
 def test_x_axis_names_of_the_command_line():
@@ -143,7 +171,8 @@ def test_cli_plot_filter_and_x(tmp_path):
     (ax,) = [a for a in fig.axes if a.lines]                          # --x comm: one panel
     assert ax.get_xlabel() == "vectors sent to the server" and ax.get_yscale() == "linear"  # accuracy: linear
     labels = [ln.get_label() for ln in ax.lines if not ln.get_label().startswith("_")]
-    assert labels and all(lb.startswith("feddeper") for lb in labels)  # the filter dropped fedavg
+    assert labels and all(lb.startswith("FedDeper") for lb in labels)  # the filter dropped fedavg
+    assert fig.legends[0].get_title().get_text() == "runs with algorithm = FedDeper"   # and is stated
 
 
 # ------------------------------------------------------------------ verify report figures
