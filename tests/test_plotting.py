@@ -232,3 +232,56 @@ def test_one_colour_per_bound_variant_in_every_figure():
         assert bound_style(variant)["color"] == BOUND_STYLES[variant]["color"]
     colours = {matplotlib.colors.to_hex(p.get_facecolor()[:3]) for p in bars}
     assert colours == {matplotlib.colors.to_hex(BOUND_STYLES[v]["color"]) for v in ("printed", "corrected", "derived")}
+
+
+def test_violation_is_marked_by_a_hatch_not_by_the_variant_colour():
+    """A printed bound that holds and one that is violated have the same (neutral) colour; only the
+    violated bar is hatched, black-edged and says "violated" after its value."""
+    t = pd.DataFrame(dict(theorem="a.t1", case=["C1: holds", "C2: fails"], kind="conforming",
+                          variant="printed", ratio=[0.5, 3.0], verdict=["holds", "VIOLATED"]))
+    ax = ratios_figure(t).axes[0]
+    held, violated = sorted(ax.patches, key=lambda p: p.get_width())
+    assert matplotlib.colors.to_hex(held.get_facecolor()[:3]) == matplotlib.colors.to_hex(violated.get_facecolor()[:3])
+    for colour in ("tab:red", "tab:green", "red", "green"):     # a colour never says holds / violated
+        assert matplotlib.colors.to_hex(held.get_facecolor()[:3]) != matplotlib.colors.to_hex(colour)
+    assert not held.get_hatch() and violated.get_hatch() == "///"
+    texts = [tx.get_text() for tx in ax.texts]
+    assert "3  violated" in texts and "0.5" in texts
+
+
+def test_ratio_figure_names_cases_in_full_without_file_paths():
+    long = ("docs/papers/fedsps.md, §8 rescaled 1-D problem (s = 1000, tau = 1e4), periodic from the "
+            "FedAvg fixed point, with a label long enough to need a second line in the figure")
+    t = pd.DataFrame(dict(theorem="a.t1", case=[long, long], kind="counterexample", variant=["printed", "corrected"],
+                          ratio=[1.36, 8.7e-5], verdict=["violated (documented counterexample)", "holds"]))
+    fig = ratios_figure(t)
+    ax = fig.axes[0]
+    (header,) = [tx.get_text() for tx in ax.texts if tx.get_text().startswith("§8")]
+    assert header.replace("\n", " ") == long.removeprefix("docs/papers/fedsps.md, ")   # in full: no "..."
+    assert [tk.get_text() for tk in ax.get_yticklabels()] == ["printed", "corrected"]
+    fig.canvas.draw()
+    boxes = [tx.get_window_extent() for tx in ax.texts] + [tk.get_window_extent() for tk in ax.get_yticklabels()]
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b)
+
+
+def test_report_figures_are_written_as_png_and_pdf(tmp_path):
+    save_figure(ratios_figure(_verdicts(n_theorems=1, rows=3)), tmp_path / "ratios.png")
+    assert (tmp_path / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "ratios.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_bound_vs_T_names_the_quantity_and_shows_the_predicted_order_above_the_measured_curve():
+    T = [10, 20, 40, 80]
+    fig = bound_vs_T(T, [1.0, 0.5, 0.25, 0.125], bounds={"printed": [4, 2, 1, 0.5]}, predicted_slope=-1,
+                     ylabel="(1/T) sum_t ||grad f(x^t)||^2")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "(1/T) sum_t ||grad f(x^t)||^2"
+    measured = [ln for ln in ax.lines if ln.get_label().startswith("measured")][0]
+    (pred,) = [ln for ln in ax.lines if ln.get_label().startswith("predicted order")]
+    assert "anchored at T = 80" in pred.get_label()
+    assert np.allclose(pred.get_ydata(), [1.0, 0.5, 0.25, 0.125])         # here it coincides with the data ...
+    assert pred.get_zorder() > measured.get_zorder() and pred.get_linestyle() == "--"   # ... and stays visible
+    assert matplotlib.colors.to_hex(pred.get_color()) != matplotlib.colors.to_hex(measured.get_color())
+    fig.canvas.draw()
+    assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 3   # 1.5 decades: 1-2-5 labels
