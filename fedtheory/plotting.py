@@ -362,12 +362,13 @@ def log_ticks(ax, axis="y"):
     a.set_minor_formatter(NullFormatter())
 
 
-def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3):
+def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
     """Mark the points that a logarithmic value axis from ``lo`` to ``hi`` cannot show: values at
     or below 0 (or -inf) as open down-triangles just above the axis' bottom, +inf as open
     up-triangles just below its top (in the margin that :func:`log_limits` leaves, below or above
     every value drawn to scale). Points whose ``x`` the horizontal axis cannot show (NaN; 0 or
-    below on a logarithmic axis) are skipped. Returns the numbers of points marked
+    below on a logarithmic axis) are skipped. ``level`` (0 to 3) shifts the marks of one curve a
+    few points sideways, so that curves marked at the same x stay apart. Returns the numbers of points marked
     ``(at_bottom, at_top)``; the legend entries are :func:`off_axis_handles`'."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -375,11 +376,13 @@ def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3):
         ok_x = np.isfinite(x) & ((x > 0) if ax.get_xscale() == "log" else True)
         low = ok_x & ((y <= 0) | (y == -np.inf))
         top = ok_x & (y == np.inf)
+    from matplotlib.transforms import offset_copy
     step = 10.0 ** (0.025 * (np.log10(hi) - np.log10(lo)))
+    shift = offset_copy(ax.transData, fig=ax.figure, x=4.0 * ((int(level) % 4) - 1.5), units="points")
     for sel, where, marker in ((low, lo * step, "v"), (top, hi / step, "^")):
         if sel.any():
             ax.plot(x[sel], np.full(sel.sum(), where), linestyle="none", marker=marker, ms=6, mfc="white",
-                    mec=color, mew=1.3, zorder=zorder, label="_off_axis")
+                    mec=color, mew=1.3, zorder=zorder, label="_off_axis", transform=shift)
     return int(low.sum()), int(top.sum())
 
 
@@ -750,8 +753,12 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
             if ok.any():
                 ax.fill_between(xs, np.where(ok, b_lo, np.nan), np.where(ok, b_hi, np.nan), color=style["color"],
                                 alpha=0.15, lw=0)
+        alone = np.isfinite(shown) & ~np.isfinite(np.r_[np.nan, shown[:-1]]) & ~np.isfinite(np.r_[shown[1:], np.nan])
+        if alone.any():                               # a point between gaps: no line reaches it
+            ax.plot(xs[alone], shown[alone], linestyle="none", marker=MARKERS[j % len(MARKERS)], ms=3.5,
+                    color=style["color"], label="_alone")
         if logy:
-            mark_off_axis(ax, xs, mean, *limits, color=style["color"])
+            mark_off_axis(ax, xs, mean, *limits, color=style["color"], level=j)
     if yb is not None:
         ax.plot(xb, np.where(_usable_mask(yb) if logy else np.isfinite(yb), yb, np.nan), "k--", lw=1.3,
                 label=bound_label)

@@ -285,3 +285,15 @@ def test_bound_vs_T_names_the_quantity_and_shows_the_predicted_order_above_the_m
     assert matplotlib.colors.to_hex(pred.get_color()) != matplotlib.colors.to_hex(measured.get_color())
     fig.canvas.draw()
     assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 3   # 1.5 decades: 1-2-5 labels
+
+
+def test_a_point_between_gaps_is_drawn():
+    """A positive mean with values at or below 0 on both sides has no line through it: it is
+    drawn as a marker of its own (it used to vanish unless the staggered markers fell on it)."""
+    df = _run("a", 0, [1.0, -1e-17, 0.01, 0.0], algorithm="scaffold")
+    ax = rate_plot(df).axes[0]
+    alone = [ln for ln in ax.lines if ln.get_label() == "_alone"]
+    assert len(alone) == 1                    # round 0 (no round before it) and round 2
+    assert list(alone[0].get_xdata()) == [0, 2] and list(alone[0].get_ydata()) == [1.0, 0.01]
+    marks = [ln for ln in ax.lines if ln.get_label() == "_off_axis"]
+    assert sorted(marks[0].get_xdata()) == [1, 3]
