@@ -968,7 +968,9 @@ def figure(t, cur, con):
     c_lo, c_hi = np.asarray(con["lower"], dtype=float), np.asarray(con["upper"], dtype=float)
     ok = np.isfinite(c_hi) & np.isfinite(lr)
     lim2 = value_axis(a2, c_lo[ok], c_hi[ok], [1.0])
-    a2.set_xlim(*linear_limits(lr, [t.constants["lr"]], margin=0.03))
+    lr_max = np.nanmax(lr) if np.isfinite(lr).any() else -math.inf
+    marked = [v for v in list(t.lr_conditions.values()) + [t.lr_threshold] if math.isfinite(v) and v <= lr_max]
+    a2.set_xlim(*linear_limits(lr, [t.constants["lr"]], marked, margin=0.03))    # every step marked is shown
     band = ok & np.isfinite(shown(c_lo, lim2)) & np.isfinite(shown(c_hi, lim2))
     if band.any():
         a2.fill_between(lr, np.where(band, c_lo, np.nan), np.where(band, c_hi, np.nan), color="C0", alpha=0.3)
@@ -980,10 +982,15 @@ def figure(t, cur, con):
     if lim2 is not None:
         mark_off_axis(a2, lr[ok], c_lo[ok], *lim2, color="C0")
     a2.axhline(1.0, color="k", lw=0.8)
-    lr_max = np.nanmax(lr) if np.isfinite(lr).any() else -math.inf
-    for k, (cname, val) in enumerate(t.lr_conditions.items()):
+    steps = {}                # conditions at steps that one line cannot tell apart (0.5 % of the axis) share it
+    width = 0.005 * (np.nanmax(lr) - np.nanmin(lr)) if np.isfinite(lr).any() else 0.0
+    for cname, val in t.lr_conditions.items():
         if math.isfinite(val) and val <= lr_max:
-            a2.axvline(val, color=f"C{3 + k}", ls=":", label=f"theorem: {cname}")
+            key = next((v for v in steps if abs(v - val) <= width), val)
+            steps.setdefault(key, []).append(f"{cname} (lr <= {val:.4g})")
+    for k, (val, names) in enumerate(steps.items()):
+        a2.axvline(val, color=("tab:red", "tab:brown", "tab:pink", "tab:gray")[k % 4],
+                   ls=(":", "-.", "--", (0, (1, 3)))[k % 4], lw=1.4, label="theorem: " + ";\n".join(names))
     if math.isfinite(t.lr_threshold):
         a2.axvline(t.lr_threshold, color=PREDICTED_COLOR, ls="--", label=f"threshold {t.lr_threshold:.3g}"
                    + ("" if t.lr_threshold_exact else " (lower estimate)"))
