@@ -178,7 +178,7 @@ def ratios_figure(df):
     --------
     >>> import pandas as pd
     >>> from fedtheory.verification import ratios_figure
-    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "docs/papers/a.md, §2: y"],
+    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "docs/papers/fedsps.md, §8: y"],
     ...                       kind="conforming", variant=["printed", "corrected", "printed"],
     ...                       ratio=[2.0, 0.5, float("nan")],
     ...                       verdict=["VIOLATED", "holds", "NOT APPLICABLE: S1 fails"]))
@@ -186,7 +186,7 @@ def ratios_figure(df):
     >>> [tk.get_text() for tk in fig.axes[0].get_yticklabels()]
     ['printed', 'corrected', 'printed']
     >>> [tx.get_text() for tx in fig.axes[0].texts]
-    ['C1: x', '§2: y', '2  violated', '0.5', 'n/a: S1 fails']
+    ['C1: x', '§8: y', '2  violated', '0.5', 'n/a: S1 fails']
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
