@@ -182,9 +182,20 @@ def log_limits(*arrays, max_decades=MAX_DECADES, margin=0.05):
 
 
 def linear_limits(*arrays, margin=0.05):
-    """Limits ``(lo, hi)`` of a linear axis showing the finite values of ``arrays``: a margin of
-    ``margin`` times the range on each side (a single value: +-1 or +-10 % of it); ``(0, 1)``
-    when no value is finite. The limits are always finite, even for values near the largest float.
+    """Limits ``(lo, hi)`` of a linear axis showing the finite values of ``arrays``.
+
+    Parameters
+    ----------
+    *arrays : array_like
+        Values drawn on the axis (NaN and infinities are left out).
+    margin : float
+        Margin on each side, as a fraction of the range (a single value: 10 % of it, at least 0.25).
+
+    Returns
+    -------
+    tuple of float
+        ``(lo, hi)``, finite and ``lo < hi`` even for values near the largest float; ``(0, 1)``
+        when no value is finite.
 
     Examples
     --------
@@ -363,13 +374,41 @@ def log_ticks(ax, axis="y"):
 
 
 def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
-    """Mark the points that a logarithmic value axis from ``lo`` to ``hi`` cannot show: values at
-    or below 0 (or -inf) as open down-triangles just above the axis' bottom, +inf as open
+    """Mark the points that a logarithmic value axis from ``lo`` to ``hi`` cannot show.
+
+    Values at or below 0 (or -inf) get open down-triangles just above the axis' bottom, +inf open
     up-triangles just below its top (in the margin that :func:`log_limits` leaves, below or above
     every value drawn to scale). Points whose ``x`` the horizontal axis cannot show (NaN; 0 or
-    below on a logarithmic axis) are skipped. ``level`` (0 to 3) shifts the marks of one curve a
-    few points sideways, so that curves marked at the same x stay apart. Returns the numbers of points marked
-    ``(at_bottom, at_top)``; the legend entries are :func:`off_axis_handles`'."""
+    below on a logarithmic axis) are skipped.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    x, y : array_like
+        The points of one curve.
+    lo, hi : float
+        The limits of the (logarithmic) value axis.
+    color : color
+        Edge colour of the marks (the curve's).
+    zorder : float
+    level : int
+        0 to 3: shifts the marks a few points sideways, so that curves marked at the same x stay
+        apart.
+
+    Returns
+    -------
+    tuple of int
+        The numbers of points marked ``(at_bottom, at_top)``; their legend entries are
+        :func:`off_axis_handles`'.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from fedtheory.plotting import mark_off_axis
+    >>> fig, ax = plt.subplots(); ax.set_yscale("log"); _ = ax.set_ylim(1e-3, 10)
+    >>> mark_off_axis(ax, [0, 1, 2, 3], [1.0, 0.0, -1e-17, float("inf")], 1e-3, 10)
+    (2, 1)
+    """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -406,7 +445,26 @@ def _legend_entries(ax, nonnegative=True):
 
 
 def off_axis_handles(at_floor, at_top, nonnegative=True):
-    """Legend entries explaining :func:`mark_off_axis`' markers (only those drawn)."""
+    """Legend entries explaining the marks of :func:`mark_off_axis`.
+
+    Parameters
+    ----------
+    at_floor, at_top : int or bool
+        Whether marks at the bottom and at the top were drawn (only those get an entry).
+    nonnegative : bool
+        The metric is non-negative by definition: a value at or below 0 is rounding, and the entry
+        says so.
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import off_axis_handles
+    >>> [h.get_label() for h in off_axis_handles(1, 0)]
+    ['0 or below (rounding level), at the bottom']
+    """
     from matplotlib.lines import Line2D
     out = []
     if at_floor:
@@ -465,8 +523,18 @@ def _filter_pairs(filters):
 
 
 def algorithm_name(name):
-    """The display name of a registered algorithm: the name its docstring opens with ("scaffold"
-    -> "SCAFFOLD", "feddyn" -> "FedDyn"); ``name`` itself for anything else.
+    """The display name of a registered algorithm, for legends.
+
+    Parameters
+    ----------
+    name : str
+        A registered name (``"scaffold"``) or anything else.
+
+    Returns
+    -------
+    str
+        The name the algorithm's docstring opens with ("SCAFFOLD", "FedDyn"); ``name`` itself
+        for an unregistered name or a docstring that does not open with "Name: ...".
 
     Examples
     --------
@@ -484,8 +552,17 @@ def algorithm_name(name):
 
 
 def param_name(column):
-    """A parameter column as words: ``"param_problem_heterogeneity"`` -> ``"heterogeneity"``,
-    ``"param_local_steps"`` -> ``"local steps"``.
+    """A parameter column as words, for legends.
+
+    Parameters
+    ----------
+    column : str
+        A ``param_*`` column, a parameter name or a filter key (``"problem.l2"``).
+
+    Returns
+    -------
+    str
+        Without ``param_`` and ``problem_`` / ``problem.``, underscores as spaces.
 
     Examples
     --------
@@ -514,8 +591,18 @@ def _value_text(v):
 
 
 def describe_filters(filters):
-    """The filters in words, for a title or a legend header: ``"algorithm = SCAFFOLD, lr = 0.1"``
-    (a key given twice: "algorithm = FedAvg or FedDeper"); an empty string for no filter.
+    """The filters in words, for a title or a legend header.
+
+    Parameters
+    ----------
+    filters : dict or iterable of str
+        As :func:`filter_table` takes them.
+
+    Returns
+    -------
+    str
+        ``"algorithm = SCAFFOLD, lr = 0.1"`` (a key given twice: "algorithm = FedAvg or
+        FedDeper"); an empty string for no filter.
 
     Examples
     --------

@@ -270,9 +270,21 @@ def ratios_figure(df):
 
 
 def left_hand_side(theorem, width=40):
-    """The quantity a theorem bounds, for an axis label: the left-hand side of its registered
-    statement ("(1/T) sum_t E||grad f(x^t)||^2"), wrapped at ``width`` characters; "left-hand
-    side of the theorem" when the statement does not split at "<=".
+    """The quantity a theorem bounds, for an axis label.
+
+    Parameters
+    ----------
+    theorem : str
+        A registered theorem name.
+    width : int
+        Wrap the text at this many characters.
+
+    Returns
+    -------
+    str
+        The left-hand side of the theorem's registered statement ("(1/T) sum_t
+        E||grad f(x^t)||^2"); "left-hand side of the theorem" for an unknown theorem or a
+        statement that does not split at "<=".
 
     Examples
     --------
