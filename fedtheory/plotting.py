@@ -194,8 +194,8 @@ def linear_limits(*arrays, margin=0.05):
     Returns
     -------
     tuple of float
-        ``(lo, hi)``, finite and ``lo < hi`` even for values near the largest float; ``(0, 1)``
-        when no value is finite.
+        ``(lo, hi)``, finite and ``lo < hi``, within +-1/16 of the largest float (values beyond
+        leave the axis); ``(0, 1)`` when no value is finite.
 
     Examples
     --------
@@ -213,8 +213,8 @@ def linear_limits(*arrays, margin=0.05):
     lo, hi = float(v.min()), float(v.max())
     span = hi - lo
     pad = margin * span if span > 0 else max(0.1 * abs(hi), 0.25)
-    big = np.finfo(float).max / 4
-    return 4 * max(lo - pad, -big), 4 * min(hi + pad, big)
+    big = np.finfo(float).max / 64                 # (x4: +-max/16, so that hi - lo and matplotlib's tick
+    return 4 * max(lo - pad, -big), 4 * min(hi + pad, big)   # arithmetic stay finite)
 
 
 def _tick_values(lo, hi):

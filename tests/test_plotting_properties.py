@@ -77,7 +77,7 @@ def _table(curves):
             n = len(vals)
             rows.append(pd.DataFrame({"run_id": f"r{j}_{k}", "param_algorithm": "fedavg", "param_lr": 0.1 * (j + 1),
                                       "param_seed": k, "round": np.arange(n), "comm_up": 2 * np.arange(n),
-                                      "grad_evals": 5 * np.arange(n), "suboptimality": vals}))
+                                      "grad_evals": 5 * np.arange(n), "suboptimality": vals, "value": vals}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -85,14 +85,16 @@ curves = st.lists(st.lists(values, min_size=1, max_size=3), min_size=1, max_size
 
 
 @settings(max_examples=10)
-@given(curves, st.booleans(), st.sampled_from(["minmax", "std", None]))
-@example([[[1.0, 1e-3, 1e-9, 0.0], [1.0, 1e-3, 1e-9, 1e-16]]], False, "minmax")   # SCAFFOLD reaching 0
-@example([[[np.nan, np.nan]], [[0.0, -1e-17]]], True, "std")        # an all-NaN curve; no positive value
-@example([[[1e-223, 1e283]], [[np.inf, 1.0, -np.inf]]], False, "minmax")   # 506 decades; infinities
-@example([[[0.5]]], True, None)                                      # one point, at round 0 on a log x axis
+@given(curves, st.booleans(), st.sampled_from(["minmax", "std", None]), st.sampled_from(["suboptimality", "value"]))
+@example([[[1.0, 1e-3, 1e-9, 0.0], [1.0, 1e-3, 1e-9, 1e-16]]], False, "minmax", "suboptimality")   # SCAFFOLD: 0
+@example([[[np.nan, np.nan]], [[0.0, -1e-17]]], True, "std", "suboptimality")   # all-NaN curve; nothing positive
+@example([[[1e-223, 1e283]], [[np.inf, 1.0, -np.inf]]], False, "minmax", "suboptimality")   # 506 decades; infinities
+@example([[[0.5]]], True, None, "suboptimality")                    # one point, at round 0 on a log x axis
+@example([[[-1.7e308, 1.7e308, np.inf]]], False, "std", "value")     # a linear axis near the largest float
 @closing
-def test_rate_plot_never_crashes(c, logx, spread):
-    fig = rate_plot(_table(c), y="suboptimality", logx=logx, spread=spread)
+def test_rate_plot_never_crashes(c, logx, spread, y):
+    """``value`` takes a linear or a log axis from its values (:func:`fedtheory.plotting.log_axis`)."""
+    fig = rate_plot(_table(c), y=y, logx=logx, spread=spread)
     fig.draw_without_rendering()
     ax = fig.axes[0]
     _check_axis(ax, "y")
