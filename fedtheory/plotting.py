@@ -36,20 +36,31 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 #: Line styles cycled after every ten colours (:func:`curve_style`).
 LINESTYLES = ("-", "--", ":", "-.")
 #: Colour and line style of each bound variant, in every figure of the project (verify report,
-#: ``figures/`` scripts). Variants not listed get :data:`OTHER_BOUND_STYLES` in order of appearance.
+#: ``figures/`` scripts). The colours are neutral: none is red or green, so a colour never says
+#: "violated" or "holds" (figures mark a violation with a hatch, a marker or a word instead).
+#: Variants not listed get :data:`OTHER_BOUND_STYLES` in order of appearance.
 BOUND_STYLES = {
     "measured": dict(color="black", linestyle="-"),
-    "printed": dict(color="tab:red", linestyle="--"),
-    "corrected": dict(color="tab:green", linestyle="-"),
-    "derived": dict(color="tab:blue", linestyle="-."),
-    "proof": dict(color="tab:purple", linestyle=":"),
-    "lemma2_corrected": dict(color="tab:orange", linestyle="-."),
-    "lemma3_proof": dict(color="tab:brown", linestyle=":"),
-    "theorem_L_F2": dict(color="tab:pink", linestyle="-."),
-    "lemmas_corrected": dict(color="tab:olive", linestyle="--"),
+    "printed": dict(color="tab:purple", linestyle="--"),
+    "corrected": dict(color="tab:blue", linestyle="-"),
+    "derived": dict(color="tab:cyan", linestyle="-."),
+    "proof": dict(color="tab:brown", linestyle=":"),
+    "lemma2_corrected": dict(color="tab:olive", linestyle="-."),
+    "lemma3_proof": dict(color="tab:pink", linestyle=":"),
+    "theorem_L_F2": dict(color="tab:gray", linestyle="-."),
+    "lemmas_corrected": dict(color="darkgoldenrod", linestyle="--"),
 }
-OTHER_BOUND_STYLES = (dict(color="tab:cyan", linestyle="--"), dict(color="tab:gray", linestyle="-."),
-                      dict(color="gold", linestyle=":"))
+OTHER_BOUND_STYLES = (dict(color="teal", linestyle="--"), dict(color="slateblue", linestyle="-."),
+                      dict(color="sienna", linestyle=":"))
+#: Colour of a theorem's predicted order (a dashed line drawn above the measured curve).
+PREDICTED_COLOR = "tab:orange"
+#: Largest number of decades a logarithmic value axis shows (:func:`log_limits`): values further
+#: below the largest one leave the axis at its bottom, so that one value at rounding level never
+#: squeezes the rest of the figure into a few pixels.
+MAX_DECADES = 40
+#: Positive values outside this range are not used to place a logarithmic axis (10**±300: beyond
+#: them matplotlib's log transform loses the ticks; they still leave the axis at its edge).
+LOG_RANGE = (1e-300, 1e300)
 
 
 def curve_style(j):
@@ -103,7 +114,7 @@ def bound_style(variant):
     --------
     >>> from fedtheory.plotting import bound_style
     >>> bound_style("printed")
-    {'color': 'tab:red', 'linestyle': '--'}
+    {'color': 'tab:purple', 'linestyle': '--'}
     """
     if variant in BOUND_STYLES:
         return dict(BOUND_STYLES[variant])
@@ -147,8 +158,202 @@ def log_axis(y, values=None):
     return bool(v.size and (v > 0).all() and v.max() > 100 * v.min())
 
 
-def value_ticks(ax, values, axis="x"):
-    """Ticks of a logarithmic axis at the measured values, written as plain numbers (no minor labels).
+def _usable_mask(values):
+    """Where ``values`` are finite, positive and inside :data:`LOG_RANGE` (the values that may
+    place a logarithmic axis)."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(v) & (v >= LOG_RANGE[0]) & (v <= LOG_RANGE[1])
+
+
+def _usable(values):
+    """The values of :func:`_usable_mask`, flattened."""
+    v = np.asarray(values, dtype=float).ravel()
+    return v[_usable_mask(v)]
+
+
+def log_limits(*arrays, max_decades=MAX_DECADES, margin=0.05):
+    """Limits ``(lo, hi)`` of a logarithmic axis showing the positive values of ``arrays``.
+
+    Zeros, negative values, NaN and infinities are left out (figures mark them at the axis'
+    edge, see :func:`rate_plot`); the axis spans at most ``max_decades`` below the largest value,
+    with a margin of ``margin`` times the span (at least 0.15 decade) on each side.
+
+    Parameters
+    ----------
+    *arrays : array_like
+        Values drawn on the axis.
+    max_decades : float
+        Largest number of decades between the largest value and the axis' bottom.
+    margin : float
+        Margin on each side, as a fraction of the span in decades.
+
+    Returns
+    -------
+    tuple of float or None
+        ``(lo, hi)`` with ``0 < lo < hi`` finite, or None when no value is positive and finite.
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import log_limits
+    >>> lo, hi = log_limits([1.0, 1e-3, 0.0, -1e-17, float("nan")])
+    >>> round(float(np.log10(lo)), 2), round(float(np.log10(hi)), 2)
+    (-3.15, 0.15)
+    >>> lo, hi = log_limits([1.0, 1e-200]); round(float(np.log10(hi / lo)))
+    44
+    >>> log_limits([0.0, -1.0]) is None
+    True
+    """
+    parts = [_usable(a) for a in arrays]
+    v = np.concatenate(parts) if parts else np.array([])
+    if not v.size:
+        return None
+    top, bot = float(np.log10(v.max())), float(np.log10(v.min()))
+    bot = max(bot, top - max_decades)
+    pad = max(margin * (top - bot), 0.15)
+    lo_exp, hi_exp = bot - pad, top + pad
+    return float(10.0 ** lo_exp), float(10.0 ** hi_exp)
+
+
+def linear_limits(*arrays, margin=0.05):
+    """Limits ``(lo, hi)`` of a linear axis showing the finite values of ``arrays``.
+
+    Parameters
+    ----------
+    *arrays : array_like
+        Values drawn on the axis (NaN and infinities are left out).
+    margin : float
+        Margin on each side, as a fraction of the range (a single value: 10 % of it, at least 0.25).
+
+    Returns
+    -------
+    tuple of float
+        ``(lo, hi)``, finite and ``lo < hi``, within +-1/16 of the largest float (values beyond
+        leave the axis); ``(0, 1)`` when no value is finite.
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import linear_limits
+    >>> linear_limits([0.0, 1.0, float("inf")])
+    (-0.05, 1.05)
+    >>> linear_limits([float("nan")])
+    (0.0, 1.0)
+    """
+    parts = [np.asarray(a, dtype=float).ravel() for a in arrays]
+    v = np.concatenate(parts) if parts else np.array([])
+    v = v[np.isfinite(v)] / 4                        # quarter values: no overflow below
+    if not v.size:
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    span = hi - lo
+    pad = margin * span if span > 0 else max(0.1 * abs(hi), 0.25)
+    big = np.finfo(float).max / 64                 # (x4: +-max/16, so that hi - lo and matplotlib's tick
+    return 4 * max(lo - pad, -big), 4 * min(hi + pad, big)   # arithmetic stay finite)
+
+
+def _tick_values(lo, hi):
+    """Readable tick positions of a logarithmic axis from ``lo`` to ``hi`` (at least three when
+    the range allows): whole decades (a regular step of them, at most about eight labels, when it
+    spans many), else 1-2-5 or 1-9 times the powers of ten, else evenly spaced values."""
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= 0:
+        return []
+    lo, hi = (lo, hi) if lo <= hi else (hi, lo)
+    if lo <= 0 or hi <= lo:
+        return []
+    a, b = float(np.log10(lo)), float(np.log10(hi))
+    eps = 1e-9 * max(1.0, abs(a), abs(b))
+    d = b - a
+    k0, k1 = max(int(np.floor(a)), -323), min(int(np.ceil(b)), 308)
+    if d > 8:
+        step = int(np.ceil(d / 8))
+        first = int(np.ceil(a / step - eps)) * step
+        return [10.0 ** k for k in range(max(first, -322), min(int(np.floor(b + eps)), 308) + 1, step)]
+    ticks = []
+    for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(range(1, 10))):
+        ticks = [m * 10.0 ** k for k in range(k0, k1 + 1) for m in subs
+                 if a - eps <= k + np.log10(m) <= b + eps]
+        if len(ticks) >= 3:
+            return ticks
+    from matplotlib.ticker import MaxNLocator
+    lin = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+    lin = [float(t) for t in lin if lo * (1 - 1e-12) <= t <= hi * (1 + 1e-12) and t > 0]
+    return lin if len(lin) >= 2 else sorted(set(ticks + lin))
+
+
+def _format_ticks(values):
+    """Labels of tick values, with just enough significant digits to tell them apart and to be
+    within 0.05 % of the value: plain
+    numbers when every value lies in [1e-4, 1e5), else powers of ten (:math:`2\\times10^{-5}`)."""
+    v = [float(x) for x in values]
+    if not v:
+        return []
+    plain = all(1e-4 <= abs(x) < 1e5 or x == 0 for x in v)
+    labels = []
+    for p in range(1, 18):
+        if plain:
+            labels = [np.format_float_positional(x, precision=p, unique=False, fractional=False, trim="-")
+                      for x in v]
+        else:
+            labels = []
+            for x in v:
+                mant, exp = f"{x:.{p - 1}e}".split("e")
+                mant = mant.rstrip("0").rstrip(".") if "." in mant else mant
+                exp = int(exp)
+                labels.append(f"$10^{{{exp}}}$" if mant == "1" else
+                              f"$-10^{{{exp}}}$" if mant == "-1" else f"${mant}\\times10^{{{exp}}}$")
+        close = all(abs(float(f"{x:.{p - 1}e}") - x) <= 5e-4 * abs(x) for x in v)
+        if close and len(set(labels)) == len(set(v)):
+            break
+    return labels
+
+
+def _readable_log_locator():
+    from matplotlib.ticker import Locator
+
+    class ReadableLogLocator(Locator):
+        """Ticks of :func:`_tick_values` at the axis' current limits."""
+
+        def __call__(self):
+            vmin, vmax = self.axis.get_view_interval()
+            return self.tick_values(vmin, vmax)
+
+        def tick_values(self, vmin, vmax):
+            return np.asarray(_tick_values(vmin, vmax), dtype=float)
+
+    return ReadableLogLocator()
+
+
+def _readable_formatter():
+    from matplotlib.ticker import Formatter
+
+    class ReadableFormatter(Formatter):
+        """Labels of :func:`_format_ticks` (digits chosen over all ticks at once)."""
+
+        def __call__(self, x, pos=None):
+            return _format_ticks([x])[0]
+
+        def format_ticks(self, values):
+            return _format_ticks(values)
+
+    return ReadableFormatter()
+
+
+def value_ticks(ax, values, axis="x", max_ticks=10):
+    """Ticks of an axis at the measured values, written as plain numbers (no minor labels).
+
+    Values that the axis cannot show (NaN, infinities; zero and negative values on a logarithmic
+    axis) are skipped; more than ``max_ticks`` values are thinned to about ``max_ticks``
+    (evenly spread, the first and the last kept). With no value left, a logarithmic axis gets the
+    ticks of :func:`log_ticks`.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    values : array_like
+        The values to mark (e.g. the measured T or E).
+    axis : {"x", "y"}
+    max_ticks : int
+        Largest number of labelled ticks.
 
     Parameters
     ----------
@@ -164,20 +369,34 @@ def value_ticks(ax, values, axis="x"):
     >>> import matplotlib.pyplot as plt
     >>> from fedtheory.plotting import value_ticks
     >>> fig, ax = plt.subplots()
-    >>> _ = ax.loglog([10, 40, 160], [1.0, 0.5, 0.25]); value_ticks(ax, [10, 40, 160])
+    >>> _ = ax.loglog([10, 40, 160], [1.0, 0.5, 0.25]); value_ticks(ax, [10, 40, 160, 0, float("nan")])
     >>> [t.get_text() for t in ax.get_xticklabels()]
     ['10', '40', '160']
     """
     from matplotlib.ticker import NullFormatter
-    values = sorted(set(float(v) for v in values))
-    getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
+    log = getattr(ax, f"get_{axis}scale")() == "log"
+    v = np.asarray(values, dtype=float).ravel()
+    v = _usable(v) if log else v[np.isfinite(v) & (np.abs(v) < np.finfo(float).max / 4)]
+    v = np.unique(v)
+    if not v.size:
+        if log:
+            log_ticks(ax, axis)
+        return
+    if v.size > max_ticks:
+        v = v[np.unique(np.round(np.linspace(0, v.size - 1, max_ticks)).astype(int))]
+    getattr(ax, f"set_{axis}ticks")(v, _format_ticks(v))
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
 def log_ticks(ax, axis="y"):
-    """Readable labels on a logarithmic axis: plain numbers at 1, 2 and 5 times the powers of ten
-    when it spans less than two decades; powers of ten at a regular step of whole decades (at most
-    about eight labels) when it spans many.
+    """Readable labels on a logarithmic axis, whatever its limits.
+
+    At least three labelled ticks when the range allows: whole decades (a regular step of whole
+    decades, at most about eight labels, when it spans more than eight), 1, 2 and 5 times the
+    powers of ten, or 1 to 9 times them when it spans less; evenly spaced values on a range
+    narrower than that. Labels are plain numbers between 1e-4 and 1e5, powers of ten elsewhere, with
+    just enough digits to tell the ticks apart; minor ticks are unlabelled. The ticks follow the
+    limits when they change later. An axis that is not logarithmic is left as it is.
 
     Parameters
     ----------
@@ -191,26 +410,121 @@ def log_ticks(ax, axis="y"):
     >>> import matplotlib.pyplot as plt
     >>> from fedtheory.plotting import log_ticks
     >>> fig, ax = plt.subplots()
-    >>> _ = ax.semilogy([1, 2], [0.12, 0.5]); log_ticks(ax)
-    >>> [t.get_text() for t in ax.get_yticklabels() if t.get_text()][:3]
+    >>> _ = ax.semilogy([1, 2], [0.12, 0.5]); _ = ax.set_ylim(0.1, 0.6); log_ticks(ax)
+    >>> fig.canvas.draw(); [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     ['0.1', '0.2', '0.5']
     """
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
-    lo, hi = getattr(ax, f"get_{axis}lim")()
-    a = getattr(ax, f"{axis}axis")
-    if not (lo > 0 and hi > lo):
+    from matplotlib.ticker import NullFormatter
+    if getattr(ax, f"get_{axis}scale")() != "log":
         return
-    decades = np.log10(hi / lo)
-    if decades < 2:
-        a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        a.set_minor_formatter(NullFormatter())
-    elif decades > 8:
-        step = int(np.ceil(decades / 8))
-        first, last = int(np.ceil(np.log10(lo) / step)) * step, int(np.floor(np.log10(hi)))
-        a.set_major_locator(FixedLocator([10.0 ** k for k in range(first, last + 1, step)]))
-        a.set_major_formatter(LogFormatterSciNotation())
-        a.set_minor_formatter(NullFormatter())
+    a = getattr(ax, f"{axis}axis")
+    a.set_major_locator(_readable_log_locator())
+    a.set_major_formatter(_readable_formatter())
+    a.set_minor_formatter(NullFormatter())
+
+
+def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
+    """Mark the points that a logarithmic value axis from ``lo`` to ``hi`` cannot show.
+
+    Values at or below 0 (or -inf) get open down-triangles just above the axis' bottom, +inf open
+    up-triangles just below its top (in the margin that :func:`log_limits` leaves, below or above
+    every value drawn to scale). Points whose ``x`` the horizontal axis cannot show (NaN; 0 or
+    below on a logarithmic axis) are skipped.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    x, y : array_like
+        The points of one curve.
+    lo, hi : float
+        The limits of the (logarithmic) value axis.
+    color : color
+        Edge colour of the marks (the curve's).
+    zorder : float
+    level : int
+        0 to 3: shifts the marks a few points sideways, so that curves marked at the same x stay
+        apart.
+
+    Returns
+    -------
+    tuple of int
+        The numbers of points marked ``(at_bottom, at_top)``; their legend entries are
+        :func:`off_axis_handles`'.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from fedtheory.plotting import mark_off_axis
+    >>> fig, ax = plt.subplots(); ax.set_yscale("log"); _ = ax.set_ylim(1e-3, 10)
+    >>> mark_off_axis(ax, [0, 1, 2, 3], [1.0, 0.0, -1e-17, float("inf")], 1e-3, 10)
+    (2, 1)
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok_x = np.isfinite(x) & ((x > 0) if ax.get_xscale() == "log" else True)
+        low = ok_x & ((y <= 0) | (y == -np.inf))
+        top = ok_x & (y == np.inf)
+    from matplotlib.transforms import offset_copy
+    step = 10.0 ** (0.025 * (np.log10(hi) - np.log10(lo)))
+    shift = offset_copy(ax.transData, fig=ax.figure, x=4.0 * ((int(level) % 4) - 1.5), units="points")
+    for sel, where, marker in ((low, lo * step, "v"), (top, hi / step, "^")):
+        if sel.any():
+            ax.plot(x[sel], np.full(sel.sum(), where), linestyle="none", marker=marker, ms=6, mfc="white",
+                    mec=color, mew=1.3, zorder=zorder, label="_off_axis", transform=shift)
+    return int(low.sum()), int(top.sum())
+
+
+def _nonnegative(y):
+    """Whether metric ``y`` is non-negative by definition (a value below 0 is rounding)."""
+    return y in LOG_METRICS or str(y).endswith("_sq")
+
+
+def _filter_title(filters):
+    """A legend header naming the filters applied (None without filters)."""
+    return f"runs with {describe_filters(filters)}" if filters else None
+
+
+def _legend_entries(ax, nonnegative=True):
+    """``(handles, labels)`` of ``ax``'s legend, with the entries explaining the markers of
+    :func:`mark_off_axis` drawn on it."""
+    handles, labels = ax.get_legend_handles_labels()
+    marks = [ln.get_marker() for ln in ax.lines if ln.get_label() == "_off_axis"]
+    extra = off_axis_handles("v" in marks, "^" in marks, nonnegative)
+    return handles + extra, labels + [h.get_label() for h in extra]
+
+
+def off_axis_handles(at_floor, at_top, nonnegative=True):
+    """Legend entries explaining the marks of :func:`mark_off_axis`.
+
+    Parameters
+    ----------
+    at_floor, at_top : int or bool
+        Whether marks at the bottom and at the top were drawn (only those get an entry).
+    nonnegative : bool
+        The metric is non-negative by definition: a value at or below 0 is rounding, and the entry
+        says so.
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import off_axis_handles
+    >>> [h.get_label() for h in off_axis_handles(1, 0)]
+    ['0 or below (rounding level), at the bottom']
+    """
+    from matplotlib.lines import Line2D
+    out = []
+    if at_floor:
+        out.append(Line2D([], [], linestyle="none", marker="v", ms=6, mfc="white", mec="black",
+                          label="0 or below (rounding level), at the bottom" if nonnegative
+                          else "0 or below, at the bottom"))
+    if at_top:
+        out.append(Line2D([], [], linestyle="none", marker="^", ms=6, mfc="white", mec="black",
+                          label="+inf (diverged), at the top"))
+    return out
 
 
 def default_metric(df):
@@ -255,6 +569,118 @@ def _matches(series, value):
     return hit | (pd.to_numeric(series, errors="coerce") == num)
 
 
+def _filter_pairs(filters):
+    """``[(key, value)]`` of filters given as a dict or as ``key=value`` strings."""
+    pairs = []
+    for f in (filters.items() if isinstance(filters, dict) else filters or ()):
+        if isinstance(f, str):
+            if "=" not in f:
+                raise ValueError(f"A filter must be written key=value (e.g. algorithm=fedavg). Got {f!r} instead.")
+            k, v = f.split("=", 1)
+            pairs.append((k.strip(), v.strip()))
+        else:
+            pairs.append(tuple(f))
+    return pairs
+
+
+def algorithm_name(name):
+    """The display name of a registered algorithm, for legends.
+
+    Parameters
+    ----------
+    name : str
+        A registered name (``"scaffold"``) or anything else.
+
+    Returns
+    -------
+    str
+        The name the algorithm's docstring opens with ("SCAFFOLD", "FedDyn"); ``name`` itself
+        for an unregistered name or a docstring that does not open with "Name: ...".
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import algorithm_name
+    >>> algorithm_name("scaffold"), algorithm_name("fedavg"), algorithm_name("my_method")
+    ('SCAFFOLD', 'FedAvg', 'my_method')
+    """
+    from .registry import ALGORITHMS, algorithms
+    algorithms()                                  # imports (registers) every algorithm
+    cls = ALGORITHMS.get(str(name))
+    head = ((cls.__doc__ or "").strip().split(":", 1) if cls is not None else [""])[0]
+    if cls is None or not head or "\n" in head or len(head) > 40:
+        return str(name)
+    return head.split("(")[0].strip() or str(name)
+
+
+def param_name(column):
+    """A parameter column as words, for legends.
+
+    Parameters
+    ----------
+    column : str
+        A ``param_*`` column, a parameter name or a filter key (``"problem.l2"``).
+
+    Returns
+    -------
+    str
+        Without ``param_`` and ``problem_`` / ``problem.``, underscores as spaces.
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import param_name
+    >>> param_name("param_problem_heterogeneity"), param_name("local_steps"), param_name("problem.l2")
+    ('heterogeneity', 'local steps', 'l2')
+    """
+    name = str(column).removeprefix("param_").replace(".", "_")
+    name = name.removeprefix("problem_")
+    return name.replace("_", " ")
+
+
+def _value_text(v):
+    """A parameter value for a label: numbers with up to four significant digits, text as is."""
+    if isinstance(v, str):
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return v if not np.isfinite(f) else f"{f:.4g}"
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return f"{float(v):.4g}" if isinstance(v, (float, np.floating)) else str(v)
+    return str(v)
+
+
+def describe_filters(filters):
+    """The filters in words, for a title or a legend header.
+
+    Parameters
+    ----------
+    filters : dict or iterable of str
+        As :func:`filter_table` takes them.
+
+    Returns
+    -------
+    str
+        ``"algorithm = SCAFFOLD, lr = 0.1"`` (a key given twice: "algorithm = FedAvg or
+        FedDeper"); an empty string for no filter.
+
+    Examples
+    --------
+    >>> from fedtheory.plotting import describe_filters
+    >>> describe_filters(["algorithm=scaffold", "problem.heterogeneity=0.1"])
+    'algorithm = SCAFFOLD, heterogeneity = 0.1'
+    >>> describe_filters({"algorithm": "fedavg", "lr": 0.05})
+    'algorithm = FedAvg, lr = 0.05'
+    """
+    by_key = {}
+    for k, v in _filter_pairs(filters):
+        name = param_name(k)
+        text = algorithm_name(v) if name == "algorithm" else _value_text(v)
+        by_key.setdefault(name, []).append(text)
+    return ", ".join(f"{k} = {' or '.join(v)}" for k, v in by_key.items())
+
+
 def filter_table(df, filters):
     """The rows whose parameters match every filter.
 
@@ -281,15 +707,7 @@ def filter_table(df, filters):
     >>> filter_table(t, ["algorithm=scaffold", "lr=1e-1"]).run_id.tolist()
     ['b']
     """
-    pairs = []
-    for f in (filters.items() if isinstance(filters, dict) else filters or ()):
-        if isinstance(f, str):
-            if "=" not in f:
-                raise ValueError(f"A filter must be written key=value (e.g. algorithm=fedavg). Got {f!r} instead.")
-            k, v = f.split("=", 1)
-            pairs.append((k.strip(), v.strip()))
-        else:
-            pairs.append(tuple(f))
+    pairs = _filter_pairs(filters)
     by_col = {}
     for k, v in pairs:
         by_col.setdefault(_param(df, k), []).append(v)
@@ -325,13 +743,15 @@ def varying_params(df, exclude=("param_seed",)):
             and df[c].map(_key).nunique() > 1]
 
 
-def curve_groups(df, by=None, exclude=("param_seed",)):
+def curve_groups(df, by=None, exclude=("param_seed",), readable=False):
     """``[(label, rows)]``: one entry per setting (the runs that agree on every parameter in ``by``).
 
     ``by`` defaults to every ``param_*`` column that varies except those in ``exclude`` (the seed),
     so distinct settings are never averaged as if they were seeds. A parameter that a run does not
     have (NaN: e.g. FedDeper's ``star`` on a FedAvg run) is a value of its own, and is left out of
-    that curve's label. Labels name the algorithm first, then the other varying parameters.
+    that curve's label. Labels name the algorithm first, then the other varying parameters;
+    ``readable=True`` writes them for a legend: the algorithm's display name
+    (:func:`algorithm_name`) and "name = value" with the parameter in words (:func:`param_name`).
 
     Parameters
     ----------
@@ -355,12 +775,15 @@ def curve_groups(df, by=None, exclude=("param_seed",)):
     ...                   "param_star": [None, True, None], "param_seed": [0, 0, 1]})
     >>> [(label, sorted(g.run_id)) for label, g in curve_groups(t)]
     [('feddeper', ['a', 'c']), ('feddeper, star=True', ['b'])]
+    >>> [label for label, g in curve_groups(t, readable=True)]
+    ['FedDeper', 'FedDeper, star = True']
     """
     by = varying_params(df, exclude) if by is None else list(by)
     by = sorted(by, key=lambda c: (c != "param_algorithm", c))
+    alg = algorithm_name if readable else str
     if not by:
         algs = df["param_algorithm"].unique() if "param_algorithm" in df else []
-        return [(str(algs[0]) if len(algs) == 1 else "", df)]
+        return [(alg(algs[0]) if len(algs) == 1 else "", df)]
     keys = [df[c].map(_key) for c in by]
     out = []
     for key, g in df.groupby(keys, sort=True):
@@ -368,7 +791,11 @@ def curve_groups(df, by=None, exclude=("param_seed",)):
         parts = [(b.removeprefix("param_"), k) for b, k in zip(by, key) if k != "None"]
         if "param_algorithm" not in by and "param_algorithm" in g and g["param_algorithm"].nunique() == 1:
             parts.insert(0, ("algorithm", str(g["param_algorithm"].iloc[0])))
-        label = ", ".join(k if b == "algorithm" else f"{b}={k}" for b, k in parts) or "(defaults)"
+        if readable:
+            label = ", ".join(alg(k) if b == "algorithm" else f"{param_name(b)} = {_value_text(k)}"
+                              for b, k in parts) or "(defaults)"
+        else:
+            label = ", ".join(k if b == "algorithm" else f"{b}={k}" for b, k in parts) or "(defaults)"
         out.append((label, g))
     return out
 
@@ -460,60 +887,101 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
     if x not in df:
         raise ValueError(f"The 'x' parameter of rate_plot must be one of {sorted(X_ALIASES)} or a column of "
                          f"the table {sorted(df.columns)}. Got {x!r} instead.")
+    if spread not in ("minmax", "std", None):
+        raise ValueError(f"The 'spread' parameter of rate_plot must be one of {{'minmax', 'std', None}}. "
+                         f"Got {spread!r} instead.")
     if filters:
         df = filter_table(df, filters)
     logy = log_axis(y, df[y].to_numpy()) if logy is None else logy
     fig, ax = _figure(ax)
-    groups = curve_groups(df, by)
-    floor = np.finfo(float).tiny if logy else -np.inf
-    for j, (label, g) in enumerate(groups):
-        label = label or Y_LABELS.get(y, y)
+    curves = []
+    for label, g in curve_groups(df, by, readable=True):
         piv = g.pivot_table(index="round", columns="run_id", values=y, aggfunc="first", dropna=False)
-        xs = g.groupby("round")[x].mean().reindex(piv.index)
+        xs = pd.to_numeric(g.groupby("round")[x].mean(), errors="coerce").reindex(piv.index).to_numpy(dtype=float)
         vals = piv.to_numpy(dtype=float)
-        with np.errstate(all="ignore"):
-            import warnings
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)     # a round no seed evaluated: NaN
-                mean = np.nanmean(np.where(vals > 0, vals, np.nan), axis=1) if logy else np.nanmean(vals, axis=1)
-                lo, hi = np.nanmin(vals, axis=1), np.nanmax(vals, axis=1)
-                if spread == "std":
-                    sd = np.nanstd(vals, axis=1)
-                    lo, hi = mean - sd, mean + sd
-        style = curve_style(j)
-        n_seeds = piv.shape[1]
-        step = max(1, len(xs) // 6)                   # staggered markers: coinciding curves stay visible
-        ax.plot(xs, np.maximum(mean, floor), lw=1.6, marker=MARKERS[j % len(MARKERS)], ms=3.5,
-                markevery=(j % step, step), **style, label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 else ""))
-        if spread and n_seeds > 1:
-            ax.fill_between(xs, np.maximum(lo, floor), np.maximum(hi, floor), color=style["color"], alpha=0.15, lw=0)
+        import warnings
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # a round no seed evaluated: NaN
+            mean = np.nanmean(vals, axis=1)
+            lo, hi = np.nanmin(vals, axis=1), np.nanmax(vals, axis=1)
+            if spread == "std":
+                sd = np.nanstd(vals, axis=1)
+                lo, hi = mean - sd, mean + sd
+        curves.append((label or Y_LABELS.get(y, y), xs, mean, lo, hi, piv.shape[1]))
+    band_values = [a for c in curves for a in (c[3], c[4])] if spread else []
+    xb = yb = None
     if bound is not None:
         if callable(bound):
-            xb = np.sort(df[x].unique())
-            yb = np.array([bound(v) for v in xb])
+            xb = np.sort(pd.to_numeric(df[x], errors="coerce").dropna().unique()).astype(float)
+            yb = np.array([bound(v) for v in xb], dtype=float)
         elif isinstance(bound, pd.Series):
-            xb, yb = bound.index.to_numpy(), bound.to_numpy()
+            xb, yb = bound.index.to_numpy(dtype=float), bound.to_numpy(dtype=float)
         else:
-            xb, yb = map(np.asarray, bound)
-        ax.plot(xb, yb, "k--", lw=1.3, label=bound_label)
+            xb, yb = (np.asarray(a, dtype=float) for a in bound)
+    drawn = [c[2] for c in curves] + band_values + ([yb] if yb is not None else [])
+    limits = log_limits(*drawn) if logy else None
+    if logy and limits is None:                  # no positive value: a log axis would show nothing
+        logy = False
+    # the limits are set before anything is drawn: matplotlib's autoscaling never sees the data
+    # (over hundreds of decades its margins overflow)
     if logy:
         ax.set_yscale("log")
-        log_ticks(ax, "y")
-    if logx:
+        ax.set_ylim(*limits)
+    else:
+        ax.set_ylim(*linear_limits(*drawn))
+    xl = log_limits(*[c[1] for c in curves], margin=0.02) if logx else None
+    if xl is not None:                               # (no positive x, e.g. round 0 alone: a linear axis)
         ax.set_xscale("log")
+        ax.set_xlim(*xl)
+    else:
+        ax.set_xlim(*linear_limits(*[c[1] for c in curves], *([xb] if xb is not None else []), margin=0.02))
+    for j, (label, xs, mean, lo, hi, n_seeds) in enumerate(curves):
+        style = curve_style(j)
+        step = max(1, len(xs) // 6)                   # staggered markers: coinciding curves stay visible
+        shown = np.where(_usable_mask(mean) if logy else np.isfinite(mean), mean, np.nan)
+        if np.isnan(mean).all():
+            label += " (no value)"
+        ax.plot(xs, shown, lw=1.6, marker=MARKERS[j % len(MARKERS)], ms=3.5, markevery=(j % step, step), **style,
+                label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 else ""))
+        if spread and n_seeds > 1:
+            with np.errstate(invalid="ignore"):
+                b_lo, b_hi = (np.clip(lo, *limits), np.clip(hi, *limits)) if logy else (lo, hi)
+            ok = np.isfinite(xs) & np.isfinite(b_lo) & np.isfinite(b_hi)   # log: 0 and inf reach the edge
+            if ok.any():
+                ax.fill_between(xs, np.where(ok, b_lo, np.nan), np.where(ok, b_hi, np.nan), color=style["color"],
+                                alpha=0.15, lw=0)
+        alone = np.isfinite(shown) & ~np.isfinite(np.r_[np.nan, shown[:-1]]) & ~np.isfinite(np.r_[shown[1:], np.nan])
+        if alone.any():                               # a point between gaps: no line reaches it
+            ax.plot(xs[alone], shown[alone], linestyle="none", marker=MARKERS[j % len(MARKERS)], ms=3.5,
+                    color=style["color"], label="_alone")
+        if logy:
+            mark_off_axis(ax, xs, mean, *limits, color=style["color"], level=j)
+    if yb is not None:
+        ax.plot(xb, np.where(_usable_mask(yb) if logy else np.isfinite(yb), yb, np.nan), "k--", lw=1.3,
+                label=bound_label)
+    if logy:
+        log_ticks(ax, "y")
+    if xl is not None:
+        log_ticks(ax, "x")
     ax.set_xlabel(X_LABELS.get(x, x))
     ax.set_ylabel(Y_LABELS.get(y, y))
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if legend:
-        legend_outside(ax)
+        handles, labels = _legend_entries(ax, nonnegative=_nonnegative(y))
+        legend_outside(ax, handles=handles, labels=labels, title=_filter_title(filters), title_fontsize=7)
     return fig
 
 
 def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None, filters=None):
     """One panel per horizontal axis (rounds, communication, gradient evaluations), one legend
     outside the panels (the curves are the same in every panel).
+
+    ``xs`` entries may use the command line's names (``"rounds"``, ``"comm"``, ``"grad_evals"``);
+    ``filters`` keeps the matching runs (:func:`filter_table`) and is named in the legend's
+    header. Curves are labelled with the algorithms' display names and the parameters in words
+    (:func:`curve_groups` with ``readable=True``).
 
     Parameters
     ----------
@@ -545,74 +1013,162 @@ def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None
     import matplotlib.pyplot as plt
     if filters:
         df = filter_table(df, filters)
+    y = y or default_metric(df)
     xs = [X_ALIASES.get(x, x) for x in ([xs] if isinstance(xs, str) else xs)]
     n_curves = len(curve_groups(df))
     fig, axes = plt.subplots(1, len(xs), figsize=(4.2 * len(xs) + 2.6, 3.6 + 0.05 * max(0, n_curves - 20)),
                              squeeze=False, layout="constrained")
     for ax, x in zip(axes[0], xs):
         rate_plot(df, y=y, x=x, ax=ax, legend=False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = _legend_entries(axes[0][0], nonnegative=_nonnegative(y))
     fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False,
-               ncols=1 + len(labels) // 30)
+               ncols=1 + len(labels) // 30, title=_filter_title(filters), title_fontsize=7)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
 
 
-def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=None, title=None):
+def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=None, title=None,
+               ylabel=None):
     """Measured left-hand side against T with a theorem's right-hand side(s), log-log.
-
-    The legend sits to the right of the data.
 
     Parameters
     ----------
     T : array_like
-        Horizons (rounds or local steps), one per measurement.
+        The horizontal values (rounds T); each gets a labelled tick.
     measured : array_like
-        Measured left-hand side at each T (mean over seeds).
+        The measured left-hand side at each T (black, filled circles).
     stderr : array_like, optional
-        Standard error of each measurement; drawn as two-standard-error bars.
-    bounds : dict of str to array_like, optional
-        Right-hand side of each bound variant at each T, each drawn in its :func:`bound_style`.
+        Its standard error: error bars of two standard errors.
+    bounds : dict, optional
+        ``{variant: values at each T}``, each drawn in its :func:`bound_style`.
     predicted_slope : float, optional
-        The theorem's order in T (e.g. -0.5), drawn through the last measured point.
+        The theorem's order: a dashed line of slope ``predicted_slope``, drawn above the measured
+        curve and anchored at the last measured point (the legend says which T).
     ax : matplotlib.axes.Axes, optional
         Draw into these axes; default a new figure.
     title : str, optional
         Axes title.
+    ylabel : str, optional
+        The quantity on the vertical axis (e.g. the theorem's left-hand side written out);
+        default "left-hand side of the theorem".
 
     Returns
     -------
     matplotlib.figure.Figure
+        The legend sits to the right of the data. Values the log axis cannot show are marked at
+        its edge (:func:`mark_off_axis`): 0 or below at the bottom, +inf at the top; NaN is left out.
 
     Examples
     --------
     >>> from fedtheory.plotting import bound_vs_T
     >>> fig = bound_vs_T([10, 20, 40], [1.0, 0.5, 0.25], bounds={"printed": [4, 2, 1]}, predicted_slope=-1)
-    >>> len(fig.axes[0].lines) >= 3
-    True
+    >>> [ln.get_label() for ln in fig.axes[0].lines][1:]
+    ['bound: printed', 'predicted order $T^{-1}$ (anchored at T = 40)']
     """
     fig, ax = _figure(ax, figsize=(6.8, 3.8))
-    T = np.asarray(T, float)
-    m = np.asarray(measured, float)
-    if stderr is not None:
-        ax.errorbar(T, m, yerr=2 * np.nan_to_num(np.asarray(stderr, float)), fmt="o", ms=4,
-                    label="measured (mean, 2 s.e.)", **bound_style("measured"))
-    else:
-        ax.plot(T, m, marker="o", ms=4, label="measured", **bound_style("measured"))
-    for lab, b in (bounds or {}).items():
-        ax.plot(T, b, lw=1.6, label=f"bound: {lab}", **bound_style(lab))
-    if predicted_slope is not None:
-        ax.plot(T, m[-1] * (T / T[-1]) ** predicted_slope, color="0.5", lw=1,
-                label=f"predicted order $T^{{{predicted_slope:g}}}$")
+    T = np.asarray(T, dtype=float).ravel()
+    m = np.asarray(measured, dtype=float).ravel()
+    if m.shape != T.shape:
+        raise ValueError(f"The 'measured' parameter of bound_vs_T must have one value per T ({T.size}). "
+                         f"Got {m.size} instead.")
+    bounds = {k: np.asarray(v, dtype=float).ravel() for k, v in (bounds or {}).items()}
+    for k, v in bounds.items():
+        if v.shape != T.shape:
+            raise ValueError(f"The 'bounds' parameter of bound_vs_T must have one value per T ({T.size}) for "
+                             f"each variant. Got {v.size} for {k!r} instead.")
+    se = None if stderr is None else np.abs(np.nan_to_num(np.asarray(stderr, dtype=float).ravel(),
+                                                           nan=0.0, posinf=0.0, neginf=0.0))
+    okT = _usable_mask(T)
+    pred, anchor = None, None
+    ok_m = np.flatnonzero(okT & _usable_mask(m))
+    if predicted_slope is not None and np.isfinite(predicted_slope) and ok_m.size:
+        anchor = ok_m[-1]
+        with np.errstate(all="ignore"):
+            pred = m[anchor] * np.exp(predicted_slope * (np.log(np.where(okT, T, np.nan)) - np.log(T[anchor])))
+    with np.errstate(all="ignore"):
+        ends = [m + 2 * se, m - 2 * se] if se is not None else []
+    limits = log_limits(m, *bounds.values(), *ends) or (0.1, 10.0)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(*limits)                            # before drawing: no autoscaling over the data
+    ax.set_xlim(*(log_limits(T, margin=0.04) or (1.0, 10.0)))
+    shown = np.where(okT & _usable_mask(m), m, np.nan)
+    if se is not None:
+        with np.errstate(all="ignore"):
+            low = np.clip(np.where(m - 2 * se > 0, m - 2 * se, limits[0]), *limits)
+            high = np.clip(m + 2 * se, *limits)
+        yerr = np.where(np.isfinite(shown), [shown - low, high - shown], np.nan)
+        yerr = np.maximum(np.nan_to_num(yerr, nan=0.0), 0.0)
+        ax.errorbar(T, shown, yerr=yerr, marker="o", ms=4, label="measured (mean, 2 s.e.)", zorder=2,
+                    **bound_style("measured"))
+    else:
+        ax.plot(T, shown, marker="o", ms=4, label="measured", zorder=2, **bound_style("measured"))
+    mark_off_axis(ax, np.where(okT, T, np.nan), m, *limits, color="black")
+    for lab, b in bounds.items():
+        ax.plot(T, np.where(okT & _usable_mask(b), b, np.nan), lw=1.6, label=f"bound: {lab}", zorder=1.5,
+                **bound_style(lab))
+        mark_off_axis(ax, np.where(okT, T, np.nan), b, *limits, color=bound_style(lab)["color"])
+    if pred is not None:
+        ax.plot(T, np.where(_usable_mask(pred), pred, np.nan), color=PREDICTED_COLOR, ls=(0, (5, 3)), lw=1.5,
+                zorder=3, label=f"predicted order $T^{{{predicted_slope:g}}}$ (anchored at T = {T[anchor]:g})")
     value_ticks(ax, T)                              # the measured T values, not crowded minor labels
     log_ticks(ax, "y")
     ax.set_xlabel("rounds T")
-    ax.set_ylabel("left-hand side of the theorem")
+    ax.set_ylabel(ylabel or "left-hand side of the theorem")
     if title:
         ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    legend_outside(ax)
+    ax.grid(True, which="major", alpha=0.3)
+    handles, labels = _legend_entries(ax)
+    legend_outside(ax, handles=handles, labels=labels)
     return fig
+
+
+#: The largest side, in pixels, of a saved figure (:func:`save_figure`).
+MAX_PIXELS = 2400
+
+
+def save_figure(fig, path, dpi=150, pdf=False, tight=False, max_pixels=MAX_PIXELS):
+    """Save ``fig`` to ``path`` and close it: the one save helper of the project's figures.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or pathlib.Path
+        Output file; its suffix picks the format (``.png``, ``.pdf``, ``.svg``, ...).
+    dpi : float
+        Resolution of raster formats, lowered where needed so that no side exceeds ``max_pixels``.
+    pdf : bool
+        Also write a PDF beside it (same name, ``.pdf``), for papers.
+    tight : bool
+        Crop to the drawn content (``bbox_inches="tight"``: legends outside the axes included);
+        figures with a constrained layout need not.
+    max_pixels : int
+        The largest side in pixels of a raster file.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, matplotlib.pyplot as plt
+    >>> from fedtheory.plotting import save_figure
+    >>> fig, ax = plt.subplots(); _ = ax.plot([1, 2])
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> [p.name for p in save_figure(fig, d / "a.png", pdf=True)]
+    ['a.png', 'a.pdf']
+    """
+    import matplotlib.pyplot as plt
+    from pathlib import Path
+    path = Path(path)
+    w, h = fig.get_size_inches()
+    kw = {"bbox_inches": "tight"} if tight else {}
+    fig.savefig(path, dpi=min(dpi, max_pixels / max(w, h)), **kw)
+    out = [path]
+    if pdf and path.suffix.lower() != ".pdf":
+        fig.savefig(path.with_suffix(".pdf"), **kw)
+        out.append(path.with_suffix(".pdf"))
+    plt.close(fig)
+    return out

@@ -196,37 +196,38 @@ def format_table(df, markdown=False):
     return "\n".join(out)
 
 
-#: The largest side, in pixels, of a report figure (:func:`save_figure`).
-MAX_PIXELS = 2400
+from .plotting import MAX_PIXELS  # noqa: E402  (the largest side, in pixels, of a report figure)
 
 
 def save_figure(fig, path, dpi=150):
-    """Save a report figure at ``dpi``, lowered where needed so that no side exceeds
-    :data:`MAX_PIXELS`; close it."""
-    import matplotlib.pyplot as plt
-    w, h = fig.get_size_inches()
-    fig.savefig(path, dpi=min(dpi, MAX_PIXELS / max(w, h)))
-    plt.close(fig)
+    """Save a report figure as PNG at ``dpi`` (lowered where needed so that no side exceeds
+    :data:`MAX_PIXELS`) and as PDF beside it, for papers; close it
+    (:func:`fedtheory.plotting.save_figure`, the one save helper of every figure)."""
+    from .plotting import save_figure as save
+    return save(fig, path, dpi=dpi, pdf=True)
 
 
-def _short(case, width=56):
-    """A case label for an axis: its tag ("C2") when it has one, else the label cut at ``width``."""
-    case = str(case)
-    head = case.split(":")[0]
-    if ":" in case and len(head) <= 12:
-        return head
-    return case if len(case) <= width else case[:width - 1].rstrip() + "\u2026"
+def _case_label(case):
+    """A case label as a figure shows it: in full, without file paths ("docs/papers/fedsps.md,
+    §8 rescaled problem" -> "§8 rescaled problem")."""
+    import re
+    text = re.sub(r"(?:[\w.-]+/)+[\w.-]+\.(?:md|py|toml|csv|txt)\b,?\s*", "", str(case)).strip()
+    return text or str(case)
 
 
 def ratios_figure(df):
     r"""Measured left-hand side over the bound, one panel per theorem, one horizontal bar per case
     and variant.
 
-    Bars take the colour of their variant (:func:`fedtheory.plotting.bound_style`, as in every
-    figure); a violated bound (ratio > 1) is hatched and the vertical line marks ratio 1. A
-    theorem whose ratios span more than two decades is drawn on a logarithmic axis, else on a
-    linear one. A row that is not applicable (a required condition fails) or has no finite ratio
-    is written "n/a" with its reason instead of a bar. The value is written at the end of each bar.
+    Each case is named in full (without file paths) above its bars; each bar is labelled with its
+    variant. Bars take the neutral colour of their variant
+    (:func:`fedtheory.plotting.bound_style`, as in every figure): the colour never says whether
+    the bound holds. A violated bound (ratio > 1) is marked by a hatch, a black edge and the word
+    "violated" after its value; the vertical line marks ratio 1. A theorem whose ratios span more
+    than two decades is drawn on a logarithmic axis (at most about 36 decades below the largest
+    ratio; the value of a bar further below is still written), else on a linear one. A row that
+    is not applicable (a required condition fails) is written "n/a" with its reason instead of a
+    bar; a ratio that is not a finite positive number within 1e-300..1e300 is written, not drawn.
 
     Parameters
     ----------
@@ -243,59 +244,90 @@ def ratios_figure(df):
     --------
     >>> import pandas as pd
     >>> from fedtheory.verification import ratios_figure
-    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "C2: y"], kind="conforming",
-    ...                       variant=["printed", "corrected", "printed"], ratio=[2.0, 0.5, float("nan")],
+    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "docs/papers/fedsps.md, §8: y"],
+    ...                       kind="conforming", variant=["printed", "corrected", "printed"],
+    ...                       ratio=[2.0, 0.5, float("nan")],
     ...                       verdict=["VIOLATED", "holds", "NOT APPLICABLE: S1 fails"]))
     >>> fig = ratios_figure(t)
     >>> [tk.get_text() for tk in fig.axes[0].get_yticklabels()]
-    ['C1 · printed', 'C1 · corrected', 'C2 · printed']
+    ['printed', 'corrected', 'printed']
+    >>> [tx.get_text() for tx in fig.axes[0].texts]
+    ['C1: x', '§8: y', '2  violated', '0.5', 'n/a: S1 fails']
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
-    from .plotting import bound_style, log_ticks
+    from .plotting import MAX_DECADES, _usable_mask, bound_style, log_ticks
     theorems = list(dict.fromkeys(df.theorem))
-    sizes = [int((df.theorem == t).sum()) for t in theorems]
-    height = 0.2 * sum(sizes) + 0.55 * len(theorems) + 0.9
-    fig, axes = plt.subplots(len(theorems), 1, figsize=(9, height), squeeze=False, layout="constrained",
-                             gridspec_kw=dict(height_ratios=[n + 1.2 for n in sizes]))
-    variants = []
-    for ax, name in zip(axes[:, 0], theorems):
+    layouts = []
+    for name in theorems:                      # row positions: a header row (or two) per case, then its bars
         rows = df[df.theorem == name].reset_index(drop=True)
+        ys, headers, pos = [], [], 0.0
+        for j, r in rows.iterrows():
+            if j == 0 or str(r.case) != str(rows.case[j - 1]):
+                text = "\n".join(textwrap.wrap(_case_label(r.case), 150)) or "(no label)"
+                lines = text.count("\n") + 1
+                headers.append((pos + 0.35 * (lines - 1), text))
+                pos += 0.7 * lines + 0.35
+            ys.append(pos)
+            pos += 1.0
+        layouts.append((name, rows, np.array(ys), headers, pos))
+    units = [lay[4] for lay in layouts]
+    height = 0.2 * sum(units) + 0.55 * len(theorems) + 0.9
+    fig, axes = plt.subplots(len(theorems), 1, figsize=(9, height), squeeze=False, layout="constrained",
+                             gridspec_kw=dict(height_ratios=[u + 1.2 for u in units]))
+    variants = []
+    for ax, (name, rows, ys, headers, total) in zip(axes[:, 0], layouts):
         ratio = pd.to_numeric(rows.ratio, errors="coerce").to_numpy(dtype=float)
-        ok = np.isfinite(ratio) & (ratio > 0) & ~rows.verdict.astype(str).str.startswith("NOT APPLICABLE").to_numpy()
+        with np.errstate(invalid="ignore"):
+            ok = (_usable_mask(ratio)            # finite, positive, within 1e-300..1e300
+                  & ~rows.verdict.astype(str).str.startswith("NOT APPLICABLE").to_numpy())
         good = ratio[ok]
-        logx = bool(good.size) and max(good.max(), 1.0) / min(good.min(), 1.0) > 100
-        y = np.arange(len(rows))
+        with np.errstate(over="ignore"):
+            logx = bool(good.size) and max(good.max(), 1.0) / min(good.min(), 1.0) > 100
+        if logx:                                # limits before the bars: no autoscaling over the data
+            top = np.log10(max(good.max(), 1.0))
+            bot = max(np.log10(min(good.min(), 1.0)), top - 0.9 * MAX_DECADES)
+            span = top - bot
+            lo, hi = 10.0 ** (bot - 0.05 * span - 0.3), 10.0 ** (top + 0.12 * span + 0.3)
+            ax.set_xscale("log")
+            ax.set_xlim(lo, hi)                 # room for the value at the bar's end
+        else:
+            lo = 0.0
+            ax.set_xlim(0, 1.25 * max(good.max() if good.size else 1.0, 1.0))
+        ax.set_ylim(total - 0.5, -0.55)
+        trans = blended_transform_factory(ax.transAxes, ax.transData)
+        for yh, text in headers:
+            ax.text(0.005, yh, text, transform=trans, va="center", fontsize=7, color="0.1",
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.2), zorder=4)
         for j, r in rows.iterrows():
             if r.variant not in variants:
                 variants.append(r.variant)
             if not ok[j]:
                 continue
             st = bound_style(r.variant)
-            ax.barh(j, ratio[j], height=0.7, color=st["color"], alpha=0.85,
-                    hatch="///" if ratio[j] > 1 else None, edgecolor="white" if ratio[j] <= 1 else "black", lw=0.5)
-            ax.annotate(f"{ratio[j]:.3g}", (ratio[j], j), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=6.5,
+            violated = ratio[j] > 1
+            ax.barh(ys[j], ratio[j], height=0.7, color=st["color"], alpha=0.85, hatch="///" if violated else None,
+                    edgecolor="black" if violated else "white", lw=0.8 if violated else 0.5)
+            ax.annotate(f"{ratio[j]:.3g}" + ("  violated" if violated else ""), (max(ratio[j], lo), ys[j]),
+                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=6.5,
+                        fontweight="bold" if violated else "normal",
                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.3))
-        trans = blended_transform_factory(ax.transAxes, ax.transData)
         for j in np.flatnonzero(~ok):
-            why = str(rows.verdict[j]).removeprefix("NOT APPLICABLE: ")
-            text = "n/a" + (f": {textwrap.shorten(why, 90, placeholder=' ...')}" if why and why != "nan" else "")
-            ax.text(0.01, j, text, transform=trans, va="center", fontsize=6.5, color="0.35", style="italic")
+            verdict = str(rows.verdict[j])
+            if verdict.startswith("NOT APPLICABLE"):
+                why = verdict.removeprefix("NOT APPLICABLE").lstrip(": ")
+                text = "n/a" + (f": {textwrap.shorten(why, 90, placeholder=' ...')}" if why and why != "nan" else "")
+            else:
+                text = "no ratio" if np.isnan(ratio[j]) else f"ratio {ratio[j]:.3g}: not drawn"
+            ax.text(0.01, ys[j], text, transform=trans, va="center", fontsize=6.5, color="0.35", style="italic")
         ax.axvline(1.0, color="k", lw=0.8)
         if logx:
-            ax.set_xscale("log")
-            lo, hi = min(good.min(), 1.0), max(good.max(), 1.0)
-            ax.set_xlim(lo / 3, hi * 3 * (hi / lo) ** 0.15)     # room for the value at the bar's end
             log_ticks(ax, "x")
-        else:
-            ax.set_xlim(0, 1.25 * max(good.max() if good.size else 1.0, 1.0))
-        ax.set_yticks(y, [f"{_short(r.case)} \u00b7 {r.variant}" for r in rows.itertuples()], fontsize=7)
-        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_yticks(ys, [str(r.variant) for r in rows.itertuples()], fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(True, axis="x", which="major", alpha=0.3)
-        ax.set_title(name, fontsize=9, loc="left")
+        ax.set_title(name, fontsize=9, loc="left", fontweight="bold")
     axes[-1, 0].set_xlabel("measured / bound  (> 1: the bound is violated)", fontsize=8)
     handles = [Patch(color=bound_style(v)["color"], label=v) for v in variants]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="violated (ratio > 1)"))
@@ -303,8 +335,42 @@ def ratios_figure(df):
     return fig
 
 
+def left_hand_side(theorem, width=40):
+    """The quantity a theorem bounds, for an axis label.
+
+    Parameters
+    ----------
+    theorem : str
+        A registered theorem name.
+    width : int
+        Wrap the text at this many characters.
+
+    Returns
+    -------
+    str
+        The left-hand side of the theorem's registered statement ("(1/T) sum_t
+        E||grad f(x^t)||^2"); "left-hand side of the theorem" for an unknown theorem or a
+        statement that does not split at "<=".
+
+    Examples
+    --------
+    >>> from fedtheory.verification import left_hand_side
+    >>> left_hand_side("localdescent.theorem_4_1")
+    'E[f(xbar^T) - f*]'
+    >>> left_hand_side("no.such_theorem")
+    'left-hand side of the theorem'
+    """
+    from .theory import SPECS
+    spec = SPECS.get(theorem)
+    statement = getattr(spec, "statement", "") or ""
+    if "<=" not in statement:
+        return "left-hand side of the theorem"
+    return "\n".join(textwrap.wrap(statement.split("<=")[0].strip(), width)) or "left-hand side of the theorem"
+
+
 def write_report(df, studies, out, quick, seconds, extra_lines=()):
-    """Markdown report and PNG figures in ``out`` (``extra_lines`` appended); returns the report path."""
+    """Markdown report and figures in ``out`` (PNG, and PDF beside each; ``extra_lines``
+    appended); returns the report path."""
     import matplotlib
     matplotlib.use("Agg")
     from . import __version__
@@ -314,7 +380,8 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     figs = []
     for k, s in enumerate(studies):
         fig = bound_vs_T(s["T"], s["measured"], s["stderr"], s["bounds"], s["predicted"],
-                         title=f"{s['theorem']}\n" + "\n".join(textwrap.wrap(s["label"], 70)))
+                         title=f"{s['theorem']}\n" + "\n".join(textwrap.wrap(s["label"], 70)),
+                         ylabel=left_hand_side(s["theorem"]))
         fname = f"rate_{s['theorem'].replace('.', '_')}_{k}.png"
         save_figure(fig, out / fname)
         figs.append((fname, s))
@@ -338,7 +405,7 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
              "cannot be resolved, is UNRESOLVED with the reason. One seed has no spread (`stderr` -).", "",
              format_table(df, markdown=True), ""]
     if len(cases):
-        lines += ["![ratios](ratios.png)", ""]
+        lines += ["![ratios](ratios.png)", "", "Every figure is also written as PDF beside its PNG (ratios.pdf, ...).", ""]
     for fname, s in figs:
         lines += [f"## {s['theorem']}: {s['label']}", "",
                   f"Fitted slope {s['slope']:.2f} overall, {s['tail_slope']:.2f} over the last three T; "

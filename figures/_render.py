@@ -19,7 +19,8 @@ import pandas as pd  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedtheory.plotting import bound_style, curve_style, legend_outside, log_ticks, value_ticks  # noqa: E402,F401
+from fedtheory.plotting import (bound_style, curve_style, legend_outside, log_ticks, save_figure,  # noqa: E402,F401
+                                value_ticks)
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -45,10 +46,10 @@ def finish(fig, ax, outside=True, **legend):
     return fig
 
 
-def save(fig, path):
-    """Save at 150 dpi with everything drawn (legends outside the axes included)."""
-    fig.savefig(path, dpi=150, bbox_inches="tight")
-    plt.close(fig)
+def save(fig, path, pdf=False):
+    """Save at 150 dpi with everything drawn (legends outside the axes included), and a PDF beside
+    it with ``pdf`` (:func:`fedtheory.plotting.save_figure`, the library's one save helper)."""
+    save_figure(fig, path, dpi=150, tight=True, pdf=pdf)
 
 
 def render(figures, results, description, argv=None):
@@ -56,6 +57,7 @@ def render(figures, results, description, argv=None):
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--results", default=str(ROOT / "validation" / "results" / results))
     ap.add_argument("--out", default=str(ROOT / "figures"))
+    ap.add_argument("--pdf", action="store_true", help="also write each figure as PDF beside its PNG")
     args = ap.parse_args(argv)
     res, out = Path(args.results), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ def render(figures, results, description, argv=None):
         if not path.exists():
             print(f"skip {fname}: {path} missing")
             continue
-        save(fn(pd.read_csv(path)), out / fname)
+        save(fn(pd.read_csv(path)), out / fname, pdf=args.pdf)
         print(f"wrote {out / fname}")
 
 

@@ -70,8 +70,13 @@ def audit(df):
     fig, ax = plt.subplots(figsize=(7.2, 4))
     x = np.arange(len(df))
     for j, variant in enumerate(("printed", "derived", "corrected")):
-        ax.bar(x + (j - 1) * 0.27, df.lhs / df[f"rhs_{variant}"], 0.27, label=variant,
-               color=bound_style(variant)["color"])
+        ratio = (df.lhs / df[f"rhs_{variant}"]).to_numpy()
+        bars = ax.bar(x + (j - 1) * 0.27, ratio, 0.27, label=variant, color=bound_style(variant)["color"])
+        for bar, r in zip(bars, ratio):          # a violation is marked, not the variant's colour
+            if r > 1:
+                bar.set_hatch("///")
+                bar.set_edgecolor("black")
+    ax.bar([0], [np.nan], color="white", edgecolor="black", hatch="///", label="violated (> 1)")
     ax.axhline(1.0, color="k", lw=1)
     ax.set_yscale("log")
     ax.set_xticks(x, [f"{c}\n(hidden fail: {h})" for c, h in zip(df.case, df.hidden_failed)], fontsize=7)

@@ -52,8 +52,9 @@ def test_settings_that_differ_in_a_non_seed_parameter_are_distinct_curves():
     assert labels == ["fedavg", "feddeper, mix=0.5", "feddeper, mix=0.5, star=True"]
     fig = rate_plot(df)
     lines = fig.axes[0].lines
-    assert [ln.get_label() for ln in lines] == ["fedavg", "feddeper, mix=0.5 (2 seeds)",
-                                                "feddeper, mix=0.5, star=True (2 seeds)"]
+    # the legend writes the algorithms' display names and the parameters in words
+    assert [ln.get_label() for ln in lines] == ["FedAvg", "FedDeper, mix = 0.5 (2 seeds)",
+                                                "FedDeper, mix = 0.5, star = True (2 seeds)"]
     base = np.array([1.0, 0.1, 0.01, 0.001])
     # each curve is the mean over its own seeds only: FedDeper (1 and 3) and FedDeper* (10 and 30)
     assert np.allclose(lines[1].get_ydata(), 2 * base)
@@ -82,6 +83,33 @@ def test_filter_selects_runs_by_parameter_and_names_unknown_keys():
         filter_table(df, ["algorithm"])
     with pytest.raises(ValueError, match="No run matches"):
         filter_table(df, ["algorithm=scaffold"])
+
+
+def test_exact_zero_is_marked_at_the_floor_not_stretching_the_axis():
+    """A run reaching exactly 0 (SCAFFOLD on some CPUs) beside one at 1e-16: the log axis spans
+    the positive values only (not 300 decades down to the smallest float), the round where the
+    mean is not positive is marked at the axis' bottom, and the legend says what the mark means."""
+    import warnings
+    base = [1.0, 1e-3, 1e-9]
+    df = pd.concat([_run("z", 0, base + [0.0], algorithm="scaffold"), _run("y", 1, base + [1e-16], algorithm="scaffold"),
+                    _run("n", 0, base + [-1e-17], algorithm="fedavg")], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fig = results_figure(df)
+        fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert 1e-19 < lo < 5e-17 and 1.0 < hi < 10.0            # 5e-17 (the SCAFFOLD mean) is shown
+    scaffold = [ln for ln in ax.lines if ln.get_label().startswith("SCAFFOLD")][0]
+    assert np.isclose(scaffold.get_ydata()[-1], 5e-17)         # the mean over both seeds, 0 included
+    fedavg = [ln for ln in ax.lines if ln.get_label() == "FedAvg"][0]
+    assert np.isnan(fedavg.get_ydata()[-1])                    # -1e-17: not on the line ...
+    marks = [ln for ln in ax.lines if ln.get_label() == "_off_axis"]
+    assert len(marks) == 1 and marks[0].get_marker() == "v" and marks[0].get_xdata()[0] == 3
+    assert lo < marks[0].get_ydata()[0] < 5e-17                # ... but marked below every value drawn
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "0 or below (rounding level), at the bottom" in labels
+    assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 3
 
 
 def test_x_axis_names_of_the_command_line():
@@ -143,7 +171,8 @@ def test_cli_plot_filter_and_x(tmp_path):
     (ax,) = [a for a in fig.axes if a.lines]                          # --x comm: one panel
     assert ax.get_xlabel() == "vectors sent to the server" and ax.get_yscale() == "linear"  # accuracy: linear
     labels = [ln.get_label() for ln in ax.lines if not ln.get_label().startswith("_")]
-    assert labels and all(lb.startswith("feddeper") for lb in labels)  # the filter dropped fedavg
+    assert labels and all(lb.startswith("FedDeper") for lb in labels)  # the filter dropped fedavg
+    assert fig.legends[0].get_title().get_text() == "runs with algorithm = FedDeper"   # and is stated
 
 
 # ------------------------------------------------------------------ verify report figures
@@ -203,3 +232,68 @@ def test_one_colour_per_bound_variant_in_every_figure():
         assert bound_style(variant)["color"] == BOUND_STYLES[variant]["color"]
     colours = {matplotlib.colors.to_hex(p.get_facecolor()[:3]) for p in bars}
     assert colours == {matplotlib.colors.to_hex(BOUND_STYLES[v]["color"]) for v in ("printed", "corrected", "derived")}
+
+
+def test_violation_is_marked_by_a_hatch_not_by_the_variant_colour():
+    """A printed bound that holds and one that is violated have the same (neutral) colour; only the
+    violated bar is hatched, black-edged and says "violated" after its value."""
+    t = pd.DataFrame(dict(theorem="a.t1", case=["C1: holds", "C2: fails"], kind="conforming",
+                          variant="printed", ratio=[0.5, 3.0], verdict=["holds", "VIOLATED"]))
+    ax = ratios_figure(t).axes[0]
+    held, violated = sorted(ax.patches, key=lambda p: p.get_width())
+    assert matplotlib.colors.to_hex(held.get_facecolor()[:3]) == matplotlib.colors.to_hex(violated.get_facecolor()[:3])
+    for colour in ("tab:red", "tab:green", "red", "green"):     # a colour never says holds / violated
+        assert matplotlib.colors.to_hex(held.get_facecolor()[:3]) != matplotlib.colors.to_hex(colour)
+    assert not held.get_hatch() and violated.get_hatch() == "///"
+    texts = [tx.get_text() for tx in ax.texts]
+    assert "3  violated" in texts and "0.5" in texts
+
+
+def test_ratio_figure_names_cases_in_full_without_file_paths():
+    long = ("docs/papers/fedsps.md, §8 rescaled 1-D problem (s = 1000, tau = 1e4), periodic from the "
+            "FedAvg fixed point, with a label long enough to need a second line in the figure")
+    t = pd.DataFrame(dict(theorem="a.t1", case=[long, long], kind="counterexample", variant=["printed", "corrected"],
+                          ratio=[1.36, 8.7e-5], verdict=["violated (documented counterexample)", "holds"]))
+    fig = ratios_figure(t)
+    ax = fig.axes[0]
+    (header,) = [tx.get_text() for tx in ax.texts if tx.get_text().startswith("§8")]
+    assert header.replace("\n", " ") == long.removeprefix("docs/papers/fedsps.md, ")   # in full: no "..."
+    assert [tk.get_text() for tk in ax.get_yticklabels()] == ["printed", "corrected"]
+    fig.canvas.draw()
+    boxes = [tx.get_window_extent() for tx in ax.texts] + [tk.get_window_extent() for tk in ax.get_yticklabels()]
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b)
+
+
+def test_report_figures_are_written_as_png_and_pdf(tmp_path):
+    save_figure(ratios_figure(_verdicts(n_theorems=1, rows=3)), tmp_path / "ratios.png")
+    assert (tmp_path / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "ratios.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_bound_vs_T_names_the_quantity_and_shows_the_predicted_order_above_the_measured_curve():
+    T = [10, 20, 40, 80]
+    fig = bound_vs_T(T, [1.0, 0.5, 0.25, 0.125], bounds={"printed": [4, 2, 1, 0.5]}, predicted_slope=-1,
+                     ylabel="(1/T) sum_t ||grad f(x^t)||^2")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "(1/T) sum_t ||grad f(x^t)||^2"
+    measured = [ln for ln in ax.lines if ln.get_label().startswith("measured")][0]
+    (pred,) = [ln for ln in ax.lines if ln.get_label().startswith("predicted order")]
+    assert "anchored at T = 80" in pred.get_label()
+    assert np.allclose(pred.get_ydata(), [1.0, 0.5, 0.25, 0.125])         # here it coincides with the data ...
+    assert pred.get_zorder() > measured.get_zorder() and pred.get_linestyle() == "--"   # ... and stays visible
+    assert matplotlib.colors.to_hex(pred.get_color()) != matplotlib.colors.to_hex(measured.get_color())
+    fig.canvas.draw()
+    assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 3   # 1.5 decades: 1-2-5 labels
+
+
+def test_a_point_between_gaps_is_drawn():
+    """A positive mean with values at or below 0 on both sides has no line through it: it is
+    drawn as a marker of its own (it used to vanish unless the staggered markers fell on it)."""
+    df = _run("a", 0, [1.0, -1e-17, 0.01, 0.0], algorithm="scaffold")
+    ax = rate_plot(df).axes[0]
+    alone = [ln for ln in ax.lines if ln.get_label() == "_alone"]
+    assert len(alone) == 1                    # round 0 (no round before it) and round 2
+    assert list(alone[0].get_xdata()) == [0, 2] and list(alone[0].get_ydata()) == [1.0, 0.01]
+    marks = [ln for ln in ax.lines if ln.get_label() == "_off_axis"]
+    assert sorted(marks[0].get_xdata()) == [1, 3]

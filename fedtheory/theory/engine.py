@@ -95,8 +95,8 @@ class Variant:
         bounds (variants that bound different quantities of the same runs, e.g. an expectation
         and a pathwise form); by default the measurement's ``"values"``.
     quantity : str, optional
-        Names the left-hand side this variant bounds when it differs from the spec's
-        :attr:`TheoremSpec.quantity`.
+        Names the left-hand side this variant bounds when it differs from the quantity of the
+        theorem (:attr:`TheoremSpec.quantity`).
     """
 
     description: str

@@ -1006,50 +1006,95 @@ def figure(t, cur, con):
     """The tightness figure of one theorem: measured, worst case and bound against rounds (left);
     the one-round worst-case contraction (its bracket: the band) against the step with the
     theorem's step conditions and the threshold marked (right). Returns a matplotlib Figure
-    (never shown)."""
+    (never shown).
+
+    Both value axes are logarithmic (linear when their values span less than a factor 3 or none
+    is positive), placed by :func:`fedtheory.plotting.log_limits`; a value at or below 0 is marked
+    at the axis' bottom and +inf at its top (:func:`fedtheory.plotting.mark_off_axis`), a NaN
+    (a solver failure) is left out.
+    """
     import matplotlib.pyplot as plt
 
-    from ..plotting import bound_style, log_ticks
+    from ..plotting import (PREDICTED_COLOR, _legend_entries, _usable_mask, bound_style, linear_limits, log_limits,
+                            log_ticks, mark_off_axis)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
-    r = np.asarray(cur["rounds"])
+
+    def value_axis(ax, *arrays):
+        """Scale and limits before drawing (no autoscaling over the data); returns the limits of
+        a log axis, or None for a linear one."""
+        lim = log_limits(*arrays)
+        if lim is not None and lim[1] >= 3 * lim[0] * 10 ** 0.3:    # (log_limits pads 0.15 decade a side)
+            ax.set_yscale("log")
+            ax.set_ylim(*lim)
+            return lim
+        ax.set_ylim(*linear_limits(*arrays))
+        return None
+
+    def shown(v, lim):
+        v = np.asarray(v, dtype=float)
+        return np.where(_usable_mask(v) if lim is not None else np.isfinite(v), v, np.nan)
+
+    r = np.asarray(cur["rounds"], dtype=float)
+    bound, lower, upper, measured = (np.asarray(cur[k], dtype=float) for k in ("bound", "lower", "upper", "measured"))
+    lim1 = value_axis(a1, bound, lower, upper, measured)
     st = bound_style(t.variant)                  # the variant's colour, as in every figure
-    a1.semilogy(r, cur["bound"], color=st["color"], ls="--", marker="x", ms=7, label=f"bound ({t.variant})")
-    a1.fill_between(r, cur["lower"], cur["upper"], color="C0", alpha=0.3)
+    a1.plot(r, shown(bound, lim1), color=st["color"], ls="--", marker="x", ms=7, label=f"bound ({t.variant})")
+    ok = np.isfinite(shown(lower, lim1)) & np.isfinite(shown(upper, lim1))
+    if ok.any():
+        a1.fill_between(r, np.where(ok, lower, np.nan), np.where(ok, upper, np.nan), color="C0", alpha=0.3)
     # open circles around filled squares: the measured value can equal the worst case (its instance)
-    a1.semilogy(r, cur["upper"], color="C0", marker="o", ms=9, mfc="none", label="worst case (PEP)")
-    a1.semilogy(r, cur["measured"], color="C2", ls=":", marker="s", ms=4,
-                label="measured (fedtheory.run, class quadratics)")
-    a1.set_xticks(r)
-    a1.set_xlim(r.min() - 0.5, r.max() + 0.5)
-    lo, hi = a1.get_ylim()
-    if hi < 3 * lo:
-        a1.set_yscale("linear")
-    else:
+    a1.plot(r, shown(upper, lim1), color="C0", marker="o", ms=9, mfc="none", label="worst case (PEP)")
+    a1.plot(r, shown(measured, lim1), color="black", ls=":", marker="s", ms=4,
+            label="measured (fedtheory.run, class quadratics)")
+    if lim1 is not None:
+        for v, c in ((bound, st["color"]), (upper, "C0"), (measured, "black")):
+            mark_off_axis(a1, r, v, *lim1, color=c)
         log_ticks(a1, "y")
+    if np.isfinite(r).any():
+        a1.set_xticks(r[np.isfinite(r)])
+        a1.set_xlim(np.nanmin(r) - 0.5, np.nanmax(r) + 0.5)
     a1.set_xlabel("rounds R")
     a1.set_ylabel(t.metric)
-    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
+    h, lab = _legend_entries(a1)
+    a1.legend(h, lab, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
     a1.set_title(f"{t.name}: looseness {t.looseness:.3g}", fontsize=9)
-    ok = np.isfinite(con["upper"])
-    a2.fill_between(con["lr"][ok], con["lower"][ok], con["upper"][ok], color="C0", alpha=0.3)
-    a2.semilogy(con["lr"][ok], con["lower"][ok], "C0-o", ms=3, label="one-round worst case (lower end)")
-    if np.any(con["upper"][ok] > con["lower"][ok] * (1 + 1e-6)):
-        a2.semilogy(con["lr"][ok], con["upper"][ok], "C0--", lw=0.8, label="upper end (branch and bound)")
+    lr = np.asarray(con["lr"], dtype=float)
+    c_lo, c_hi = np.asarray(con["lower"], dtype=float), np.asarray(con["upper"], dtype=float)
+    ok = np.isfinite(c_hi) & np.isfinite(lr)
+    lim2 = value_axis(a2, c_lo[ok], c_hi[ok], [1.0])
+    lr_max = np.nanmax(lr) if np.isfinite(lr).any() else -math.inf
+    marked = [v for v in list(t.lr_conditions.values()) + [t.lr_threshold] if math.isfinite(v) and v <= lr_max]
+    a2.set_xlim(*linear_limits(lr, [t.constants["lr"]], marked, margin=0.03))    # every step marked is shown
+    band = ok & np.isfinite(shown(c_lo, lim2)) & np.isfinite(shown(c_hi, lim2))
+    if band.any():
+        a2.fill_between(lr, np.where(band, c_lo, np.nan), np.where(band, c_hi, np.nan), color="C0", alpha=0.3)
+    a2.plot(lr[ok], shown(c_lo[ok], lim2), "C0-o", ms=3, label="one-round worst case (lower end)")
+    with np.errstate(invalid="ignore"):
+        wide = np.any(c_hi[ok] > c_lo[ok] * (1 + 1e-6))
+    if wide:
+        a2.plot(lr[ok], shown(c_hi[ok], lim2), "C0--", lw=0.8, label="upper end (branch and bound)")
+    if lim2 is not None:
+        mark_off_axis(a2, lr[ok], c_lo[ok], *lim2, color="C0")
     a2.axhline(1.0, color="k", lw=0.8)
-    for k, (cname, val) in enumerate(t.lr_conditions.items()):
-        if math.isfinite(val) and val <= con["lr"].max():
-            a2.axvline(val, color=f"C{3 + k}", ls=":", label=f"theorem: {cname}")
+    steps = {}                # conditions at steps that one line cannot tell apart (0.5 % of the axis) share it
+    width = 0.005 * (np.nanmax(lr) - np.nanmin(lr)) if np.isfinite(lr).any() else 0.0
+    for cname, val in t.lr_conditions.items():
+        if math.isfinite(val) and val <= lr_max:
+            key = next((v for v in steps if abs(v - val) <= width), val)
+            steps.setdefault(key, []).append(f"{cname} (lr <= {val:.4g})")
+    for k, (val, names) in enumerate(steps.items()):
+        a2.axvline(val, color=("tab:red", "tab:brown", "tab:pink", "tab:gray")[k % 4],
+                   ls=(":", "-.", "--", (0, (1, 3)))[k % 4], lw=1.4, label="theorem: " + ";\n".join(names))
     if math.isfinite(t.lr_threshold):
-        a2.axvline(t.lr_threshold, color="C1", ls="--", label=f"threshold {t.lr_threshold:.3g}" + ("" if t.lr_threshold_exact else " (lower estimate)"))
+        a2.axvline(t.lr_threshold, color=PREDICTED_COLOR, ls="--", label=f"threshold {t.lr_threshold:.3g}"
+                   + ("" if t.lr_threshold_exact else " (lower estimate)"))
     a2.axvline(t.constants["lr"], color="0.5", lw=0.8, label=f"lr = {t.constants['lr']:.3g}")
-    lo, hi = a2.get_ylim()
-    if hi < 3 * lo:                               # a narrow range: a linear axis has readable ticks
-        a2.set_yscale("linear")
-    else:
+    if lim2 is not None:
         log_ticks(a2, "y")
     a2.set_xlabel("step (lr; gamma_b for FedSPS)")
     a2.set_ylabel("worst-case contraction per round")
-    a2.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
+    h, lab = _legend_entries(a2)
+    a2.legend(h, lab, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False)
     return fig
 
 
