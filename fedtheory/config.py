@@ -644,6 +644,9 @@ def load(path_or_text, path=None, check=True, progress=None):
         cite (default: ``<config>`` for text, the path itself for a file).
     check : bool, default True
         Also check every value by building each distinct problem and setting up each run.
+    progress : bool or None, default None
+        A progress bar while a large grid (:data:`LARGE_GRID` points or more) is listed and
+        checked; None: on a terminal only (as in :func:`fedtheory.run`).
 
     Returns
     -------

@@ -348,21 +348,14 @@ def value_ticks(ax, values, axis="x", max_ticks=10):
 
     Parameters
     ----------
-    ax : matplotlib Axes
-    values : array_like
-        The values to mark (e.g. the measured T or E).
-    axis : {"x", "y"}
-    max_ticks : int
-        Largest number of labelled ticks.
-
-    Parameters
-    ----------
     ax : matplotlib.axes.Axes
         The axes, changed in place.
     values : array_like
-        The tick positions (duplicates are dropped).
+        The values to mark (e.g. the measured T or E; duplicates are dropped).
     axis : {"x", "y"}, default "x"
         Which axis.
+    max_ticks : int, default 10
+        Largest number of labelled ticks.
 
     Examples
     --------
@@ -761,6 +754,9 @@ def curve_groups(df, by=None, exclude=("param_seed",), readable=False):
         Columns identifying a curve; default :func:`varying_params` of ``df``.
     exclude : tuple of str, default ("param_seed",)
         Columns left out of the default ``by``.
+    readable : bool, default False
+        Write the labels for a legend: the algorithms' display names and the parameters in words
+        ("heterogeneity = 0.1" rather than "problem_heterogeneity=0.1").
 
     Returns
     -------
