@@ -107,8 +107,9 @@ def test_worst_case_where_the_theorem_has_a_pep_and_the_reason_where_not(out):
         assert pep == {"fedsps.theorem_3b", "fedsps.theorem_6a", "localdescent.theorem_4_1"}
 
 
-_LINE = re.compile(r"^(\S+) \[(\w+)\]: (holds|VIOLATED|NOT APPLICABLE)(?:.*?\(measured ([-+0-9.e]+)"
-                   r"(?: \+- \S+, bound ([-+0-9.e]+))?)?")
+# "measured" is followed by the quantity's name (which may contain digits), then the value
+_LINE = re.compile(r"^(\S+) \[(\w+)\]: (holds|VIOLATED|NOT APPLICABLE|UNRESOLVED)(?:.*?\(measured (?:.*? )??"
+                   r"([-+]?[0-9][-+0-9.e]*)(?:(?: \+- \S+)?, bound ([-+0-9.e]+)|[;)]))?")
 
 
 def test_each_replay_command_runs_and_reproduces_its_row(out):
