@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 EXAMPLE_CONFIG = """\
@@ -159,6 +160,7 @@ def _demo(args):
     c = truth.constants(p, gt)
     print(f"Problem: logistic regression on {label}")
     print(f"Certified optimum: F* = {gt.f:.15f}  (gradient norm at x*: {gt.residual:.1e})")
+    print(_reference_line(gt))
     print(f"Constants: L = {c.L:.4g}, mu = {c.mu:.4g}, zeta_*^2 = {c.zeta_star_sq:.4g}")
     lr = 1.0 / c.L
     print(f"Runs: {args.rounds} rounds, K = 5 local steps, lr = 1/L, exact gradients, full participation\n")
@@ -172,6 +174,16 @@ def _demo(args):
         h = res.history.iloc[-1]
         print(f"{name:<10} {h.suboptimality:>14.3e} {h.dist_sq:>15.3e} {res.grad_evals:>11d} {res.comm_up:>11d}")
     print("\nF(x_R) - F* and ||x_R - x*||^2 are measured against the certified optimum above.")
+
+
+def _reference_line(gt):
+    """One line: the reference optimum and what certifies it (``fedtheory run``, ``fedtheory demo``)."""
+    if not getattr(gt, "certified", True):
+        return f"reference: F* = {gt.f:.15g} NOT CERTIFIED ({gt.reason}); suboptimality and dist_sq are NaN"
+    how = (f"F* in [{gt.f_lower:.15g}, {gt.f_upper:.15g}] by {gt.info.get('certificate', 'a bound')}"
+           if math.isfinite(gt.f_lower) else f"relative KKT residual {gt.rel_residual:.1e}, no lower bound known")
+    return (f"reference: F* = {gt.f:.15g}, certified to {gt.tol:g} x max(1, |F*|) ({how}); "
+            f"suboptimality = F(x) - F* (0 within that accuracy)")
 
 
 def _run(args):
@@ -191,6 +203,10 @@ def _run(args):
     cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
             if c in df]
     print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
+    if pts[0][1].get("reference"):
+        from . import truth
+        from .sweep import build_problem
+        print(_reference_line(truth.ground_truth(build_problem(pts[0][0]), clients=False)))
     print(df[cols].to_string(index=False, max_rows=20))
     if args.out:
         store = ResultsStore(args.out)

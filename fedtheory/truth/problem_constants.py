@@ -147,8 +147,12 @@ def constants(problem, gt=None):
         sigma_g, sg_kind = np.inf, "unbounded"
         notes["sigma_g_sq"] = "client Hessians differ: grad f_i - grad F grows linearly in x"
     # Haddadpour & Mahdavi's gradient diversity bound
-    scale = max(1.0, float(np.max(np.sum(G * G, axis=1))) if n else 1.0)
-    shared_min = zeta <= 1e-20 * scale * max(1.0, L ** 2)
+    # shared minimiser: every client gradient at x* is 0 up to 1e-10 of its own scale
+    # L_i ||x*|| + ||grad f_i(0)|| (scale-invariant: data of size 1e77 or 1e-150 alike)
+    z0 = np.zeros(problem.dim)
+    g0 = np.array([np.linalg.norm(problem.client_grad(i, z0)) for i in range(n)])
+    scale = float(np.max(L_i * np.linalg.norm(gt.x) + g0)) if n else 0.0
+    shared_min = bool(np.sqrt(zeta) <= 1e-10 * scale)
     if not shared_min:
         lam, lam_kind = np.inf, "unbounded"
         notes["gradient_diversity"] = "clients are not all stationary at x* (no shared minimiser)"
