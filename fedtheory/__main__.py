@@ -317,7 +317,7 @@ def _one_line(e):
 def _main(argv):
     from . import algorithms, describe
     from .config import ConfigError
-    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError
+    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError
 
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
@@ -388,7 +388,8 @@ def _main(argv):
             _demo(args)
         else:
             return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot}[args.cmd](args)
-    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError) as e:
+    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError, OSError,
+            UncertifiedOptimumError) as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:

@@ -30,8 +30,7 @@ class UncertifiedOptimumError(ValueError):
     """:func:`fedtheory.truth.ground_truth` could not certify the optimum to its tolerance.
 
     The message names the problem, its datafit and regularizer, the residual and the accuracy
-    the solver could prove (docs/how-a-problem-is-built.md, "Ground truth: certified or
-    refused"). A ``ValueError``: the sweep and the command line report it in one line.
+    the solver could prove (docs/ground-truth.md). A ``ValueError``: the sweep and the command line report it in one line.
     """
 
 

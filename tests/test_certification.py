@@ -380,3 +380,82 @@ def test_well_scaled_problems_are_certified():
         gt = validation.ground_truth(p, cache=False)
         assert gt.certified and np.isfinite(gt.f_lower), p.name
         assert gt.f_upper - gt.f_lower <= TOL * max(1.0, abs(gt.f))
+
+
+# ------------------------------------------------------------------ command line
+def _toml(tmp_path, scale):
+    A, b = _audit_data(scale)
+    cfg = tmp_path / f"ls{scale:g}.toml"
+    cfg.write_text('[problem]\nfactory = "least_squares"\n'
+                   f"A = {[a.tolist() for a in A]!r}\nb = {[v.tolist() for v in b]!r}\n"
+                   '[run]\nalgorithm = "fedavg"\nrounds = 6\nlocal_steps = 2\nlr = 1e-25\neval_every = 3\n'
+                   "reference = true\n")
+    return str(cfg)
+
+
+def test_cli_run_states_the_certification(tmp_path, capsys):
+    from fedtheory.__main__ import main
+    assert main(["run", _toml(tmp_path, 1e10), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "reference: F* = 0.58202153144048" in out and "certified to 1e-09" in out and "QR residual" in out
+    table = out[out.index(" round"):].splitlines()
+    sub = [float(line.split()[2]) for line in table[1:]]
+    assert len(sub) == 3 and min(sub) > 0.07           # lr ~ 0: F(x) stays F(0) = 0.655, F* = 0.582
+
+
+def test_cli_run_refuses_an_uncertified_reference_in_one_line(tmp_path, capsys):
+    from fedtheory.__main__ import main
+    assert main(["run", _toml(tmp_path, 1e150), "--quiet"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1
+    assert "not certified" in cap.err and "least_squares datafit" in cap.err and "separable" not in cap.err
+
+
+# ------------------------------------------------------------------ constants on degenerate data
+def _degenerate(kind, datafit="least_squares"):
+    rng = np.random.default_rng(3)
+    A = [rng.normal(size=(6, 3)) for _ in range(2)]
+    b = [rng.normal(size=6) for _ in range(2)]
+    if kind == "zero column":
+        for a in A:
+            a[:, 1] = 0.0
+    elif kind == "duplicated column":
+        for a in A:
+            a[:, 2] = a[:, 0]
+    elif kind == "identical rows":
+        A[0][:] = A[0][0]
+    elif kind == "all zero":
+        A = [np.zeros_like(a) for a in A]
+    elif kind.startswith("scale "):
+        A = [a * float(kind[6:]) for a in A]
+    if datafit == "logistic":
+        return problems.logistic(A, [np.where(v > 0, 1.0, -1.0) for v in b], l2=1e-3)
+    return problems.least_squares(A, b)
+
+
+@pytest.mark.parametrize("datafit", ["least_squares", "logistic"])
+@pytest.mark.parametrize("kind", ["zero column", "duplicated column", "identical rows", "all zero",
+                                  "scale 1e77", "scale 1e-150"])
+def test_constants_on_degenerate_data(kind, datafit):
+    """A correct value or an error naming the problem and the reason: never a bare LinAlgError or
+    OverflowError. Checked: mu = 0 exactly when the problem is not strongly convex, and L, mu
+    scale as the square of the data."""
+    p = _degenerate(kind, datafit)
+    try:
+        c = validation.constants(p)
+    except UncertifiedOptimumError as e:
+        assert f"{datafit} datafit" in str(e) and "not certified" in str(e)
+        return
+    ref = validation.constants(_degenerate("none", datafit))
+    assert np.isfinite(c.L) and c.L >= 0 and np.isfinite(c.f_star)
+    if datafit == "least_squares" and kind in ("zero column", "duplicated column", "all zero"):
+        assert c.mu == 0.0 and c.kappa == np.inf              # not strongly convex
+    else:
+        assert c.mu > 0
+    if kind.startswith("scale ") and datafit == "least_squares":
+        s2 = float(kind[6:]) ** 2
+        assert c.L == pytest.approx(ref.L * s2, rel=1e-9) and c.mu == pytest.approx(ref.mu * s2, rel=1e-6)
+        assert c.f_star == pytest.approx(ref.f_star, rel=1e-9)   # F* does not depend on the scale
+        assert c.gradient_diversity_kind == ref.gradient_diversity_kind
+    if kind == "all zero" and datafit == "least_squares":
+        assert c.L == 0 and c.zeta_star_sq == 0 and c.gradient_diversity == 1.0

@@ -118,8 +118,8 @@ class GroundTruth:
         n = np.shape(self.client_f)[0]
         clients = (f"{int(np.sum(self.client_attained))}/{n} client optima attained"
                    if self.info.get("clients_computed", True) else "client optima not computed")
-        cert = (f"certified to {self.tol:g}" + (f", F* in [{self.f_lower:.17g}, {self.f_upper:.17g}]"
-                                                 if np.isfinite(self.f_lower) else ", by the KKT residual")
+        cert = (f"certified to {self.tol:g}" + (f" (bracket width {self.accuracy:.1e})"
+                                                 if np.isfinite(self.f_lower) else " (by the KKT residual)")
                 if self.certified else "NOT CERTIFIED")
         return (f"GroundTruth(f={self.f:.17g}, residual={self.residual:.2e}, {cert}, d={np.shape(self.x)[0]}, "
                 f"n_clients={n}, {clients}{', cached' if self.info.get('cached') else ''})")
