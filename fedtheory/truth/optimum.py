@@ -677,6 +677,7 @@ def _ls_solve(problem):
         return x
 
     best, best_f = np.zeros(d), _cert.ls_gap(A, b, Q, np.zeros(d))[0]
+    full_rank = None
     for k in sorted(ranks):
         with np.errstate(all="ignore"):
             x = solve(b, k)
@@ -685,11 +686,16 @@ def _ls_solve(problem):
                     break
                 x = x + solve(np.asarray(_cert.residual_ld(A, b, x), dtype=np.float64), k)
         if np.all(np.isfinite(x)):
+            full_rank = x
             f = _cert.ls_gap(A, b, Q, x)[0]
             if f < best_f:
                 best, best_f = x, f
     x_full[keep] = best
-    return x_full, (A, b, Q, C, keep)
+    x_rank = None
+    if full_rank is not None:
+        x_rank = np.zeros(problem.dim)
+        x_rank[keep] = full_rank
+    return x_full, (A, b, Q, C, keep, x_rank)
 
 
 def _bracket(problem, x, L, ls=None):
@@ -698,7 +704,7 @@ def _bracket(problem, x, L, ls=None):
     eps = np.finfo(float).eps
     with np.errstate(all="ignore"):
         if ls is not None:                                      # least squares: exact gap from QR
-            A, b, Q, C, keep = ls
+            A, b, Q, C, keep = ls[:5]
             f, gap = _cert.ls_gap(A, b, Q, x[keep])
             return f + C, f + C - gap, f + C
         if problem.kind == KIND_LEAST_SQUARES and problem.is_composite and problem.reg == "l1" \
@@ -792,6 +798,12 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     f, f_lower, f_upper = _bracket(problem, x, L, ls)
     f_err = _cert.eval_error(problem, x)
     ok, why = _cert.verdict(f, f0, f_lower, f_upper, info["rel_residual"], f_err, tol)
+    if not ok and ls is not None and ls[5] is not None and np.isfinite(f):
+        # the solution of the largest numerical rank: is F even computable near it?
+        e_rank = _cert.eval_error(problem, ls[5])
+        if e_rank > tol * max(1.0, abs(f)):
+            why = (f"F cannot be evaluated in double precision to the tolerance near the least-squares "
+                   f"solution (its rounding error there is up to {e_rank:.3g}); {why}; rescale the data")
     info.update(f=f, f_lower=f_lower, f_upper=f_upper, f_eval_error=f_err, certified=ok, reason=why,
                 certificate=("QR residual" if ls is not None else "duality gap" if problem.kind == KIND_LEAST_SQUARES
                              and problem.reg == "l1" and problem.is_composite and np.isfinite(f_lower)
