@@ -132,7 +132,7 @@ class GroundTruth:
                  f"bracket: {self.f_lower:.17g} <= F* <= {self.f_upper:.17g}; rounding of F in double "
                  f"precision near x*: {self.f_eval_error:.3e}",
                  ("certified" if self.certified else f"NOT CERTIFIED: {self.reason}") + f" (tolerance {self.tol:g})",
-                 f"x*: d={x.shape[0]}, ||x*||={np.linalg.norm(x):.6g}, "
+                 f"x*: d={x.shape[0]}, ||x*||={_norm(x):.6g}, "
                  f"{np.array2string(x, precision=6, threshold=8, edgeitems=3)}"]
         cf = np.asarray(self.client_f)
         if cf.size and np.isfinite(cf).any():
@@ -431,7 +431,7 @@ def _load(path, problem):
         return reject(f"F(x*) = {fx!r} differs from the stored F* = {f!r}")
     L = smoothness(problem)
     r = _residual(problem, x, L)
-    if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + float(np.linalg.norm(x))))):
+    if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + _norm(x)))):
         return reject(f"the gradient-mapping norm at the stored x* is {r:.3g}, not the stored {res:.3g}")
     tol = float(info.pop("tol", 1e-9))
     return GroundTruth(x=x, f=f, residual=res, client_f=arrays["client_f"], client_x=arrays["client_x"],
@@ -451,11 +451,17 @@ def _client_problem(problem, i):
                             reg=problem.reg, groups=problem.groups, mat_shape=problem.mat_shape)
 
 
+def _norm(v):
+    """Euclidean norm without overflow or underflow of the squares (entries of size 1e200)."""
+    top = float(np.max(np.abs(v), initial=0.0))
+    return top * float(np.linalg.norm(v / top)) if 0 < top < np.inf else top
+
+
 def _residual(problem, x, L):
     g = problem.grad(x)
     if not problem.is_composite:
-        return float(np.linalg.norm(g))
-    return float(np.linalg.norm(x - problem.prox(x - g / L, 1.0 / L)) * L)
+        return _norm(g)
+    return _norm(x - problem.prox(x - g / L, 1.0 / L)) * L
 
 
 def _cvxpy_solve(problem, solver):
@@ -504,7 +510,7 @@ def _newton_smooth(problem, x, max_iter=200):
     """
     f = problem.value(x)
     g = problem.grad(x)
-    best_x, best = x, np.linalg.norm(g)
+    best_x, best = x, _norm(g)
     stall = 0
     it = 0
     for it in range(1, max_iter + 1):
@@ -528,12 +534,12 @@ def _newton_smooth(problem, x, max_iter=200):
         if t < 1e-14:
             break
         x, f, g = xn, fn, problem.grad(xn)
-        ng = np.linalg.norm(g)
+        ng = _norm(g)
         if ng < best:
             best_x = x
         stall = 0 if ng < 0.5 * best else stall + 1      # a new low at the rounding floor is no progress
         best = min(best, ng)
-        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + np.linalg.norm(x))):
+        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + _norm(x))):
             break
     return best_x, it
 
@@ -731,19 +737,26 @@ def _bracket(problem, x, L, ls=None):
             z = np.asarray(problem.M @ x).ravel()
             c = float(getattr(problem.datafit, "curvature_bound", 1.0) or 1.0)
             wt = problem._row_w * (c * e + (problem.M.shape[0] + 2) * eps * np.abs(problem.datafit.dloss(z, problem.b)))
-            err = float(np.linalg.norm(np.asarray(abs(problem.M).T @ wt).ravel()))
+            err = float(_norm(np.asarray(abs(problem.M).T @ wt).ravel()))
             err *= 2 if problem.is_composite else 1
-        lower = min(fp, f) - (float(np.linalg.norm(s)) + err) ** 2 / (2 * mu)
+        lower = min(fp, f) - (_norm(s) + err) ** 2 / (2 * mu)
     return f, (lower if np.isfinite(lower) else np.nan), f
 
 
 def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     """The optimum of ``problem`` and its certificate: ``info`` holds f, f_lower, f_upper,
     residual, rel_residual, f_eval_error, certified and reason (see :mod:`.certificate`)."""
-    L = smoothness(problem)
+    with np.errstate(over="ignore", invalid="ignore"):      # data of size 1e160: H overflows (checked below)
+        try:
+            L = smoothness(problem)
+        except (ValueError, np.linalg.LinAlgError):          # eigvalsh of a matrix with inf entries
+            L = np.inf
     info = {"solver": solver}
-    if not np.isfinite(L):
-        # the Hessian overflows in double precision: nothing below can be trusted
+    ls_direct = (problem.kind == KIND_LEAST_SQUARES and not problem.is_composite
+                 and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES)
+    if not np.isfinite(L) and not ls_direct:
+        # the Hessian overflows in double precision: nothing below can be trusted (the QR solve of
+        # least squares does not form it)
         return np.zeros(problem.dim), dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan,
                                            rel_residual=np.nan, f_eval_error=np.inf, attained=True,
                                            certified=False,
@@ -755,8 +768,7 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
                     note="linearly separable data and l2 = 0: inf F = 0 is not attained")
         return None, info
     x, ls = None, None
-    if problem.kind == KIND_LEAST_SQUARES and not problem.is_composite \
-            and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES:
+    if ls_direct:
         x, ls = _ls_solve(problem)
         info["stage1"] = "QR (rows sorted, columns pivoted) + refinement"
     elif problem.kind == KIND_QUADRATIC and not problem.is_composite:
