@@ -9,7 +9,8 @@ r"""Certificates of the ground truth: a bracket on F*, the rounding of F, and th
   - least squares (h = 0): :math:`F(\hat x) - F^* = \frac12\|Q^\top r\|^2` exactly, with
     :math:`r = \tilde b - \tilde A\hat x` the weighted residual and Q an orthonormal basis of
     the range of :math:`\tilde A` (the QR factors of the solve);
-  - lasso (least squares + l1): the dual value at the scaled residual (duality gap);
+  - lasso (least squares + l1): the dual value at the scaled residual (duality gap), and with
+    l2 > 0 also the strong-convexity bound at the min-norm subgradient, whichever is higher;
   - strongly convex problems (mu > 0): :math:`F^* \ge F(x^+) - \|s\|^2/(2\mu)`, s the
     subgradient of F at the proximal-gradient point :math:`x^+` (the gradient when h = 0);
   - otherwise NaN (no bound known: then the relative KKT residual decides, see below);

@@ -717,6 +717,14 @@ def _bracket(problem, x, L, ls=None):
                 and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES:
             A, b = _cert.weighted_system(problem)               # lasso: duality gap
             primal, dual = _cert.lasso_dual(A, b, x, problem.l1)
+            if problem.l2 > 0:       # and strong convexity (mu >= l2) at the min-norm subgradient: the better
+                r = _cert.residual_ld(A, b, x)                  # residual and gradient in extended precision
+                g = -np.asarray(A.T.astype(np.longdouble) @ r, dtype=np.float64)
+                sub = np.where(x != 0, g + problem.l1 * np.sign(x), g - np.clip(g, -problem.l1, problem.l1))
+                k = A.shape[1] + 2
+                e = k * _cert._EPS_LD * (np.abs(A) @ np.abs(x) + np.abs(b))     # margin rounding (longdouble)
+                err = _norm(np.abs(A).T @ e) + k * _cert._EPS_LD * _norm(np.abs(A).T @ np.abs(np.asarray(r, float)))
+                dual = max(dual, primal - (_norm(sub) + err) ** 2 / (2 * problem.l2))
             return primal, min(dual, primal), primal
         f = float(problem.value(x))
         mu = strong_convexity(problem)
