@@ -63,19 +63,27 @@ def exact_least_squares_fstar(p):
     return sum(wj * v * v for wj, v in zip(wf, res)) / 2 + l2 / 2 * sum(v * v for v in x)
 
 
-def _mp_newton(grad_hess, x, iters=8):
-    """Newton's method in mpmath from x (a float start close to the optimum)."""
+def _mp_newton(fgh, x, done, iters=100):
+    """Damped Newton (Armijo backtracking) in mpmath from x until ``done(F, g)``; ``fgh(x)`` returns
+    (F, gradient list, Hessian matrix)."""
     for _ in range(iters):
-        g, H = grad_hess(x)
-        if max(abs(v) for v in g) == 0:
+        F, g, H = fgh(x)
+        if done(F, g):
             break
         step = mp.lu_solve(H, mp.matrix(g))
-        x = [xi - step[i] for i, xi in enumerate(x)]
+        dec = sum(g[i] * step[i] for i in range(len(g)))
+        t = mp.mpf(1)
+        for _ in range(400):
+            xn = [xi - t * step[i] for i, xi in enumerate(x)]
+            if fgh(xn)[0] <= F - t * dec / 10000:
+                break
+            t /= 2
+        x = xn
     return x
 
 
 def mp_logistic_fstar(p, x0, dps=60):
-    """(F*, F* - lower): Newton from x0 at ``dps`` digits on logistic + l2, then the strong-convexity
+    """(F*, F* - lower): damped Newton from x0 at ``dps`` digits on logistic + l2, then the strong-convexity
     bracket F(x) - ||grad F(x)||^2 / (2 l2) <= F* <= F(x) at the polished point."""
     rows, t, w = _mp_weighted(p, dps)
     d = p.dim
@@ -99,7 +107,10 @@ def mp_logistic_fstar(p, x0, dps=60):
                         H[k, l] += c2 * a * a2
             return F, g, H
 
-        x = _mp_newton(lambda xm: fgh(xm)[1:], [mp.mpf(float(v)) for v in x0])
+        def done(F, g):                          # the bracket is 1e-30 wide
+            return sum(v * v for v in g) / (2 * l2) <= mp.mpf(10) ** -30 * max(1, abs(F))
+
+        x = _mp_newton(fgh, [mp.mpf(float(v)) for v in x0], done)
         F, g, _ = fgh(x)
         return F, sum(v * v for v in g) / (2 * l2)
 

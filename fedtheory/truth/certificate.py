@@ -87,8 +87,9 @@ def margin_error(problem, x, eps=_EPS):
 def eval_error(problem, x, eps=_EPS):
     r"""Bound on the rounding error of F(x) evaluated with unit roundoff ``eps`` (inf when it overflows).
 
-    Margin datafits: :math:`\sum_j \omega_j (|\ell'(z_j)| e_j + c e_j^2/2)` with e_j the
-    margin errors (:func:`margin_error`) and c the datafit's curvature bound, plus the
+    Margin datafits: :math:`\sum_j \omega_j (|\ell'(z_j)| e_j + c_j e_j^2/2)` with e_j the
+    margin errors (:func:`margin_error`) and c_j a bound on the curvature within e_j of z_j
+    (:func:`curvature_near`), plus the
     summation error of the total. Other datafits: the summation error only."""
     with np.errstate(over="ignore", invalid="ignore"):
         F = abs(float(problem.value(x)))
@@ -98,9 +99,18 @@ def eval_error(problem, x, eps=_EPS):
             e = margin_error(problem, x, eps)
             z = np.asarray(problem.M @ np.asarray(x, dtype=np.float64)).ravel()
             d1 = np.abs(problem.datafit.dloss(z, problem.b))
-            c = float(getattr(problem.datafit, "curvature_bound", 1.0) or 1.0)
+            c = curvature_near(problem, z, e)
             total += float(problem._row_w @ (d1 * e + 0.5 * c * e * e))
     return total if np.isfinite(total) else np.inf
+
+
+def curvature_near(problem, z, e):
+    """Bound on l'' within e of the margins z (the datafit's :meth:`max_curvature`, else its
+    global curvature bound)."""
+    f = getattr(problem.datafit, "max_curvature", None)
+    if f is not None:
+        return np.asarray(f(z, problem.b, e), dtype=np.float64)
+    return np.full(np.shape(z), float(getattr(problem.datafit, "curvature_bound", 1.0) or 1.0))
 
 
 def ls_gap(A, b, Q, x):

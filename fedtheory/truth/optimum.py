@@ -705,8 +705,9 @@ def _ls_solve(problem):
 
 
 def _bracket(problem, x, L, ls=None):
-    """(f, f_lower, f_upper) at x: f = f_upper = F(x) (extended-precision residuals for least
-    squares and lasso), f_lower a lower bound on F* (NaN when none is known)."""
+    """(f, f_lower, f_upper) at x: f = F(x) (extended-precision residuals for least squares and
+    lasso, where f = f_upper; otherwise in double precision, and the bracket is widened by the
+    bound on its rounding error), f_lower a lower bound on F* (NaN when none is known)."""
     eps = np.finfo(float).eps
     with np.errstate(all="ignore"):
         if ls is not None:                                      # least squares: exact gap from QR
@@ -727,11 +728,12 @@ def _bracket(problem, x, L, ls=None):
                 dual = max(dual, primal - (_norm(sub) + err) ** 2 / (2 * problem.l2))
             return primal, min(dual, primal), primal
         f = float(problem.value(x))
+        fe = _cert.eval_error(problem, x)                       # F(x) in double: the bracket widens by it
         mu = strong_convexity(problem)
         if problem.datafit.constant_hessian:                    # eigvalsh's error: d eps ||H||
             mu -= (problem.dim + 2) * eps * L
         if not (mu > 0 and np.isfinite(mu)):
-            return f, np.nan, f
+            return f, np.nan, f + fe
         g = problem.grad(x)
         if problem.is_composite:                                # s in dF(x+), x+ the prox-gradient point
             xp = problem.prox(x - g / L, 1.0 / L)
@@ -743,12 +745,12 @@ def _bracket(problem, x, L, ls=None):
         if _cert.is_margin_model(problem):                      # rounding of the gradient's margins
             e = _cert.margin_error(problem, x)
             z = np.asarray(problem.M @ x).ravel()
-            c = float(getattr(problem.datafit, "curvature_bound", 1.0) or 1.0)
+            c = _cert.curvature_near(problem, z, e)
             wt = problem._row_w * (c * e + (problem.M.shape[0] + 2) * eps * np.abs(problem.datafit.dloss(z, problem.b)))
             err = float(_norm(np.asarray(abs(problem.M).T @ wt).ravel()))
             err *= 2 if problem.is_composite else 1
-        lower = min(fp, f) - (_norm(s) + err) ** 2 / (2 * mu)
-    return f, (lower if np.isfinite(lower) else np.nan), f
+        lower = min(fp, f) - fe - (_norm(s) + err) ** 2 / (2 * mu)
+    return f, (lower if np.isfinite(lower) else np.nan), f + fe
 
 
 def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
