@@ -7,7 +7,8 @@
 True
 """
 from . import algorithms as _algorithm_files  # noqa: F401  (registers; rebound below)
-from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError
+from .exceptions import (DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError,
+                         UncertifiedOptimumWarning)
 from .problem import FederatedProblem
 from .registry import algorithms, get_algorithm
 from .runner import RunResult, run
@@ -15,7 +16,8 @@ from .registry import algorithms  # noqa: F811  (the function, not the subpackag
 
 __version__ = "0.1.0"
 __all__ = ["run", "RunResult", "algorithms", "get_algorithm", "FederatedProblem",
-           "InvalidParameterError", "IncompatibleProblemError", "DataError", "describe"]
+           "InvalidParameterError", "IncompatibleProblemError", "DataError", "UncertifiedOptimumError",
+           "UncertifiedOptimumWarning", "describe"]
 
 
 def describe(name, conditions=True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 EXAMPLE_CONFIG = """\
@@ -229,6 +230,7 @@ def _demo(args):
     c = truth.constants(p, gt)
     print(f"Problem: logistic regression on {label}")
     print(f"Certified optimum: F* = {gt.f:.15f}  (gradient norm at x*: {gt.residual:.1e})")
+    print(_reference_line(gt))
     print(f"Constants: L = {c.L:.4g}, mu = {c.mu:.4g}, zeta_*^2 = {c.zeta_star_sq:.4g}")
     lr = 1.0 / c.L
     print(f"Runs: {args.rounds} rounds, K = 5 local steps, lr = 1/L, exact gradients, full participation\n")
@@ -242,6 +244,16 @@ def _demo(args):
         h = res.history.iloc[-1]
         print(f"{name:<10} {h.suboptimality:>14.3e} {h.dist_sq:>15.3e} {res.grad_evals:>11d} {res.comm_up:>11d}")
     print("\nF(x_R) - F* and ||x_R - x*||^2 are measured against the certified optimum above.")
+
+
+def _reference_line(gt):
+    """One line: the reference optimum and what certifies it (``fedtheory run``, ``fedtheory demo``)."""
+    if not getattr(gt, "certified", True):
+        return f"reference: F* = {gt.f:.15g} NOT CERTIFIED ({gt.reason}); suboptimality and dist_sq are NaN"
+    how = (f"F* in [{gt.f_lower:.15g}, {gt.f_upper:.15g}] by {gt.info.get('certificate', 'a bound')}"
+           if math.isfinite(gt.f_lower) else f"relative KKT residual {gt.rel_residual:.1e}, no lower bound known")
+    return (f"reference: F* = {gt.f:.15g}, certified to {gt.tol:g} x max(1, |F*|) ({how}); "
+            f"suboptimality = F(x) - F* (0 within that accuracy)")
 
 
 def _run(args):
@@ -263,6 +275,10 @@ def _run(args):
     cols = [c for c in ("round", "value", "suboptimality", "grad_mapping_sq", "dist_sq", "comm_up", "grad_evals")
             if c in df]
     print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
+    if pts[0][1].get("reference"):
+        from . import truth
+        from .sweep import build_problem
+        print(_reference_line(truth.ground_truth(build_problem(pts[0][0]), clients=False)))
     diverged = res.status == "diverged"
     shown, cut = (_before_blowup(df) if diverged else (df, None))
     if len(shown):
@@ -505,7 +521,7 @@ def _one_line(e):
 def _main(argv):
     from . import algorithms, describe
     from .config import ConfigError
-    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError
+    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError
 
     from . import __version__
     fmt = argparse.RawDescriptionHelpFormatter
@@ -608,7 +624,8 @@ def _main(argv):
     except OSError as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
         return 2
-    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError) as e:
+    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError,
+            UncertifiedOptimumError) as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:

@@ -66,7 +66,17 @@ def quadratic_diversity_sup(hessians, q):
     """
     Hs = np.asarray(hessians, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
+    top = float(np.abs(Hs).max(initial=0.0))
+    if top > 0:
+        Hs = Hs / top                                # Lambda is scale-invariant; M would overflow at 1e154
     Ab = np.einsum("j,jab->ab", q, Hs)
     M = np.einsum("j,jab,jbc->ac", q, Hs, Hs)
-    Ai = np.linalg.inv(Ab)
-    return float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1])
+    # A singular Abar (zero or duplicated features): on its null space every A_j vanishes too
+    # (PSD clients), so Lambda(x) depends only on the part of x - x* in the range of Abar; the sup
+    # is taken there. Abar = 0: every gradient is 0 everywhere, and Lambda = 1 by convention.
+    lam, V = np.linalg.eigh(0.5 * (Ab + Ab.T))
+    keep = lam > (lam.size + 1) * np.finfo(float).eps * max(float(np.abs(lam).max(initial=0.0)), np.finfo(float).tiny)
+    if not keep.any():
+        return 1.0
+    Vr = V[:, keep] / lam[keep]                      # Abar^+ restricted to its range
+    return float(np.linalg.eigvalsh(Vr.T @ M @ Vr)[-1])

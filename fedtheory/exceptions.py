@@ -24,3 +24,16 @@ class FedSpeedServerWarning(UserWarning):
     numerics of the run. Silence it with
     ``warnings.filterwarnings("ignore", category=FedSpeedServerWarning)``.
     """
+
+
+class UncertifiedOptimumError(ValueError):
+    """:func:`fedtheory.truth.ground_truth` could not certify the optimum to its tolerance.
+
+    The message names the problem, its datafit and regularizer, the residual and the accuracy
+    the solver could prove (docs/ground-truth.md). A ``ValueError``: the sweep and the command line report it in one line.
+    """
+
+
+class UncertifiedOptimumWarning(RuntimeWarning):
+    """``ground_truth(..., certify="warn")`` returned a result marked ``certified=False``: its F*
+    is not known to the tolerance, and runs measured against it show suboptimality as NaN."""

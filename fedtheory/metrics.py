@@ -1,11 +1,76 @@
-"""Evaluation of (personalized) models against known ground-truth signals (pFedFBE's metrics).
+"""Evaluation of models against known ground truth: suboptimality against a reference optimum,
+and pFedFBE's metrics of personalized models.
 
-Support recovery at a threshold (docs/papers/pfedfbe.md, §8.1): P = {j : |w_j| >= threshold},
+Suboptimality (:func:`reference_metrics`): F(x) - F* against a certified reference, NaN against
+an uncertified one. Support recovery at a threshold (docs/papers/pfedfbe.md, §8.1): P = {j : |w_j| >= threshold},
 T = supp(w_true); precision |P & T|/|P|, recall |P & T|/|T|, F1 = 2PR/(P+R).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from .exceptions import UncertifiedOptimumError
+
+
+def reference_metrics(reference, value, x, where="run"):
+    """History columns of a model x with F(x) = ``value`` against a reference optimum.
+
+    Parameters
+    ----------
+    reference : GroundTruth or object with ``f`` and ``x``
+        The reference optimum (:func:`fedtheory.truth.ground_truth`).
+    value : float
+        F(x), as the run evaluated it.
+    x : ndarray (d,)
+        The model.
+    where : str, default "run"
+        Named in the error message.
+
+    Returns
+    -------
+    dict
+        ``suboptimality`` (F(x) - F*), ``dist_sq`` (||x - x*||^2) and ``reference_certified``.
+        Against a reference marked ``certified=False`` both metrics are NaN. Against a certified
+        one, F(x) below F* by less than the reference's accuracy (``tol`` max(1, |F*|) plus the
+        rounding of F near x*, ``f_eval_error``) is reported as suboptimality 0: the two values
+        agree to what is known. A reference without ``certified`` (a user's object) gives the
+        plain difference.
+
+    Raises
+    ------
+    UncertifiedOptimumError
+        When F(x) is below a certified F* by more than its accuracy: F* is then not the optimum
+        of the problem (e.g. the reference of another problem).
+
+    Examples
+    --------
+    >>> import numpy as np, problems, validation
+    >>> from fedtheory.metrics import reference_metrics
+    >>> p = problems.quadratic(4, 3, seed=0)
+    >>> gt = validation.ground_truth(p, cache=False)
+    >>> m = reference_metrics(gt, p.value(gt.x), gt.x)
+    >>> m["suboptimality"], m["dist_sq"], m["reference_certified"]
+    (0.0, 0.0, True)
+    """
+    certified = bool(getattr(reference, "certified", True))
+    if not certified:
+        return {"suboptimality": math.nan, "dist_sq": math.nan, "reference_certified": False}
+    f = float(reference.f)
+    sub = float(value) - f
+    tol = getattr(reference, "tol", None)
+    if tol is not None and sub < 0:
+        err = float(getattr(reference, "f_eval_error", 0.0))
+        slack = tol * max(1.0, abs(f)) + (err if math.isfinite(err) else 0.0)
+        if sub < -slack:
+            raise UncertifiedOptimumError(
+                f"{where}: F(x) = {float(value)!r} lies below the reference optimum F* = {f!r} by {-sub:.3g}, "
+                f"more than its certified accuracy {slack:.3g}; F* above F at an evaluated point is "
+                "impossible, so the reference is not the optimum of this problem.")
+        sub = 0.0
+    diff = np.asarray(x, dtype=np.float64) - np.asarray(reference.x, dtype=np.float64)
+    return {"suboptimality": sub, "dist_sq": float(diff @ diff), "reference_certified": True}
 
 
 def support_scores(w, w_true, threshold=0.01):

@@ -16,6 +16,7 @@ from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
 from .arrays import HostView, is_tensor, to_numpy
 from .exceptions import InvalidParameterError
+from .metrics import reference_metrics
 from .problem import FederatedProblem
 from .registry import get_algorithm
 from .participants import Participants, Schedule, check_schedule
@@ -254,8 +255,10 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     batch_replacement : bool, default False
         Draw minibatch rows with replacement.
     reference : object with ``f`` and ``x``, optional
-        Ground truth (e.g. :func:`validation.ground_truth`); adds ``suboptimality`` and
-        ``dist_sq`` columns.
+        Ground truth (e.g. :func:`validation.ground_truth`); adds ``suboptimality``,
+        ``dist_sq`` and ``reference_certified`` columns (:func:`fedtheory.metrics.reference_metrics`:
+        NaN metrics against a reference marked ``certified=False``, an error when F(x) falls
+        below a certified F* by more than its accuracy).
     tol : float, optional
         Stop with "converged" when the squared gradient mapping norm is <= tol.
     trace : bool, str or sequence of str, optional
@@ -647,12 +650,13 @@ class _Job:
         else:                                                       # a torch DeepProblem
             F, gm = problem.value(x), problem.gradient_mapping_sq(x, self.L_eval)
         row = {"round": r, **self.counters, "value": F, "grad_mapping_sq": gm}
-        if self.reference is not None:
-            row["suboptimality"] = row["value"] - self.reference.f
-            diff = x - self.reference.x
-            row["dist_sq"] = float(diff @ diff)
-        # a DeepProblem may skip the full gradient (eval_grad=False: NaN by design): F decides there
+        if self.reference is not None and math.isfinite(F):
+            row.update(reference_metrics(self.reference, F, x, where=f"run, round {r}"))
+        # a DeepProblem may skip the full gradient (eval_grad=False: NaN by design): F decides there;
+        # against an uncertified reference suboptimality and dist_sq are NaN by design
         for key in ("value",) if self.deep else _CORE_METRICS:
+            if key in ("suboptimality", "dist_sq") and row.get("reference_certified") is False:
+                continue
             if key in row and not math.isfinite(row[key]):
                 what = "F(x)" if key == "value" else key
                 return row, f"{what} is not finite ({row[key]})"

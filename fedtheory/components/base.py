@@ -275,6 +275,20 @@ class MarginDatafit(Datafit):
         """Its second derivative in the margin, l''(z, t) >= 0, elementwise."""
         raise NotImplementedError
 
+    def max_curvature(self, z, t, radius):
+        """An upper bound on l''(u, t) over |u - z| <= radius, elementwise (used by the ground
+        truth's rounding-error bounds, :mod:`fedtheory.truth.certificate`). Default: the global
+        :attr:`curvature_bound`; a datafit whose curvature vanishes somewhere may return less.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fedtheory.components import LeastSquares
+        >>> LeastSquares().max_curvature(np.array([0.0, 50.0]), np.array([1.0, 1.0]), 1.0)
+        array([1., 1.])
+        """
+        return np.full(np.shape(z), float(self.curvature_bound))
+
     def torch_loss(self, z, t):  # pragma: no cover - abstract
         """l(z, t) elementwise on torch tensors (autograd differentiates it)."""
         raise NotImplementedError

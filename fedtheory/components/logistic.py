@@ -37,6 +37,19 @@ class Logistic(MarginDatafit):
         s = expit(t * z)
         return s * (1.0 - s)
 
+    def max_curvature(self, z, t, radius):
+        """sigma(u)(1 - sigma(u)) is even and decreasing in |u|: its max over |u - z| <= radius is
+        at |u| = max(|z| - radius, 0) (at most 1/4; tiny for saturated margins).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Logistic().max_curvature(np.array([0.0, 40.0]), np.array([1.0, -1.0]), 1.0)
+        array([2.50000000e-01, 1.15482242e-17])
+        """
+        u = np.maximum(np.abs(np.asarray(z, dtype=np.float64)) - np.asarray(radius, dtype=np.float64), 0.0)
+        return expit(u) * expit(-u)
+
     def torch_loss(self, z, t):
         import torch
         return torch.logaddexp(torch.zeros_like(z), -t * z)

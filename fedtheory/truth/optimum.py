@@ -37,10 +37,13 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
-from ..constants import smoothness
+from ..constants import smoothness, strong_convexity
+from ..exceptions import UncertifiedOptimumError, UncertifiedOptimumWarning
 from ..problem import FederatedProblem
+from . import certificate as _cert
+from .certificate import describe
 
-_VERSION = "gt-v3"   # v3: entries carry the problem hash and a checksum of their arrays
+_VERSION = "gt-v4"   # v4: certified entries only, with their bracket on F*; v3: hash and checksum
 _ARRAYS = ("x", "f", "residual", "client_f", "client_x", "client_residual", "client_attained")
 
 
@@ -67,6 +70,25 @@ class GroundTruth:
         ridge (certified by an LP), where client_f is the exact infimum 0.
     info : dict
         Solver statistics: CVXPY status and value, polish iterations, timings.
+    certified : bool
+        True when F* is proven to the tolerance ``tol`` (see :mod:`fedtheory.truth.certificate`);
+        False only with ``certify="warn"`` (``certify="raise"``, the default, raises instead).
+    f_lower, f_upper : float
+        A bracket f_lower <= F* <= f_upper: f_upper = F(x*) evaluated with extended-precision
+        residuals where possible, f_lower from the QR residual (least squares), the duality gap
+        (lasso) or strong convexity (mu > 0); NaN where no lower bound is known.
+    rel_residual : float
+        The gradient-mapping norm at x* divided by the one at 0 (what is left of the initial
+        optimality residual).
+    f_eval_error : float
+        A bound on the rounding error of F evaluated in double precision near x* (what a run's
+        ``value`` column can resolve).
+    tol : float
+        The relative tolerance of the certificate: |F* - f| <= tol max(1, |F*|) when certified.
+    reason : str
+        Why the result is not certified ('' when it is).
+    client_certified : ndarray of bool (n,)
+        The same verdict for every client optimum f_i* (all True when certified).
     """
 
     x: np.ndarray
@@ -77,20 +99,40 @@ class GroundTruth:
     client_residual: np.ndarray
     client_attained: np.ndarray
     info: dict = field(default_factory=dict)
+    certified: bool = True
+    f_lower: float = np.nan
+    f_upper: float = np.nan
+    rel_residual: float = np.nan
+    f_eval_error: float = np.nan
+    tol: float = 1e-9
+    reason: str = ""
+    client_certified: np.ndarray = None
+
+    @property
+    def accuracy(self):
+        """f_upper - f_lower: the proven width of the bracket on F* (NaN where no lower bound is known)."""
+        return float(self.f_upper - self.f_lower)
 
     def __repr__(self):
         """One line: F*, the residual, the dimension and what was certified."""
         n = np.shape(self.client_f)[0]
         clients = (f"{int(np.sum(self.client_attained))}/{n} client optima attained"
                    if self.info.get("clients_computed", True) else "client optima not computed")
-        return (f"GroundTruth(f={self.f:.17g}, residual={self.residual:.2e}, d={np.shape(self.x)[0]}, "
+        cert = (f"certified to {self.tol:g}" + (f" (bracket width {self.accuracy:.1e})"
+                                                 if np.isfinite(self.f_lower) else " (by the KKT residual)")
+                if self.certified else "NOT CERTIFIED")
+        return (f"GroundTruth(f={self.f:.17g}, residual={self.residual:.2e}, {cert}, d={np.shape(self.x)[0]}, "
                 f"n_clients={n}, {clients}{', cached' if self.info.get('cached') else ''})")
 
     def summary(self):
         """Every detail as text: x*, F*, the client optima and the solver's statistics."""
         x = np.asarray(self.x)
         lines = [f"F* = {self.f:.17g}", f"residual (gradient-mapping norm at x*) = {self.residual:.3e}",
-                 f"x*: d={x.shape[0]}, ||x*||={np.linalg.norm(x):.6g}, "
+                 f"relative residual (vs at x = 0) = {self.rel_residual:.3e}",
+                 f"bracket: {self.f_lower:.17g} <= F* <= {self.f_upper:.17g}; rounding of F in double "
+                 f"precision near x*: {self.f_eval_error:.3e}",
+                 ("certified" if self.certified else f"NOT CERTIFIED: {self.reason}") + f" (tolerance {self.tol:g})",
+                 f"x*: d={x.shape[0]}, ||x*||={_norm(x):.6g}, "
                  f"{np.array2string(x, precision=6, threshold=8, edgeitems=3)}"]
         cf = np.asarray(self.client_f)
         if cf.size and np.isfinite(cf).any():
@@ -110,7 +152,7 @@ def _cache_path(problem, cache_dir):
 
 
 def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients=True, progress=None,
-                 n_jobs=None):
+                 n_jobs=None, certify="raise", tol=1e-9):
     """Compute (or load from the disk cache) the certified optimum of ``problem``.
 
     Parameters
@@ -131,10 +173,27 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         stderr is a terminal; never with ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``.
     n_jobs : int, optional
         Processes for the client solves (None: every core when n >= 64, else 1).
+    certify : {"raise", "warn"}, default "raise"
+        What to do when F* (or a client's f_i*) cannot be certified to ``tol`` (the rules are
+        in :mod:`fedtheory.truth.certificate`): "raise" raises
+        :class:`~fedtheory.exceptions.UncertifiedOptimumError`, naming the problem class, the
+        residual and the reason; "warn" returns the result marked ``certified=False`` with an
+        :class:`~fedtheory.exceptions.UncertifiedOptimumWarning` (runs measured against it show
+        suboptimality as NaN). Uncertified results are never cached.
+    tol : float, default 1e-9
+        Relative accuracy to certify: the bracket ``f_upper - f_lower`` (where a lower bound is
+        known) and the rounding error of F in double precision must be <= tol max(1, |F*|).
 
     Returns
     -------
     GroundTruth
+        With ``certified``, the bracket ``f_lower <= F* <= f_upper``, ``rel_residual`` and
+        ``f_eval_error`` stating its accuracy.
+
+    Raises
+    ------
+    UncertifiedOptimumError
+        With ``certify="raise"``, when the optimum is not certified to ``tol``.
 
     Examples
     --------
@@ -146,11 +205,15 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     """
     if not isinstance(problem, FederatedProblem):
         raise TypeError(f"ground_truth expects a FederatedProblem, got {type(problem).__name__}.")
+    from .._validation import Interval, Options, check_param
+    check_param("certify", certify, [Options("raise", "warn")], "ground_truth")
+    check_param("tol", tol, [Interval(float, 0, 1, "neither")], "ground_truth")
     path = _cache_path(problem, cache_dir)
     if cache and path.is_file():
         gt = _load(path, problem)
-        # an entry written with clients=False serves only calls that do not need the client optima
-        if gt is not None and (not clients or gt.info.get("clients_computed", False)):
+        # an entry written with clients=False serves only calls that do not need the client optima;
+        # only certified entries are written, to the tolerance they record
+        if gt is not None and (not clients or gt.info.get("clients_computed", False)) and gt.tol <= tol:
             gt.info["cached"] = True
             return gt
     from .._progress import bar, enabled
@@ -158,17 +221,28 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     show = enabled(progress) if progress is not None else (big and enabled())
     stages = bar(show, total=2 if clients else 1, desc=f"ground truth of {problem.name}", unit="stage")
     try:
-        gt = _certify(problem, solver, clients, show, n_jobs, stages)
+        gt = _certify(problem, solver, clients, show, n_jobs, stages, tol)
     finally:
         stages.close()
+    gt.info["cached"] = False
+    if not gt.certified:
+        msg = (f"ground_truth: the optimum of {describe(problem)} is not certified to tol={tol:g}: "
+               f"{gt.reason} (residual {gt.residual:.3g}, relative residual {gt.rel_residual:.3g}, "
+               f"F(x_hat) = {gt.f:.17g}).")
+        if certify == "raise":
+            raise UncertifiedOptimumError(msg + " Pass certify='warn' to get the result marked "
+                                          "certified=False.")
+        warnings.warn(msg + " The result is marked certified=False; suboptimality measured against it "
+                      "is NaN.", UncertifiedOptimumWarning, stacklevel=2)
+        return gt
     if cache:
         _save(path, problem, gt)
-    gt.info["cached"] = False
     return gt
 
 
-def _certify(problem, solver, clients, progress, n_jobs, stages):
-    """The global optimum (stage 1) and each client's (stage 2) of :func:`ground_truth`.
+def _certify(problem, solver, clients, progress, n_jobs, stages, tol=1e-9):
+    """The global optimum (stage 1) and each client's (stage 2) of :func:`ground_truth`, with
+    their certificates (:mod:`fedtheory.truth.certificate`).
 
     When the client optima will be solved in worker processes, the workers are started (and
     import fedtheory, about half a second each) in a background thread while this process solves
@@ -182,7 +256,7 @@ def _certify(problem, solver, clients, progress, n_jobs, stages):
         warm = threading.Thread(target=_start_workers, args=(jobs,), daemon=True)
         warm.start()
     try:
-        x, info = _solve(problem, solver, use_cvxpy=True)
+        x, info = _solve(problem, solver, use_cvxpy=True, tol=tol)
     finally:
         if warm is not None:
             warm.join()
@@ -195,33 +269,49 @@ def _certify(problem, solver, clients, progress, n_jobs, stages):
     n, d = problem.n_clients, problem.dim
     cf, cx = np.full(n, np.nan), np.full((n, d), np.nan)
     cres, catt = np.full(n, np.nan), np.zeros(n, dtype=bool)
+    ccert = np.ones(n, dtype=bool)
+    reason = info["reason"]
     if clients:
         stages.set_postfix_str("client optima", refresh=True)
         t1 = time.perf_counter()
-        for i, (fi, xi, ri, ai) in enumerate(_client_optima(problem, x, solver, progress, n_jobs)):
-            cf[i], cres[i], catt[i] = fi, ri, ai
+        bad = []
+        for i, (fi, xi, ri, ai, ok, why) in enumerate(_client_optima(problem, x, solver, progress, n_jobs, tol)):
+            cf[i], cres[i], catt[i], ccert[i] = fi, ri, ai, ok
             if ai:
                 cx[i] = xi
+            if not ok:
+                bad.append((i, why))
         info["time_clients"] = time.perf_counter() - t1
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
                           "is not attained (linearly separable logistic data with l2=0); client_f holds "
                           "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=3)
+        if bad:
+            i, why = bad[0]
+            more = f" (and {len(bad) - 1} more client(s))" if len(bad) > 1 else ""
+            reason = "; ".join(r for r in (reason, f"client {i}'s optimum f_i*: {why}{more}") if r)
         stages.update(1)
     info["clients_computed"] = bool(clients)
-    return GroundTruth(x=x, f=problem.value(x), residual=info["residual"], client_f=cf, client_x=cx,
-                       client_residual=cres, client_attained=catt, info=info)
+    return GroundTruth(x=x, f=info.pop("f"), residual=info["residual"], client_f=cf, client_x=cx,
+                       client_residual=cres, client_attained=catt, info=info,
+                       certified=bool(info["certified"] and ccert.all()), f_lower=info["f_lower"],
+                       f_upper=info["f_upper"], rel_residual=info["rel_residual"],
+                       f_eval_error=info["f_eval_error"], tol=tol, reason=reason, client_certified=ccert)
 
 
-def _solve_clients(subs, solver, use_cvxpy, start):
-    """(f_i*, x_i, residual, attained) of each client sub-problem, one BLAS thread (small dense
-    solves: more threads only contend)."""
+def _solve_clients(subs, solver, use_cvxpy, start, tol=1e-9):
+    """(f_i*, x_i, residual, attained, certified, reason) of each client sub-problem, one BLAS
+    thread (small dense solves: more threads only contend)."""
     from threadpoolctl import threadpool_limits
     out = []
     with threadpool_limits(1):
         for sub in subs:
-            xi, inf_i = _solve(sub, solver, use_cvxpy=use_cvxpy, start=start)
-            out.append((sub.value(xi) if xi is not None else 0.0, xi, inf_i["residual"], inf_i["attained"]))
+            xi, inf_i = _solve(sub, solver, use_cvxpy=use_cvxpy, start=start, tol=tol)
+            if xi is None:          # infimum 0 not attained (separable logistic data): exact
+                out.append((0.0, None, inf_i["residual"], False, True, ""))
+            else:
+                out.append((inf_i["f"], xi, inf_i["residual"], inf_i["attained"], inf_i["certified"],
+                            inf_i["reason"]))
     return out
 
 
@@ -245,7 +335,7 @@ def _start_workers(n_jobs):
         pass
 
 
-def _client_optima(problem, x, solver, progress=None, n_jobs=None):
+def _client_optima(problem, x, solver, progress=None, n_jobs=None, tol=1e-9):
     """Every client's optimum (see :func:`_solve_clients`), in chunks over processes, with a bar."""
     from .._progress import bar as progress_bar, enabled
     n = problem.n_clients
@@ -260,14 +350,14 @@ def _client_optima(problem, x, solver, progress=None, n_jobs=None):
             from joblib import Parallel, delayed
             par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")
             jobs = (delayed(_solve_clients)([_client_problem(problem, i) for i in range(a, min(a + chunk, n))],
-                                            solver, problem.is_composite, x) for a in starts)
+                                            solver, problem.is_composite, x, tol) for a in starts)
             for res in par(jobs):
                 results += res
                 bar.update(len(res))
         else:
             for a in starts:
                 res = _solve_clients([_client_problem(problem, i) for i in range(a, min(a + chunk, n))],
-                                     solver, problem.is_composite, x)
+                                     solver, problem.is_composite, x, tol)
                 results += res
                 bar.update(len(res))
     finally:
@@ -291,7 +381,7 @@ def _save(path, problem, gt):
     """Write the entry atomically: a temporary file unique to this writer, then a rename."""
     arrays = dict(x=gt.x, f=np.float64(gt.f), residual=np.float64(gt.residual), client_f=gt.client_f,
                   client_x=gt.client_x, client_residual=gt.client_residual, client_attained=gt.client_attained,
-                  info=json.dumps(gt.info, default=float))
+                  info=json.dumps({**gt.info, "tol": gt.tol}, default=float))
     arrays["problem_hash"] = problem.data_hash()
     arrays["checksum"] = _checksum(arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,16 +423,22 @@ def _load(path, problem):
     x, f, res = arrays["x"].astype(np.float64), float(arrays["f"]), float(arrays["residual"])
     if not (np.all(np.isfinite(x)) and np.isfinite(f) and np.isfinite(res)):
         return reject("non-finite optimum")
+    if not info.get("certified"):
+        return reject("it is not certified")
     fx = problem.value(x)
-    if abs(fx - f) > 1e-12 * max(1.0, abs(fx)):
+    # F* is F(x*) evaluated with extended-precision residuals: within the rounding of F in double
+    if abs(fx - f) > max(1e-12 * max(1.0, abs(fx)), 2 * float(info.get("f_eval_error", 0.0))):
         return reject(f"F(x*) = {fx!r} differs from the stored F* = {f!r}")
     L = smoothness(problem)
     r = _residual(problem, x, L)
-    if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + float(np.linalg.norm(x))))):
+    if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + _norm(x)))):
         return reject(f"the gradient-mapping norm at the stored x* is {r:.3g}, not the stored {res:.3g}")
+    tol = float(info.pop("tol", 1e-9))
     return GroundTruth(x=x, f=f, residual=res, client_f=arrays["client_f"], client_x=arrays["client_x"],
                        client_residual=arrays["client_residual"], client_attained=arrays["client_attained"],
-                       info=info)
+                       info=info, certified=True, f_lower=float(info["f_lower"]), f_upper=float(info["f_upper"]),
+                       rel_residual=float(info["rel_residual"]), f_eval_error=float(info["f_eval_error"]),
+                       tol=tol, reason="", client_certified=np.ones(n, dtype=bool))
 
 
 def _client_problem(problem, i):
@@ -355,11 +451,17 @@ def _client_problem(problem, i):
                             reg=problem.reg, groups=problem.groups, mat_shape=problem.mat_shape)
 
 
+def _norm(v):
+    """Euclidean norm without overflow or underflow of the squares (entries of size 1e200)."""
+    top = float(np.max(np.abs(v), initial=0.0))
+    return top * float(np.linalg.norm(v / top)) if 0 < top < np.inf else top
+
+
 def _residual(problem, x, L):
     g = problem.grad(x)
     if not problem.is_composite:
-        return float(np.linalg.norm(g))
-    return float(np.linalg.norm(x - problem.prox(x - g / L, 1.0 / L)) * L)
+        return _norm(g)
+    return _norm(x - problem.prox(x - g / L, 1.0 / L)) * L
 
 
 def _cvxpy_solve(problem, solver):
@@ -410,7 +512,7 @@ def _newton_smooth(problem, x, max_iter=200):
     """
     f = problem.value(x)
     g = problem.grad(x)
-    best_x, best = x, np.linalg.norm(g)
+    best_x, best = x, _norm(g)
     stall = 0
     it = 0
     for it in range(1, max_iter + 1):
@@ -430,7 +532,7 @@ def _newton_smooth(problem, x, max_iter=200):
             # taken when it lowers the gradient norm; otherwise the line search below decides.
             xt = x - step
             gt = problem.grad(xt)
-            if np.linalg.norm(gt) < np.linalg.norm(g):
+            if _norm(gt) < _norm(g):
                 xn, fn, gn = xt, problem.value(xt), gt
         if xn is None:
             t = 1.0
@@ -446,12 +548,12 @@ def _newton_smooth(problem, x, max_iter=200):
                 break
             gn = problem.grad(xn)
         x, f, g = xn, fn, gn
-        ng = np.linalg.norm(g)
+        ng = _norm(g)
         if ng < best:
             best_x = x
         stall = 0 if ng < 0.5 * best else stall + 1      # a new low at the rounding floor is no progress
         best = min(best, ng)
-        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + np.linalg.norm(x))):
+        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + _norm(x))):
             break
     return best_x, it
 
@@ -530,17 +632,174 @@ def _separable(problem):
     return res.status == 0
 
 
-def _solve(problem, solver, use_cvxpy=True, start=None):
-    L = smoothness(problem)
+#: Least squares up to this many entries of the stacked system are solved by QR (dense).
+_QR_MAX_ENTRIES = 10_000_000
+
+
+def _ls_reduce(problem):
+    """The weighted least-squares system of ``problem`` without its exact degeneracies:
+    (A, b, C, keep) with F(x) = 1/2||A x[keep] - b||^2 + C whenever x is 0 off ``keep``, and
+    min F = min of the reduced objective + C.
+
+    Identical rows a_j are merged (weights summed, targets averaged; their spread is the
+    constant C, summed in extended precision); all-zero columns are dropped (x_j = 0); with
+    l2 = 0 duplicated columns keep their first copy (x_j + x_k only matters). Then the
+    sqrt(l2) I rows of the ridge."""
+    M = _cert.dense_rows(problem)
+    w, t = problem._row_w, np.asarray(problem.b, dtype=np.float64)
+    U, inv = np.unique(M, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    W = np.bincount(inv, weights=w, minlength=U.shape[0])
+    tbar = np.bincount(inv, weights=w * t, minlength=U.shape[0]) / np.where(W > 0, W, 1.0)
+    dev = t.astype(np.longdouble) - tbar[inv].astype(np.longdouble)
+    C = 0.5 * float(np.sum(w.astype(np.longdouble) * dev * dev))
+    keep = np.flatnonzero(np.any(U != 0, axis=0))
+    if problem.l2 == 0 and keep.size > 1:
+        _, first = np.unique(U[:, keep].T, axis=0, return_index=True)
+        keep = keep[np.sort(first)]
+    sw = np.sqrt(W)
+    A, b = U[:, keep] * sw[:, None], tbar * sw
+    if problem.l2:
+        A = np.vstack([A, np.sqrt(problem.l2) * np.eye(keep.size)])
+        b = np.concatenate([b, np.zeros(keep.size)])
+    return A, b, C, keep
+
+
+def _ls_solve(problem):
+    """Least squares with h = 0: Householder QR of the reduced weighted system (:func:`_ls_reduce`)
+    with the rows sorted by decreasing size and column pivoting (row-wise backward stable, so one
+    huge row does not swamp the others, as the normal equations or CVXPY's interior point do),
+    then iterative refinement with extended-precision residuals. Two numerical ranks are tried
+    (a relative threshold on R's diagonal, and every nonzero pivot) and the lower F kept.
+
+    Returns (x, (A, b, Q, C, keep)): the reduced sorted system, an orthonormal basis of its range,
+    the constant and the kept columns (for the certificate, see :func:`certificate.ls_gap`)."""
+    from scipy.linalg import qr, solve_triangular
+    A, b, C, keep = _ls_reduce(problem)
+    order = np.argsort(-np.abs(A).max(axis=1, initial=0.0), kind="stable")
+    A, b = A[order], b[order]
+    m, d = A.shape
+    x_full = np.zeros(problem.dim)
+    if d == 0 or m == 0:
+        return x_full, (A, b, np.zeros((m, 0)), C, keep)
+    Q, R, piv = qr(A, mode="economic", pivoting=True, check_finite=False)
+    diag = np.abs(np.diag(R))
+    ranks = {int(np.sum(diag > 0))}
+    if diag.size and diag[0] > 0:
+        ranks.add(int(np.sum(diag > diag[0] * max(m, d) * np.finfo(float).eps)))
+
+    def solve(rhs, k):
+        z = np.zeros(d)
+        if k:
+            z[:k] = solve_triangular(R[:k, :k], (Q.T @ rhs)[:k], check_finite=False)
+        x = np.empty(d)
+        x[piv] = z
+        return x
+
+    best, best_f = np.zeros(d), _cert.ls_gap(A, b, Q, np.zeros(d))[0]
+    full_rank = None
+    for k in sorted(ranks):
+        with np.errstate(all="ignore"):
+            x = solve(b, k)
+            for _ in range(4):                       # refinement: residuals in extended precision
+                if not np.all(np.isfinite(x)):
+                    break
+                x = x + solve(np.asarray(_cert.residual_ld(A, b, x), dtype=np.float64), k)
+        if np.all(np.isfinite(x)):
+            full_rank = x
+            f = _cert.ls_gap(A, b, Q, x)[0]
+            if f < best_f:
+                best, best_f = x, f
+    x_full[keep] = best
+    x_rank = None
+    if full_rank is not None:
+        x_rank = np.zeros(problem.dim)
+        x_rank[keep] = full_rank
+    return x_full, (A, b, Q, C, keep, x_rank)
+
+
+def _bracket(problem, x, L, ls=None):
+    """(f, f_lower, f_upper) at x: f = F(x) (extended-precision residuals for least squares and
+    lasso, where f = f_upper; otherwise in double precision, and the bracket is widened by the
+    bound on its rounding error), f_lower a lower bound on F* (NaN when none is known)."""
+    eps = np.finfo(float).eps
+    with np.errstate(all="ignore"):
+        if ls is not None:                                      # least squares: exact gap from QR
+            A, b, Q, C, keep = ls[:5]
+            f, gap = _cert.ls_gap(A, b, Q, x[keep])
+            return f + C, f + C - gap, f + C
+        if problem.kind == KIND_LEAST_SQUARES and problem.is_composite and problem.reg == "l1" \
+                and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES:
+            A, b = _cert.weighted_system(problem)               # lasso: duality gap
+            primal, dual = _cert.lasso_dual(A, b, x, problem.l1)
+            if problem.l2 > 0:       # and strong convexity (mu >= l2) at the min-norm subgradient: the better
+                r = _cert.residual_ld(A, b, x)                  # residual and gradient in extended precision
+                g = -np.asarray(A.T.astype(np.longdouble) @ r, dtype=np.float64)
+                sub = np.where(x != 0, g + problem.l1 * np.sign(x), g - np.clip(g, -problem.l1, problem.l1))
+                k = A.shape[1] + 2
+                e = k * _cert._EPS_LD * (np.abs(A) @ np.abs(x) + np.abs(b))     # margin rounding (longdouble)
+                err = _norm(np.abs(A).T @ e) + k * _cert._EPS_LD * _norm(np.abs(A).T @ np.abs(np.asarray(r, float)))
+                dual = max(dual, primal - (_norm(sub) + err) ** 2 / (2 * problem.l2))
+            return primal, min(dual, primal), primal
+        f = float(problem.value(x))
+        fe = _cert.eval_error(problem, x)                       # F(x) in double: the bracket widens by it
+        mu = strong_convexity(problem)
+        if problem.datafit.constant_hessian:                    # eigvalsh's error: d eps ||H||
+            mu -= (problem.dim + 2) * eps * L
+        if not (mu > 0 and np.isfinite(mu)):
+            return f, np.nan, f + fe
+        g = problem.grad(x)
+        if problem.is_composite:                                # s in dF(x+), x+ the prox-gradient point
+            xp = problem.prox(x - g / L, 1.0 / L)
+            s = L * (x - xp) + problem.grad(xp) - g
+            fp = float(problem.value(xp))
+        else:
+            s, fp = g, f
+        err = 0.0
+        if _cert.is_margin_model(problem):                      # rounding of the gradient's margins
+            e = _cert.margin_error(problem, x)
+            z = np.asarray(problem.M @ x).ravel()
+            c = _cert.curvature_near(problem, z, e)
+            wt = problem._row_w * (c * e + (problem.M.shape[0] + 2) * eps * np.abs(problem.datafit.dloss(z, problem.b)))
+            err = float(_norm(np.asarray(abs(problem.M).T @ wt).ravel()))
+            err *= 2 if problem.is_composite else 1
+        lower = min(fp, f) - fe - (_norm(s) + err) ** 2 / (2 * mu)
+    return f, (lower if np.isfinite(lower) else np.nan), f + fe
+
+
+def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
+    """The optimum of ``problem`` and its certificate: ``info`` holds f, f_lower, f_upper,
+    residual, rel_residual, f_eval_error, certified and reason (see :mod:`.certificate`)."""
+    with np.errstate(over="ignore", invalid="ignore"):      # data of size 1e160: H overflows (checked below)
+        try:
+            L = smoothness(problem)
+        except (ValueError, np.linalg.LinAlgError):          # eigvalsh of a matrix with inf entries
+            L = np.inf
     info = {"solver": solver}
+    ls_direct = (problem.kind == KIND_LEAST_SQUARES and not problem.is_composite
+                 and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES)
+    if not np.isfinite(L) and not ls_direct:
+        # the Hessian overflows in double precision: nothing below can be trusted (the QR solve of
+        # least squares does not form it)
+        return np.zeros(problem.dim), dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan,
+                                           rel_residual=np.nan, f_eval_error=np.inf, attained=True,
+                                           certified=False,
+                                           reason=f"the smoothness constant L = {L} overflows in double "
+                                                  "precision; rescale the data")
     if problem.kind == KIND_LOGISTIC and problem.l2 == 0 and not problem.is_composite and _separable(problem):
         # the infimum 0 is approached along a separating direction and never attained
         info.update(stage1="separability LP", residual=0.0, attained=False,
                     note="linearly separable data and l2 = 0: inf F = 0 is not attained")
         return None, info
-    x = None
-    if problem.kind == KIND_QUADRATIC and not problem.is_composite:
-        x = np.linalg.solve(problem.hessian(np.zeros(problem.dim)), -problem.grad(np.zeros(problem.dim)))
+    x, ls = None, None
+    if ls_direct:
+        x, ls = _ls_solve(problem)
+        info["stage1"] = "QR (rows sorted, columns pivoted) + refinement"
+    elif problem.kind == KIND_QUADRATIC and not problem.is_composite:
+        try:
+            x = np.linalg.solve(problem.hessian(np.zeros(problem.dim)), -problem.grad(np.zeros(problem.dim)))
+        except np.linalg.LinAlgError:       # singular Hessian: the Newton polish from 0 (lstsq steps)
+            x = None
         info["stage1"] = "closed form"
     elif use_cvxpy:
         t0 = time.perf_counter()
@@ -554,7 +813,9 @@ def _solve(problem, solver, use_cvxpy=True, start=None):
     if x is None or not np.all(np.isfinite(x)):
         x = np.zeros(problem.dim) if start is None else np.array(start, dtype=np.float64)
         info.setdefault("stage1", "start point")
-    if problem.is_composite and problem.reg == "l1":
+    if ls is not None:
+        info.update(polish="iterative refinement (extended-precision residuals)")
+    elif problem.is_composite and problem.reg == "l1":
         x, iters, ok = _active_set_lasso(problem, x, L)
         info.update(polish="active-set Newton", polish_iterations=iters, kkt_verified=bool(ok))
     elif problem.is_composite:
@@ -563,8 +824,26 @@ def _solve(problem, solver, use_cvxpy=True, start=None):
     else:
         x, iters = _newton_smooth(problem, x)
         info.update(polish="Newton", polish_iterations=iters)
-    info["residual"] = _residual(problem, x, L)
-    info["attained"] = bool(info["residual"] <= 1e-8 * max(1.0, L * (1 + np.linalg.norm(x))))
+    zero = np.zeros(problem.dim)
+    with np.errstate(all="ignore"):
+        info["residual"] = _residual(problem, x, L)
+        r0 = _residual(problem, zero, L)
+        f0 = float(problem.value(zero))
+    info["rel_residual"] = info["residual"] / r0 if r0 > 0 else (0.0 if info["residual"] == 0 else np.inf)
+    info["attained"] = True            # a minimiser exists (the separable case returned above)
+    f, f_lower, f_upper = _bracket(problem, x, L, ls)
+    f_err = _cert.eval_error(problem, x)
+    ok, why = _cert.verdict(f, f0, f_lower, f_upper, info["rel_residual"], f_err, tol)
+    if not ok and ls is not None and ls[5] is not None and np.isfinite(f):
+        # the solution of the largest numerical rank: is F even computable near it?
+        e_rank = _cert.eval_error(problem, ls[5])
+        if e_rank > tol * max(1.0, abs(f)):
+            why = (f"F cannot be evaluated in double precision to the tolerance near the least-squares "
+                   f"solution (its rounding error there is up to {e_rank:.3g}); {why}; rescale the data")
+    info.update(f=f, f_lower=f_lower, f_upper=f_upper, f_eval_error=f_err, certified=ok, reason=why,
+                certificate=("QR residual" if ls is not None else "duality gap" if problem.kind == KIND_LEAST_SQUARES
+                             and problem.reg == "l1" and problem.is_composite and np.isfinite(f_lower)
+                             else "strong convexity" if np.isfinite(f_lower) else "KKT residual"))
     return x, info
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from ..constants import client_smoothness, diversity, quadratic_diversity_sup, smoothness, strong_convexity
 
-from .optimum import ground_truth
+from .optimum import _norm, ground_truth
 
 
 @dataclass
@@ -139,6 +139,13 @@ def constants(problem, gt=None):
     -------
     Constants
 
+    Raises
+    ------
+    UncertifiedOptimumError
+        When ``gt`` is not given and the optimum cannot be certified (see :func:`ground_truth`).
+    DataError
+        When the Hessian overflows double precision (data of size about 1e154 or more).
+
     Examples
     --------
     >>> import problems, validation
@@ -148,8 +155,22 @@ def constants(problem, gt=None):
     (2.0, 0.5, 0.3, 'exact')
     """
     gt = gt if gt is not None else ground_truth(problem)
-    L = smoothness(problem)
-    L_i = client_smoothness(problem)
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            L = smoothness(problem)
+            L_i = client_smoothness(problem)
+        except (ValueError, np.linalg.LinAlgError):         # eigvalsh of a Hessian with inf entries
+            L, L_i = np.inf, np.array([np.inf])
+    if not (np.isfinite(L) and np.all(np.isfinite(L_i))):
+        from ..exceptions import DataError
+        from .certificate import describe
+        raise DataError(f"constants: the smoothness constant L of {describe(problem)} overflows double "
+                        "precision (the Hessian's entries exceed 1.8e308); rescale the data.")
+    if L == 0 and hasattr(problem, "M") and abs(problem.M).max() > 0:
+        from ..exceptions import DataError
+        from .certificate import describe
+        raise DataError(f"constants: the Hessian of {describe(problem)} underflows to 0 in double precision "
+                        "although its data are not 0 (L would be below 1e-308); rescale the data.")
     mu = strong_convexity(problem)
     H_star = problem.hessian(gt.x)
     mu_star = float(np.linalg.eigvalsh(H_star)[0])
@@ -172,7 +193,8 @@ def constants(problem, gt=None):
         # constant client Hessians, built once for sigma_g^2 and the gradient diversity
         z = np.zeros(problem.dim)
         Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
-        hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14))
+        top = float(np.abs(Hs).max(initial=0.0))           # relative: data of size 1e-150 alike
+        hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14 * top))
     if problem.kind == KIND_LOGISTIC:
         # each grad f_i lies in a ball of radius R_i = max row norm of client i (+ the common l2 x, which cancels)
         rn = np.sqrt(_row_norms_sq(problem))
@@ -185,8 +207,13 @@ def constants(problem, gt=None):
         sigma_g, sg_kind = np.inf, "unbounded"
         notes["sigma_g_sq"] = "client Hessians differ: grad f_i - grad F grows linearly in x"
     # Haddadpour & Mahdavi's gradient diversity bound
-    scale = max(1.0, float(np.max(np.sum(G * G, axis=1))) if n else 1.0)
-    shared_min = zeta <= 1e-20 * scale * max(1.0, L ** 2)
+    # shared minimiser: every client gradient at x* is 0 up to 1e-10 of its own scale
+    # L_i ||x*|| + ||grad f_i(0)|| (scale-invariant: data of size 1e77 or 1e-150 alike)
+    z0 = np.zeros(problem.dim)
+    g0 = np.array([_norm(problem.client_grad(i, z0)) for i in range(n)])
+    xnorm = _norm(gt.x)                                  # no overflow at ||x*|| ~ 1e200
+    scale = float(np.max(L_i * xnorm + g0)) if n else 0.0
+    shared_min = bool(np.sqrt(zeta) <= 1e-10 * scale)
     if not shared_min:
         lam, lam_kind = np.inf, "unbounded"
         notes["gradient_diversity"] = "clients are not all stationary at x* (no shared minimiser)"
