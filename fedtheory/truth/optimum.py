@@ -84,7 +84,7 @@ class GroundTruth:
         A bound on the rounding error of F evaluated in double precision near x* (what a run's
         ``value`` column can resolve).
     tol : float
-        The relative tolerance of the certificate: |F* - f| <= tol max(1, |F*|) when certified.
+        The relative tolerance of the certificate: ``|F* - f| <= tol max(1, |F*|)`` when certified.
     reason : str
         Why the result is not certified ('' when it is).
     client_certified : ndarray of bool (n,)
@@ -182,7 +182,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         suboptimality as NaN). Uncertified results are never cached.
     tol : float, default 1e-9
         Relative accuracy to certify: the bracket ``f_upper - f_lower`` (where a lower bound is
-        known) and the rounding error of F in double precision must be <= tol max(1, |F*|).
+        known) and the rounding error of F in double precision must be ``<= tol max(1, |F*|)``.
 
     Returns
     -------
