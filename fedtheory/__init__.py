@@ -22,7 +22,8 @@ def describe(name, conditions=True):
     """What a name is, as a dict: an algorithm, a problem factory or a registered theorem.
 
     * an algorithm: ``kind`` "algorithm", hyperparameters with defaults, paper reference,
-      communication per client, traceable sequences, the docstring's summary;
+      communication per client, traceable sequences, the ``scalars`` it logs in the history
+      (name: description), the docstring's summary;
     * a problem factory (``problems.<name>`` or ``vision.image_problem``, the names a
       configuration's ``factory`` accepts): ``kind`` "problem factory", its parameters with
       defaults (``"required"`` for those without one) and the docstring's summary;
@@ -75,6 +76,7 @@ def describe(name, conditions=True):
                 "hyperparameters": cls.hyperparameters(),
                 "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
                 "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
+                "scalars": dict(cls.scalars),
                 "doc": _summary(cls.__doc__)}
     from .config import factories
     table = factories()

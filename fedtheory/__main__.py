@@ -220,6 +220,9 @@ def _describe_text(info):
         lines.append(f"  communication per participating client and round: {c['down']} down, {c['up']} up (d-vectors)")
         lines.append("  traceable sequences (run(..., trace=...)):")
         lines += [f"    {k}: {v}" for k, v in info["traceables"].items()]
+        if info.get("scalars"):
+            lines.append("  scalars logged in the history (a column each, at evaluated rounds):")
+            lines += [f"    {k}: {v}" for k, v in info["scalars"].items()]
     return "\n".join(lines)
 
 
