@@ -350,8 +350,21 @@ class RateStudy:
 
 
 class RateFit(NamedTuple):
-    """A fitted rate (:func:`fit_rate`): ``rate`` (slope or factor), its 95% confidence interval
-    ``[lo, hi]``, the standard error of the fitted slope, the points used and the form."""
+    """A fitted rate (:func:`fit_rate`).
+
+    Parameters
+    ----------
+    form : {"power", "geometric"}
+        The form fitted.
+    rate : float
+        The log-log slope (power) or the contraction factor per unit of T (geometric).
+    lo, hi : float
+        Its 95% confidence interval (nan with fewer than three points).
+    stderr : float
+        Standard error of the fitted slope (of log T or of T).
+    n : int
+        The points used (positive, finite measurements).
+    """
     form: str
     rate: float
     lo: float
