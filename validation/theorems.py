@@ -35,7 +35,7 @@ def verify(name, problem, algorithm=None, **kwargs):
     algorithm : str, optional
         Run the theorem's spec against another registered algorithm (a user's too) instead of
         the one it was stated for. The spec's run arguments (rounds, local steps, step size,
-        ``x0``, traces) are kept; hyperparameters of the spec's algorithm go to the algorithm
+        ``x0``, traces) are kept; hyperparameters of the theorem's algorithm go to the algorithm
         run where it has one of the same name and are dropped otherwise; keyword arguments the
         theorem does not take are that algorithm's hyperparameters. The conditions, measurement
         and bound are evaluated on the algorithm's run: a theorem that reads a dropped

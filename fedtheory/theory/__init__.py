@@ -84,7 +84,9 @@ class Verification:
     runs : list of RunResult
         The runs of the registered algorithm behind the verdict, one per seed.
     algorithm : str
-        The registered algorithm measured.
+        The registered algorithm run: the theorem's, or the one given to
+        ``validation.verify(..., algorithm=...)`` (``details["algorithm_substituted"]`` then lists
+        the theorem's hyperparameters dropped and the algorithm's own given).
     run_kwargs : dict
         ``fedtheory.run(problem, v.algorithm, **v.run_kwargs)`` reproduces ``v.runs[0].x``.
     """

@@ -22,6 +22,14 @@ function class (:attr:`TheoremSpec.assumptions`). A verdict never rests on round
 measurement above the bound by no more than its resolution floor (:attr:`TheoremSpec.floor`), or
 one that cannot be resolved, is UNRESOLVED; a zero measurement under a zero bound holds. Register a spec with :func:`register_spec`; ``validation.verify(name, ...)`` then runs it.
 
+``check(spec, problem, algorithm=OTHER)`` (``validation.verify(name, problem, algorithm=OTHER)``)
+runs the same spec against another registered algorithm: the theorem's run arguments are kept, its
+algorithm's hyperparameters go to ``OTHER`` where it has one of the same name, and the
+conditions, measurement and bound are evaluated on ``OTHER``'s runs. A spec that reads a
+hyperparameter ``OTHER`` does not have (:class:`ForeignHyperparameter`), or whose run arguments
+``OTHER`` rejects, is NOT APPLICABLE with the reason. :func:`parameters` lists the parameters a
+spec accepts (its setup's signature).
+
 Examples
 --------
 A complete theorem: gradient descent (FedAvg with one client and one local step) on an
@@ -222,8 +230,8 @@ class TheoremSpec:
 def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
     """The measurement runs (reused from a previous variant's measurement when given).
 
-    ``algorithm`` replaces the spec's algorithm (in its extra runs too); ``adapt(kwargs)`` turns
-    the spec's run arguments into that algorithm's (:func:`_Substitution.adapt`)."""
+    ``algorithm`` replaces the theorem's algorithm (in its extra runs too); ``adapt(kwargs)`` turns
+    the theorem's run arguments into that algorithm's (:func:`_Substitution.adapt`)."""
     from ..runner import run
     if measurement is not None and "runs" in measurement:
         return measurement["runs"], measurement["run_kwargs"]
@@ -252,7 +260,7 @@ class _Substitution:
     the same name, and dropped otherwise. Such a dropped hyperparameter is hidden from the setup
     the conditions, the measurement and the bound read: one that reads it raises
     :class:`ForeignHyperparameter` and the check is NOT APPLICABLE, naming it. ``own`` are the
-    algorithm's hyperparameters given by the caller that the spec's setup does not take.
+    algorithm's hyperparameters given by the caller that the theorem's setup does not take.
     """
 
     def __init__(self, spec, algorithm, own):
@@ -387,7 +395,7 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         Another registered algorithm (a user's too) to run the spec against, instead of
         ``spec.algorithm``. The spec's run arguments are kept; its algorithm's hyperparameters go
         to the algorithm run where it has one of the same name and are dropped otherwise.
-        Parameters the spec's setup does not take are passed to the algorithm as hyperparameters.
+        Parameters the theorem's setup does not take are passed to the algorithm as hyperparameters.
         The conditions, the measurement and the bound are evaluated on what is run: one that
         reads a dropped hyperparameter, run arguments the algorithm rejects (a trace it does not
         record, a sampling it does not support) make the check NOT APPLICABLE with the reason.
