@@ -91,6 +91,20 @@ def test_conditions_on_the_algorithm_s_hyperparameters_are_reevaluated_or_not_ap
     assert "server_lr" not in w.run_kwargs and w.run_kwargs["beta"] == 0.2 and len(w.runs) == 1
 
 
+def test_a_run_argument_the_caller_overrides_is_what_the_conditions_read(userpkg_theory):
+    """A theorem that sets server_lr = 1 itself (its setup does not take it): the caller's value for
+    the algorithm run replaces it in the setup the conditions read."""
+    from fedtheory.theory import check
+    spec = _server_lr_spec()
+    inner = spec.setup
+    spec.setup = lambda problem, rounds=10, lr=0.5, seeds=1: inner(problem, rounds, lr, 1.0, seeds)
+    p = _problem()
+    assert check(spec, p, algorithm="fedprox").conditions[0].value == 1.0
+    v = check(spec, p, algorithm="fedprox", server_lr=1.5)
+    assert v.run_kwargs["server_lr"] == 1.5 and v.conditions[0].value == 1.5 and v.verdict() == "NOT APPLICABLE"
+    assert v.details["server_lr"] == 1.5
+
+
 def test_run_arguments_the_algorithm_rejects_make_it_not_applicable():
     # FedSpeed's bound reads the traces z, ghat, gbar, which FedAvg does not record
     p = problems.quadratic(2, 3, seed=0)

@@ -37,7 +37,8 @@ def verify(name, problem, algorithm=None, **kwargs):
         the one it was stated for. The spec's run arguments (rounds, local steps, step size,
         ``x0``, traces) are kept; hyperparameters of the theorem's algorithm go to the algorithm
         run where it has one of the same name and are dropped otherwise; keyword arguments the
-        theorem does not take are that algorithm's hyperparameters. The conditions, measurement
+        theorem does not take are that algorithm's hyperparameters (one the theorem also sets
+        replaces its value, in the run and in what the conditions read). The conditions, measurement
         and bound are evaluated on the algorithm's run: a theorem that reads a dropped
         hyperparameter, or whose run arguments the algorithm rejects, is NOT APPLICABLE with
         the reason. ``Verification.algorithm`` names the algorithm run.

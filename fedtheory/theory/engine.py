@@ -269,9 +269,12 @@ class _Substitution:
         self.theirs = get_algorithm(spec.algorithm).hyperparameters()
         self.mine = get_algorithm(algorithm).hyperparameters()
         self.dropped = {}
+        self.overridden = None                  # set from the main run's arguments (the first adapted)
 
     def adapt(self, kwargs):
         """The spec's run arguments for the algorithm run (foreign hyperparameters dropped)."""
+        if self.overridden is None:
+            self.overridden = {k: kwargs[k] for k in self.own if k in kwargs}
         out = {}
         for k, v in kwargs.items():
             if k in self.theirs and k not in self.mine:
@@ -279,6 +282,15 @@ class _Substitution:
             else:
                 out[k] = v
         out.update(self.own)
+        return out
+
+    def retarget(self, setup):
+        """The setup with the algorithm's own values where the caller overrode a run argument the
+        theorem sets from its setup (same name, same value): the conditions read what is run."""
+        out = dict(setup)
+        for k, v in (self.overridden or {}).items():
+            if k in out and _same(out[k], v):
+                out[k] = self.own[k]
         return out
 
     def hide(self, setup):
@@ -289,6 +301,13 @@ class _Substitution:
     def reason(self, key):
         return (f"the theorem reads hyperparameter {key!r} of {self.spec.algorithm!r} (its conditions, measurement "
                 f"or bound depend on it), which {self.algorithm!r} does not have")
+
+
+def _same(a, b):
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 class _HiddenKeys(dict):
@@ -395,7 +414,8 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         Another registered algorithm (a user's too) to run the spec against, instead of
         ``spec.algorithm``. The spec's run arguments are kept; its algorithm's hyperparameters go
         to the algorithm run where it has one of the same name and are dropped otherwise.
-        Parameters the theorem's setup does not take are passed to the algorithm as hyperparameters.
+        Parameters the theorem's setup does not take are passed to the algorithm as hyperparameters
+        (one the theorem also sets replaces its value, in the run and in what the conditions read).
         The conditions, the measurement and the bound are evaluated on what is run: one that
         reads a dropped hyperparameter, run arguments the algorithm rejects (a trace it does not
         record, a sampling it does not support) make the check NOT APPLICABLE with the reason.
@@ -451,6 +471,8 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         except (InvalidParameterError, IncompatibleProblemError, TypeError) as e:
             return not_applicable(f"the theorem's run arguments do not apply to {alg!r}: {e}")
     runs, kwargs = _runs(problem, spec, setup, measurement, alg, sub.adapt if sub is not None else None)
+    if sub is not None:
+        setup = sub.retarget(setup)
     full = setup
     if sub is not None:
         setup = sub.hide(setup)
