@@ -24,12 +24,18 @@ def describe(name, conditions=True):
     """What a name is, as a dict: an algorithm, a problem factory or a registered theorem.
 
     * an algorithm: ``kind`` "algorithm", hyperparameters with defaults, paper reference,
-      communication per client, traceable sequences, the docstring's summary;
+      communication per client, traceable sequences, the ``scalars`` it logs in the history
+      (name: description), the docstring's summary;
     * a problem factory (``problems.<name>`` or ``vision.image_problem``, the names a
       configuration's ``factory`` accepts): ``kind`` "problem factory", its parameters with
       defaults (``"required"`` for those without one) and the docstring's summary;
     * a theorem: ``kind`` "theorem", the algorithm it measures, the statement (its equations),
-      the reference, the variants with the condition roles each requires, its documented
+      the reference, the measured ``quantity``, the ``parameters`` it accepts with their
+      defaults (from its setup function's signature: what ``validation.verify(name, problem,
+      **params)`` takes; ``"required"`` for one without a default), the ``assumptions`` of its
+      function class, its ``conforming_space`` (the summary of its declared space for
+      ``validation.falsify``, None when it declares none), the variants with the condition
+      roles each requires, its documented
       ``errata`` (label, where, the correcting variant, what is wrong), and with
       ``conditions`` every condition with its role, evaluated on the theorem's first default
       case of ``fedtheory verify --quick`` (named in ``conditions_case``; this runs it).
@@ -59,6 +65,8 @@ def describe(name, conditions=True):
     ['corrected', 'derived', 'printed']
     >>> ft.describe("quadratic")["parameters"]["heterogeneity"]
     0.0
+    >>> ft.describe("fedspeed.theorem_4_4", conditions=False)["parameters"]["local_steps"]
+    4
     """
     from .theory import SPECS
     if name in SPECS:
@@ -70,6 +78,7 @@ def describe(name, conditions=True):
                 "hyperparameters": cls.hyperparameters(),
                 "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
                 "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
+                "scalars": dict(cls.scalars),
                 "doc": _summary(cls.__doc__)}
     from .config import factories
     table = factories()
@@ -99,8 +108,15 @@ def _summary(doc):
 
 
 def _describe_theorem(spec, conditions):
+    from .theory.engine import parameters
+    space = None
+    if spec.cases is not None:
+        space = _summary(getattr(spec.cases, "__doc__", "")) or "declared (its function has no docstring)"
     out = {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
-           "reference": spec.reference, "default_variant": spec.default_variant,
+           "reference": spec.reference, "quantity": spec.quantity or "(not named)",
+           "parameters": parameters(spec),
+           "assumptions": [{"capability": cap, "name": text} for cap, text in spec.assumptions],
+           "conforming_space": space, "default_variant": spec.default_variant,
            "variants": {v: {"description": var.description, "requires": list(var.requires)}
                         for v, var in spec.variants.items()},
            "tightness": ("validation.tightness (PEP registered)" if callable(spec.pep)

@@ -180,7 +180,21 @@ def _describe_text(info):
     kind = info.get("kind")
     if kind == "theorem":
         lines += [f"{info['name']}: theorem (measures algorithm {info['algorithm']!r})",
-                  f"  statement: {info['statement']}", f"  reference: {info['reference']}", "  variants:"]
+                  f"  statement: {info['statement']}", f"  reference: {info['reference']}"]
+        if "quantity" in info:
+            lines.append(f"  quantity (measured left-hand side): {info['quantity']}")
+        if "parameters" in info:
+            lines.append("  parameters (validation.verify(NAME, problem, **params); also variant=, algorithm=):")
+            lines += [f"    {k} ({v})" if v in ("required", "more arguments") else f"    {k} = {v!r}"
+                      for k, v in info["parameters"].items()]
+        if info.get("assumptions") is not None:
+            lines.append("  assumptions (from the problem's components): "
+                         + ("; ".join(f"{a['name']} ({a['capability']})" for a in info["assumptions"])
+                            or "none declared"))
+        if "conforming_space" in info:
+            lines.append("  conforming space (validation.falsify): "
+                         + (info["conforming_space"] or "none declared"))
+        lines.append("  variants:")
         for v, var in info["variants"].items():
             default = " (default)" if v == info["default_variant"] else ""
             lines.append(f"    {v}{default}: {var['description'].rstrip('.')}; requires the "
@@ -207,6 +221,9 @@ def _describe_text(info):
         lines.append(f"  communication per participating client and round: {c['down']} down, {c['up']} up (d-vectors)")
         lines.append("  traceable sequences (run(..., trace=...)):")
         lines += [f"    {k}: {v}" for k, v in info["traceables"].items()]
+        if info.get("scalars"):
+            lines.append("  scalars logged in the history (a column each, at evaluated rounds):")
+            lines += [f"    {k}: {v}" for k, v in info["scalars"].items()]
     return "\n".join(lines)
 
 

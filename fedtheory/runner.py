@@ -430,6 +430,10 @@ class _Job:
             self.state = alg.init(problem, self.x0)
         else:                                  # the same rules on tensors (fedtheory.arrays helpers)
             self.state = alg.init(self.oracles, self.oracles.tensor(self.x0))
+        missing = [k for k in alg.scalars if k not in self.state]
+        if missing:
+            raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "
+                             f"but its init state has no such key: init must set each (nan when it has no value yet).")
         self.context_cls = RoundContext
         if self.oracles is not None:
             from .backends.torch.context import TorchRoundContext
@@ -662,6 +666,8 @@ class _Job:
                 return row, f"{what} is not finite ({row[key]})"
         if self.deep:
             row.update(problem.eval_extras(x))
+        if self.alg.scalars:                                        # the algorithm's own logged scalars
+            row.update(self.alg.scalar_values(state))
         row.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
         self.rows.append(row)
         return row, None

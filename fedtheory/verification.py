@@ -2,8 +2,9 @@
 
 For each theorem (:data:`fedtheory.theory.THEOREMS`) its default cases
 (:data:`fedtheory.theory.CASES`: conforming configurations and documented counterexamples)
-are run once and evaluated for every bound variant; rate studies fit the log-log slope of the
-measured left-hand side against T and compare it with the predicted order. The verdict table
+are run once and evaluated for every bound variant; rate studies fit the measured left-hand side
+against T in the form the theorem predicts (a log-log slope, or a geometric contraction factor
+with its confidence interval) and compare it with the predicted rate. The verdict table
 is printed and written with figures to a Markdown report.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 from .theory import CASES, SPECS, THEOREMS
 
 COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "quantity", "measured", "stderr", "bound", "ratio",
-           "fitted_rate", "predicted_rate", "verdict", "failing_conditions"]
+           "fitted_rate", "rate_ci", "predicted_rate", "verdict", "failing_conditions"]
 
 #: A bound more than this many times the measurement holds, but says little: its row is "vacuous".
 VACUOUS = 1e3
@@ -93,7 +94,7 @@ def case_rows(name, case, verifications, expect=None):
                    conditions_ok=f"{n_ok}/{len(v.conditions)}" + ("" if v.applicable else " (n/a)"),
                    quantity=v.quantity or "-", measured=v.measured, stderr=v.stderr,
                    bound=v.bound if v.applicable else np.nan, ratio=v.ratio if v.applicable else np.nan,
-                   fitted_rate=np.nan, predicted_rate=np.nan,
+                   fitted_rate=np.nan, rate_ci="-", predicted_rate=np.nan,
                    verdict=verdict_cell(v, expect.get(variant), case.kind),
                    failing_conditions=failing_conditions(v.conditions))
         key = tuple(_fmt(row[k]) for k in ("kind", "conditions_ok", "quantity", "measured", "stderr", "bound",
@@ -154,9 +155,8 @@ def run_cases(quick=False, theorems=None, progress=None):
                 meas.append(v.measured)
                 se.append(v.stderr)
                 conds.append(v)
-            slope = float(np.polyfit(np.log(item.Ts), np.log(meas), 1)[0])
-            tail = float(np.polyfit(np.log(item.Ts[-3:]), np.log(meas[-3:]), 1)[0])
-            ok_rate = tail <= item.predicted_slope + 0.25
+            fit = rate_fit(item, meas, conds)
+            slope, tail, ok_rate = fit["slope"], fit["rate"], fit["as_predicted"]
             failing = failing_conditions([c for v in conds for c in v.conditions])
             for variant in item.variants:
                 held = all(m <= b for m, b in zip(meas, bounds[variant]))
@@ -164,17 +164,44 @@ def run_cases(quick=False, theorems=None, progress=None):
                 rows.append(dict(theorem=name, case=item.label, kind="rate", variant=variant,
                                  conditions_ok=f"{n_ok}/{len(conds[0].conditions)}", quantity=v.quantity or "-",
                                  measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
-                                 ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail,
-                                 predicted_rate=item.predicted_slope,
+                                 ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail, rate_ci=fit["ci"],
+                                 predicted_rate=fit["predicted"],
                                  verdict=("holds" if held else "VIOLATED")
                                  + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
-                                 + (", rate as predicted" if ok_rate else ", rate SLOWER than predicted"),
+                                 + (f", {fit['what']} as predicted" if ok_rate
+                                    else f", {fit['what']} SLOWER than predicted"),
                                  failing_conditions=failing))
             studies.append(dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se,
-                                bounds=bounds, slope=slope, tail_slope=tail, predicted=item.predicted_slope,
-                                note=item.note))
+                                bounds=bounds, slope=slope, tail_slope=tail, predicted=fit["predicted"],
+                                note=item.note, form=item.form, fit=fit))
     bar.close()
     return pd.DataFrame(rows, columns=COLUMNS), studies
+
+
+def rate_fit(study, measured, verifications):
+    """The fit of a :class:`~fedtheory.theory.RateStudy`'s measurements in its form
+    (:func:`fedtheory.theory.fit_rate`), beside the predicted rate.
+
+    A power rate: the log-log slope over the last three T (``rate``) and over every T
+    (``slope``), as predicted when ``rate <= predicted + 0.25``. A geometric rate: the
+    contraction factor per unit of T over the T whose measurement is above its resolution floor,
+    as predicted unless its 95% interval lies wholly above the predicted factor. ``ci`` is the
+    interval as text; ``what`` names the rate in the verdict ("rate" or "contraction factor")."""
+    from .theory import fit_rate
+    T = np.asarray(study.Ts, dtype=float)
+    m = np.asarray(measured, dtype=float)
+    predicted = study.predicted(verifications[-1])
+    if study.form == "geometric":
+        above = np.array([v.measured > v.floor for v in verifications])
+        f = fit_rate(T[above], m[above], "geometric")
+        ok = not (f.lo > predicted) and f.rate == f.rate
+        return dict(rate=f.rate, slope=f.rate, predicted=predicted, as_predicted=bool(ok), what="contraction factor",
+                    ci=f"[{f.lo:.4g}, {f.hi:.4g}]" if f.lo == f.lo else "-", lo=f.lo, hi=f.hi, n=f.n)
+    whole = fit_rate(T, m)
+    tail = fit_rate(T[-3:], m[-3:])
+    return dict(rate=tail.rate, slope=whole.rate, predicted=predicted, as_predicted=bool(tail.rate <= predicted + 0.25),
+                what="rate", ci=f"[{tail.lo:.3g}, {tail.hi:.3g}]" if tail.lo == tail.lo else "-", lo=tail.lo,
+                hi=tail.hi, n=tail.n)
 
 
 def _fmt(v):
@@ -379,7 +406,8 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     out.mkdir(parents=True, exist_ok=True)
     figs = []
     for k, s in enumerate(studies):
-        fig = bound_vs_T(s["T"], s["measured"], s["stderr"], s["bounds"], s["predicted"],
+        fig = bound_vs_T(s["T"], s["measured"], s["stderr"], s["bounds"],
+                         s["predicted"] if s.get("form", "power") == "power" else None,
                          title=f"{s['theorem']}\n" + "\n".join(textwrap.wrap(s["label"], 70)),
                          ylabel=left_hand_side(s["theorem"]))
         fname = f"rate_{s['theorem'].replace('.', '_')}_{k}.png"
@@ -394,8 +422,10 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
              "condition holds) and documented counterexamples. `measured` is the theorem's left-hand side "
              "(mean over seeds, with its standard error), `bound` the right-hand side of the variant "
              "(`printed` as in the paper, `corrected` with the errata of the docs/papers/ pages), `ratio` = measured / bound. "
-             "Rate studies fit the log-log slope of the measured left-hand side against T over the last "
-             "three T values, and compare it with the predicted order. A case whose variant requires a "
+             "Rate studies fit the measured left-hand side against T in the form the theorem predicts: "
+             "the log-log slope over the last three T values for a power of T, the contraction factor per "
+             "unit of T (least squares of log measured vs T) for a linear rate, with its 95% confidence "
+             "interval (`rate_ci`), beside the predicted rate. A case whose variant requires a "
              "condition that fails is NOT APPLICABLE (no verdict); `failing_conditions` names every failing "
              "condition with its role (stated, hidden, info). Every variant of a theorem has a row; variants "
              "whose rows are identical share one (`printed = corrected`). `quantity` names the measured "
@@ -407,9 +437,13 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     if len(cases):
         lines += ["![ratios](ratios.png)", "", "Every figure is also written as PDF beside its PNG (ratios.pdf, ...).", ""]
     for fname, s in figs:
-        lines += [f"## {s['theorem']}: {s['label']}", "",
-                  f"Fitted slope {s['slope']:.2f} overall, {s['tail_slope']:.2f} over the last three T; "
-                  f"predicted {s['predicted']:g}. {s['note']}", "", f"![{s['label']}]({fname})", ""]
+        if s.get("form") == "geometric":
+            fit = (f"Fitted contraction factor {s['fit']['rate']:.4g} per unit of T (95% CI {s['fit']['ci']}, "
+                   f"{s['fit']['n']} T above the resolution floor); predicted {s['predicted']:.4g}.")
+        else:
+            fit = (f"Fitted slope {s['slope']:.2f} overall, {s['tail_slope']:.2f} over the last three T "
+                   f"(95% CI {s['fit']['ci']}); predicted {s['predicted']:g}.")
+        lines += [f"## {s['theorem']}: {s['label']}", "", f"{fit} {s['note']}", "", f"![{s['label']}]({fname})", ""]
     lines += list(extra_lines)
     path = out / "report.md"
     path.write_text("\n".join(lines))

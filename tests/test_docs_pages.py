@@ -46,11 +46,11 @@ def test_blocks_not_run_say_why():
 def test_examples_of_page_run(page, monkeypatch):
     from fedtheory import algorithms
     from fedtheory.registry import ALGORITHMS
-    from fedtheory.theory import SPECS, THEOREMS
+    from fedtheory.theory import CASES, SPECS, THEOREMS
     algorithms()                            # the built-in algorithms are registered before the page runs
     for name in list(THEOREMS):            # a page may register its own example theorem or algorithm
         monkeypatch.setitem(THEOREMS, name, THEOREMS[name])
-    before, before_algs = set(THEOREMS), set(ALGORITHMS)
+    before, before_algs, before_cases = set(THEOREMS), set(ALGORITHMS), set(CASES)
     ns = {"__name__": f"docs_{page.stem}"}
     try:
         for code in _blocks(page):
@@ -59,6 +59,8 @@ def test_examples_of_page_run(page, monkeypatch):
         for name in set(THEOREMS) - before:
             THEOREMS.pop(name, None)
             SPECS.pop(name, None)
+        for name in set(CASES) - before_cases:      # and its default cases
+            CASES.pop(name, None)
         for name in set(ALGORITHMS) - before_algs:
             ALGORITHMS.pop(name, None)
 

@@ -167,3 +167,30 @@ def test_an_algorithm_of_main_is_refused_before_workers_start(tmp_path):
             "import by name") in res.stdout
     assert "runs: 2" in res.stdout
     assert not list((tmp_path / "two").glob("runs/*.parquet"))     # no run was started
+
+
+def test_describe_verify_and_falsify_a_user_theorem_from_the_command_line(tmp_path):
+    """The user's theorem (tests/userpkg/theory.py) goes everywhere a built-in goes."""
+    theorem = "userpkg.gd_contraction"
+    res = _cli("describe", theorem, "--import", "userpkg.theory")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert f"{theorem}: theorem (measures algorithm 'fedavg')" in out
+    params = out.split("parameters (")[1].split("assumptions")[0]
+    assert [line.strip() for line in params.splitlines()[1:] if line.strip()] == [
+        "rounds = 30", "lr = None", "seeds = 1", "x0 = None"]
+    assert "assumptions (from the problem's components): L-smoothness (smooth); mu-strong convexity" in out
+    assert "conforming space (validation.falsify): One to four clients" in out
+    assert "[stated] eta <= 1/L: 1 vs 1 (ok)" in out
+    res = _cli("verify", "--theorem", theorem, "--import", "userpkg.theory", "--quick", "--out", tmp_path / "v")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "v" / "verdicts.csv")
+    assert df.verdict.tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds",
+                                   "holds, contraction factor as predicted"]
+    assert df.fitted_rate[2] < df.predicted_rate[2] and df.rate_ci[2].startswith("[")
+    assert "Fitted contraction factor" in (tmp_path / "v" / "report.md").read_text()
+    res = _cli("falsify", theorem, "--import", "userpkg.theory", "--budget", "8", "--seed", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "no counterexample found" in res.stdout, res.stdout
+    res = _cli("describe", "userpkg_heavyball", "--import", "userpkg")
+    assert "scalars logged in the history" in res.stdout and "server_step: ||x^{t+1} - x^t||" in res.stdout

@@ -323,6 +323,13 @@ class Algorithm:
         round; every primitive records ``"local"``), ``"message"`` (the entry of the round's
         messages, one row per participating client) or ``"state"`` (the entry of the state after
         the server update). The default declares the local iterates ``"local"``.
+    scalars : dict
+        The algorithm's own scalars logged in the run's history, ``{name: description}`` (a
+        server step, a step size chosen adaptively, ...). The state holds each under its name:
+        ``init`` sets its initial value (``nan`` when it has none yet) and ``server_update``
+        its value after each round. At every evaluated round the runner writes the value as the
+        history column of that name, on every backend (a tensor is copied to the host). Empty by
+        default: no column and no cost. ``fedtheory describe NAME`` lists them.
     """
 
     name: ClassVar[str] = "algorithm"
@@ -340,6 +347,7 @@ class Algorithm:
     released_options_reason: ClassVar[str] = "its local step is not a plain gradient step"
     traceables: ClassVar[dict] = {"local": ("path", "local iterates y_{i,k}, k = 0..K, of each participating "
                                                      "client (row s: client clients[s])")}
+    scalars: ClassVar[dict] = {}
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -413,5 +421,13 @@ class Algorithm:
         return 0, 0
 
     def history_extras(self, state, problem):
-        """Extra per-evaluation columns (e.g. step-size statistics); empty by default."""
+        """Extra per-evaluation columns computed from the state and the problem (e.g. step-size
+        statistics over the clients); empty by default. A scalar kept in the state is declared in
+        :attr:`scalars` instead."""
         return {}
+
+    def scalar_values(self, state):
+        """The declared :attr:`scalars` in ``state`` as floats, ``{name: value}`` (the runner's
+        history columns at an evaluated round)."""
+        from ..arrays import to_numpy
+        return {k: float(to_numpy(state[k])) for k in self.scalars}

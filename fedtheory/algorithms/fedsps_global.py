@@ -77,6 +77,11 @@ class FedSPSGlobal(SPSBase):
                                    "lower_bound": LOWER_BOUND, "aggregation": [Options("a", "b", "c")],
                                    "gamma0": [NoneOk(), Interval(float, 0, None, "neither")]}
     comm: ClassVar[tuple] = (1, 1)
+    scalars: ClassVar[dict] = {
+        "gamma_global": "the server's global step size for the next round (the aggregation chosen)",
+        "gamma_a": "aggregation (a): weighted mean of the clients' SPS steps at their last local iterate",
+        "gamma_b_agg": "aggregation (b): SPS step of the weighted mean gap over the mean squared gradient norm",
+        "gamma_c": "aggregation (c): SPS step with the norm of the mean last gradient (nan unless aggregation='c')"}
     test_params: ClassVar[dict] = {"c": 0.5, "gamma_b": 0.5, "gamma0": 0.1}
     # the step size ignores lr: a tiny c (huge Polyak steps) and a huge cap make it blow up
     divergence_params: ClassVar[dict] = {"c": 1e-3, "gamma_b": 1e8, "gamma0": 1e3}
@@ -89,7 +94,7 @@ class FedSPSGlobal(SPSBase):
         else:                                   # probe: client 0's SPS step at x^0
             g = problem.client_grad(0, x0)
             g0 = sps(problem.client_value(0, x0), float(g @ g), state["ell"][0], self.c, self.gamma_b)
-        state.update(gamma=g0, gamma_a=np.nan, gamma_b_agg=np.nan, gamma_c=np.nan)
+        state.update(gamma=g0, gamma_global=g0, gamma_a=np.nan, gamma_b_agg=np.nan, gamma_c=np.nan)
         return state
 
     def _kernel_args(self, state, ctx):
@@ -141,8 +146,4 @@ class FedSPSGlobal(SPSBase):
             q = float(gbar @ gbar)
             gc = self.gamma_b if q == 0 else min(float(w @ num) / (self.c * q), self.gamma_b)
         new = {"a": ga, "b": gb, "c": gc}[self.aggregation]
-        return {**state, "gamma": new, "gamma_a": ga, "gamma_b_agg": gb, "gamma_c": gc}
-
-    def history_extras(self, state, problem):
-        return {**super().history_extras(state, problem), "gamma_global": state["gamma"], "gamma_a": state["gamma_a"],
-                "gamma_b_agg": state["gamma_b_agg"], "gamma_c": state["gamma_c"]}
+        return {**state, "gamma": new, "gamma_global": new, "gamma_a": ga, "gamma_b_agg": gb, "gamma_c": gc}

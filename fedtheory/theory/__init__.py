@@ -84,7 +84,9 @@ class Verification:
     runs : list of RunResult
         The runs of the registered algorithm behind the verdict, one per seed.
     algorithm : str
-        The registered algorithm measured.
+        The registered algorithm run: the theorem's, or the one given to
+        ``validation.verify(..., algorithm=...)`` (``details["algorithm_substituted"]`` then lists
+        the theorem's hyperparameters dropped and the algorithm's own given).
     run_kwargs : dict
         ``fedtheory.run(problem, v.algorithm, **v.run_kwargs)`` reproduces ``v.runs[0].x``.
     """
@@ -211,7 +213,13 @@ def register_theorem(name):
 
 @dataclass
 class Case:
-    """A default configuration of a theorem check for ``fedtheory verify``.
+    """A default configuration of a theorem check, run by ``fedtheory verify``.
+
+    A theorem's cases are registered with :func:`register_cases`: configurations meeting the
+    theorem's conditions (``"conforming"``) and documented counterexamples. ``fedtheory verify``
+    runs each once, evaluates every bound variant on the same runs and sets the verdict beside
+    ``expect``: a documented counterexample that is violated as expected is not a failure, a
+    verdict that differs from ``expect`` is UNEXPECTED (exit status 1).
 
     Parameters
     ----------
@@ -220,14 +228,25 @@ class Case:
     kind : {"conforming", "counterexample"}
         A case meeting the theorem's conditions, or a documented counterexample.
     build : callable
-        ``build()`` returns the problem.
+        ``build()`` returns the problem (called once per case: keep it cheap and deterministic).
     kwargs : dict
-        Arguments of the theorem function (``rounds``, ``local_steps``, ``seeds``, ...).
+        Parameters of the theorem (:func:`fedtheory.theory.engine.parameters`: ``rounds``,
+        ``local_steps``, ``seeds``, ...), as ``validation.verify(name, build(), **kwargs)`` takes
+        them.
     expect : dict
         Maps a variant to whether its bound is expected to hold (False: a documented
-        counterexample).
+        counterexample). A variant not named has no expectation (its verdict is shown as is).
     note : str, default ""
         Shown beside the verdict.
+
+    Examples
+    --------
+    >>> import problems, validation
+    >>> from fedtheory.theory import Case
+    >>> c = Case("one client, eta = 1/L", "conforming", lambda: problems.quadratic(1, 3, mu=0.2, seed=0),
+    ...          dict(rounds=40, local_steps=1, lr=1.0), {"printed": True})
+    >>> c.kind, c.expect["printed"]
+    ('conforming', True)
     """
 
     label: str
@@ -238,9 +257,29 @@ class Case:
     note: str = ""
 
 
+#: The forms of a rate a :class:`RateStudy` fits: a power of T (sublinear) or a geometric factor per T (linear).
+RATE_FORMS = ("power", "geometric")
+
+
 @dataclass
 class RateStudy:
-    """Measured left-hand side over several T, its fitted log-log slope vs the predicted order.
+    """The measured left-hand side over several horizons T, fitted in the form the theorem predicts.
+
+    ``fedtheory verify`` runs the theorem at every T of ``Ts`` and fits the measurements
+    (:func:`fit_rate`):
+
+    * ``form="power"`` (a sublinear rate ``O(T^p)``): the log-log slope of the measured value
+      against T over the last three T, beside ``predicted_slope``; the rate is as predicted
+      when the fitted slope is at most ``predicted_slope + 0.25``;
+    * ``form="geometric"`` (a linear rate ``O(q^T)``): the contraction factor per unit of T,
+      ``exp(b)`` for the least-squares fit ``log measured = a + b T`` over every T whose
+      measurement is above its resolution floor, with a 95% confidence interval from the
+      slope's standard error (Student t), beside ``predicted_factor``; the rate is as predicted
+      unless the whole interval lies above the predicted factor (measured contraction
+      significantly slower).
+
+    Each row of the verdict table shows the fitted rate, its confidence interval and the
+    predicted rate; the report draws the measurements and every variant's bound against T.
 
     Parameters
     ----------
@@ -249,24 +288,154 @@ class RateStudy:
     build : callable
         ``build()`` returns the problem.
     Ts : list of int
-        The horizons T.
+        The horizons T (at least three).
     kwargs_for : callable
-        ``kwargs_for(T)`` returns the theorem function's arguments for horizon T.
-    predicted_slope : float
-        The theorem's order in T (e.g. -0.5 for a rate O(1/sqrt(T))).
+        ``kwargs_for(T)`` returns the theorem's parameters for horizon T.
+    predicted_slope : float, default nan
+        ``form="power"``: the theorem's order in T (e.g. -0.5 for a rate O(1/sqrt(T))).
     variants : tuple of str, default ("printed", "corrected")
         The bound variants drawn.
     note : str, default ""
         Shown beside the figure.
+    form : {"power", "geometric"}, default "power"
+        The form of the predicted rate (:data:`RATE_FORMS`).
+    predicted_factor : float or callable, optional
+        ``form="geometric"``: the predicted contraction factor per unit of T in (0, 1) (e.g.
+        ``1 - mu eta``), or ``predicted_factor(verification) -> float`` computed from the
+        check at the largest T (its ``details`` hold the setup's constants).
+
+    Examples
+    --------
+    A sublinear and a linear rate:
+
+    >>> import problems
+    >>> from fedtheory.theory import RateStudy
+    >>> build = lambda: problems.quadratic(1, 3, mu=0.2, seed=0)
+    >>> RateStudy("O(1/T)", build, [10, 20, 40], lambda T: dict(rounds=T), -1.0).form
+    'power'
+    >>> r = RateStudy("gradient descent, eta = 1/L", build, [5, 10, 15, 20], lambda T: dict(rounds=T, lr=1.0),
+    ...               variants=("printed",), form="geometric",
+    ...               predicted_factor=lambda v: 1 - v.details["mu"] * v.details["lr"])
+    >>> r.form, callable(r.predicted_factor)
+    ('geometric', True)
     """
 
     label: str
     build: object
     Ts: list
     kwargs_for: object
-    predicted_slope: float
+    predicted_slope: float = float("nan")
     variants: tuple = ("printed", "corrected")
     note: str = ""
+    form: str = "power"
+    predicted_factor: object = None
+
+    def __post_init__(self):
+        from .._validation import Options, check_param
+        check_param("form", self.form, [Options(*RATE_FORMS)], "RateStudy")
+        if self.form == "geometric" and self.predicted_factor is None:
+            from ..exceptions import InvalidParameterError
+            raise InvalidParameterError("The 'predicted_factor' parameter of RateStudy must be a float in (0, 1) or "
+                                        "a callable for form='geometric'. Got None instead.")
+        if self.form == "power" and not self.predicted_slope == self.predicted_slope:
+            from ..exceptions import InvalidParameterError
+            raise InvalidParameterError("The 'predicted_slope' parameter of RateStudy must be a float for "
+                                        "form='power'. Got nan instead.")
+
+    def predicted(self, verification=None):
+        """The predicted rate: ``predicted_slope`` (power) or the contraction factor (geometric),
+        computed from ``verification`` (the check at the largest T) when it is a callable."""
+        if self.form == "power":
+            return float(self.predicted_slope)
+        f = self.predicted_factor
+        return float(f(verification) if callable(f) else f)
+
+
+class RateFit(NamedTuple):
+    """A fitted rate (:func:`fit_rate`).
+
+    Parameters
+    ----------
+    form : {"power", "geometric"}
+        The form fitted.
+    rate : float
+        The log-log slope (power) or the contraction factor per unit of T (geometric).
+    lo, hi : float
+        Its 95% confidence interval (nan with fewer than three points).
+    stderr : float
+        Standard error of the fitted slope (of log T or of T).
+    n : int
+        The points used (positive, finite measurements).
+    """
+    form: str
+    rate: float
+    lo: float
+    hi: float
+    stderr: float
+    n: int
+
+
+def fit_rate(Ts, measured, form="power"):
+    """Fit measurements against the horizon T in the form of a rate, by least squares.
+
+    ``"power"``: ``log m = a + p log T``; returns the slope p. ``"geometric"``: ``log m = a + b T``;
+    returns the contraction factor per unit of T, ``q = exp(b)``. Non-positive or non-finite
+    measurements are left out (a logarithm is fitted). The 95% confidence interval comes from
+    the slope's standard error and Student's t with n - 2 degrees of freedom (nan with fewer
+    than three points; a factor's interval is ``exp`` of the slope's).
+
+    Parameters
+    ----------
+    Ts : sequence of float
+        The horizons.
+    measured : sequence of float
+        The measured quantity at each horizon.
+    form : {"power", "geometric"}, default "power"
+        The form fitted.
+
+    Returns
+    -------
+    RateFit
+        ``(form, rate, lo, hi, stderr, n)``.
+
+    Examples
+    --------
+    >>> from fedtheory.theory import fit_rate
+    >>> f = fit_rate([1, 2, 3, 4], [0.5, 0.25, 0.125, 0.0625], "geometric")
+    >>> round(f.rate, 6), f.n
+    (0.5, 4)
+    >>> round(fit_rate([10, 20, 40], [1.0, 0.5, 0.25]).rate, 6)
+    -1.0
+    """
+    from .._validation import Options, check_param
+    check_param("form", form, [Options(*RATE_FORMS)], "fit_rate")
+    T = np.asarray(Ts, dtype=float)
+    m = np.asarray(measured, dtype=float)
+    if T.shape != m.shape:
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(f"The 'measured' parameter of fit_rate must have one value per T ({T.size}). "
+                                    f"Got {m.size} instead.")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = np.isfinite(m) & (m > 0) & np.isfinite(T) & (T > 0)
+    x = np.log(T[ok]) if form == "power" else T[ok]
+    y = np.log(m[ok])
+    n = int(ok.sum())
+    nan = float("nan")
+    if n < 2 or np.ptp(x) == 0:
+        return RateFit(form, nan, nan, nan, nan, n)
+    xc = x - x.mean()
+    b = float(xc @ (y - y.mean()) / (xc @ xc))
+    if n > 2:
+        from scipy import stats
+        resid = y - y.mean() - b * xc
+        se = float(np.sqrt(resid @ resid / (n - 2) / (xc @ xc)))
+        half = float(stats.t.ppf(0.975, n - 2)) * se
+        lo, hi = b - half, b + half
+    else:
+        se = lo = hi = nan
+    if form == "geometric":
+        return RateFit(form, float(np.exp(b)), float(np.exp(lo)), float(np.exp(hi)), se, n)
+    return RateFit(form, b, lo, hi, se, n)
 
 
 def case(name, which, quick=True):
@@ -312,19 +481,43 @@ def case(name, which, quick=True):
 
 
 def register_cases(name):
-    """Decorator registering ``fn(quick) -> (list of Case, list of RateStudy)`` for theorem ``name``.
+    """Decorator registering the default configurations of theorem ``name`` for ``fedtheory verify``.
 
-    ``fedtheory verify`` runs these default configurations (``quick`` for ``--quick``).
+    The decorated function ``fn(quick) -> (list of Case, list of RateStudy)`` returns the
+    theorem's default :class:`Case` s (conforming configurations and documented
+    counterexamples) and its :class:`RateStudy` s; ``quick`` is True for ``fedtheory verify
+    --quick`` (fewer rounds and seeds). ``fedtheory verify`` (:func:`fedtheory.verification.run_cases`)
+    runs them, ``fedtheory describe NAME`` evaluates the conditions on the first case, and
+    :func:`case` returns one to replay it. A user's theorem registers its cases in its own module,
+    imported with ``fedtheory verify --import MODULE``.
 
     Parameters
     ----------
     name : str
-        A registered theorem.
+        The theorem's registered name (:func:`fedtheory.theory.register_spec`).
 
     Returns
     -------
     callable
         The decorator; it returns ``fn`` unchanged.
+
+    Examples
+    --------
+    >>> import problems
+    >>> from fedtheory.theory import CASES, Case, RateStudy, register_cases
+    >>> build = lambda: problems.quadratic(1, 3, mu=0.2, seed=0)
+    >>> @register_cases("example.gd_contraction")
+    ... def default_cases(quick=False):
+    ...     rounds = 20 if quick else 60
+    ...     cases = [Case("eta = 1/L", "conforming", build, dict(rounds=rounds, lr=1.0), {"printed": True})]
+    ...     rates = [RateStudy("linear rate, eta = 1/L", build, [5, 10, 15, 20], lambda T: dict(rounds=T, lr=1.0),
+    ...                        variants=("printed",), form="geometric",
+    ...                        predicted_factor=lambda v: 1 - v.details["mu"] * v.details["lr"])]
+    ...     return cases, rates
+    >>> cases, rates = CASES["example.gd_contraction"](True)
+    >>> cases[0].kwargs["rounds"], rates[0].form
+    (20, 'geometric')
+    >>> del CASES["example.gd_contraction"]
     """
     def deco(fn):
         CASES[name] = fn
@@ -332,6 +525,6 @@ def register_cases(name):
     return deco
 
 
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, check, mean_stderr, register_spec  # noqa: E402,F401
+from .engine import Erratum, NotApplicable, TheoremSpec, Variant, check, mean_stderr, parameters, register_spec  # noqa: E402,F401
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)

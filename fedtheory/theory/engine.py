@@ -22,6 +22,14 @@ function class (:attr:`TheoremSpec.assumptions`). A verdict never rests on round
 measurement above the bound by no more than its resolution floor (:attr:`TheoremSpec.floor`), or
 one that cannot be resolved, is UNRESOLVED; a zero measurement under a zero bound holds. Register a spec with :func:`register_spec`; ``validation.verify(name, ...)`` then runs it.
 
+``check(spec, problem, algorithm=OTHER)`` (``validation.verify(name, problem, algorithm=OTHER)``)
+runs the same spec against another registered algorithm: the theorem's run arguments are kept, its
+algorithm's hyperparameters go to ``OTHER`` where it has one of the same name, and the
+conditions, measurement and bound are evaluated on ``OTHER``'s runs. A spec that reads a
+hyperparameter ``OTHER`` does not have (:class:`ForeignHyperparameter`), or whose run arguments
+``OTHER`` rejects, is NOT APPLICABLE with the reason. :func:`parameters` lists the parameters a
+spec accepts (its setup's signature).
+
 Examples
 --------
 A complete theorem: gradient descent (FedAvg with one client and one local step) on an
@@ -219,17 +227,112 @@ class TheoremSpec:
     cases: Callable | None = None
 
 
-def _runs(problem, spec, setup, measurement):
-    """The measurement runs (reused from a previous variant's measurement when given)."""
+def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
+    """The measurement runs (reused from a previous variant's measurement when given).
+
+    ``algorithm`` replaces the theorem's algorithm (in its extra runs too); ``adapt(kwargs)`` turns
+    the theorem's run arguments into that algorithm's (:func:`_Substitution.adapt`)."""
     from ..runner import run
     if measurement is not None and "runs" in measurement:
         return measurement["runs"], measurement["run_kwargs"]
-    kwargs = dict(spec.run_kwargs(setup))
-    runs = {"main": [run(problem, spec.algorithm, seed=s, **kwargs) for s in range(setup["seeds"])]}
+    alg = spec.algorithm if algorithm is None else algorithm
+    adapt = adapt or dict
+    kwargs = adapt(spec.run_kwargs(setup))
+    runs = {"main": [run(problem, alg, seed=s, **kwargs) for s in range(setup["seeds"])]}
     if spec.extra_runs is not None:
-        for label, (alg, kw) in spec.extra_runs(setup).items():
-            runs[label] = [run(problem, alg, seed=s, **kw) for s in range(setup["seeds"])]
+        for label, (extra, kw) in spec.extra_runs(setup).items():
+            if extra == spec.algorithm:
+                extra, kw = alg, adapt(kw)
+            runs[label] = [run(problem, extra, seed=s, **kw) for s in range(setup["seeds"])]
     return runs, kwargs
+
+
+class ForeignHyperparameter(KeyError):
+    """A spec read a hyperparameter of its own algorithm that the algorithm run does not have."""
+
+
+class _Substitution:
+    """The spec of one algorithm run against another registered algorithm (``check(...,
+    algorithm=...)``).
+
+    The spec's run arguments are kept for the runner (rounds, local steps, step size, ``x0``,
+    traces, ...); its algorithm's hyperparameters are passed on where the algorithm run has one of
+    the same name, and dropped otherwise. Such a dropped hyperparameter is hidden from the setup
+    the conditions, the measurement and the bound read: one that reads it raises
+    :class:`ForeignHyperparameter` and the check is NOT APPLICABLE, naming it. ``own`` are the
+    algorithm's hyperparameters given by the caller that the theorem's setup does not take.
+    """
+
+    def __init__(self, spec, algorithm, own):
+        from ..registry import get_algorithm
+        self.spec, self.algorithm, self.own = spec, algorithm, dict(own)
+        self.theirs = get_algorithm(spec.algorithm).hyperparameters()
+        self.mine = get_algorithm(algorithm).hyperparameters()
+        self.dropped = {}
+        self.overridden = None                  # set from the main run's arguments (the first adapted)
+
+    def adapt(self, kwargs):
+        """The spec's run arguments for the algorithm run (foreign hyperparameters dropped)."""
+        if self.overridden is None:
+            self.overridden = {k: kwargs[k] for k in self.own if k in kwargs}
+        out = {}
+        for k, v in kwargs.items():
+            if k in self.theirs and k not in self.mine:
+                self.dropped[k] = v
+            else:
+                out[k] = v
+        out.update(self.own)
+        return out
+
+    def retarget(self, setup):
+        """The setup with the algorithm's own values where the caller overrode a run argument the
+        theorem sets from its setup (same name, same value): the conditions read what is run."""
+        out = dict(setup)
+        for k, v in (self.overridden or {}).items():
+            if k in out and _same(out[k], v):
+                out[k] = self.own[k]
+        return out
+
+    def hide(self, setup):
+        """The setup with the dropped hyperparameters (by name) made unreadable."""
+        hidden = {k for k in self.dropped if k in setup}
+        return _HiddenKeys(setup, hidden, self) if hidden else setup
+
+    def reason(self, key):
+        return (f"the theorem reads hyperparameter {key!r} of {self.spec.algorithm!r} (its conditions, measurement "
+                f"or bound depend on it), which {self.algorithm!r} does not have")
+
+
+def _same(a, b):
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+class _HiddenKeys(dict):
+    def __init__(self, data, hidden, sub):
+        super().__init__(data)
+        self._hidden, self._sub = hidden, sub
+
+    def __getitem__(self, key):
+        if key in self._hidden:
+            raise ForeignHyperparameter(self._sub.reason(key))
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key in self._hidden:
+            raise ForeignHyperparameter(self._sub.reason(key))
+        return super().get(key, default)
+
+
+def _algorithm_name(algorithm, where):
+    """The registered name of ``algorithm`` (a name or a registered class)."""
+    from .._validation import Options, check_param
+    from ..registry import algorithms
+    name = getattr(algorithm, "name", algorithm)
+    check_param("algorithm", name, [Options(*algorithms())], where)
+    return name
 
 
 #: Machine epsilon of float64.
@@ -293,7 +396,7 @@ def mean_stderr(values):
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
-def check(spec, problem, variant=None, measurement=None, **params):
+def check(spec, problem, variant=None, measurement=None, algorithm=None, **params):
     """Run the theorem check declared by ``spec`` on ``problem``; returns a Verification.
 
     Parameters
@@ -307,6 +410,16 @@ def check(spec, problem, variant=None, measurement=None, **params):
     measurement : dict, optional
         ``details["measurement"]`` of a previous check with the same parameters (another
         variant): its runs are reused.
+    algorithm : str, optional
+        Another registered algorithm (a user's too) to run the spec against, instead of
+        ``spec.algorithm``. The spec's run arguments are kept; its algorithm's hyperparameters go
+        to the algorithm run where it has one of the same name and are dropped otherwise.
+        Parameters the theorem's setup does not take are passed to the algorithm as hyperparameters
+        (one the theorem also sets replaces its value, in the run and in what the conditions read).
+        The conditions, the measurement and the bound are evaluated on what is run: one that
+        reads a dropped hyperparameter, run arguments the algorithm rejects (a trace it does not
+        record, a sampling it does not support) make the check NOT APPLICABLE with the reason.
+        ``Verification.algorithm`` names the algorithm run.
     **params
         The theorem's parameters (``rounds``, ``local_steps``, ``seeds``, hyperparameters, ...).
 
@@ -322,32 +435,65 @@ def check(spec, problem, variant=None, measurement=None, **params):
     check_param("variant", variant, [Options(*spec.variants)], spec.name)
     var = spec.variants[variant]
     quantity = var.quantity or spec.quantity
+    alg, sub = spec.algorithm, None
+    if algorithm is not None and _algorithm_name(algorithm, spec.name) != spec.algorithm:
+        alg = _algorithm_name(algorithm, spec.name)
+        takes = _setup_parameters(spec)
+        own = {k: params.pop(k) for k in list(params) if k not in takes}
+        sub = _Substitution(spec, alg, own)
+        unknown = sorted(set(own) - set(sub.mine))
+        if unknown:
+            from ..exceptions import InvalidParameterError
+            raise InvalidParameterError(
+                f"{spec.name} with algorithm {alg!r}: {', '.join(map(repr, unknown))} is neither a parameter of the "
+                f"theorem ({', '.join(takes)}) nor a hyperparameter of {alg!r} ({', '.join(sub.mine) or 'none'}).")
+
+    def not_applicable(reason, conds=()):
+        return Verification(spec.name, variant, False, reason, list(conds), float("nan"), float("nan"),
+                            algorithm=alg, quantity=quantity)
     missing = assumption_failures(problem, spec.assumptions)
     if missing:
         from . import Condition
         conds = [Condition(f"{name} (the problem's components do not declare it)", 0.0, 1.0, False)
                  for name in missing]
-        return Verification(spec.name, variant, False, "; ".join(f"fails {m}" for m in missing), conds,
-                            float("nan"), float("nan"), algorithm=spec.algorithm, quantity=quantity)
+        return not_applicable("; ".join(f"fails {m}" for m in missing), conds)
     try:
         setup = spec.setup(problem, **params)
         setup.setdefault("problem", problem)
     except NotApplicable as e:
-        return Verification(spec.name, variant, False, e.reason, e.conditions, float("nan"), float("nan"),
-                            algorithm=spec.algorithm, quantity=quantity)
-    runs, kwargs = _runs(problem, spec, setup, measurement)
-    if measurement is not None and "runs" in measurement:
-        m = measurement
-    else:
-        m = dict(spec.measure(setup, runs))
-        m["runs"], m["run_kwargs"] = runs, kwargs
-    conds = list(spec.conditions(setup, m))
-    for c in conds:
-        if c.role not in ROLES:
-            raise ValueError(f"{spec.name}: condition {c.name!r} has role {c.role!r}; roles are {ROLES}")
-    failed = [c for c in conds if c.role in var.requires and not c.ok]
-    mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
-    bound = float(var.bound(setup, m))
+        return not_applicable(e.reason, e.conditions)
+    if sub is not None:
+        from ..exceptions import IncompatibleProblemError, InvalidParameterError
+        from ..runner import check_arguments
+        kwargs = sub.adapt(spec.run_kwargs(setup))
+        try:
+            check_arguments(problem, alg, **kwargs)
+        except (InvalidParameterError, IncompatibleProblemError, TypeError) as e:
+            return not_applicable(f"the theorem's run arguments do not apply to {alg!r}: {e}")
+    runs, kwargs = _runs(problem, spec, setup, measurement, alg, sub.adapt if sub is not None else None)
+    if sub is not None:
+        setup = sub.retarget(setup)
+    full = setup
+    if sub is not None:
+        setup = sub.hide(setup)
+    try:
+        if measurement is not None and "runs" in measurement:
+            m = measurement
+        else:
+            m = dict(spec.measure(setup, runs))
+            m["runs"], m["run_kwargs"] = runs, kwargs
+        conds = list(spec.conditions(setup, m))
+        for c in conds:
+            if c.role not in ROLES:
+                raise ValueError(f"{spec.name}: condition {c.name!r} has role {c.role!r}; roles are {ROLES}")
+        failed = [c for c in conds if c.role in var.requires and not c.ok]
+        mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
+        bound = float(var.bound(setup, m))
+    except ForeignHyperparameter as e:
+        v = not_applicable(e.args[0])
+        v.runs, v.run_kwargs = list(runs["main"]), dict(kwargs, seed=0)
+        return v
+    setup = full
     reason = "; ".join(f"fails {c.name}" for c in failed)
     if not failed and not (math.isfinite(bound) and bound >= 0):
         reason = (f"the bound is not a finite non-negative number ({bound:.4g}): a condition of the theorem "
@@ -359,9 +505,15 @@ def check(spec, problem, variant=None, measurement=None, **params):
     details["measurement"] = m
     details["variant_description"] = var.description
     if spec.details is not None:
-        details.update(spec.details(setup, m))
+        try:
+            details.update(spec.details(setup if sub is None else sub.hide(setup), m))
+        except ForeignHyperparameter:
+            pass
+    if sub is not None:
+        details["algorithm_substituted"] = dict(spec_algorithm=spec.algorithm, algorithm=alg,
+                                                dropped_hyperparameters=dict(sub.dropped), own=dict(sub.own))
     return Verification(spec.name, variant, not failed, reason, conds, mean, bound, se, details,
-                        runs=list(runs["main"]), algorithm=spec.algorithm,
+                        runs=list(runs["main"]), algorithm=alg,
                         run_kwargs=dict(kwargs, seed=0), floor=floor, unresolved=str(m.get("unresolved") or ""),
                         quantity=quantity)
 
@@ -401,6 +553,51 @@ def conforms(spec, problem, variant=None, **params):
     return all(c.ok for c in conds if c.role in spec.variants[variant].requires)
 
 
+def _setup_parameters(spec):
+    """The parameters ``spec.setup`` takes after the problem, ``{name: default}`` (``"required"``
+    for one without a default; ``"**name"`` for a catch-all)."""
+    import inspect
+    out = {}
+    for i, (p, par) in enumerate(inspect.signature(spec.setup).parameters.items()):
+        if i == 0:
+            continue                            # the problem
+        if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
+            out[("*" if par.kind == par.VAR_POSITIONAL else "**") + p] = "more arguments"
+        else:
+            out[p] = "required" if par.default is inspect.Parameter.empty else par.default
+    return out
+
+
+def parameters(spec):
+    """The parameters a theorem accepts with their defaults (from its setup function's signature).
+
+    Parameters
+    ----------
+    spec : TheoremSpec or str
+        A spec or the name of a registered one.
+
+    Returns
+    -------
+    dict
+        ``{parameter: default}`` in the order of the signature; ``"required"`` for a parameter
+        without a default. ``validation.verify(name, problem, **params)`` takes these, plus
+        ``variant`` and ``algorithm``.
+
+    Examples
+    --------
+    >>> from fedtheory.theory.engine import parameters
+    >>> p = parameters("fedspeed.theorem_4_4")
+    >>> p["rounds"], p["local_steps"], p["seeds"]
+    (1000, 4, 1)
+    """
+    if isinstance(spec, str):
+        from .._validation import Options, check_param
+        from . import SPECS
+        check_param("spec", spec, [Options(*sorted(SPECS))], "parameters")
+        spec = SPECS[spec]
+    return _setup_parameters(spec)
+
+
 def register_spec(spec):
     """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it.
 
@@ -423,8 +620,8 @@ def register_spec(spec):
             raise ValueError(f"{spec.name}: erratum {e.label!r} names variant {e.variant!r}; it must be one of "
                              f"its theorem's variants other than 'printed' ({others})")
 
-    def theorem(problem, variant=None, measurement=None, **params):
-        return check(spec, problem, variant=variant, measurement=measurement, **params)
+    def theorem(problem, variant=None, measurement=None, algorithm=None, **params):
+        return check(spec, problem, variant=variant, measurement=measurement, algorithm=algorithm, **params)
     theorem.__name__ = spec.name.replace(".", "_")
     theorem.__doc__ = f"{spec.statement}\n\n{spec.reference}"
     theorem.spec = spec

@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from fedtheory.algorithms.base import Algorithm, Interval
+from fedtheory.arrays import copy
 from fedtheory.registry import register
 
 
@@ -40,12 +41,13 @@ class ServerHeavyBall(Algorithm):
     reference: ClassVar[str] = "docs/baselines.md, FedAvg (with a server heavy-ball term; a test fixture)"
     constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")]}
     comm: ClassVar[tuple] = (1, 1)
+    scalars: ClassVar[dict] = {"server_step": "||x^{t+1} - x^t||, the server's step of the round (nan before the first)"}
     test_params: ClassVar[dict] = {"lr": 0.1, "beta": 0.3}
     reductions: ClassVar[list] = [({"beta": 0.0}, "fedavg", {})]
 
     def init(self, problem, x0):
-        x = np.array(x0, dtype=float)
-        return {"x": x, "x_prev": x.copy()}
+        state = super().init(problem, x0)                # NumPy or torch (fedtheory.arrays.copy)
+        return {**state, "x_prev": copy(state["x"]), "server_step": np.nan}
 
     def local_round(self, state, ctx):
         Y, fail = ctx.local_sgd(state["x"])
@@ -64,4 +66,4 @@ class ServerHeavyBall(Algorithm):
     def server_update(self, state, ctx, messages):
         x, w = state["x"], ctx.weights
         new = x + (w @ messages["y"] - w.sum() * x) + self.beta * (x - state["x_prev"])
-        return {**state, "x": new, "x_prev": x}
+        return {**state, "x": new, "x_prev": x, "server_step": ((new - x) ** 2).sum() ** 0.5}

@@ -1,0 +1,235 @@
+"""The public theorem API with a user's theorem and a user's algorithm (``tests/userpkg``): a spec run
+against another registered algorithm (``validation.verify(..., algorithm=)``), rate studies of a
+geometric rate, ``describe`` of a theorem, and an algorithm's own scalars in the history."""
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+import fedtheory as ft
+import problems
+import validation
+from fedtheory.exceptions import InvalidParameterError
+from fedtheory.theory import Condition, RateStudy, TheoremSpec, Variant, fit_rate
+
+USER_THEOREM = "userpkg.gd_contraction"
+USER_ALG = "userpkg_heavyball"
+
+
+@pytest.fixture
+def userpkg_theory():
+    """The user package and its theorem module imported in this process, forgotten afterwards."""
+    from fedtheory import registry
+    from fedtheory.theory import CASES, SPECS, THEOREMS
+    before = list(registry._IMPORTED)
+    registry.import_modules(["userpkg.theory"])
+    yield sys.modules["userpkg.theory"]
+    for table in (THEOREMS, SPECS, CASES):
+        table.pop(USER_THEOREM, None)
+    registry.ALGORITHMS.pop(USER_ALG, None)
+    sys.modules.pop("userpkg.theory", None)
+    sys.modules.pop("userpkg", None)
+    registry._IMPORTED[:] = before
+
+
+def _problem():
+    return problems.quadratic(2, 3, mu=0.2, heterogeneity=1.0, seed=0)
+
+
+# ---------------------------------------------------------------- verify(..., algorithm=)
+def test_a_user_theorem_against_a_user_algorithm(userpkg_theory):
+    p = _problem()
+    own = validation.verify(USER_THEOREM, p, rounds=25, lr=0.5)
+    assert own.algorithm == "fedavg" and own.verdict() == "holds"
+    # beta = 0: the heavy ball is FedAvg (its declared reduction): the same measurement, the conditions evaluated
+    hb0 = validation.verify(USER_THEOREM, p, algorithm=USER_ALG, rounds=25, lr=0.5, beta=0.0)
+    assert hb0.algorithm == USER_ALG and hb0.run_kwargs["beta"] == 0.0 and hb0.verdict() == "holds"
+    assert hb0.measured == pytest.approx(own.measured, rel=1e-9) and hb0.bound == own.bound
+    assert [c.name for c in hb0.conditions] == ["eta <= 1/L"] and hb0.conditions[0].ok
+    assert np.array_equal(ft.run(p, hb0.algorithm, **hb0.run_kwargs).x, hb0.runs[0].x)
+    # a heavy-ball term: another trajectory, measured on the algorithm actually run
+    hb = validation.verify(USER_THEOREM, p, algorithm=USER_ALG, rounds=25, lr=0.5, beta=0.6)
+    assert hb.algorithm == USER_ALG and hb.run_kwargs["beta"] == 0.6
+    assert abs(hb.measured - own.measured) > 1e-6 * own.measured
+    assert hb.details["algorithm_substituted"]["own"] == {"beta": 0.6}
+    # the stated condition is evaluated for the algorithm run too
+    out = validation.verify(USER_THEOREM, p, algorithm=USER_ALG, rounds=25, lr=2.5, beta=0.0)
+    assert out.verdict() == "NOT APPLICABLE" and "eta <= 1/L" in out.reason and out.algorithm == USER_ALG
+
+
+def _server_lr_spec():
+    """A spec of FedAvg whose condition reads FedAvg's own hyperparameter server_lr."""
+    def setup(problem, rounds=10, lr=0.5, server_lr=1.0, seeds=1):
+        return dict(T=rounds, lr=lr, server_lr=server_lr, seeds=seeds, L=problem.info["L"],
+                    f_star=problem.info["f_star"])
+    return TheoremSpec(
+        name="test.server_lr", algorithm="fedavg", statement="f(x^T) - f* <= f(x^0) - f* for eta_g <= 1",
+        setup=setup,
+        run_kwargs=lambda st: dict(rounds=st["T"], local_steps=1, lr=st["lr"], server_lr=st["server_lr"],
+                                   x0=np.ones(3)),
+        measure=lambda st, runs: dict(values=[st["problem"].value(r.x) - st["f_star"] for r in runs["main"]]),
+        conditions=lambda st, m: [Condition("eta_g <= 1", st["server_lr"], 1.0, st["server_lr"] <= 1.0),
+                                  Condition("eta <= 1/L", st["lr"], 1 / st["L"], st["lr"] <= 1 / st["L"])],
+        variants={"printed": Variant("as stated", lambda st, m: st["problem"].value(np.ones(3)) - st["f_star"])})
+
+
+def test_conditions_on_the_algorithm_s_hyperparameters_are_reevaluated_or_not_applicable(userpkg_theory):
+    from fedtheory.theory import check
+    spec, p = _server_lr_spec(), _problem()
+    # FedProx has a server_lr: the condition reads the value FedProx runs with
+    v = check(spec, p, algorithm="fedprox", server_lr=1.5, mu=0.1)
+    assert v.algorithm == "fedprox" and v.run_kwargs["server_lr"] == 1.5 and v.run_kwargs["mu"] == 0.1
+    assert v.conditions[0].value == 1.5 and not v.conditions[0].ok and v.verdict() == "NOT APPLICABLE"
+    assert check(spec, p, algorithm="fedprox", server_lr=0.5).verdict() == "holds"
+    # the user's heavy ball has none: the theorem reads a hyperparameter the algorithm does not have
+    w = check(spec, p, algorithm=USER_ALG, beta=0.2)
+    assert w.verdict() == "NOT APPLICABLE" and w.algorithm == USER_ALG
+    assert w.reason == ("the theorem reads hyperparameter 'server_lr' of 'fedavg' (its conditions, measurement or "
+                        f"bound depend on it), which '{USER_ALG}' does not have")
+    assert "server_lr" not in w.run_kwargs and w.run_kwargs["beta"] == 0.2 and len(w.runs) == 1
+
+
+def test_a_run_argument_the_caller_overrides_is_what_the_conditions_read(userpkg_theory):
+    """A theorem that sets server_lr = 1 itself (its setup does not take it): the caller's value for
+    the algorithm run replaces it in the setup the conditions read."""
+    from fedtheory.theory import check
+    spec = _server_lr_spec()
+    inner = spec.setup
+    spec.setup = lambda problem, rounds=10, lr=0.5, seeds=1: inner(problem, rounds, lr, 1.0, seeds)
+    p = _problem()
+    assert check(spec, p, algorithm="fedprox").conditions[0].value == 1.0
+    v = check(spec, p, algorithm="fedprox", server_lr=1.5)
+    assert v.run_kwargs["server_lr"] == 1.5 and v.conditions[0].value == 1.5 and v.verdict() == "NOT APPLICABLE"
+    assert v.details["server_lr"] == 1.5
+
+
+def test_run_arguments_the_algorithm_rejects_make_it_not_applicable():
+    # FedSpeed's bound reads the traces z, ghat, gbar, which FedAvg does not record
+    p = problems.quadratic(2, 3, seed=0)
+    w = validation.verify("fedspeed.theorem_4_4", p, algorithm="fedavg", rounds=5)
+    assert w.verdict() == "NOT APPLICABLE" and w.algorithm == "fedavg"
+    assert w.reason.startswith("the theorem's run arguments do not apply to 'fedavg': The 'trace' parameter of run")
+
+
+def test_bad_algorithm_or_hyperparameter_names_the_parameter(userpkg_theory):
+    p = _problem()
+    with pytest.raises(InvalidParameterError, match=r"The 'algorithm' parameter of userpkg.gd_contraction must be"):
+        validation.verify(USER_THEOREM, p, algorithm="no_such_alg")
+    with pytest.raises(InvalidParameterError, match=r"'gamma' is neither a parameter of the theorem \(rounds, lr, "
+                                                    r"seeds, x0\) nor a hyperparameter of 'userpkg_heavyball' \(beta\)"):
+        validation.verify(USER_THEOREM, p, algorithm=USER_ALG, gamma=0.1)
+
+
+# ---------------------------------------------------------------- rate studies
+def test_fit_rate_recovers_known_rates_with_intervals():
+    T = np.arange(2, 22, 2)
+    f = fit_rate(T, 3.0 * 0.7 ** T, "geometric")
+    assert f.form == "geometric" and f.rate == pytest.approx(0.7, rel=1e-10) and f.n == T.size
+    noisy = 3.0 * 0.7 ** T * np.exp(np.random.default_rng(0).normal(0, 0.05, T.size))
+    g = fit_rate(T, noisy, "geometric")
+    assert g.lo < 0.7 < g.hi and g.hi - g.lo < 0.05
+    h = fit_rate([10, 20, 40, 80], [1.0, 0.5, 0.25, 0.125])
+    assert h.rate == pytest.approx(-1.0, rel=1e-12) and h.stderr == pytest.approx(0.0, abs=1e-12)
+    bad = fit_rate([1, 2, 3], [1.0, 0.0, float("nan")], "geometric")       # one usable point: no fit
+    assert bad.n == 1 and np.isnan(bad.rate)
+    with pytest.raises(InvalidParameterError, match=r"The 'form' parameter of fit_rate must be a str among "):
+        fit_rate(T, noisy, "exponential")
+
+
+def test_rate_study_rejects_a_form_without_its_prediction():
+    with pytest.raises(InvalidParameterError, match=r"'predicted_factor' parameter of RateStudy .* Got None"):
+        RateStudy("x", _problem, [1, 2, 3], lambda T: {}, form="geometric")
+    with pytest.raises(InvalidParameterError, match=r"'predicted_slope' parameter of RateStudy .* Got nan"):
+        RateStudy("x", _problem, [1, 2, 3], lambda T: {})
+
+
+def test_the_user_theorem_s_geometric_rate_study_in_verify(userpkg_theory):
+    from fedtheory.verification import run_cases
+    table, studies = run_cases(quick=True, theorems=[USER_THEOREM], progress=False)
+    assert list(table.kind) == ["conforming", "conforming", "rate"]
+    assert table.verdict[:2].tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds"]
+    rate = table.iloc[2]
+    # gradient descent on a quadratic contracts the gap by (1 - mu eta)^2 per round: faster than 1 - mu eta
+    assert rate.predicted_rate == pytest.approx(1 - 0.2 * 0.5)
+    assert rate.fitted_rate < rate.predicted_rate and rate.verdict == "holds, contraction factor as predicted"
+    lo, hi = (float(x) for x in rate.rate_ci.strip("[]").split(","))
+    assert lo <= rate.fitted_rate <= hi
+    assert studies[0]["form"] == "geometric" and studies[0]["fit"]["n"] == 5
+
+
+def test_a_geometric_rate_slower_than_predicted_is_reported(userpkg_theory):
+    from fedtheory.theory import CASES
+    from fedtheory.verification import run_cases
+    study = RateStudy("predicted too fast", _problem, [4, 8, 12, 16, 20], lambda T: dict(rounds=T, lr=0.5),
+                      variants=("printed",), form="geometric", predicted_factor=0.5)
+    CASES[USER_THEOREM] = lambda quick: ([], [study])
+    table, _ = run_cases(quick=True, theorems=[USER_THEOREM], progress=False)
+    assert table.verdict.tolist() == ["holds, contraction factor SLOWER than predicted"]
+    assert table.predicted_rate.tolist() == [0.5] and table.fitted_rate[0] > 0.5
+
+
+# ---------------------------------------------------------------- describe
+def test_describe_lists_a_theorem_s_parameters_and_space(userpkg_theory):
+    d = ft.describe(USER_THEOREM)
+    assert d["parameters"] == {"rounds": 30, "lr": None, "seeds": 1, "x0": None}
+    assert d["quantity"] == "f(x^T) - f*" and d["algorithm"] == "fedavg"
+    assert [a["capability"] for a in d["assumptions"]] == ["smooth", "strongly_convex"]
+    assert d["conforming_space"].startswith("One to four clients sharing the Hessian")
+    assert list(d["variants"]) == ["printed"] and d["conditions"][0]["name"] == "eta <= 1/L"
+    assert ft.describe("fedavg")["scalars"] == {}
+    assert ft.describe(USER_ALG)["scalars"] == {"server_step": "||x^{t+1} - x^t||, the server's step of the round "
+                                                               "(nan before the first)"}
+    spec = ft.describe("feddeper.theorem_2", conditions=False)
+    assert spec["parameters"]["mix"] == 0.5 and spec["conforming_space"]
+
+
+# ---------------------------------------------------------------- an algorithm's own scalars
+BACKENDS = ["numba", "python", pytest.param("torch", marks=pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("torch"), reason="torch is not installed"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_user_algorithm_s_scalar_is_a_history_column_on_every_backend(userpkg_theory, backend):
+    p = _problem()
+    kw = dict(rounds=6, local_steps=2, lr=0.1, beta=0.5, eval_every=2, seed=0)
+    ref = ft.run(p, USER_ALG, **kw)
+    h = ft.run(p, USER_ALG, backend=backend, **kw).history
+    assert h["round"].tolist() == [0, 2, 4, 6] and np.isnan(h.server_step[0])
+    np.testing.assert_allclose(h.server_step[1:], ref.history.server_step[1:], rtol=1e-10, atol=0)
+    # the value is the length of the server's step of the evaluated round
+    it = ft.run(p, USER_ALG, backend=backend, record_iterates=True, **kw).iterates
+    np.testing.assert_allclose(h.server_step[1:], np.linalg.norm(it[[2, 4, 6]] - it[[1, 3, 5]], axis=1),
+                               rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_fedsps_global_logs_its_global_step(backend):
+    p = problems.quadratic(4, 3, mu=0.2, heterogeneity=1.0, seed=0)
+    kw = dict(rounds=6, local_steps=2, eval_every=2, lower_bound=-10.0, gamma_b=50.0, seed=0)
+    res = ft.run(p, "fedsps_global", backend=backend, **kw)
+    h = res.history
+    assert {"gamma_global", "gamma_a", "gamma_b_agg", "gamma_c"} <= set(h.columns)
+    assert h.gamma_global.iloc[-1] == res.state["gamma"]          # aggregation 'a': the step of the next round
+    np.testing.assert_allclose(h.gamma_global[1:], h.gamma_a[1:], rtol=1e-12, atol=0)
+    assert 0 < h.gamma_global.iloc[-1] < 50.0 and np.isnan(h.gamma_c).all()
+    ref = ft.run(p, "fedsps_global", **kw).history
+    np.testing.assert_allclose(h.gamma_global, ref.gamma_global, rtol=1e-10, atol=0)
+
+
+def test_a_declared_scalar_missing_from_the_state_is_an_error(userpkg_theory):
+    import userpkg
+    from fedtheory.registry import ALGORITHMS, register
+
+    @register
+    @dataclass(frozen=True)
+    class Forgetful(userpkg.ServerHeavyBall):
+        name: ClassVar[str] = "test_forgetful"
+        scalars: ClassVar[dict] = {"momentum": "never set"}
+    try:
+        with pytest.raises(ValueError, match=r"Algorithm 'test_forgetful' declares the scalars \['momentum'\] .* "
+                                             r"init must set each"):
+            ft.run(_problem(), "test_forgetful", rounds=2, lr=0.1)
+    finally:
+        ALGORITHMS.pop("test_forgetful", None)
