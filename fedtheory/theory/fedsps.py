@@ -49,6 +49,7 @@ import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, register_spec
+from .tightness.pepit_adapter import tightness_case
 
 _REL = 1e-12
 
@@ -359,6 +360,25 @@ def step_cap(c, L, tau, div=20):
     return min(1 / (2 * c * L), 1 / (div * L * tau))
 
 
+@tightness_case("fedsps.theorem_3a")
+def _tightness_case_3a(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at the default cap gamma_b = 1."""
+    return dict(L=1.0, mu=0.0, local_steps=local_steps, rounds=1 if quick else 2, lr=1.0, n_clients=2)
+
+
+@tightness_case("fedsps.theorem_3b")
+def _tightness_case_3b(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at the default cap gamma_b = 1."""
+    return dict(L=1.0, mu=0.1, local_steps=local_steps, rounds=1 if quick else 2, lr=1.0, n_clients=2)
+
+
+@tightness_case("fedsps.theorem_6a")
+def _tightness_case_6a(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at Theorem 6(a)'s own cap (:func:`step_cap`)."""
+    return dict(L=1.0, mu=0.0, local_steps=local_steps, rounds=2 if quick else 4,
+                lr=step_cap(DEFAULT_C["6a"](local_steps), 1.0, local_steps), n_clients=2)
+
+
 def _pep(kind):
     r"""``spec.pep`` of Theorem 3(a), 3(b) or 6(a): the PEP of ``fedsps`` (Alg. 1, exact gradients,
     full participation, plain mean at the server) over n clients, each L-smooth and mu-strongly
@@ -375,7 +395,8 @@ def _pep(kind):
     """
     def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
         from .._validation import Interval, NoneOk, check_param
-        from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+        from .tightness.instances import class_quadratics, normalised_x0
+        from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
         name = f"fedsps.theorem_{kind}"
         if kind == "3b":
             check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")

@@ -74,6 +74,7 @@ import numpy as np
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
+from .tightness.pepit_adapter import tightness_case
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -514,6 +515,14 @@ def _bound_4_1(kind):
     return lambda st, m: float(f(m["t_worst"], st["lr"], st["mu"], st["f0"]))
 
 
+@tightness_case("localdescent.theorem_4_1")
+def _tightness_case_4_1(quick, local_steps=2):
+    """``fedtheory verify --tightness``: local GD at the step its proof's condition (43) allows for
+    ``local_steps``."""
+    return dict(L=1.0, mu=0.1, local_steps=local_steps, rounds=2 if quick else 4,
+                lr=lfgd_eta_max(1.0, 0.1, 1.0, local_steps, "43"), n_clients=2)
+
+
 def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0):
     r"""PEP of LFGD (``lfd`` with exact gradients and full participation, weights q = 1/n):
     n clients, each L-smooth and mu-strongly convex, sharing a minimiser x*; E local steps
@@ -528,7 +537,8 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     step threshold.
     """
     from .._validation import Interval, check_param
-    from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+    from .tightness.instances import class_quadratics, normalised_x0
+    from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
     check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
     E, n = local_steps, n_clients
