@@ -282,7 +282,7 @@ def _space(variant):
     c^2 + f^2 < 1 (S1, and S4: kappa > 0), T in 20..300, x^0 at distance [0.1, 3] from the mean of the c_i, two seeds
     (the same parametrisation as the default cases)."""
     from hypothesis import strategies as st
-    from ..testing import strategies as fts
+    from ..testing import draws as fts
 
     @st.composite
     def draw_case(draw):

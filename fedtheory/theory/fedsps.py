@@ -437,11 +437,11 @@ def _pep(kind):
             return pep
 
         def instances(R, cases=None):
-            import fedtheory as ft
+            from ..runner import run
             out = []
             cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
             for p, x0 in cases:
-                res = ft.run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
+                res = run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
                              x0=x0, trace="local", record_iterates=True, eval_every=R)
                 if kind == "3b":
                     out.append([float(np.sum(x ** 2)) for x in res.iterates[1:R + 1]])
@@ -499,7 +499,7 @@ def _space(kind):
     """
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import strategies as fts
+        from ..testing import draws as fts
 
         @st.composite
         def draw_case(draw):

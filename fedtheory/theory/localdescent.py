@@ -564,11 +564,11 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
         return pep
 
     def instances(R, cases=None):
-        import fedtheory as ft
+        from ..runner import run
         out = []
         cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
         for p, x0 in cases:
-            res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
+            res = run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
                          record_iterates=True, eval_every=R)
             out.append([p.value(x) for x in res.iterates[1:R + 1]])
         return np.array(out)
@@ -601,7 +601,7 @@ def _space(theorem):
     complete graph."""
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import strategies as fts
+        from ..testing import draws as fts
 
         @st.composite
         def draw_case(draw):

@@ -417,7 +417,7 @@ def _space(variant):
     K in 1..5, R in 5..40, S in 1..n, minibatch in 2..10, lambda = 2L and eta = 1/(10 K L_F)
     (the setup's defaults), x^0 = 0, two seeds."""
     from hypothesis import strategies as st
-    from ..testing import strategies as fts
+    from ..testing import draws as fts
 
     @st.composite
     def draw_case(draw):
