@@ -228,6 +228,10 @@ def virtual_averages(res):
     r"""The virtual averages :math:`\bar x_t = \frac1n\sum_i x_t^i`, t = 0..T-1 (T = R tau), of a
     full-participation run traced with ``trace="local"``: array (T, d).
 
+    Computed with the aggregation weights (:meth:`fedtheory.trace.RoundTrace.virtual_average`):
+    the paper's unweighted average is that average under its uniform weights w_i = 1/n, a condition
+    every FedSPS theorem check states (:func:`uniform_weights_condition`).
+
     Examples
     --------
     >>> import fedtheory as ft, problems
@@ -237,7 +241,7 @@ def virtual_averages(res):
     >>> xb.shape, bool((xb[3] == res.trace[1].x).all())     # t = 3 is the start of round 1
     ((12, 2), True)
     """
-    return np.concatenate([rt["local"][:, :-1].mean(axis=0) for rt in res.trace])
+    return np.concatenate([rt.virtual_average("local")[:-1] for rt in res.trace])
 
 
 def _quadratic_blocks(problem):
@@ -649,12 +653,13 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
 
 
 def measure_3b(st, runs):
-    r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the mean of the local iterates
-    after the last step (the server model of Alg. 1), from the trace."""
+    r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the virtual average of the local
+    iterates after the last step (the server model of Alg. 1), from the trace (weighted: equal to
+    the paper's mean under the uniform weights the check requires)."""
     vals = []
     for k, res in enumerate(runs["main"]):
         _completed(res, k)
-        xT = res.trace[-1]["local"][:, -1].mean(axis=0)
+        xT = res.trace[-1].virtual_average("local")[-1]
         vals.append(float(np.sum((xT - st["x_star"]) ** 2)))
     return dict(values=vals, **_gamma_stats(runs["main"], st["gamma_b"]))
 

@@ -74,6 +74,7 @@ import numpy as np
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
+from ..trace import virtual_average
 from .tightness.pepit_adapter import tightness_case
 
 
@@ -250,9 +251,8 @@ def virtual_averages(trace, name="local"):
     """
     def avg(rounds, K):
         if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
-            Y = np.stack([rt[name][:, :K] for rt in rounds])                  # (R, S, K, d)
-            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
-            return np.einsum("rs,rskd->rkd", W, Y)
+            return virtual_average(np.stack([rt.weights for rt in rounds]),
+                                   np.stack([rt[name][:, :K] for rt in rounds]))      # (R, K, d)
         return [rt.virtual_average(name)[:K] for rt in rounds]
     return _per_step(trace, avg)
 
