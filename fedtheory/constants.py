@@ -137,12 +137,12 @@ def feddeper_assumptions(problem, batch_size=None):
     from ._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     n, d = problem.n_clients, problem.dim
     beta = float(np.max(client_smoothness(problem)))
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         B2min, G2, _ = quadratic_BG(problem)
         return beta, d * problem.noise ** 2, B2min, G2, ["quadratic: B and G(B) exact, sigma^2 = d noise^2"]
-    if problem.kind != KIND_LOGISTIC:
+    if problem.datafit_id != KIND_LOGISTIC:
         raise ValueError("Assumption 3 with finite B, G is computed for quadratics and logistic regression only.")
     R, var = [], []
     for i in range(n):

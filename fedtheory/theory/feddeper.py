@@ -173,7 +173,7 @@ def _smooth_equal_weights(problem, name):
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
         raise NotApplicable(f"{name} is stated for equal client weights 1/n; the problem has non-uniform weights.")
-    if problem.l1 != 0:
+    if problem.reg_weight != 0:
         raise NotApplicable(f"{name} needs smooth clients (Assumption 1); the problem has an l1 term.")
 
 

@@ -59,13 +59,13 @@ def sample_constants(problem):
     """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6)."""
     from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
     l2 = problem.l2
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         ev = np.array([np.linalg.eigvalsh(problem.client_data(i)[0])[[0, -1]] for i in range(problem.n_clients)])
         return float(ev[:, 1].max() + l2), float(max(ev[:, 0].min(), 0.0) + l2)
     M = problem.M
     sq = np.asarray(M.multiply(M).sum(axis=1)).ravel() if problem.sparse else np.sum(M * M, axis=1)
-    scale = 0.25 if problem.kind == KIND_LOGISTIC else 1.0
-    assert problem.kind in (KIND_LOGISTIC, KIND_LEAST_SQUARES)
+    scale = 0.25 if problem.datafit_id == KIND_LOGISTIC else 1.0
+    assert problem.datafit_id in (KIND_LOGISTIC, KIND_LEAST_SQUARES)
     return float(scale * sq.max() + l2), float(l2)
 
 
@@ -78,7 +78,7 @@ def _full_batch_L(problem):
 def _full_batch_mu(problem):
     """Deterministic clients: min_i inf_x lambda_min(Hessian of f_i) (constant Hessians; l2 for logistic)."""
     from .._kernels.oracles import KIND_LOGISTIC
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         return float(problem.l2)
     z = np.zeros(problem.dim)
     return float(max(min(np.linalg.eigvalsh(problem.client_hessian(i, z))[0] for i in range(problem.n_clients)),
@@ -97,7 +97,7 @@ def _gt(problem):
 def client_minima(problem):
     """f_i* = min f_i of every client (quadratic clients in closed form, else the ground truth)."""
     from .._kernels.oracles import KIND_QUADRATIC
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         out = []
         for i in range(problem.n_clients):
             Q, c = problem.client_data(i)
@@ -264,7 +264,7 @@ def objective_at(problem, X):
     """
     from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.kind != KIND_QUADRATIC or problem.l1 != 0:
+    if problem.datafit_id != KIND_QUADRATIC or problem.reg_weight != 0:
         return np.array([problem.value(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     per = 0.5 * np.einsum("tj,ijk,tk->ti", X, Q, X) - X @ c.T
@@ -284,7 +284,7 @@ def gradient_at(problem, X):
     """
     from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         return np.array([problem.grad(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     return np.einsum("i,ijk,tk->tj", w, Q, X) - w @ c + problem.l2 * X
@@ -896,7 +896,7 @@ def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
 def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=5, x0=None):
     from .._kernels.oracles import KIND_QUADRATIC
     pc = _problem_conditions(problem, noise=False)         # A3: the noise is the theorem's sigma^2
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         raise NotApplicable("sigma^2 and zeta^2 are computable only for quadratics with a shared Hessian", pc)
     n, d = problem.n_clients, problem.dim
     Q = [problem.client_data(i)[0] for i in range(n)]

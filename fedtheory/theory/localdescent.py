@@ -81,7 +81,7 @@ from .tightness.pepit_adapter import tightness_case
 # --------------------------------------------------------------------------- diversity --
 def _quadratic_parts(problem):
     from .._kernels.oracles import KIND_QUADRATIC
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         return None
     n, d = problem.n_clients, problem.dim
     As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
@@ -156,7 +156,7 @@ def client_gradients(problem, clients, Y):
         for j in np.unique(clients):
             sel = clients == j
             X = Y[sel].reshape(-1, d)
-            if problem.kind == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
+            if problem.datafit_id == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
                 Q, c = problem.client_data(int(j))
                 g = X @ np.asarray(Q).T - c + problem.l2 * X
             else:                                        # the problem's own client oracle, point by point
@@ -346,11 +346,11 @@ def _sigma2_B(problem, batch_size):
     """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
     from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     d = problem.dim
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         return d * problem.noise ** 2, 1, 0.0
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         if batch_size is None:
             return d * problem.noise ** 2, 1, 0.0
         s2 = max(float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
