@@ -22,12 +22,14 @@ from .pepit_adapter import (EXTRA, SOLVERS, TIGHTNESS_CASES, NotExpressible, PEP
                             PolyakSteps, average, require_pepit, shared_minimiser_clients, tightness_case)
 from .report import TIGHTNESS_COLUMNS, contraction_curve, curves, figure, tightness_rows  # noqa: F401
 from .solve import Solve, branch_and_bound, solve_pep, worst_case  # noqa: F401
-from . import api, instances, pepit_adapter, report, solve  # noqa: E402
+from . import api, instances, pepit_adapter, report, solve
 
 _PARTS = (api, instances, pepit_adapter, report, solve)
 
 
 class _Face(types.ModuleType):
+    """The package's module type: a name assigned here is assigned in every part that holds it."""
+
     def __setattr__(self, name, value):
         for part in _PARTS:
             if name in vars(part):
