@@ -1,7 +1,10 @@
 """The algorithms, one file each; calling this package lists their registered names.
 
+``fedtheory.algorithms()`` returns the sorted names (list of str) of the registered algorithms:
+the built-in ones and those a user registered with :func:`fedtheory.registry.register`.
+
 ``fedtheory.algorithms`` is a package (``import fedtheory.algorithms.fedavg as m`` works) and
-answers the call ``fedtheory.algorithms()`` with :func:`fedtheory.registry.algorithms`: its
+answers the call with :func:`fedtheory.registry.algorithms`: its
 module object is a :class:`types.ModuleType` subclass with ``__call__``, so no import can shadow
 the function with the package or the package with the function.
 
