@@ -6,13 +6,12 @@
 >>> "fedavg" in ft.algorithms()
 True
 """
-from . import algorithms as _algorithm_files  # noqa: F401  (registers; rebound below)
+from . import algorithms  # the package of algorithm files; calling it lists their names
 from .exceptions import (DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError,
                          UncertifiedOptimumWarning)
 from .problem import FederatedProblem
-from .registry import algorithms, get_algorithm
+from .registry import get_algorithm
 from .runner import RunResult, run
-from .registry import algorithms  # noqa: F811  (the function, not the subpackage)
 
 __version__ = "0.1.0"
 __all__ = ["run", "RunResult", "algorithms", "get_algorithm", "FederatedProblem",

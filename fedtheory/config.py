@@ -96,6 +96,27 @@ def make_problem(problem_args):
     return table[name](**args)
 
 
+@functools.lru_cache(maxsize=8)
+def _problem(blob):
+    return make_problem(json.loads(blob))
+
+
+def build_problem(problem_args):
+    """The problem of a configuration point (cached per process).
+
+    Parameters
+    ----------
+    problem_args : dict
+        ``{"factory": name, **arguments}``: a ``problems`` factory and its arguments (the
+        ``[problem]`` table of a configuration); ``{"name": factory, ...}`` is accepted as well.
+
+    Returns
+    -------
+    FederatedProblem
+    """
+    return _problem(json.dumps(problem_args, sort_keys=True))
+
+
 def _vision_model(spec):
     """The network of ``model = "mlp"`` or ``model = {name = "mlp", hidden = [8], ...}``."""
     from fedtheory.backends import require_torch
@@ -585,7 +606,6 @@ class Config:
 
     def _build(self, prob):
         try:
-            from .sweep import build_problem
             return build_problem(prob)
         except ImportError as e:
             raise self.error(*self._where("problem", self._factory_key()), str(e)) from None

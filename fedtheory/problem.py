@@ -193,7 +193,7 @@ class FederatedProblem:
     ----------
     datafit : Datafit, str or int
         The smooth datafit: a :class:`fedtheory.components.Datafit`, a registered name
-        (``"least_squares"``, ``"logistic"``, ``"quadratic"``) or a kernel id (``problem.kind``).
+        (``"least_squares"``, ``"logistic"``, ``"quadratic"``) or a kernel id (``problem.datafit_id``).
     M, b, client_ptr, weights
         The stacked client data (see :class:`ClientData`).
     l2, l1 : float
@@ -347,13 +347,23 @@ class FederatedProblem:
 
     # ------------------------------------------------------------------ derived from the components
     @property
-    def kind(self):
-        """Kernel id of the datafit (``KIND_*`` of :mod:`fedtheory._kernels.oracles` for the built-ins)."""
+    def datafit_id(self):
+        """Kernel id of the datafit, an int (``KIND_*`` of :mod:`fedtheory._kernels.oracles` for the
+        built-ins); ``kind_name`` is its name."""
         return self.datafit.code if self.datafit.code is not None else self.kernel_pack()[6]
+
+    @property
+    def kind(self):
+        """Former name of :attr:`datafit_id` (an int, not a kind of problem), kept so that existing
+        code runs; use ``datafit_id``."""
+        return self.datafit_id
 
     kind_name = _derived("datafit", "name", "Name of the datafit.")
     l2 = _derived("datafit", "l2", "Ridge weight inside every f_i.")
-    l1 = _derived("regularizer", "weight", "Weight tau of h (0 for a smooth problem).")
+    reg_weight = _derived("regularizer", "weight", "Weight tau of the regularizer h, whichever it is (0 for a "
+                                                   "smooth problem).")
+    l1 = _derived("regularizer", "weight", "The lasso's name of :attr:`reg_weight`, kept: the weight tau of h "
+                                           "whichever regularizer it is (l1, group, nuclear, ...).")
     reg = _derived("regularizer", "name", "Name of the regularizer.")
     groups = _derived("regularizer", "groups", "Group ids of a group regularizer (None otherwise).")
     mat_shape = _derived("regularizer", "shape", "Matrix shape of a nuclear-norm regularizer (None otherwise).")
@@ -406,7 +416,7 @@ class FederatedProblem:
         """SHA-256 of everything that defines the objective (used as a cache key)."""
         if self._key is None:
             h = hashlib.sha256()
-            h.update(f"{self.datafit.hash_token()}|{self.l1!r}|{self.dim}|{self.sparse}".encode())
+            h.update(f"{self.datafit.hash_token()}|{self.reg_weight!r}|{self.dim}|{self.sparse}".encode())
             h.update(self.regularizer.hash_extra())
             self.data.hash_update(h)
             self._key = h.hexdigest()

@@ -11,7 +11,7 @@ Layout
     SHA-256 of the JSON text of ``[[column name, [values...]], ...]`` (:func:`content_digest`).
 ``DIR/results.parquet``
     The consolidated table: every run file's rows, runs sorted by ``run_id``. It is derived
-    from ``runs/``, rewritten (atomically, under ``DIR/.lock``) on the first stored run, then
+    from ``runs/``, rewritten (atomically, under an exclusive lock on ``DIR/.lock``, a file that exists only while a writer holds it) on the first stored run, then
     at most every ``commit_interval`` seconds and never more than 1/``commit_cost_factor`` of
     the time, at the end of a sweep and when a sweep is interrupted.
 ``DIR/quarantine/``
@@ -34,6 +34,7 @@ defined at that round, e.g. step-size statistics before the first round.)
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -107,28 +108,25 @@ def _write_atomic(table, path, fsync=False):
         raise
 
 
-class _Lock:
-    """An exclusive advisory lock on ``DIR/.lock`` (``fcntl.flock``; a no-op where unavailable)."""
+@contextlib.contextmanager
+def _exclusive(path):
+    """Hold the exclusive lock ``path`` (``filelock.FileLock``: ``flock`` on POSIX, ``msvcrt`` on
+    Windows) and remove the lock file before letting go, so no ``.lock`` stays in the store.
 
-    def __init__(self, path):
-        self.path = path
-        self.fd = None
+    Removing it is safe: it happens while the lock is held, and a writer that opened the removed
+    file meanwhile finds, once it holds that lock, that the file is gone and locks the path anew
+    (filelock re-checks the locked file's link count); every writer of a store goes through here.
+    """
+    import filelock
 
-    def __enter__(self):
+    with filelock.FileLock(path):
         try:
-            import fcntl
-        except ImportError:                     # pragma: no cover  (Windows)
-            return self
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+            yield
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:                     # pragma: no cover  (Windows: filelock removes it on release)
+                pass
 
 
 # ---------------------------------------------------------------------------- content
@@ -472,7 +470,7 @@ class ResultsStore:
     def commit(self):
         """Rewrite ``results.parquet`` from the run files (atomic replace, under ``DIR/.lock``)."""
         t0 = time.monotonic()
-        with _Lock(self.dir / ".lock"):
+        with _exclusive(self.dir / ".lock"):
             self._scan()
             t = self._consolidated()
             if t is None:

@@ -22,7 +22,6 @@ theorems) before it looks a name up.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import re
@@ -31,7 +30,7 @@ import threading
 import time
 
 
-from .config import load, make_problem, run_call, run_id
+from .config import build_problem, load, make_problem, run_call, run_id  # noqa: F401  (build_problem, make_problem: importable from here as before)
 from .results import ResultsStore, flatten_params
 
 
@@ -77,27 +76,6 @@ class _BackendFailure(Exception):
 
 class SweepCancelled(RuntimeError):
     """Raised inside a Dask task whose future was cancelled (its driver stopped or vanished)."""
-
-
-@functools.lru_cache(maxsize=8)
-def _problem(blob):
-    return make_problem(json.loads(blob))
-
-
-def build_problem(problem_args):
-    """The problem of a configuration point (cached per process).
-
-    Parameters
-    ----------
-    problem_args : dict
-        ``{"factory": name, **arguments}``: a ``problems`` factory and its arguments (the
-        ``[problem]`` table of a configuration); ``{"name": factory, ...}`` is accepted as well.
-
-    Returns
-    -------
-    FederatedProblem
-    """
-    return _problem(json.dumps(problem_args, sort_keys=True))
 
 
 def run_point(problem_args, run_args, callback=None, progress=False, result=False):

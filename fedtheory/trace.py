@@ -47,6 +47,32 @@ from .exceptions import InvalidParameterError
 __all__ = ["Trace", "RoundTrace"]
 
 
+def virtual_average(weights, paths):
+    r"""The virtual average of local iterates, the one definition of the project:
+    :math:`\bar x_k = \sum_s w_s y_{s,k} / \sum_s w_s` at every local step k.
+
+    Parameters
+    ----------
+    weights : array_like (..., S)
+        The participants' aggregation weights (any positive scale: they are normalised).
+    paths : array_like (..., S, K, d)
+        The participants' local iterates :math:`y_{s,k}` (leading axes, e.g. rounds, broadcast).
+
+    Returns
+    -------
+    ndarray (..., K, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Y = np.array([[[0.0], [1.0]], [[2.0], [5.0]]])          # 2 clients, 2 steps, d = 1
+    >>> virtual_average([1.0, 3.0], Y)[:, 0].tolist()           # (1 y_1 + 3 y_2) / 4
+    [1.5, 4.0]
+    """
+    w = np.asarray(weights, dtype=float)
+    return np.einsum("...s,...skd->...kd", w / w.sum(axis=-1, keepdims=True), np.asarray(paths))
+
+
 @dataclass
 class RoundTrace:
     """What round t recorded (see the module docstring).
@@ -99,10 +125,8 @@ class RoundTrace:
 
     def virtual_average(self, name="local"):
         r"""Per-step weighted average :math:`\bar x_k = \sum_s w_s y_{s,k} / \sum_s w_s` of a path,
-        shape (K + 1, d)."""
-        Y = self[name]
-        w = self.weights / self.weights.sum()
-        return np.einsum("s,skd->kd", w, Y)
+        shape (K + 1, d) (:func:`virtual_average`)."""
+        return virtual_average(self.weights, self[name])
 
 
 @dataclass

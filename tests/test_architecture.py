@@ -117,6 +117,30 @@ def test_importing_a_submodule_keeps_ft_algorithms_callable():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
+ALGORITHM_FILES = sorted(f.stem for f in (ROOT / "fedtheory" / "algorithms").glob("*.py") if f.stem != "__init__")
+
+IMPORT_AS = """
+import sys
+import fedtheory as ft
+for name in sys.argv[1:]:
+    exec(f"import fedtheory.algorithms.{name} as m")       # the statement users write, in this process
+    assert m.__name__ == f"fedtheory.algorithms.{name}", m
+    assert ft.algorithms is sys.modules["fedtheory.algorithms"], ft.algorithms
+    assert "fedavg" in ft.algorithms() and isinstance(ft.algorithms(), list)
+from fedtheory import algorithms
+assert algorithms() == ft.algorithms() == sorted(ft.registry.ALGORITHMS)
+print("ok")
+"""
+
+
+def test_every_algorithm_file_imports_as_a_module_and_ft_algorithms_stays_callable():
+    """``import fedtheory.algorithms.<name> as m`` for every algorithm file, and ``ft.algorithms()``
+    still answers the registered names after each import."""
+    assert "fedavg" in ALGORITHM_FILES and "base" in ALGORITHM_FILES
+    r = subprocess.run([sys.executable, "-c", IMPORT_AS, *ALGORITHM_FILES], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
 WALK = """
 import importlib, inspect, pkgutil, sys
 import fedtheory as ft, problems, validation
@@ -137,7 +161,8 @@ print(len(names))
 
 def test_every_submodule_imports_and_shadows_no_function():
     """Walk fedtheory, problems and validation: every submodule imports, and afterwards every public
-    function of the packages (``ft.algorithms`` above all) is still that function, not a module."""
+    function of the packages is still that function, not a module (``ft.algorithms`` is the callable
+    package, before and after)."""
     r = subprocess.run([sys.executable, "-c", WALK], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.strip()) > 90            # the walk found the package's modules

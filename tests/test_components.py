@@ -97,8 +97,9 @@ def test_names_and_instances_build_the_same_problem():
     data = ClientData(p.M, p.b, p.client_ptr, p.weights)
     r = FederatedProblem.from_components(data, p.datafit, p.regularizer, name=p.name)
     assert p.data_hash() == q.data_hash() == r.data_hash()
-    assert (p.kind, p.reg, p.l2, p.l1) == (q.kind, q.reg, q.l2, q.l1) == (components.Logistic.code, "group", 0.1,
-                                                                         0.3)
+    assert (p.datafit_id, p.reg, p.l2, p.reg_weight) == (q.datafit_id, q.reg, q.l2, q.reg_weight) == (
+        components.Logistic.code, "group", 0.1, 0.3)
+    assert (p.kind, p.l1) == (p.datafit_id, p.reg_weight)      # the former names, kept (a group weight here)
     runs = [ft.run(x, "fedmirror", rounds=3, local_steps=2, lr=0.1, record_iterates=True).iterates for x in (p, q, r)]
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
 

@@ -18,7 +18,9 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.trace", "fedtheory.theory.engine", "fedtheory.participants",
             "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
             "fedtheory.backends.torch.models", "problems.vision", "fedtheory.testing.strategies",
-            "fedtheory.theory.falsify", "fedtheory.components.base", "fedtheory.verification"]
+            "fedtheory.theory.falsify", "fedtheory.components.base", "fedtheory.verification",
+            "fedtheory.theory.tightness", "fedtheory.theory.tightness.api", "fedtheory.theory.tightness.instances",
+            "fedtheory.theory.tightness.pepit_adapter", "fedtheory.constants", "fedtheory.testing.draws"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))
 
 

@@ -697,6 +697,34 @@ def test_two_concurrent_sweep_processes_on_one_store(tmp_path):
     assert set(df.run_id) == want and len(want) == 10
     assert not df.duplicated(["run_id", "round"]).any() and len(df) == 10 * TINY_ROWS
     assert not list((out / "runs").glob(".*.tmp")) and not (out / "quarantine").exists()
+    assert not (out / ".lock").exists()            # the commit lock leaves no file behind
+
+
+EXCLUSIVE = """
+import sys, time
+from pathlib import Path
+from fedtheory.results import _exclusive
+d = Path(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    with _exclusive(d / ".lock"):
+        n = int((d / "count").read_text())
+        time.sleep(0.001)                          # widen the window a second holder would use
+        (d / "count").write_text(str(n + 1))
+"""
+
+
+def test_commit_lock_excludes_concurrent_holders_and_leaves_no_file(tmp_path):
+    """Four processes take the store's lock 60 times each and increment a counter inside it: no
+    increment is lost although every holder removes the lock file before letting go, and no lock
+    file remains."""
+    (tmp_path / "count").write_text("0")
+    procs = [subprocess.Popen([sys.executable, "-c", EXCLUSIVE, str(tmp_path), "60"], stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert (tmp_path / "count").read_text() == "240"
+    assert not (tmp_path / ".lock").exists()
 
 
 # ----------------------------------------------------------------------------- O(1) per run

@@ -205,7 +205,7 @@ class RoundContext:
         X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
         X0, anchors = np.ascontiguousarray(X0), np.ascontiguousarray(anchors)
         bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
-                             float(mu), float(p.l1), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
+                             float(mu), float(p.reg_weight), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
         return X, Z, self._failure(bad)
 
     def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
@@ -224,7 +224,7 @@ class RoundContext:
         p = self.problem
         W, Th = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
         bad = pfedme_local(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, x0,
-                           float(lam_p), float(eta_p), int(inner), float(wd), float(p.l1), *p.reg_pack(), W, Th)
+                           float(lam_p), float(eta_p), int(inner), float(wd), float(p.reg_weight), *p.reg_pack(), W, Th)
         return W, Th, self._failure(bad)
 
     def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
@@ -233,7 +233,7 @@ class RoundContext:
         p = self.problem
         Y = np.empty((self.S, p.dim))
         bad = fbe_local_steps(*p.kernel_pack(), self.clients, self.idx, np.ascontiguousarray(idx_h), self.noise,
-                              self.lrs, p.l2, x0, float(lam), float(p.l1), int(hvp_mode), float(fd_eps),
+                              self.lrs, p.l2, x0, float(lam), float(p.reg_weight), int(hvp_mode), float(fd_eps),
                               *p.reg_pack(), Y, self.path("local"), self.path("prox_point"))
         return Y, self._failure(bad)
 
@@ -384,7 +384,7 @@ class Algorithm:
         if problem.is_composite:
             raise IncompatibleProblemError(
                 f"{self.name!r} handles smooth objectives only, but problem {problem.name!r} has "
-                f"a non-smooth part h(x) = {problem.l1} ||x||_1; use a composite method.")
+                f"a non-smooth part h(x) = {problem.reg_weight} ||x||_1; use a composite method.")
 
     def init(self, problem, x0):
         """Initial state: a dict with at least ``x``."""

@@ -9,7 +9,7 @@ datafit            client objective f_i (plus the ridge l2/2 ||x||^2)           
 =================  ==================================================================  ===========
 
 =================  ==================================================================  ===========
-regularizer        h(x) (weight tau = ``problem.l1``)                                   class
+regularizer        h(x) (weight tau = ``problem.reg_weight``)                          class
 =================  ==================================================================  ===========
 ``none``           0                                                                    NoRegularizer
 ``l2``             :math:`\frac{\tau}{2}\|x\|_2^2` (through its prox)                    L2

@@ -242,7 +242,7 @@ def check_pair(datafit, regularizer, sparse=False, seed=0):
     step = 0.3
     u = x - step * g
     z = np.empty(p.dim)
-    prox_vec(u, step * p.l1, *p.reg_pack(), z)
+    prox_vec(u, step * p.reg_weight, *p.reg_pack(), z)
     G = (x - z) / step
     _close(p.gradient_mapping_sq(x, step), G @ G if p.is_composite else g @ g, RTOL,
            f"{p.name}: squared gradient mapping, problem vs numba kernels")

@@ -95,7 +95,7 @@ def get_regularizer(name, where="FederatedProblem"):
 
 
 def make_datafit(spec, l2=0.0, where="FederatedProblem"):
-    """A datafit from an instance (returned as is), a registered name or a kernel id (``problem.kind``).
+    """A datafit from an instance (returned as is), a registered name or a kernel id (``problem.datafit_id``).
 
     Examples
     --------

@@ -40,6 +40,7 @@ import math
 
 import numpy as np
 
+from ..constants import feddeper_assumptions as problem_constants, quadratic_BG  # noqa: F401  (defined with the data constants, re-exported)
 from . import Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
 
@@ -116,90 +117,6 @@ def largest_B2(a, B2min, n, S):
     return lo
 
 
-def quadratic_BG(problem):
-    r"""(:math:`B^2_{\min}`, :math:`G^2(B^2)`, equal Hessians) for quadratic clients (docs/papers/feddeper.md, §4.7).
-
-    :math:`B^2_{\min} = \max(1, \lambda_{\max}(\bar A^{-1}M\bar A^{-1}))` and
-    :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]`, finite only
-    for :math:`B^2 > B^2_{\min}` when the Hessians differ (+inf at and below it); with equal Hessians
-    B = 1 and :math:`G^2 = \frac1n\sum_i\|b_i - \bar b\|^2`.
-
-    Examples
-    --------
-    >>> import problems
-    >>> B2, G2, equal = quadratic_BG(problems.quadratic(5, 3, heterogeneity=2.0, seed=1))
-    >>> equal, B2, round(G2(1.0), 10)
-    (True, 1.0, 2.0)
-    """
-    n, d = problem.n_clients, problem.dim
-    As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
-    bs = np.array([-problem.client_grad(i, np.zeros(d)) for i in range(n)])      # grad f_i(x) = A_i x - b_i
-    Ab, bb = As.mean(0), bs.mean(0)
-    M = np.einsum("iab,ibc->ac", As, As) / n
-    Ai = np.linalg.inv(Ab)
-    equal = all(np.array_equal(As[0], a) for a in As[1:])
-    B2min = 1.0 if equal else max(1.0, float(np.linalg.eigvalsh(Ai @ M @ Ai)[-1]))
-
-    c0 = float(np.mean(np.sum(bs * bs, axis=1)))
-    Mb = np.einsum("iab,ib->a", As, bs) / n
-    scale = float(np.linalg.norm(M, 2))
-
-    def G2(B2):
-        r"""sup_x of the concave quadratic x^T H x - 2 r^T x + c (H = M - B^2 Abar^2): c + r^T (-H)^{-1} r,
-        by an eigendecomposition of -H; +inf when -H is singular to working precision (at
-        B^2 = B^2_min the supremum is infinite unless r is orthogonal to the null space)."""
-        if equal:           # equal Hessians: (1/n) sum ||grad f_i||^2 = ||grad f||^2 + mean ||b_i - bbar||^2
-            return float(np.mean(np.sum((bs - bb) ** 2, axis=1)))
-        negH = B2 * Ab @ Ab - M
-        negH = 0.5 * (negH + negH.T)
-        lam, V = np.linalg.eigh(negH)
-        if lam[0] <= 1e-9 * scale:
-            return math.inf
-        r = Mb - B2 * Ab @ bb
-        w = V.T @ r
-        return float(c0 - B2 * float(bb @ bb) + np.sum(w * w / lam))
-    return B2min, G2, equal
-
-
-def problem_constants(problem, batch_size=None):
-    r"""(:math:`\beta`, :math:`\sigma^2`, :math:`B^2_{\min}`, :math:`G^2(\cdot)`, notes) of
-    Assumptions 1-3 (docs/papers/feddeper.md, §4.7).
-
-    Quadratics: exact B and G(B), :math:`\sigma^2 = d s^2` (the problem's noise s). Logistic
-    regression: B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
-    variance are upper bounds. Anything else raises ValueError.
-
-    Examples
-    --------
-    >>> import problems
-    >>> beta, s2, B2, G2, notes = problem_constants(problems.quadratic(5, 3, noise=0.1, seed=1))
-    >>> round(beta, 12), round(s2, 12), B2
-    (1.0, 0.03, 1.0)
-    """
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
-    from ..constants import client_smoothness
-    n, d = problem.n_clients, problem.dim
-    beta = float(np.max(client_smoothness(problem)))
-    if problem.kind == KIND_QUADRATIC:
-        if batch_size is not None:
-            raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
-        B2min, G2, _ = quadratic_BG(problem)
-        return beta, d * problem.noise ** 2, B2min, G2, ["quadratic: B and G(B) exact, sigma^2 = d noise^2"]
-    if problem.kind != KIND_LOGISTIC:
-        raise ValueError("Assumption 3 with finite B, G is computed for quadratics and logistic regression only.")
-    R, var = [], []
-    for i in range(n):
-        A = problem.client_data(i)[0]
-        nrm = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel() if problem.sparse else np.sum(A * A, axis=1))
-        R.append(nrm.mean())
-        if batch_size is not None:
-            m = A.shape[0]
-            var.append(np.mean(nrm ** 2) / batch_size * ((m - batch_size) / (m - 1) if m > 1 else 1.0))
-    G2u = float(np.mean(np.square(R)))
-    return beta, (max(var) if var else 0.0) + d * problem.noise ** 2, 1.0, (lambda B2: G2u), \
-        ["logistic: B = 1 (the ridge cancels), G^2 <= mean R_i^2 (an upper bound), sigma^2 a bound"]
-
-
 # ------------------------------------------------------------------------- Theorem 1 --
 def theorem1_terms(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=0.0, grad_0=0.0):
     r"""The terms of Theorem 1's right-hand side (docs/papers/feddeper.md, §4.2), by name.
@@ -256,7 +173,7 @@ def _smooth_equal_weights(problem, name):
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
         raise NotApplicable(f"{name} is stated for equal client weights 1/n; the problem has non-uniform weights.")
-    if problem.l1 != 0:
+    if problem.reg_weight != 0:
         raise NotApplicable(f"{name} needs smooth clients (Assumption 1); the problem has an l1 term.")
 
 
@@ -381,7 +298,7 @@ def _space(theorem):
     the bound is on an expectation), Theorem 2 has full participation."""
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import strategies as fts
+        from ..testing import draws as fts
 
         @st.composite
         def draw_case(draw):

@@ -168,7 +168,7 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
     L = float(L_i.max())
     notes = []
     noise_var = d * problem.noise ** 2
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         Q = [problem.client_hessian(i, np.zeros(d)) for i in range(n)]
@@ -180,7 +180,7 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
         sg = float(np.mean(np.sum((G - G.mean(0)) ** 2, axis=1)))
         notes.append("sigma_g^2 exact (shared Hessian); sigma_l^2 = d s^2 exact")
         return L, noise_var, sg, notes
-    if problem.kind != KIND_LOGISTIC:
+    if problem.datafit_id != KIND_LOGISTIC:
         raise ValueError("Assumption 4.3 fails for least squares in general (sigma_g unbounded on "
                          "R^d); use a shared-Hessian quadratic or logistic regression.")
     R = np.empty(n)
@@ -282,7 +282,7 @@ def _space(variant):
     c^2 + f^2 < 1 (S1, and S4: kappa > 0), T in 20..300, x^0 at distance [0.1, 3] from the mean of the c_i, two seeds
     (the same parametrisation as the default cases)."""
     from hypothesis import strategies as st
-    from ..testing import strategies as fts
+    from ..testing import draws as fts
 
     @st.composite
     def draw_case(draw):

@@ -49,6 +49,7 @@ import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, register_spec
+from .tightness.pepit_adapter import tightness_case
 
 _REL = 1e-12
 
@@ -58,13 +59,13 @@ def sample_constants(problem):
     """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6)."""
     from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
     l2 = problem.l2
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         ev = np.array([np.linalg.eigvalsh(problem.client_data(i)[0])[[0, -1]] for i in range(problem.n_clients)])
         return float(ev[:, 1].max() + l2), float(max(ev[:, 0].min(), 0.0) + l2)
     M = problem.M
     sq = np.asarray(M.multiply(M).sum(axis=1)).ravel() if problem.sparse else np.sum(M * M, axis=1)
-    scale = 0.25 if problem.kind == KIND_LOGISTIC else 1.0
-    assert problem.kind in (KIND_LOGISTIC, KIND_LEAST_SQUARES)
+    scale = 0.25 if problem.datafit_id == KIND_LOGISTIC else 1.0
+    assert problem.datafit_id in (KIND_LOGISTIC, KIND_LEAST_SQUARES)
     return float(scale * sq.max() + l2), float(l2)
 
 
@@ -77,7 +78,7 @@ def _full_batch_L(problem):
 def _full_batch_mu(problem):
     """Deterministic clients: min_i inf_x lambda_min(Hessian of f_i) (constant Hessians; l2 for logistic)."""
     from .._kernels.oracles import KIND_LOGISTIC
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         return float(problem.l2)
     z = np.zeros(problem.dim)
     return float(max(min(np.linalg.eigvalsh(problem.client_hessian(i, z))[0] for i in range(problem.n_clients)),
@@ -96,7 +97,7 @@ def _gt(problem):
 def client_minima(problem):
     """f_i* = min f_i of every client (quadratic clients in closed form, else the ground truth)."""
     from .._kernels.oracles import KIND_QUADRATIC
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         out = []
         for i in range(problem.n_clients):
             Q, c = problem.client_data(i)
@@ -227,6 +228,10 @@ def virtual_averages(res):
     r"""The virtual averages :math:`\bar x_t = \frac1n\sum_i x_t^i`, t = 0..T-1 (T = R tau), of a
     full-participation run traced with ``trace="local"``: array (T, d).
 
+    Computed with the aggregation weights (:meth:`fedtheory.trace.RoundTrace.virtual_average`):
+    the paper's unweighted average is that average under its uniform weights w_i = 1/n, a condition
+    every FedSPS theorem check states (:func:`uniform_weights_condition`).
+
     Examples
     --------
     >>> import fedtheory as ft, problems
@@ -236,7 +241,7 @@ def virtual_averages(res):
     >>> xb.shape, bool((xb[3] == res.trace[1].x).all())     # t = 3 is the start of round 1
     ((12, 2), True)
     """
-    return np.concatenate([rt["local"][:, :-1].mean(axis=0) for rt in res.trace])
+    return np.concatenate([rt.virtual_average("local")[:-1] for rt in res.trace])
 
 
 def _quadratic_blocks(problem):
@@ -259,7 +264,7 @@ def objective_at(problem, X):
     """
     from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.kind != KIND_QUADRATIC or problem.l1 != 0:
+    if problem.datafit_id != KIND_QUADRATIC or problem.reg_weight != 0:
         return np.array([problem.value(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     per = 0.5 * np.einsum("tj,ijk,tk->ti", X, Q, X) - X @ c.T
@@ -279,7 +284,7 @@ def gradient_at(problem, X):
     """
     from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         return np.array([problem.grad(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     return np.einsum("i,ijk,tk->tj", w, Q, X) - w @ c + problem.l2 * X
@@ -359,6 +364,25 @@ def step_cap(c, L, tau, div=20):
     return min(1 / (2 * c * L), 1 / (div * L * tau))
 
 
+@tightness_case("fedsps.theorem_3a")
+def _tightness_case_3a(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at the default cap gamma_b = 1."""
+    return dict(L=1.0, mu=0.0, local_steps=local_steps, rounds=1 if quick else 2, lr=1.0, n_clients=2)
+
+
+@tightness_case("fedsps.theorem_3b")
+def _tightness_case_3b(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at the default cap gamma_b = 1."""
+    return dict(L=1.0, mu=0.1, local_steps=local_steps, rounds=1 if quick else 2, lr=1.0, n_clients=2)
+
+
+@tightness_case("fedsps.theorem_6a")
+def _tightness_case_6a(quick, local_steps=2):
+    """``fedtheory verify --tightness``: FedSPS at Theorem 6(a)'s own cap (:func:`step_cap`)."""
+    return dict(L=1.0, mu=0.0, local_steps=local_steps, rounds=2 if quick else 4,
+                lr=step_cap(DEFAULT_C["6a"](local_steps), 1.0, local_steps), n_clients=2)
+
+
 def _pep(kind):
     r"""``spec.pep`` of Theorem 3(a), 3(b) or 6(a): the PEP of ``fedsps`` (Alg. 1, exact gradients,
     full participation, plain mean at the server) over n clients, each L-smooth and mu-strongly
@@ -375,7 +399,8 @@ def _pep(kind):
     """
     def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
         from .._validation import Interval, NoneOk, check_param
-        from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+        from .tightness.instances import class_quadratics, normalised_x0
+        from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
         name = f"fedsps.theorem_{kind}"
         if kind == "3b":
             check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")
@@ -416,11 +441,11 @@ def _pep(kind):
             return pep
 
         def instances(R, cases=None):
-            import fedtheory as ft
+            from ..runner import run
             out = []
             cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
             for p, x0 in cases:
-                res = ft.run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
+                res = run(p, "fedsps", rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, lower_bound=0.0,
                              x0=x0, trace="local", record_iterates=True, eval_every=R)
                 if kind == "3b":
                     out.append([float(np.sum(x ** 2)) for x in res.iterates[1:R + 1]])
@@ -478,7 +503,7 @@ def _space(kind):
     """
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import strategies as fts
+        from ..testing import draws as fts
 
         @st.composite
         def draw_case(draw):
@@ -628,12 +653,13 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
 
 
 def measure_3b(st, runs):
-    r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the mean of the local iterates
-    after the last step (the server model of Alg. 1), from the trace."""
+    r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the virtual average of the local
+    iterates after the last step (the server model of Alg. 1), from the trace (weighted: equal to
+    the paper's mean under the uniform weights the check requires)."""
     vals = []
     for k, res in enumerate(runs["main"]):
         _completed(res, k)
-        xT = res.trace[-1]["local"][:, -1].mean(axis=0)
+        xT = res.trace[-1].virtual_average("local")[-1]
         vals.append(float(np.sum((xT - st["x_star"]) ** 2)))
     return dict(values=vals, **_gamma_stats(runs["main"], st["gamma_b"]))
 
@@ -870,7 +896,7 @@ def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
 def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=5, x0=None):
     from .._kernels.oracles import KIND_QUADRATIC
     pc = _problem_conditions(problem, noise=False)         # A3: the noise is the theorem's sigma^2
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         raise NotApplicable("sigma^2 and zeta^2 are computable only for quadratics with a shared Hessian", pc)
     n, d = problem.n_clients, problem.dim
     Q = [problem.client_data(i)[0] for i in range(n)]

@@ -74,12 +74,14 @@ import numpy as np
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
 from .engine import Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
+from ..trace import virtual_average
+from .tightness.pepit_adapter import tightness_case
 
 
 # --------------------------------------------------------------------------- diversity --
 def _quadratic_parts(problem):
     from .._kernels.oracles import KIND_QUADRATIC
-    if problem.kind != KIND_QUADRATIC:
+    if problem.datafit_id != KIND_QUADRATIC:
         return None
     n, d = problem.n_clients, problem.dim
     As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
@@ -154,7 +156,7 @@ def client_gradients(problem, clients, Y):
         for j in np.unique(clients):
             sel = clients == j
             X = Y[sel].reshape(-1, d)
-            if problem.kind == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
+            if problem.datafit_id == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
                 Q, c = problem.client_data(int(j))
                 g = X @ np.asarray(Q).T - c + problem.l2 * X
             else:                                        # the problem's own client oracle, point by point
@@ -249,9 +251,8 @@ def virtual_averages(trace, name="local"):
     """
     def avg(rounds, K):
         if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
-            Y = np.stack([rt[name][:, :K] for rt in rounds])                  # (R, S, K, d)
-            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
-            return np.einsum("rs,rskd->rkd", W, Y)
+            return virtual_average(np.stack([rt.weights for rt in rounds]),
+                                   np.stack([rt[name][:, :K] for rt in rounds]))      # (R, K, d)
         return [rt.virtual_average(name)[:K] for rt in rounds]
     return _per_step(trace, avg)
 
@@ -345,11 +346,11 @@ def _sigma2_B(problem, batch_size):
     """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
     from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     d = problem.dim
-    if problem.kind == KIND_QUADRATIC:
+    if problem.datafit_id == KIND_QUADRATIC:
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         return d * problem.noise ** 2, 1, 0.0
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         if batch_size is None:
             return d * problem.noise ** 2, 1, 0.0
         s2 = max(float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
@@ -514,6 +515,14 @@ def _bound_4_1(kind):
     return lambda st, m: float(f(m["t_worst"], st["lr"], st["mu"], st["f0"]))
 
 
+@tightness_case("localdescent.theorem_4_1")
+def _tightness_case_4_1(quick, local_steps=2):
+    """``fedtheory verify --tightness``: local GD at the step its proof's condition (43) allows for
+    ``local_steps``."""
+    return dict(L=1.0, mu=0.1, local_steps=local_steps, rounds=2 if quick else 4,
+                lr=lfgd_eta_max(1.0, 0.1, 1.0, local_steps, "43"), n_clients=2)
+
+
 def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0):
     r"""PEP of LFGD (``lfd`` with exact gradients and full participation, weights q = 1/n):
     n clients, each L-smooth and mu-strongly convex, sharing a minimiser x*; E local steps
@@ -528,7 +537,8 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     step threshold.
     """
     from .._validation import Interval, check_param
-    from .tightness import PEPForm, average, class_quadratics, normalised_x0, shared_minimiser_clients
+    from .tightness.instances import class_quadratics, normalised_x0
+    from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
     check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
     E, n = local_steps, n_clients
@@ -554,11 +564,11 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
         return pep
 
     def instances(R, cases=None):
-        import fedtheory as ft
+        from ..runner import run
         out = []
         cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
         for p, x0 in cases:
-            res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
+            res = run(p, "lfd", rounds=R, local_steps=E, lr=lr, server_lr=server_lr, x0=x0,
                          record_iterates=True, eval_every=R)
             out.append([p.value(x) for x in res.iterates[1:R + 1]])
         return np.array(out)
@@ -591,7 +601,7 @@ def _space(theorem):
     complete graph."""
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import strategies as fts
+        from ..testing import draws as fts
 
         @st.composite
         def draw_case(draw):

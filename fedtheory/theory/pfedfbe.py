@@ -139,7 +139,7 @@ def F_grad_points(problem, X, lam):
     n, d = problem.n_clients, problem.dim
     z = np.zeros(d)
     out = np.zeros_like(X)
-    rowwise = problem.l1 != 0 and problem.reg != "l1"
+    rowwise = problem.reg_weight != 0 and problem.reg != "l1"
     for i in range(n):
         H = problem.client_hessian(i, z)
         G = X @ H.T + problem.client_grad(i, z)
@@ -201,7 +201,7 @@ def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
     """L, B, gamma_G, gamma_H, sigma_G, sigma_H on the ball C = B(x_c, r_C) (docs/papers/pfedfbe.md, §6.4), and the derived
     L_F (Lemma 1), gamma_F^2 (Lemma 2, read as a square) and sigma_F^2 (Lemma 3, coefficient 3)."""
     from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         raise ValueError("the constants are computed for quadratic f_i (least squares, lasso, quadratics)")
     n, d = problem.n_clients, problem.dim
     H = _hessians(problem)
@@ -210,11 +210,11 @@ def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
     G = np.array([problem.client_grad(i, x_c) for i in range(n)])
     Gbar = G.mean(0)
     B = max(float(max(np.linalg.norm(G[i]) + np.linalg.eigvalsh(H[i])[-1] * r_C for i in range(n))),
-            problem.l1 * math.sqrt(d))
+            problem.reg_weight * math.sqrt(d))
     gamma_H = float(max(np.linalg.norm(h - Hbar, 2) for h in H))
     gamma_G = float(max(np.linalg.norm(G[i] - Gbar) + np.linalg.norm(H[i] - Hbar, 2) * r_C for i in range(n)))
     sigma_G = sigma_H = 0.0
-    if b_g is not None and problem.kind != KIND_QUADRATIC:
+    if b_g is not None and problem.datafit_id != KIND_QUADRATIC:
         for i in range(n):
             A, t = problem.client_data(i)
             A = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
@@ -297,7 +297,7 @@ def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_ro
     check_param("seeds", seeds, [Interval(int, 1, None)], c)
     check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, problem.n_clients)], c)
     check_param("batch_size", batch_size, [NoneOk(), Interval(int, 1, None)], c)
-    if problem.kind == KIND_LOGISTIC:
+    if problem.datafit_id == KIND_LOGISTIC:
         raise NotApplicable("constants implemented for quadratic f_i (least squares, lasso, quadratics)")
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
@@ -371,13 +371,13 @@ def conditions(st, m):
     eta_cap = 1 / (10 * K * c["L_F"])
     from .._kernels.oracles import KIND_QUADRATIC
     bounded_below = True
-    if p.kind == KIND_QUADRATIC:             # f_i = x^T Q x / 2 - t^T x is bounded below iff t in range(Q)
+    if p.datafit_id == KIND_QUADRATIC:             # f_i = x^T Q x / 2 - t^T x is bounded below iff t in range(Q)
         for i in range(p.n_clients):
             Q, t = p.client_data(i)
             Q = np.asarray(Q) + p.l2 * np.eye(p.dim)
             y = np.linalg.lstsq(Q, t, rcond=None)[0]
             bounded_below &= bool(np.linalg.norm(Q @ y - t) <= 1e-9 * (1 + np.linalg.norm(t)))
-    coercive = st["lam_min"] > 0 or (p.l1 > 0 and bounded_below)
+    coercive = st["lam_min"] > 0 or (p.reg_weight > 0 and bounded_below)
     return [
         Condition("lambda > L", lam, c["L"], lam > c["L"]),
         Condition("eta_l <= 1/(10 K L_F)", lr, eta_cap, lr <= eta_cap * (1 + 1e-12)),
@@ -417,7 +417,7 @@ def _space(variant):
     K in 1..5, R in 5..40, S in 1..n, minibatch in 2..10, lambda = 2L and eta = 1/(10 K L_F)
     (the setup's defaults), x^0 = 0, two seeds."""
     from hypothesis import strategies as st
-    from ..testing import strategies as fts
+    from ..testing import draws as fts
 
     @st.composite
     def draw_case(draw):

@@ -261,6 +261,6 @@ def feddeper_constants(problem, batch_size=None):
     >>> c["B_sq_min"], round(c["G_sq"](1.0), 10)
     (1.0, 2.0)
     """
-    from ..theory.feddeper import problem_constants
+    from ..constants import feddeper_assumptions as problem_constants
     beta, s2, B2, G2, notes = problem_constants(problem, batch_size)
     return dict(beta=beta, sigma_sq=s2, B_sq_min=B2, G_sq=G2, notes=notes)

@@ -251,7 +251,7 @@ class TorchRoundContext(RoundContext):
     def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
         p = self.problem
         noise = self._noise()
-        tau = p.l1
+        tau = p.reg_weight
 
         def client(s):
             x, z = x0.clone(), x0.clone()
@@ -280,7 +280,7 @@ class TorchRoundContext(RoundContext):
             flags = []
             for k in range(self.K):
                 lr = float(self.lrs[k])
-                y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.l1)
+                y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.reg_weight)
                 flags.append(torch.isfinite(y).all())
             return (y,), flags
         return self._clients(1, client)
@@ -295,7 +295,7 @@ class TorchRoundContext(RoundContext):
             for k in range(self.K):
                 for _ in range(inner):
                     g = self._g(s, k, th, noise=noise)
-                    th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.l1)
+                    th = p.prox_t(th - eta_p * (g + lam_p * (th - w) + wd * th), eta_p * p.reg_weight)
                 w = w - float(self.lrs[k]) * lam_p * (w - th)
                 flags.append(torch.isfinite(w).all() & torch.isfinite(th).all())
             return (w, th), flags
@@ -304,7 +304,7 @@ class TorchRoundContext(RoundContext):
     def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
         p = self.problem
         noise, ih = self._noise(), self._index(idx_h)
-        t = p.l1 / lam
+        t = p.reg_weight / lam
 
         def client(s):
             x = x0.clone()
