@@ -183,6 +183,13 @@ class _Sampler:
         return np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
 
 
+@functools.cache
+def _run_parameters():
+    """The parameter names of :func:`run` (offered by an algorithm's unknown-hyperparameter error)."""
+    import inspect
+    return tuple(inspect.signature(run).parameters)
+
+
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
         batch_size=None, seed=0, x0=None, record_iterates=False, backend="numba", device=None,
         *, eval_every=None, callback=None, progress=False, sampling=None, q=None,
@@ -413,7 +420,7 @@ class _Job:
             q = hyperparameters.get("q")
         hyperparameters, self.weight_decay, self.clip_norm = _released_options(alg_cls, weight_decay, clip_norm,
                                                                                hyperparameters)
-        self.alg = alg = alg_cls.create(**hyperparameters)
+        self.alg = alg = alg_cls.create(run_parameters=_run_parameters(), **hyperparameters)
         alg.check_problem(problem)
         self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
         if client_schedule is not None:

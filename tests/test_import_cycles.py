@@ -97,11 +97,6 @@ def _members(prefix, names):
 
 def _registries(graph):
     algorithms = _members("fedtheory.algorithms", graph) | {"fedtheory.registry"}
-    # Algorithm.create (algorithms/base.py) imports the runner, inside the function, to offer the
-    # runner's parameter names in its did-you-mean; the runner looks algorithms up in the registry
-    # and hands the torch context (which subclasses base's RoundContext) the round. Not a registry's
-    # own edge: to go when the runner passes its parameter names to create.
-    algorithms |= {"fedtheory.runner", "fedtheory.backends.torch", "fedtheory.backends.torch.context"}
     papers = {n for n in _members("fedtheory.theory", graph) if n.count(".") == 2}    # no subpackage
     return {
         # ft.algorithms() and get_algorithm import the package so that every built-in algorithm is

@@ -359,16 +359,27 @@ class Algorithm:
         return {f.name: f.default for f in dataclasses.fields(cls)}
 
     @classmethod
-    def create(cls, **kwargs):
-        """Build an instance, rejecting unknown hyperparameters with the list of known ones."""
+    def create(cls, run_parameters=(), **kwargs):
+        """Build an instance, rejecting unknown hyperparameters with the list of known ones.
+
+        Parameters
+        ----------
+        run_parameters : sequence of str, default ()
+            The caller's own parameter names (the runner passes those of :func:`fedtheory.run`),
+            offered too when a misspelled name is close to one of them.
+        **kwargs
+            The algorithm's hyperparameters.
+
+        Returns
+        -------
+        Algorithm
+            The instance.
+        """
         known = cls.hyperparameters()
         unknown = sorted(set(kwargs) - set(known))
         if unknown:
-            import inspect
-
             from .._validation import did_you_mean
-            from ..runner import run
-            names = [*known, *inspect.signature(run).parameters]
+            names = [*known, *run_parameters]
             raise InvalidParameterError(
                 f"Unknown hyperparameter(s) {unknown} for algorithm {cls.name!r}; its own "
                 f"hyperparameters are {sorted(known) or 'none'} (plus the runner's lr, "
