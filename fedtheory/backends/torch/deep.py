@@ -66,9 +66,9 @@ class DeepProblem:
     """
 
     is_deep = True
-    kind = -1
+    kind = datafit_id = -1
     noise = 0.0
-    l1 = 0.0
+    l1 = reg_weight = 0.0
     reg = "l1"
     is_composite = False
     mat_shape = None

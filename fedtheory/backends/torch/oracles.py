@@ -49,12 +49,17 @@ class TorchOracles:
         self.client_sizes = problem.client_sizes
         self.noise = float(problem.noise)
         self.l2 = float(problem.l2)
-        self.l1 = float(getattr(problem, "l1", 0.0))
+        self.l1 = float(getattr(problem, "reg_weight", getattr(problem, "l1", 0.0)))
         self.reg = getattr(problem, "reg", "l1")
         self.regularizer = getattr(problem, "regularizer", None) or make_regularizer(self.reg, weight=self.l1)
         self.is_composite = bool(getattr(problem, "is_composite", False))
         self.name = problem.name
         self.weights = torch.as_tensor(np.asarray(problem.weights), dtype=dtype, device=device)
+
+    @property
+    def reg_weight(self):
+        """Weight tau of the regularizer h (the problem's ``reg_weight``; ``l1`` is its older name)."""
+        return self.l1
 
     def tensor(self, a):
         """A NumPy array (or tensor) as a tensor of the oracles' dtype on their device."""
