@@ -1,9 +1,11 @@
-r"""Smoothness and strong-convexity constants computed exactly from the data.
+r"""Smoothness and strong-convexity constants computed from the data and the datafit's capabilities.
 
-For least squares and quadratics the Hessian is constant; for logistic regression the
-Hessian :math:`A^\top \mathrm{diag}(\omega\,\sigma'(z)) A + \ell_2 I` is largest (in the
-Loewner order) at z = 0 where :math:`\sigma' = 1/4`, so the Hessian at x = 0 gives the exact
-smoothness constant :math:`L = \sup_x \lambda_{\max}(\nabla^2 F(x))`.
+The datafit declares what bounds its curvature (:class:`fedtheory.components.Datafit`): a constant
+Hessian gives the exact L; a margin datafit's ``curvature_bound`` c (sup of the loss's second
+derivative, 1/4 for logistic) gives :math:`L = c\,\lambda_{\max}(\sum_r \omega_r a_r a_r^\top) + \ell_2`,
+a certified upper bound on :math:`\sup_x \lambda_{\max}(\nabla^2 F(x))` that is exact when the samples
+reach their bound at one common x (logistic at x = 0). A datafit that declares neither gets no L:
+:func:`smoothness` raises a DataError naming the missing capability (never the Hessian at 0).
 """
 import math
 
@@ -11,18 +13,19 @@ import numpy as np
 
 
 def smoothness(problem):
-    """Exact L of the smooth part of F: sup_x lambda_max(Hessian) (cached on the problem)."""
+    """L of the smooth part of F: sup_x lambda_max(Hessian), from the datafit's capabilities
+    (:meth:`fedtheory.components.Datafit.smoothness`; cached on the problem).
+
+    Raises DataError when the datafit declares neither a constant Hessian nor a curvature bound."""
     if "_L" not in problem.__dict__:
-        problem._L = float(np.linalg.eigvalsh(problem.hessian(np.zeros(problem.dim)))[-1])
+        problem._L = problem.datafit.smoothness(problem.data)
     return problem._L
 
 
 def client_smoothness(problem):
-    """Exact L_i of every client objective f_i, array of shape (n,)."""
+    """L_i of every client objective f_i, array of shape (n,) (see :func:`smoothness`)."""
     if "_L_i" not in problem.__dict__:
-        z = np.zeros(problem.dim)
-        problem._L_i = np.array([np.linalg.eigvalsh(problem.client_hessian(i, z))[-1]
-                                 for i in range(problem.n_clients)])
+        problem._L_i = np.array([problem.datafit.smoothness(problem.data, i) for i in range(problem.n_clients)])
     return problem._L_i
 
 

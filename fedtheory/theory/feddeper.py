@@ -176,28 +176,31 @@ def problem_constants(problem, batch_size=None):
     >>> round(beta, 12), round(s2, 12), B2
     (1.0, 0.03, 1.0)
     """
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     from ..constants import client_smoothness
     n, d = problem.n_clients, problem.dim
     beta = float(np.max(client_smoothness(problem)))
-    if problem.kind == KIND_QUADRATIC:
+    fit = problem.datafit
+    if fit.constant_hessian and not fit.has_samples:        # explicit quadratics
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         B2min, G2, _ = quadratic_BG(problem)
         return beta, d * problem.noise ** 2, B2min, G2, ["quadratic: B and G(B) exact, sigma^2 = d noise^2"]
-    if problem.kind != KIND_LOGISTIC:
-        raise ValueError("Assumption 3 with finite B, G is computed for quadratics and logistic regression only.")
+    if fit.slope_bound is None:
+        raise ValueError(f"Assumption 3 with finite B, G is computed for explicit quadratics and datafits with "
+                         f"bounded slopes (logistic regression); the datafit {fit.name!r} declares no 'slope_bound'.")
+    s = float(fit.slope_bound)
     R, var = [], []
     for i in range(n):
         A = problem.client_data(i)[0]
         nrm = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel() if problem.sparse else np.sum(A * A, axis=1))
-        R.append(nrm.mean())
+        R.append(s * nrm.mean())                    # ||grad phi_i|| <= slope bound * mean row norm
         if batch_size is not None:
             m = A.shape[0]
-            var.append(np.mean(nrm ** 2) / batch_size * ((m - batch_size) / (m - 1) if m > 1 else 1.0))
+            var.append(s * s * np.mean(nrm ** 2) / batch_size * ((m - batch_size) / (m - 1) if m > 1 else 1.0))
     G2u = float(np.mean(np.square(R)))
     return beta, (max(var) if var else 0.0) + d * problem.noise ** 2, 1.0, (lambda B2: G2u), \
-        ["logistic: B = 1 (the ridge cancels), G^2 <= mean R_i^2 (an upper bound), sigma^2 a bound"]
+        [f"{fit.name}: B = 1 (the ridge cancels), G^2 <= mean R_i^2 with R_i = {s:g} x the mean row norm "
+         "(an upper bound), sigma^2 a bound"]
 
 
 # ------------------------------------------------------------------------- Theorem 1 --
