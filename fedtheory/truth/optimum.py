@@ -1,13 +1,20 @@
-r"""Certified ground truth: CVXPY (Clarabel), then a high-precision polish.
+r"""Certified ground truth: a first stage (QR, closed form or CVXPY), then a high-precision polish.
 
-The optimum of :math:`F = \sum_i w_i f_i + h` is first computed with CVXPY, then polished:
+The stages are chosen from the components' capabilities (:mod:`fedtheory.components`), never from
+which datafit or regularizer a problem has. The optimum of :math:`F = \sum_i w_i f_i + h` is first
+computed by QR (a ``squared_residual`` datafit without h), one linear solve (a ``constant_hessian``
+without h) or CVXPY on the components' own forms (:meth:`Datafit.cvxpy_objective`,
+:meth:`Regularizer.cvxpy_objective`; a component without one skips this stage, ``info["cvxpy_status"]``
+says so, and the polish starts from zeros), then polished:
 
 * smooth problems: damped Newton with Armijo backtracking until the gradient stops
   decreasing (typically :math:`\|\nabla F\| \approx 10^{-14}`);
-* lasso: active-set Newton on the support with fixed signs, with the KKT conditions
-  :math:`|\nabla_j F_{smooth}| \le \ell_1` checked off the support and violators added back;
-* group lasso and nuclear norm: accelerated proximal gradient with adaptive restart from the
-  CVXPY point, until the gradient-mapping norm stops decreasing.
+* a ``sign_support`` regularizer (the l1 norm): active-set Newton on the support with fixed signs,
+  with the KKT conditions :math:`|\nabla_j F_{smooth}| \le \ell_1` checked off the support and
+  violators added back;
+* any other regularizer with a ``closed_form_prox`` (group lasso, nuclear norm, a user's): accelerated
+  proximal gradient with adaptive restart from the first stage's point, until the gradient-mapping
+  norm stops decreasing.
 
 The *residual* is the norm of the gradient mapping
 :math:`\|x - \mathrm{prox}_{h/L}(x - \nabla F(x)/L)\| L` (the gradient norm when h = 0).

@@ -158,12 +158,10 @@ def constants(problem, gt=None):
         except (ValueError, np.linalg.LinAlgError):         # eigvalsh of a Hessian with inf entries
             L, L_i = np.inf, np.array([np.inf])
     if not (np.isfinite(L) and np.all(np.isfinite(L_i))):
-        from ..exceptions import DataError
         from .certificate import describe
         raise DataError(f"constants: the smoothness constant L of {describe(problem)} overflows double "
                         "precision (the Hessian's entries exceed 1.8e308); rescale the data.")
     if L == 0 and hasattr(problem, "M") and abs(problem.M).max() > 0:
-        from ..exceptions import DataError
         from .certificate import describe
         raise DataError(f"constants: the Hessian of {describe(problem)} underflows to 0 in double precision "
                         "although its data are not 0 (L would be below 1e-308); rescale the data.")
