@@ -1,7 +1,7 @@
 """A user's datafit gets a correct certified ground truth, correct constants and honest theorem verdicts.
 
-Two datafits the library does not ship, registered as a user would (``@register_datafit`` on a
-``MarginDatafit``): the Huber loss of ``docs/how-a-problem-is-built.md`` (taken from the page's own
+Two datafits the library does not ship, registered as a user would (``register_datafit`` on a
+``MarginDatafit`` subclass; here in a fixture, so that other test modules see the registries unchanged): the Huber loss of ``docs/how-a-problem-is-built.md`` (taken from the page's own
 code) and the pseudo-Huber loss sqrt(1 + r^2) - 1, which the docs do not show. The optima are checked
 against an independent damped Newton in 40-digit mpmath on the test's own formulas; the smoothness
 constants against the analytic bound and the Hessian's largest eigenvalue over many points.
@@ -21,7 +21,6 @@ from fedtheory.problem import FederatedProblem
 DOC = Path(__file__).resolve().parent.parent / "docs" / "how-a-problem-is-built.md"
 
 
-@register_datafit
 class PseudoHuber(MarginDatafit):
     """l(z, t) = sqrt(1 + r^2) - 1 with r = z - t: l'' = (1 + r^2)^(-3/2) <= 1, |l'| < 1, l >= 0."""
 
@@ -53,7 +52,6 @@ class PseudoHuber(MarginDatafit):
         return cp.sum(cp.multiply(w, cp.norm(pairs, 2, axis=0))) - float(np.sum(w))
 
 
-@register_datafit
 class PseudoHuberNoCVXPY(PseudoHuber):
     """The same loss without a CVXPY form: ground truth skips that stage."""
 
@@ -61,7 +59,6 @@ class PseudoHuberNoCVXPY(PseudoHuber):
     cvxpy_loss_rows = MarginDatafit.cvxpy_loss_rows
 
 
-@register_datafit
 class PseudoHuberNoCurvature(PseudoHuber):
     """The same loss, declaring no curvature bound: no smoothness constant can be certified."""
 
@@ -69,17 +66,26 @@ class PseudoHuberNoCurvature(PseudoHuber):
     curvature_bound = None
 
 
-@pytest.fixture(scope="module")
-def huber():
-    """The Huber class of the docs page, from the page's own code (registered as 'huber' while the module runs)."""
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """The user's datafits are registered (``register_datafit``, as a user's module does on import) while
+    this module's tests run, and the registries restored after (other modules see no extra names)."""
     before = (dict(DATAFITS), dict(REGULARIZERS))
-    code = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    ns = {"__name__": "docs_how-a-problem-is-built"}
-    exec(compile(next(c for c in code if "class Huber" in c), str(DOC), "exec"), ns)
-    yield ns["Huber"]
+    for cls in (PseudoHuber, PseudoHuberNoCVXPY, PseudoHuberNoCurvature):
+        register_datafit(cls)
+    yield
     for table, saved in zip((DATAFITS, REGULARIZERS), before):
         table.clear()
         table.update(saved)
+
+
+@pytest.fixture(scope="module")
+def huber(registered):
+    """The Huber class of the docs page, from the page's own code (registered as 'huber' by it)."""
+    code = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    ns = {"__name__": "docs_how-a-problem-is-built"}
+    exec(compile(next(c for c in code if "class Huber" in c), str(DOC), "exec"), ns)
+    return ns["Huber"]
 
 
 # ------------------------------------------------------------------ the independent solver (mpmath)
