@@ -231,9 +231,15 @@ def test_no_curvature_capability_no_smoothness_constant():
     Hessian at 0 presented as L; its optimum is not certified (the rounding of F is not bounded)."""
     A, b = _data(seed=4)
     p = FederatedProblem.from_clients(A, b, PseudoHuberNoCurvature(l2=0.01), name="no_curvature")
+    from fedtheory.components import capabilities
     from fedtheory.constants import smoothness
+    assert not capabilities(p)["certified_smoothness"]
+    q = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.01), name="with_curvature")
+    assert capabilities(q)["certified_smoothness"] and capabilities(q)["bounded_slopes"]
     with pytest.raises(DataError, match="curvature_bound"):
         smoothness(p)
+    with pytest.raises(DataError, match="curvature_bound"):
+        validation.constants(p, validation.ground_truth(q, cache=False))
     with pytest.raises(UncertifiedOptimumError, match="curvature_bound"):
         validation.ground_truth(p, cache=False)
 

@@ -502,7 +502,10 @@ def capabilities(problem):
     dict
         ``smooth``: the datafit is smooth and h is zero or smooth; ``strongly_convex``: the
         datafit's strong convexity is positive or h is a strongly convex penalty with positive
-        weight; ``composite``: h is not zero.
+        weight; ``composite``: h is not zero; ``certified_smoothness``: the datafit declares a
+        constant Hessian or a curvature bound, so L is known (:meth:`Datafit.smoothness`);
+        ``bounded_slopes``: it declares a slope bound (bounded sample gradients);
+        ``constant_hessian``, ``samples``: as the datafit declares them.
 
     Examples
     --------
@@ -513,14 +516,19 @@ def capabilities(problem):
     >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L1(weight=0.1)))["smooth"]
     False
     >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L2(weight=0.1)))
-    {'smooth': True, 'strongly_convex': True, 'composite': True}
+    {'smooth': True, 'strongly_convex': True, 'composite': True, 'certified_smoothness': True, \
+'bounded_slopes': False, 'constant_hessian': True, 'samples': True}
     """
     fit, reg = problem.datafit, problem.regularizer
     h_smooth = reg.is_zero or bool(getattr(reg, "smooth", False))
     h_sc = (not reg.is_zero) and bool(getattr(reg, "strongly_convex", False))
     return {"smooth": bool(getattr(fit, "smooth", True)) and h_smooth,
             "strongly_convex": h_sc or fit.strong_convexity(problem) > 0,
-            "composite": not reg.is_zero}
+            "composite": not reg.is_zero,
+            "certified_smoothness": bool(fit.constant_hessian or fit.curvature_bound is not None),
+            "bounded_slopes": fit.slope_bound is not None,
+            "constant_hessian": bool(fit.constant_hessian),
+            "samples": bool(fit.has_samples)}
 
 
 # =============================================================================== regularizers

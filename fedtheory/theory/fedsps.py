@@ -532,7 +532,7 @@ def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     conds = pc + [Condition("c >= 2 tau^2", c, 2 * tau ** 2, c >= 2 * tau ** 2),
                   _lower_bound_condition(problem, s["ell"], batch_size),
                   Condition("f_i convex (mu >= 0 per sample)", s["mu"], 0.0, s["mu"] >= 0)]
@@ -616,7 +616,7 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     mu = s["mu"]
     if mu <= 0:
         raise NotApplicable("Theorem 3(b) needs every sample function mu-strongly convex (mu = 0 here)",
@@ -687,7 +687,7 @@ def _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, 
     try:
         L = sample_constants(problem)[0] if batch_size is not None else _full_batch_L(problem)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     cap = step_cap(c, L, tau, cap_div)
     return tau, L, cap
 
@@ -696,7 +696,7 @@ def _constants_or_na(problem, c, gamma_b, ell, x0, pc):
     try:
         return _constants(problem, c, gamma_b, ell, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
 
 
 def _setup_6a(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
