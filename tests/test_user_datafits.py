@@ -261,3 +261,19 @@ def test_fedsps_theorem_without_curvature_bound_names_it():
     v = validation.verify("fedsps.theorem_3a", p, rounds=8, local_steps=2, gamma_b=1.0, batch_size=2, seeds=1)
     assert not v.applicable
     assert "curvature_bound" in v.reason
+
+
+@pytest.mark.parametrize("theorem, applicable", [("fedspeed.theorem_4_4", True), ("feddeper.theorem_1", True),
+                                                 ("fedsps.theorem_6b", True), ("localdescent.theorem_4_4", False)])
+def test_theorems_on_pseudo_huber_apply_or_say_why(theorem, applicable):
+    """FedSpeed's sigma_g^2 and FedDeper's G^2 are bounded through the declared slope bound, FedSPS's L
+    through the curvature bound; Local Descent's diversity has a closed form for quadratics only, and
+    says so."""
+    A, b = _data(seed=6, n=2, m=10, d=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.1), name="pseudo_huber")
+    v = validation.verify(theorem, p, rounds=10, local_steps=2)
+    assert v.applicable is applicable, v.reason
+    if applicable:
+        assert v.holds in (True, False)
+    else:
+        assert v.reason.strip()
