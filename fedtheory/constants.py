@@ -1,9 +1,11 @@
-r"""Smoothness and strong-convexity constants computed exactly from the data.
+r"""Smoothness and strong-convexity constants computed from the data and the datafit's capabilities.
 
-For least squares and quadratics the Hessian is constant; for logistic regression the
-Hessian :math:`A^\top \mathrm{diag}(\omega\,\sigma'(z)) A + \ell_2 I` is largest (in the
-Loewner order) at z = 0 where :math:`\sigma' = 1/4`, so the Hessian at x = 0 gives the exact
-smoothness constant :math:`L = \sup_x \lambda_{\max}(\nabla^2 F(x))`.
+The datafit declares what bounds its curvature (:class:`fedtheory.components.Datafit`): a constant
+Hessian gives the exact L; a margin datafit's ``curvature_bound`` c (sup of the loss's second
+derivative, 1/4 for logistic) gives :math:`L = c\,\lambda_{\max}(\sum_r \omega_r a_r a_r^\top) + \ell_2`,
+a certified upper bound on :math:`\sup_x \lambda_{\max}(\nabla^2 F(x))` that is exact when the samples
+reach their bound at one common x (logistic at x = 0). A datafit that declares neither gets no L:
+:func:`smoothness` raises a DataError naming the missing capability (never the Hessian at 0).
 """
 import math
 
@@ -11,18 +13,19 @@ import numpy as np
 
 
 def smoothness(problem):
-    """Exact L of the smooth part of F: sup_x lambda_max(Hessian) (cached on the problem)."""
+    """L of the smooth part of F: sup_x lambda_max(Hessian), from the datafit's capabilities
+    (:meth:`fedtheory.components.Datafit.smoothness`; cached on the problem).
+
+    Raises DataError when the datafit declares neither a constant Hessian nor a curvature bound."""
     if "_L" not in problem.__dict__:
-        problem._L = float(np.linalg.eigvalsh(problem.hessian(np.zeros(problem.dim)))[-1])
+        problem._L = problem.datafit.smoothness(problem.data)
     return problem._L
 
 
 def client_smoothness(problem):
-    """Exact L_i of every client objective f_i, array of shape (n,)."""
+    """L_i of every client objective f_i, array of shape (n,) (see :func:`smoothness`)."""
     if "_L_i" not in problem.__dict__:
-        z = np.zeros(problem.dim)
-        problem._L_i = np.array([np.linalg.eigvalsh(problem.client_hessian(i, z))[-1]
-                                 for i in range(problem.n_clients)])
+        problem._L_i = np.array([problem.datafit.smoothness(problem.data, i) for i in range(problem.n_clients)])
     return problem._L_i
 
 
@@ -133,9 +136,10 @@ def feddeper_assumptions(problem, batch_size=None):
     FedDeper's Assumptions 1-3 (docs/papers/feddeper.md, §4.7), read off the data
     (:func:`fedtheory.theory.feddeper.problem_constants`, the theorems' name for it).
 
-    Quadratics: exact B and G(B), :math:`\sigma^2 = d s^2` (the problem's noise s). Logistic
-    regression: B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
-    variance are upper bounds. Anything else raises ValueError.
+    Explicit quadratics (a constant Hessian without samples): exact B and G(B),
+    :math:`\sigma^2 = d s^2` (the problem's noise s). Datafits with bounded slopes (logistic
+    regression): B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
+    variance are upper bounds. Anything else raises ValueError naming the missing capability.
 
     Examples
     --------
@@ -144,24 +148,27 @@ def feddeper_assumptions(problem, batch_size=None):
     >>> round(beta, 12), round(s2, 12), B2
     (1.0, 0.03, 1.0)
     """
-    from ._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     n, d = problem.n_clients, problem.dim
     beta = float(np.max(client_smoothness(problem)))
-    if problem.datafit_id == KIND_QUADRATIC:
+    fit = problem.datafit
+    if fit.constant_hessian and not fit.has_samples:        # explicit quadratics
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         B2min, G2, _ = quadratic_BG(problem)
         return beta, d * problem.noise ** 2, B2min, G2, ["quadratic: B and G(B) exact, sigma^2 = d noise^2"]
-    if problem.datafit_id != KIND_LOGISTIC:
-        raise ValueError("Assumption 3 with finite B, G is computed for quadratics and logistic regression only.")
+    if fit.slope_bound is None:
+        raise ValueError(f"Assumption 3 with finite B, G is computed for explicit quadratics and datafits with "
+                         f"bounded slopes (logistic regression); the datafit {fit.name!r} declares no 'slope_bound'.")
+    s = float(fit.slope_bound)
     R, var = [], []
     for i in range(n):
         A = problem.client_data(i)[0]
         nrm = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel() if problem.sparse else np.sum(A * A, axis=1))
-        R.append(nrm.mean())
+        R.append(s * nrm.mean())                    # ||grad phi_i|| <= slope bound * mean row norm
         if batch_size is not None:
             m = A.shape[0]
-            var.append(np.mean(nrm ** 2) / batch_size * ((m - batch_size) / (m - 1) if m > 1 else 1.0))
+            var.append(s * s * np.mean(nrm ** 2) / batch_size * ((m - batch_size) / (m - 1) if m > 1 else 1.0))
     G2u = float(np.mean(np.square(R)))
     return beta, (max(var) if var else 0.0) + d * problem.noise ** 2, 1.0, (lambda B2: G2u), \
-        ["logistic: B = 1 (the ridge cancels), G^2 <= mean R_i^2 (an upper bound), sigma^2 a bound"]
+        [f"{fit.name}: B = 1 (the ridge cancels), G^2 <= mean R_i^2 with R_i = {s:g} x the mean row norm "
+         "(an upper bound), sigma^2 a bound"]

@@ -27,8 +27,6 @@ from . import components
 from .components.registry import kernel_id
 from .exceptions import DataError
 
-KIND_NAMES = {c.code: name for name, c in components.DATAFITS.items() if c.code is not None}
-
 
 def _as_client_arrays(A, b, caller, datafit=None):
     """Validate per-client lists and return (stacked matrix, stacked targets, ptr).

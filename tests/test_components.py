@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import fedtheory as ft
+import fedtheory.constants  # noqa: F401  (ft.constants below, whichever tests run first)
 from fedtheory import components
 from fedtheory.components import DATAFITS, REGULARIZERS
 from fedtheory.components.checks import check_datafit, check_pair, check_regularizer, example_problem
@@ -124,12 +125,16 @@ def test_component_constants():
     assert ft.constants.strong_convexity(p) == pytest.approx(np.linalg.eigvalsh(H)[0], rel=1e-12)
     q = example_problem("logistic")
     assert ft.constants.strong_convexity(q) == q.l2
-    # the sample-smoothness bound of a margin datafit: l'' <= curvature_bound, checked on a grid
+    # the declared bounds of a margin datafit, checked on a grid: l'' <= curvature_bound (sample
+    # smoothness), |l'| <= slope_bound (gradient heterogeneity); None declares nothing
     for name, cls in DATAFITS.items():
         if issubclass(cls, components.MarginDatafit):
             z = np.linspace(-30, 30, 2001)
             for t in (-1.0, 1.0):
-                assert np.all(cls().d2loss(z, np.full_like(z, t)) <= cls.curvature_bound + 1e-15), name
+                if cls.curvature_bound is not None:
+                    assert np.all(cls().d2loss(z, np.full_like(z, t)) <= cls.curvature_bound + 1e-15), name
+                if cls.slope_bound is not None:
+                    assert np.all(np.abs(cls().dloss(z, np.full_like(z, t))) <= cls.slope_bound + 1e-15), name
 
 
 def test_sparse_and_dense_rows_give_the_same_problem():

@@ -101,6 +101,16 @@ class Datafit(Component):
     smooth: ClassVar[bool] = True
     #: Capability: a lower bound on every sample (and minibatch) loss, ridge included (None: unknown).
     sample_loss_floor: ClassVar[float | None] = None
+    #: Capability: sup of the per-sample loss's second derivative per unit of ||a||^2 (margin datafits:
+    #: sup_z l''(z, t), 1/4 for logistic, 1 for least squares); None: unknown. The smoothness constants
+    #: (:meth:`smoothness`, :meth:`sample_smoothness`) are certified from it.
+    curvature_bound: ClassVar[float | None] = None
+    #: Capability: sup_z |l'(z, t)| of the per-sample loss (1 for logistic; None: unbounded or unknown).
+    #: Bounds the gradient heterogeneity (each client gradient lies in a ball, :meth:`gradient_radius`).
+    slope_bound: ClassVar[float | None] = None
+    #: Capability: the loss is exactly 1/2 (a^T x - t)^2 per sample (ground truth then solves the
+    #: smooth problem by QR and certifies a lasso by its duality gap).
+    squared_residual: ClassVar[bool] = False
 
     def __init__(self, l2=0.0):
         self.l2 = _check_nonneg(self.name, "l2", l2)
@@ -221,7 +231,133 @@ class Datafit(Component):
     def _rows(self, rows):
         return None if rows is None or not self.has_samples else np.asarray(rows, dtype=np.int64)
 
+    # ------------------------------------------------------------------ capabilities used by ground truth
+    def has_cvxpy(self):
+        """Whether the datafit provides its CVXPY form (:meth:`cvxpy_block` or :meth:`cvxpy_loss`)."""
+        return _overrides(self, Datafit, ("cvxpy_block", "cvxpy_loss"))
+
+    def cvxpy_objective(self, data, x):
+        """sum_i w_i f_i(x) as a CVXPY expression of the variable x (ridge included): the datafit's
+        part of the ground truth's CVXPY problem. Raises NotImplementedError without a CVXPY form."""
+        if not self.has_cvxpy():
+            raise NotImplementedError(f"the datafit {self.name!r} has no CVXPY form (cvxpy_block)")
+        return self.cvxpy_value(data, x)
+
+    def infimum_attained(self, problem):
+        """Whether min_x sum_i w_i f_i(x) is attained (without a regularizer); True by default. The
+        logistic loss overrides it: separable data without ridge approach the infimum 0 at infinity."""
+        return True
+
     # ------------------------------------------------------------------ constants
+    def _missing_curvature(self, what):
+        from ..exceptions import DataError
+        return DataError(f"{what}: the datafit {self.name!r} declares neither 'constant_hessian' nor a "
+                         "'curvature_bound' (sup of the loss's second derivative per unit of ||a||^2), so "
+                         "its smoothness constant cannot be certified; set 'curvature_bound' on the class.")
+
+    def _bound_hessian(self, data, i=None):
+        """A matrix B with Hessian <= B everywhere (Loewner order), ridge excluded: the Hessian itself
+        for a constant Hessian, curvature_bound * sum_r omega_r a_r a_r^T for a margin datafit with a
+        curvature bound; None when neither is declared."""
+        z = np.zeros(data.dim)
+        if self.constant_hessian:
+            return self.loss_hessian(data, z) if i is None else self.block_hessian(*data.block(i), z)
+        c = self.curvature_bound
+        if c is None or not isinstance(self, MarginDatafit):
+            return None
+        if i is None:
+            M, w = data.M, data.row_w * float(c)
+        else:
+            M, _ = data.block(i)
+            w = np.full(M.shape[0], float(c) / M.shape[0])
+        if sp.issparse(M):
+            return np.asarray((M.T @ sp.diags(w) @ M).toarray())
+        return (M * w[:, None]).T @ M
+
+    def smoothness(self, data, i=None):
+        """L = sup_x lambda_max of the Hessian of sum_i w_i f_i (of f_i with ``i``), from the
+        capabilities: exact for a constant Hessian; for a margin datafit with a ``curvature_bound`` c,
+        c lambda_max(sum_r omega_r a_r a_r^T) + l2, a certified upper bound that is exact when every
+        sample reaches its curvature bound at one common x (logistic at x = 0, least squares everywhere).
+
+        Raises
+        ------
+        DataError
+            When the datafit declares neither ``constant_hessian`` nor ``curvature_bound``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fedtheory.components import Logistic
+        >>> from fedtheory.problem import ClientData
+        >>> d = ClientData(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([1.0, -1.0]), np.array([0, 2]))
+        >>> Logistic(l2=0.5).smoothness(d)        # 1/4 * lambda_max(diag(4, 1) / 2) + 0.5
+        1.0
+        """
+        B = self._bound_hessian(data, i)
+        if B is None:
+            raise self._missing_curvature("smoothness")
+        return float(np.linalg.eigvalsh(B + self.l2 * np.eye(data.dim))[-1])
+
+    def sample_smoothness(self, data):
+        """Largest smoothness constant of one sample's loss (plus l2): curvature_bound * max_r ||a_r||^2
+        for samples, the largest client L_i for a datafit without samples (a client is one sample).
+
+        Raises
+        ------
+        DataError
+            When no constant Hessian or curvature bound is declared.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fedtheory.components import LeastSquares
+        >>> from fedtheory.problem import ClientData
+        >>> d = ClientData(np.array([[3.0, 4.0], [0.0, 1.0]]), np.array([1.0, -1.0]), np.array([0, 2]))
+        >>> LeastSquares(l2=0.5).sample_smoothness(d)
+        25.5
+        """
+        if not self.has_samples:
+            return max(self.smoothness(data, i) for i in range(data.n_clients))
+        if self.curvature_bound is None:
+            raise self._missing_curvature("sample_smoothness")
+        return float(self.curvature_bound) * float(row_norms_sq(data.M).max()) + self.l2
+
+    def client_strong_convexity(self, data, i):
+        """inf_x lambda_min of the Hessian of f_i: its smallest eigenvalue for a constant Hessian, else l2."""
+        if self.constant_hessian:
+            return max(float(np.linalg.eigvalsh(self.block_hessian(*data.block(i), np.zeros(data.dim)))[0]),
+                       0.0) + self.l2
+        return self.l2
+
+    def client_quadratic(self, data, i):
+        """(H_i, c_i, k_i) with phi_i(x) = x^T H_i x / 2 - c_i^T x + k_i (the ridge excluded), for a datafit
+        with a constant Hessian; None otherwise. Without samples (explicit quadratics) these are the
+        client's data, exact; with samples they are formed from the rows (cancellation near the optimum).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fedtheory.components import Quadratic
+        >>> from fedtheory.problem import ClientData
+        >>> d = ClientData(2 * np.eye(2), np.array([1.0, 0.0]), np.array([0, 2]))
+        >>> H, c, k = Quadratic().client_quadratic(d, 0)
+        >>> H.tolist(), c.tolist(), k
+        ([[2.0, 0.0], [0.0, 2.0]], [1.0, 0.0], 0.0)
+        """
+        if not self.constant_hessian:
+            return None
+        A, t = data.block(i)
+        z = np.zeros(data.dim)
+        return self.block_hessian(A, t, z), -self.block_grad(A, t, z), float(self.block_value(A, t, z))
+
+    def gradient_radius(self, data, i):
+        """R with ||grad phi_i(x)|| <= R for every x (the ridge excluded): slope_bound times client i's
+        largest row norm; None without a slope bound."""
+        if self.slope_bound is None or not self.has_samples:
+            return None
+        return float(self.slope_bound) * float(np.sqrt(row_norms_sq(data.block(i)[0]).max()))
+
     def strong_convexity(self, problem):
         """mu = inf_x lambda_min of the Hessian of sum_i w_i f_i: the smallest eigenvalue of the
         constant Hessian when it is constant, else the ridge l2 (a lower bound that is exact when
@@ -246,6 +382,19 @@ class Datafit(Component):
         return cls(l2=0.1), A, b
 
 
+def _overrides(obj, base, names):
+    """Whether type(obj) defines one of ``names`` below ``base``."""
+    return any(getattr(type(obj), n, None) is not getattr(base, n, None) for n in names)
+
+
+def row_norms_sq(M):
+    """Squared Euclidean norm of every row of a dense or CSR matrix."""
+    if sp.issparse(M):
+        return np.asarray(M.multiply(M).sum(axis=1)).ravel()
+    M = np.asarray(M)
+    return np.einsum("ij,ij->i", M, M)
+
+
 class MarginDatafit(Datafit):
     r"""A datafit of the margins: :math:`\phi(A, t; x) = \frac1m \sum_r \ell(a_r^\top x, t_r)`.
 
@@ -260,8 +409,9 @@ class MarginDatafit(Datafit):
         Ridge weight inside every f_i (part of the smooth objective and of its constants).
     """
 
-    #: sup_z l''(z, t): the sample smoothness constant is this times max_r ||a_r||^2 (plus l2).
-    curvature_bound: ClassVar[float] = 1.0
+    #: sup_z l''(z, t): the sample smoothness constant is this times max_r ||a_r||^2 (plus l2);
+    #: None (the default): unknown, so no smoothness constant is certified for the datafit.
+    curvature_bound: ClassVar[float | None] = None
 
     def loss(self, z, t):  # pragma: no cover - abstract
         """Per-sample loss l(z, t), elementwise over arrays of margins z and targets t."""
@@ -287,7 +437,8 @@ class MarginDatafit(Datafit):
         >>> LeastSquares().max_curvature(np.array([0.0, 50.0]), np.array([1.0, 1.0]), 1.0)
         array([1., 1.])
         """
-        return np.full(np.shape(z), float(self.curvature_bound))
+        c = self.curvature_bound
+        return np.full(np.shape(z), np.inf if c is None else float(c))
 
     def torch_loss(self, z, t):  # pragma: no cover - abstract
         """l(z, t) elementwise on torch tensors (autograd differentiates it)."""
@@ -296,6 +447,10 @@ class MarginDatafit(Datafit):
     def cvxpy_loss_rows(self, z, t, w):  # pragma: no cover - abstract
         """sum_r w_r l(z_r, t_r) as a CVXPY expression (w >= 0 the row weights)."""
         raise NotImplementedError
+
+    def has_cvxpy(self):
+        """Whether the datafit provides its CVXPY form (:meth:`cvxpy_loss_rows`, or a block form of its own)."""
+        return _overrides(self, MarginDatafit, ("cvxpy_loss_rows", "cvxpy_block", "cvxpy_loss"))
 
     # blocks: means over the rows
     def block_value(self, A, t, x):
@@ -347,7 +502,10 @@ def capabilities(problem):
     dict
         ``smooth``: the datafit is smooth and h is zero or smooth; ``strongly_convex``: the
         datafit's strong convexity is positive or h is a strongly convex penalty with positive
-        weight; ``composite``: h is not zero.
+        weight; ``composite``: h is not zero; ``certified_smoothness``: the datafit declares a
+        constant Hessian or a curvature bound, so L is known (:meth:`Datafit.smoothness`);
+        ``bounded_slopes``: it declares a slope bound (bounded sample gradients);
+        ``constant_hessian``, ``samples``: as the datafit declares them.
 
     Examples
     --------
@@ -358,14 +516,19 @@ def capabilities(problem):
     >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L1(weight=0.1)))["smooth"]
     False
     >>> capabilities(FederatedProblem.from_clients(A, b, LeastSquares(), L2(weight=0.1)))
-    {'smooth': True, 'strongly_convex': True, 'composite': True}
+    {'smooth': True, 'strongly_convex': True, 'composite': True, 'certified_smoothness': True, \
+'bounded_slopes': False, 'constant_hessian': True, 'samples': True}
     """
     fit, reg = problem.datafit, problem.regularizer
     h_smooth = reg.is_zero or bool(getattr(reg, "smooth", False))
     h_sc = (not reg.is_zero) and bool(getattr(reg, "strongly_convex", False))
     return {"smooth": bool(getattr(fit, "smooth", True)) and h_smooth,
             "strongly_convex": h_sc or fit.strong_convexity(problem) > 0,
-            "composite": not reg.is_zero}
+            "composite": not reg.is_zero,
+            "certified_smoothness": bool(fit.constant_hessian or fit.curvature_bound is not None),
+            "bounded_slopes": fit.slope_bound is not None,
+            "constant_hessian": bool(fit.constant_hessian),
+            "samples": bool(fit.has_samples)}
 
 
 # =============================================================================== regularizers
@@ -386,6 +549,12 @@ class Regularizer(Component):
     smooth: ClassVar[bool] = False
     #: Capability: h0 is strongly convex (a positive weight makes the objective strongly convex).
     strongly_convex: ClassVar[bool] = False
+    #: Capability: :meth:`prox_t` is exact (closed form or a finite algorithm): ground truth polishes a
+    #: composite problem by accelerated proximal gradient with it.
+    closed_form_prox: ClassVar[bool] = True
+    #: Capability: h0 = ||x||_1, linear on every orthant: ground truth polishes by active-set Newton
+    #: on the support with fixed signs, and certifies least squares + h by the lasso duality gap.
+    sign_support: ClassVar[bool] = False
 
     def __init__(self, weight=0.0):
         self.weight = _check_nonneg(self.name, "weight", weight)
@@ -426,6 +595,17 @@ class Regularizer(Component):
         if self.is_zero:
             return x.copy()
         return self.prox_t(x, step * self.weight)
+
+    def has_cvxpy(self):
+        """Whether the regularizer provides its CVXPY form (:meth:`cvxpy_h0`); h = 0 always does."""
+        return self.is_zero or type(self).cvxpy_h0 is not Regularizer.cvxpy_h0
+
+    def cvxpy_objective(self, x):
+        """h as a CVXPY expression, or None when h = 0 (the regularizer's part of the ground truth's
+        CVXPY problem). Raises NotImplementedError without a CVXPY form."""
+        if not self.has_cvxpy():
+            raise NotImplementedError(f"the regularizer {self.name!r} has no CVXPY form (cvxpy_h0)")
+        return self.cvxpy_value(x)
 
     def cvxpy_value(self, x):
         """h as a CVXPY expression (None when h = 0)."""

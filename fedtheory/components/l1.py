@@ -20,6 +20,7 @@ class L1(Regularizer):
 
     name = "l1"
     code = REG_L1
+    sign_support = True
 
     def h0(self, x):
         return np.abs(x).sum()

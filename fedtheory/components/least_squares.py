@@ -21,6 +21,7 @@ class LeastSquares(MarginDatafit):
     name = "least_squares"
     code = KIND_LEAST_SQUARES
     constant_hessian = True
+    squared_residual = True
     curvature_bound = 1.0
     sample_loss_floor = 0.0
 

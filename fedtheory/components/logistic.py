@@ -25,7 +25,20 @@ class Logistic(MarginDatafit):
     code = KIND_LOGISTIC
     binary_targets = True
     curvature_bound = 0.25
+    slope_bound = 1.0
     sample_loss_floor = 0.0
+
+    def infimum_attained(self, problem):
+        """False when l2 = 0 and some x has t_r a_r^T x >= 1 for every row (an LP, HiGHS): the loss
+        then approaches its infimum 0 along that direction and never attains it."""
+        if self.l2 > 0:
+            return True
+        from scipy.optimize import linprog
+        M, t = problem.M, problem.b
+        YA = M.multiply(t[:, None]).tocsr() if problem.sparse else M * t[:, None]
+        res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(M.shape[0]),
+                      bounds=[(None, None)] * problem.dim, method="highs")
+        return res.status != 0
 
     def loss(self, z, t):
         return np.logaddexp(0.0, -t * z)

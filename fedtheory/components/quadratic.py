@@ -49,6 +49,10 @@ class Quadratic(Datafit):
         H = np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
         return 0.5 * cp.quad_form(x, cp.psd_wrap(0.5 * (H + H.T))) - t @ x
 
+    def client_quadratic(self, data, i):
+        A, t = data.block(i)
+        return self.block_hessian(A, t, None), np.asarray(t, dtype=np.float64), 0.0
+
     def _blocks(self, data):
         M = data.M.toarray() if data.sparse else np.asarray(data.M)
         return M.reshape(data.n_clients, data.dim, data.dim), data.b.reshape(data.n_clients, data.dim)

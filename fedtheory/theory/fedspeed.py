@@ -158,7 +158,6 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
     Raises ValueError (with the reason) when a constant is infinite, e.g. least squares or
     quadratics with distinct Hessians (sigma_g is unbounded on R^d).
     """
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
     from ..constants import client_smoothness
     n, d = problem.n_clients, problem.dim
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
@@ -168,7 +167,8 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
     L = float(L_i.max())
     notes = []
     noise_var = d * problem.noise ** 2
-    if problem.datafit_id == KIND_QUADRATIC:
+    fit = problem.datafit
+    if fit.constant_hessian and not fit.has_samples:        # explicit quadratics
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         Q = [problem.client_hessian(i, np.zeros(d)) for i in range(n)]
@@ -180,23 +180,23 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
         sg = float(np.mean(np.sum((G - G.mean(0)) ** 2, axis=1)))
         notes.append("sigma_g^2 exact (shared Hessian); sigma_l^2 = d s^2 exact")
         return L, noise_var, sg, notes
-    if problem.datafit_id != KIND_LOGISTIC:
-        raise ValueError("Assumption 4.3 fails for least squares in general (sigma_g unbounded on "
-                         "R^d); use a shared-Hessian quadratic or logistic regression.")
+    if fit.slope_bound is None:
+        raise ValueError(f"Assumption 4.3 needs bounded sample gradients: the datafit {fit.name!r} declares no "
+                         "'slope_bound' (sup |l'|; least squares has none: sigma_g is unbounded on R^d); use a "
+                         "shared-Hessian quadratic or a datafit with a slope bound (logistic regression).")
     R = np.empty(n)
     var = np.zeros(n)
     for i in range(n):
         rows = problem.client_data(i)[0]
-        sq = np.asarray(rows.multiply(rows).sum(axis=1)).ravel() if hasattr(rows, "multiply") \
-            else np.sum(rows * rows, axis=1)
-        R[i] = math.sqrt(float(sq.max()))
+        R[i] = fit.gradient_radius(problem.data, i)        # slope bound * largest row norm
         if batch_size is not None:
             m = rows.shape[0]
             fpc = 1.0 if batch_replacement or m == 1 else (m - batch_size) / (m - 1)
             var[i] = R[i] ** 2 / batch_size * fpc
     Rbar = float(problem.weights @ R)
     sg = float(np.mean((R + Rbar) ** 2))
-    notes.append("logistic: sigma_g^2 <= mean (R_i + Rbar)^2 and sigma_l^2 <= R^2/B are upper bounds")
+    notes.append(f"{fit.name}: sigma_g^2 <= mean (R_i + Rbar)^2 and sigma_l^2 <= R^2/B are upper bounds "
+                 f"(R_i = slope bound {fit.slope_bound:g} x the largest row norm)")
     return L, float(var.max()) + noise_var, sg, notes
 
 

@@ -56,17 +56,17 @@ _REL = 1e-12
 
 # ------------------------------------------------------------------------- constants --
 def sample_constants(problem):
-    """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6)."""
-    from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
-    l2 = problem.l2
-    if problem.datafit_id == KIND_QUADRATIC:
-        ev = np.array([np.linalg.eigvalsh(problem.client_data(i)[0])[[0, -1]] for i in range(problem.n_clients)])
-        return float(ev[:, 1].max() + l2), float(max(ev[:, 0].min(), 0.0) + l2)
-    M = problem.M
-    sq = np.asarray(M.multiply(M).sum(axis=1)).ravel() if problem.sparse else np.sum(M * M, axis=1)
-    scale = 0.25 if problem.datafit_id == KIND_LOGISTIC else 1.0
-    assert problem.datafit_id in (KIND_LOGISTIC, KIND_LEAST_SQUARES)
-    return float(scale * sq.max() + l2), float(l2)
+    """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6), from
+    the datafit's capabilities: L = curvature_bound max ||a||^2 + l2 for samples (a client is one sample
+    without them); mu = l2 for samples (a rank-one sample Hessian), else the smallest client mu_i.
+
+    Raises DataError (a ValueError) naming the missing capability when the datafit declares neither a
+    constant Hessian nor a curvature bound."""
+    fit, data = problem.datafit, problem.data
+    L = fit.sample_smoothness(data)
+    if fit.has_samples:
+        return float(L), float(problem.l2)
+    return float(L), float(min(fit.client_strong_convexity(data, i) for i in range(problem.n_clients)))
 
 
 def _full_batch_L(problem):
@@ -76,13 +76,10 @@ def _full_batch_L(problem):
 
 
 def _full_batch_mu(problem):
-    """Deterministic clients: min_i inf_x lambda_min(Hessian of f_i) (constant Hessians; l2 for logistic)."""
-    from .._kernels.oracles import KIND_LOGISTIC
-    if problem.datafit_id == KIND_LOGISTIC:
-        return float(problem.l2)
-    z = np.zeros(problem.dim)
-    return float(max(min(np.linalg.eigvalsh(problem.client_hessian(i, z))[0] for i in range(problem.n_clients)),
-                     0.0))
+    """Deterministic clients: min_i inf_x lambda_min(Hessian of f_i) (the datafit's
+    :meth:`~fedtheory.components.Datafit.client_strong_convexity`: constant Hessians exactly, else l2)."""
+    fit = problem.datafit
+    return float(min(fit.client_strong_convexity(problem.data, i) for i in range(problem.n_clients)))
 
 
 def _gt(problem):
@@ -95,12 +92,12 @@ def _gt(problem):
 
 
 def client_minima(problem):
-    """f_i* = min f_i of every client (quadratic clients in closed form, else the ground truth)."""
-    from .._kernels.oracles import KIND_QUADRATIC
-    if problem.datafit_id == KIND_QUADRATIC:
+    """f_i* = min f_i of every client (explicit quadratic clients, a constant Hessian without samples,
+    in closed form; else the ground truth)."""
+    if _explicit_quadratic(problem):
         out = []
         for i in range(problem.n_clients):
-            Q, c = problem.client_data(i)
+            Q, c, _ = problem.datafit.client_quadratic(problem.data, i)
             Q = Q + problem.l2 * np.eye(problem.dim)
             if np.linalg.eigvalsh(Q)[0] <= 0:
                 out.append(-math.inf)
@@ -244,10 +241,19 @@ def virtual_averages(res):
     return np.concatenate([rt.virtual_average("local")[:-1] for rt in res.trace])
 
 
+def _explicit_quadratic(problem):
+    """The clients are explicit quadratics (capabilities: a constant Hessian and no samples), whose
+    (Q_i, c_i) are their data (:meth:`~fedtheory.components.Datafit.client_quadratic`)."""
+    fit = problem.datafit
+    return bool(fit.constant_hessian and not fit.has_samples)
+
+
 def _quadratic_blocks(problem):
-    """(w, Q (n, d, d), c (n, d)) of a quadratic problem, f = sum_i w_i (x^T Q_i x/2 - c_i^T x) + l2 ||x||^2/2."""
-    Q = np.array([problem.client_data(i)[0] for i in range(problem.n_clients)])
-    c = np.array([problem.client_data(i)[1] for i in range(problem.n_clients)])
+    """(w, Q (n, d, d), c (n, d)) of a quadratic problem, f = sum_i w_i (x^T Q_i x/2 - c_i^T x) + l2 ||x||^2/2
+    (the constants k_i of the explicit quadratics are 0)."""
+    parts = [problem.datafit.client_quadratic(problem.data, i) for i in range(problem.n_clients)]
+    Q = np.array([q for q, _, _ in parts])
+    c = np.array([c for _, c, _ in parts])
     return np.asarray(problem.weights), Q, c
 
 
@@ -262,9 +268,8 @@ def objective_at(problem, X):
     >>> bool(np.allclose(objective_at(p, X), [p.value(x) for x in X], rtol=1e-14))
     True
     """
-    from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.datafit_id != KIND_QUADRATIC or problem.reg_weight != 0:
+    if not _explicit_quadratic(problem) or problem.reg_weight != 0:
         return np.array([problem.value(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     per = 0.5 * np.einsum("tj,ijk,tk->ti", X, Q, X) - X @ c.T
@@ -282,9 +287,8 @@ def gradient_at(problem, X):
     >>> bool(np.allclose(gradient_at(p, X), [p.grad(x) for x in X], rtol=1e-14))
     True
     """
-    from .._kernels.oracles import KIND_QUADRATIC
     X = np.asarray(X, dtype=float)
-    if problem.datafit_id != KIND_QUADRATIC:
+    if not _explicit_quadratic(problem):
         return np.array([problem.grad(x) for x in X])
     w, Q, c = _quadratic_blocks(problem)
     return np.einsum("i,ijk,tk->tj", w, Q, X) - w @ c + problem.l2 * X
@@ -553,7 +557,7 @@ def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     conds = pc + [Condition("c >= 2 tau^2", c, 2 * tau ** 2, c >= 2 * tau ** 2),
                   _lower_bound_condition(problem, s["ell"], batch_size),
                   Condition("f_i convex (mu >= 0 per sample)", s["mu"], 0.0, s["mu"] >= 0)]
@@ -637,7 +641,7 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     try:
         s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     mu = s["mu"]
     if mu <= 0:
         raise NotApplicable("Theorem 3(b) needs every sample function mu-strongly convex (mu = 0 here)",
@@ -709,7 +713,7 @@ def _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, 
     try:
         L = sample_constants(problem)[0] if batch_size is not None else _full_batch_L(problem)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
     cap = step_cap(c, L, tau, cap_div)
     return tau, L, cap
 
@@ -718,7 +722,7 @@ def _constants_or_na(problem, c, gamma_b, ell, x0, pc):
     try:
         return _constants(problem, c, gamma_b, ell, x0)
     except (AssertionError, ValueError) as e:
-        raise NotApplicable(f"constants not available: {e}", pc) from None
+        raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
 
 
 def _setup_6a(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
@@ -894,12 +898,12 @@ def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
 
 
 def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=5, x0=None):
-    from .._kernels.oracles import KIND_QUADRATIC
     pc = _problem_conditions(problem, noise=False)         # A3: the noise is the theorem's sigma^2
-    if problem.datafit_id != KIND_QUADRATIC:
-        raise NotApplicable("sigma^2 and zeta^2 are computable only for quadratics with a shared Hessian", pc)
+    if not _explicit_quadratic(problem):
+        raise NotApplicable("sigma^2 and zeta^2 are computable only for explicit quadratics (a constant Hessian "
+                            "without samples) with a shared Hessian", pc)
     n, d = problem.n_clients, problem.dim
-    Q = [problem.client_data(i)[0] for i in range(n)]
+    Q = [problem.datafit.client_quadratic(problem.data, i)[0] for i in range(n)]
     if not all(np.array_equal(Q[0], q) for q in Q[1:]):
         raise NotApplicable("zeta^2 is unbounded on R^d with distinct client Hessians", pc)
     tau, L, cap = _small_step_setup(problem, "fedsps.theorem_18", rounds, local_steps, c, None, seeds, 25, pc)

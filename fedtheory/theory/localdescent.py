@@ -80,12 +80,12 @@ from .tightness.pepit_adapter import tightness_case
 
 # --------------------------------------------------------------------------- diversity --
 def _quadratic_parts(problem):
-    from .._kernels.oracles import KIND_QUADRATIC
-    if problem.datafit_id != KIND_QUADRATIC:
+    fit = problem.datafit
+    if not (fit.constant_hessian and not fit.has_samples):     # explicit quadratics: (Q_i, c_i) are the data
         return None
     n, d = problem.n_clients, problem.dim
     As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
-    cs = np.array([problem.client_data(i)[1] for i in range(n)])
+    cs = np.array([fit.client_quadratic(problem.data, i)[1] for i in range(n)])
     return As, cs
 
 
@@ -147,7 +147,8 @@ def client_gradients(problem, clients, Y):
     >>> bool(np.allclose(G[0, 3], p.client_grad(2, Y[0, 3])))
     True
     """
-    from .._kernels.oracles import KIND_QUADRATIC
+    fit = problem.datafit
+    explicit = fit.constant_hessian and not fit.has_samples
     Y = np.asarray(Y, dtype=np.float64)
     clients = np.asarray(clients)
     d = Y.shape[-1]
@@ -156,8 +157,8 @@ def client_gradients(problem, clients, Y):
         for j in np.unique(clients):
             sel = clients == j
             X = Y[sel].reshape(-1, d)
-            if problem.datafit_id == KIND_QUADRATIC:           # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
-                Q, c = problem.client_data(int(j))
+            if explicit:                                 # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
+                Q, c, _ = fit.client_quadratic(problem.data, int(j))
                 g = X @ np.asarray(Q).T - c + problem.l2 * X
             else:                                        # the problem's own client oracle, point by point
                 g = np.array([problem.client_grad(int(j), x) if np.all(np.isfinite(x)) else np.full(d, np.nan)
@@ -344,20 +345,23 @@ def _x0(problem, x0):
 
 def _sigma2_B(problem, batch_size):
     """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
+    fit = problem.datafit
     d = problem.dim
-    if problem.datafit_id == KIND_QUADRATIC:
+    if fit.constant_hessian and not fit.has_samples:          # explicit quadratics
         if batch_size is not None:
             raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
         return d * problem.noise ** 2, 1, 0.0
-    if problem.datafit_id == KIND_LOGISTIC:
+    if fit.slope_bound is not None:                            # bounded sample slopes (logistic)
         if batch_size is None:
             return d * problem.noise ** 2, 1, 0.0
-        s2 = max(float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
-                               if problem.sparse else np.sum(problem.client_data(i)[0] ** 2, axis=1)))
-                 for i in range(problem.n_clients))
+        s2 = float(fit.slope_bound) ** 2 * max(
+            float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
+                          if problem.sparse else np.sum(problem.client_data(i)[0] ** 2, axis=1)))
+            for i in range(problem.n_clients))
         return s2, batch_size, 0.0
-    raise ValueError("Assumption 3 needs C1 > 0 for least squares; use a quadratic with noise or logistic.")
+    raise ValueError(f"Assumption 3 needs C1 > 0 for the datafit {fit.name!r}: it declares no 'slope_bound' "
+                     "(least squares has none); use a quadratic with noise or a datafit with bounded slopes "
+                     "(logistic).")
 
 
 def _assumption_constants(problem, batch_size=None, noise_model=True):

@@ -139,7 +139,7 @@ def F_grad_points(problem, X, lam):
     n, d = problem.n_clients, problem.dim
     z = np.zeros(d)
     out = np.zeros_like(X)
-    rowwise = problem.reg_weight != 0 and problem.reg != "l1"
+    rowwise = problem.reg_weight != 0 and not problem.regularizer.sign_support     # only the l1 prox acts entrywise
     for i in range(n):
         H = problem.client_hessian(i, z)
         G = X @ H.T + problem.client_grad(i, z)
@@ -200,9 +200,10 @@ def sigma_F_sq(sigma_G, sigma_H, B, lam, b_g=None, b_H=None, coefficient=3):
 def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
     """L, B, gamma_G, gamma_H, sigma_G, sigma_H on the ball C = B(x_c, r_C) (docs/papers/pfedfbe.md, §6.4), and the derived
     L_F (Lemma 1), gamma_F^2 (Lemma 2, read as a square) and sigma_F^2 (Lemma 3, coefficient 3)."""
-    from .._kernels.oracles import KIND_LOGISTIC, KIND_QUADRATIC
-    if problem.datafit_id == KIND_LOGISTIC:
-        raise ValueError("the constants are computed for quadratic f_i (least squares, lasso, quadratics)")
+    fit = problem.datafit
+    if not fit.constant_hessian:
+        raise ValueError(f"the constants are computed for quadratic f_i (a constant Hessian: least squares, lasso, "
+                         f"quadratics); the datafit {fit.name!r} does not declare 'constant_hessian'")
     n, d = problem.n_clients, problem.dim
     H = _hessians(problem)
     Hbar = H.mean(0)
@@ -214,7 +215,10 @@ def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
     gamma_H = float(max(np.linalg.norm(h - Hbar, 2) for h in H))
     gamma_G = float(max(np.linalg.norm(G[i] - Gbar) + np.linalg.norm(H[i] - Hbar, 2) * r_C for i in range(n)))
     sigma_G = sigma_H = 0.0
-    if b_g is not None and problem.datafit_id != KIND_QUADRATIC:
+    if b_g is not None and fit.has_samples:
+        if not fit.squared_residual:
+            raise ValueError(f"the per-sample variances are computed for the squared residual 1/2 (a^T x - y)^2; "
+                             f"the datafit {fit.name!r} does not declare 'squared_residual'")
         for i in range(n):
             A, t = problem.client_data(i)
             A = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
@@ -289,7 +293,6 @@ def theorem1_bound(variant, Delta_F, eta, K, R, lam, L_F, B, gamma_G, gamma_H, s
 def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_round=None, batch_size=None,
            seeds=3, x0=None):
     """Resolved parameters: lam defaults to 2L, lr to 1/(10 K L_F) (Lemma 1's L_F at lam)."""
-    from .._kernels.oracles import KIND_LOGISTIC
     from .._validation import Interval, NoneOk, check_param
     c = "pfedfbe.theorem_1"
     check_param("rounds", rounds, [Interval(int, 1, None)], c)
@@ -297,8 +300,9 @@ def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_ro
     check_param("seeds", seeds, [Interval(int, 1, None)], c)
     check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, problem.n_clients)], c)
     check_param("batch_size", batch_size, [NoneOk(), Interval(int, 1, None)], c)
-    if problem.datafit_id == KIND_LOGISTIC:
-        raise NotApplicable("constants implemented for quadratic f_i (least squares, lasso, quadratics)")
+    if not problem.datafit.constant_hessian:
+        raise NotApplicable(f"constants implemented for quadratic f_i (a constant Hessian: least squares, lasso, "
+                            f"quadratics); the datafit {problem.datafit.name!r} does not declare 'constant_hessian'")
     n = problem.n_clients
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
         raise NotApplicable("Theorem 1 is stated for F = (1/n) sum_i F_i (uniform client weights); the problem "
@@ -369,11 +373,12 @@ def conditions(st, m):
     """Stated, hidden and informational conditions of Theorem 1 (docs/papers/pfedfbe.md, §6.1-§6.3)."""
     p, c, lam, lr, K = st["problem"], m["constants"], st["lam"], st["lr"], st["K"]
     eta_cap = 1 / (10 * K * c["L_F"])
-    from .._kernels.oracles import KIND_QUADRATIC
     bounded_below = True
-    if p.datafit_id == KIND_QUADRATIC:             # f_i = x^T Q x / 2 - t^T x is bounded below iff t in range(Q)
+    fit = p.datafit
+    if fit.sample_loss_floor is None and fit.constant_hessian:
+        # f_i = x^T Q x / 2 - t^T x (+ k) is bounded below iff t in range(Q)
         for i in range(p.n_clients):
-            Q, t = p.client_data(i)
+            Q, t, _ = fit.client_quadratic(p.data, i)
             Q = np.asarray(Q) + p.l2 * np.eye(p.dim)
             y = np.linalg.lstsq(Q, t, rcond=None)[0]
             bounded_below &= bool(np.linalg.norm(Q @ y - t) <= 1e-9 * (1 + np.linalg.norm(t)))

@@ -1,13 +1,20 @@
-r"""Certified ground truth: CVXPY (Clarabel), then a high-precision polish.
+r"""Certified ground truth: a first stage (QR, closed form or CVXPY), then a high-precision polish.
 
-The optimum of :math:`F = \sum_i w_i f_i + h` is first computed with CVXPY, then polished:
+The stages are chosen from the components' capabilities (:mod:`fedtheory.components`), never from
+which datafit or regularizer a problem has. The optimum of :math:`F = \sum_i w_i f_i + h` is first
+computed by QR (a ``squared_residual`` datafit without h), one linear solve (a ``constant_hessian``
+without h) or CVXPY on the components' own forms (:meth:`Datafit.cvxpy_objective`,
+:meth:`Regularizer.cvxpy_objective`; a component without one skips this stage, ``info["cvxpy_status"]``
+says so, and the polish starts from zeros), then polished:
 
 * smooth problems: damped Newton with Armijo backtracking until the gradient stops
   decreasing (typically :math:`\|\nabla F\| \approx 10^{-14}`);
-* lasso: active-set Newton on the support with fixed signs, with the KKT conditions
-  :math:`|\nabla_j F_{smooth}| \le \ell_1` checked off the support and violators added back;
-* group lasso and nuclear norm: accelerated proximal gradient with adaptive restart from the
-  CVXPY point, until the gradient-mapping norm stops decreasing.
+* a ``sign_support`` regularizer (the l1 norm): active-set Newton on the support with fixed signs,
+  with the KKT conditions :math:`|\nabla_j F_{smooth}| \le \ell_1` checked off the support and
+  violators added back;
+* any other regularizer with a ``closed_form_prox`` (group lasso, nuclear norm, a user's): accelerated
+  proximal gradient with adaptive restart from the first stage's point, until the gradient-mapping
+  norm stops decreasing.
 
 The *residual* is the norm of the gradient mapping
 :math:`\|x - \mathrm{prox}_{h/L}(x - \nabla F(x)/L)\| L` (the gradient norm when h = 0).
@@ -36,9 +43,8 @@ from pathlib import Path
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from ..constants import smoothness, strong_convexity
-from ..exceptions import UncertifiedOptimumError, UncertifiedOptimumWarning
+from ..exceptions import DataError, UncertifiedOptimumError, UncertifiedOptimumWarning
 from ..problem import FederatedProblem
 from . import certificate as _cert
 from .certificate import describe
@@ -429,7 +435,7 @@ def _load(path, problem):
     # F* is F(x*) evaluated with extended-precision residuals: within the rounding of F in double
     if abs(fx - f) > max(1e-12 * max(1.0, abs(fx)), 2 * float(info.get("f_eval_error", 0.0))):
         return reject(f"F(x*) = {fx!r} differs from the stored F* = {f!r}")
-    L = smoothness(problem)
+    L = _scale_L(problem, x)
     r = _residual(problem, x, L)
     if r > max(10.0 * res, 1e-10 * max(1.0, L * (1 + _norm(x)))):
         return reject(f"the gradient-mapping norm at the stored x* is {r:.3g}, not the stored {res:.3g}")
@@ -446,9 +452,11 @@ def _client_problem(problem, i):
     M = problem.M[s:e]
     if problem.sparse and (e - s) * problem.dim <= 500_000:
         M = M.toarray()                  # small clients: dense Newton steps are far cheaper
-    return FederatedProblem(problem.kind, M, problem.b[s:e], np.array([0, e - s]),
-                            l2=problem.l2, l1=problem.l1, name=f"{problem.name}[client {i}]",
-                            reg=problem.reg, groups=problem.groups, mat_shape=problem.mat_shape)
+    from ..problem import ClientData
+    data = ClientData(M, problem.b[s:e], np.array([0, e - s]), name=f"{problem.name}[client {i}]")
+    # the problem's own components (a user's datafit included): client i alone, weight 1
+    return FederatedProblem.from_components(data, problem.datafit, problem.regularizer,
+                                            name=f"{problem.name}[client {i}]")
 
 
 def _norm(v):
@@ -467,32 +475,11 @@ def _residual(problem, x, L):
 def _cvxpy_solve(problem, solver):
     import cvxpy as cp
 
-    d = problem.dim
-    x = cp.Variable(d)
-    terms = []
-    if problem.kind == KIND_QUADRATIC:
-        H = problem.hessian(np.zeros(d)) - problem.l2 * np.eye(d)
-        cbar = -problem.grad(np.zeros(d))
-        H = 0.5 * (H + H.T)
-        terms.append(0.5 * cp.quad_form(x, cp.psd_wrap(H)) - cbar @ x)
-    else:
-        z = problem.M @ x
-        w = problem._row_w
-        if problem.kind == KIND_LEAST_SQUARES:
-            terms.append(0.5 * cp.sum_squares(cp.multiply(np.sqrt(w), z - problem.b)))
-        else:
-            terms.append(cp.sum(cp.multiply(w, cp.logistic(-cp.multiply(problem.b, z)))))
-    if problem.l2:
-        terms.append(0.5 * problem.l2 * cp.sum_squares(x))
-    if problem.l1:
-        if problem.reg == "l1":
-            terms.append(problem.l1 * cp.norm1(x))
-        elif problem.reg == "group":
-            terms += [problem.l1 * cp.norm(x[np.flatnonzero(problem.groups == g)], 2)
-                      for g in np.unique(problem.groups) if g >= 0]
-        else:
-            terms.append(problem.l1 * cp.normNuc(cp.reshape(x, problem.mat_shape, order="C")))
-    prob = cp.Problem(cp.Minimize(cp.sum(terms) if len(terms) > 1 else terms[0]))
+    x = cp.Variable(problem.dim)
+    # the components' own CVXPY forms (the datafit's includes its ridge; h is None when zero)
+    objective = problem.datafit.cvxpy_objective(problem.data, x)
+    h = problem.regularizer.cvxpy_objective(x)
+    prob = cp.Problem(cp.Minimize(objective if h is None else objective + h))
     with warnings.catch_warnings():
         # "optimal_inaccurate" is recorded in info["cvxpy_status"]; the polish certifies the point
         warnings.simplefilter("ignore", UserWarning)
@@ -553,7 +540,7 @@ def _newton_smooth(problem, x, max_iter=200):
             best_x = x
         stall = 0 if ng < 0.5 * best else stall + 1      # a new low at the rounding floor is no progress
         best = min(best, ng)
-        if stall >= 5 and best < 1e-10 * max(1.0, smoothness(problem) * (1 + _norm(x))):
+        if stall >= 5 and best < 1e-10 * max(1.0, _scale_L(problem, x) * (1 + _norm(x))):
             break
     return best_x, it
 
@@ -623,13 +610,18 @@ def _fista_polish(problem, x, L, max_iter=200000):
     return best_x, it
 
 
-def _separable(problem):
-    """True when some x has y_j a_j^T x >= 1 for every row (LP feasibility, HiGHS)."""
-    from scipy.optimize import linprog
-    YA = problem.M.multiply(problem.b[:, None]).tocsr() if problem.sparse else problem.M * problem.b[:, None]
-    res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(problem.M.shape[0]),
-                  bounds=[(None, None)] * problem.dim, method="highs")
-    return res.status == 0
+def _scale_L(problem, x):
+    """The certified L where the datafit declares a curvature capability, else :func:`_local_L`."""
+    try:
+        return smoothness(problem)
+    except DataError:
+        return _local_L(problem, x)
+
+
+def _local_L(problem, x):
+    """lambda_max of the Hessian at x: the polish's scale for a datafit without a certified L."""
+    with np.errstate(all="ignore"):
+        return max(float(np.linalg.eigvalsh(problem.hessian(x))[-1]), np.finfo(float).tiny)
 
 
 #: Least squares up to this many entries of the stacked system are solved by QR (dense).
@@ -728,7 +720,7 @@ def _bracket(problem, x, L, ls=None):
             A, b, Q, C, keep = ls[:5]
             f, gap = _cert.ls_gap(A, b, Q, x[keep])
             return f + C, f + C - gap, f + C
-        if problem.kind == KIND_LEAST_SQUARES and problem.is_composite and problem.reg == "l1" \
+        if problem.datafit.squared_residual and problem.is_composite and problem.regularizer.sign_support \
                 and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES:
             A, b = _cert.weighted_system(problem)               # lasso: duality gap
             primal, dual = _cert.lasso_dual(A, b, x, problem.l1)
@@ -770,15 +762,26 @@ def _bracket(problem, x, L, ls=None):
 def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     """The optimum of ``problem`` and its certificate: ``info`` holds f, f_lower, f_upper,
     residual, rel_residual, f_eval_error, certified and reason (see :mod:`.certificate`)."""
+    fit, reg = problem.datafit, problem.regularizer
+    info = {"solver": solver}
     with np.errstate(over="ignore", invalid="ignore"):      # data of size 1e160: H overflows (checked below)
         try:
             L = smoothness(problem)
+        except DataError as e:       # no curvature capability: no certified L (see _local_L)
+            L = None
+            info["L"] = str(e)
         except (ValueError, np.linalg.LinAlgError):          # eigvalsh of a matrix with inf entries
             L = np.inf
-    info = {"solver": solver}
-    ls_direct = (problem.kind == KIND_LEAST_SQUARES and not problem.is_composite
+    if L is None and problem.is_composite:
+        return np.zeros(problem.dim), dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan,
+                                           rel_residual=np.nan, f_eval_error=np.inf, attained=True,
+                                           certified=False,
+                                           reason=f"{info['L']} (the proximal polish and its residual need L)")
+    # the stages, from the components' capabilities (never from which datafit it is)
+    ls_direct = (fit.squared_residual and not problem.is_composite
                  and problem.M.shape[0] * problem.dim <= _QR_MAX_ENTRIES)
-    if not np.isfinite(L) and not ls_direct:
+    closed_form = fit.constant_hessian and not problem.is_composite and not ls_direct
+    if L is not None and not np.isfinite(L) and not ls_direct:
         # the Hessian overflows in double precision: nothing below can be trusted (the QR solve of
         # least squares does not form it)
         return np.zeros(problem.dim), dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan,
@@ -786,8 +789,9 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
                                            certified=False,
                                            reason=f"the smoothness constant L = {L} overflows in double "
                                                   "precision; rescale the data")
-    if problem.kind == KIND_LOGISTIC and problem.l2 == 0 and not problem.is_composite and _separable(problem):
-        # the infimum 0 is approached along a separating direction and never attained
+    if not problem.is_composite and not fit.infimum_attained(problem):
+        # e.g. separable logistic data without ridge: the infimum 0 is approached along a separating
+        # direction and never attained
         info.update(stage1="separability LP", residual=0.0, attained=False,
                     note="linearly separable data and l2 = 0: inf F = 0 is not attained")
         return None, info
@@ -795,12 +799,16 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     if ls_direct:
         x, ls = _ls_solve(problem)
         info["stage1"] = "QR (rows sorted, columns pivoted) + refinement"
-    elif problem.kind == KIND_QUADRATIC and not problem.is_composite:
+    elif closed_form:                       # constant Hessian: one linear solve
         try:
             x = np.linalg.solve(problem.hessian(np.zeros(problem.dim)), -problem.grad(np.zeros(problem.dim)))
         except np.linalg.LinAlgError:       # singular Hessian: the Newton polish from 0 (lstsq steps)
             x = None
         info["stage1"] = "closed form"
+    elif use_cvxpy and not (fit.has_cvxpy() and reg.has_cvxpy()):
+        missing = [c.name for c in (fit, reg) if not c.has_cvxpy()]
+        info["cvxpy_status"] = (f"skipped: no CVXPY form for {', '.join(map(repr, missing))}; the polish "
+                                f"starts from {'zeros' if start is None else 'the given start point'}")
     elif use_cvxpy:
         t0 = time.perf_counter()
         try:
@@ -815,9 +823,14 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
         info.setdefault("stage1", "start point")
     if ls is not None:
         info.update(polish="iterative refinement (extended-precision residuals)")
-    elif problem.is_composite and problem.reg == "l1":
+    elif problem.is_composite and reg.sign_support:
         x, iters, ok = _active_set_lasso(problem, x, L)
         info.update(polish="active-set Newton", polish_iterations=iters, kkt_verified=bool(ok))
+    elif problem.is_composite and not reg.closed_form_prox:
+        return x, dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan, rel_residual=np.nan,
+                       f_eval_error=np.inf, attained=True, certified=False,
+                       reason=f"the regularizer {reg.name!r} declares no exact prox (closed_form_prox=False): "
+                              "the proximal polish cannot certify its optimum")
     elif problem.is_composite:
         x, iters = _fista_polish(problem, x, L)
         info.update(polish="FISTA (adaptive restart)", polish_iterations=iters)
@@ -825,6 +838,9 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
         x, iters = _newton_smooth(problem, x)
         info.update(polish="Newton", polish_iterations=iters)
     zero = np.zeros(problem.dim)
+    if L is None:                   # smooth: the residual is the gradient norm, L only scales the polish
+        L = _local_L(problem, x)
+        info["L"] += f"; the polish used lambda_max of the Hessian at x* ({L:.6g}) as its scale"
     with np.errstate(all="ignore"):
         info["residual"] = _residual(problem, x, L)
         r0 = _residual(problem, zero, L)
@@ -840,9 +856,12 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
         if e_rank > tol * max(1.0, abs(f)):
             why = (f"F cannot be evaluated in double precision to the tolerance near the least-squares "
                    f"solution (its rounding error there is up to {e_rank:.3g}); {why}; rescale the data")
+    if not ok and "L" in info and not np.isfinite(f_err):
+        why = (f"the datafit {fit.name!r} declares no 'curvature_bound', so the rounding error of F near x* "
+               "cannot be bounded (nor L certified); set 'curvature_bound' on its class")
     info.update(f=f, f_lower=f_lower, f_upper=f_upper, f_eval_error=f_err, certified=ok, reason=why,
-                certificate=("QR residual" if ls is not None else "duality gap" if problem.kind == KIND_LEAST_SQUARES
-                             and problem.reg == "l1" and problem.is_composite and np.isfinite(f_lower)
+                certificate=("QR residual" if ls is not None else "duality gap" if fit.squared_residual
+                             and reg.sign_support and problem.is_composite and np.isfinite(f_lower)
                              else "strong convexity" if np.isfinite(f_lower) else "KKT residual"))
     return x, info
 

@@ -5,7 +5,7 @@ All quantities are computed from the data and the certified optimum, never guess
 =====================  ==========================================================================
 ``L``                  :math:`\sup_x \lambda_{\max}\nabla^2 F_{smooth}(x)` (exact, see fedtheory.constants)
 ``L_i``, ``L_max``     the same for every client objective f_i, and their maximum
-``L_sample_max``       largest per-sample smoothness (least squares ||a||^2 + l2, logistic ||a||^2/4 + l2)
+``L_sample_max``       largest per-sample smoothness: curvature_bound ||a||^2 + l2 (least squares c = 1, logistic 1/4)
 ``mu``                 :math:`\inf_x \lambda_{\min}\nabla^2 F_{smooth}(x)` (logistic: the ridge l2)
 ``mu_star``            :math:`\lambda_{\min}\nabla^2 F_{smooth}(x^*)` (local curvature at the optimum)
 ``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 in the README, zeta_*^2 of FedSPS)
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._kernels.oracles import KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC
 from ..constants import client_smoothness, diversity, quadratic_diversity_sup, smoothness, strong_convexity
 
+from ..exceptions import DataError
 from .optimum import _norm, ground_truth
 
 
@@ -120,12 +120,6 @@ class Constants:
 gradient_diversity = diversity   # one definition: fedtheory.constants.diversity
 
 
-def _row_norms_sq(problem):
-    if problem.sparse:
-        return np.asarray(problem.M.multiply(problem.M).sum(axis=1)).ravel()
-    return np.einsum("ij,ij->i", problem.M, problem.M)
-
-
 def constants(problem, gt=None):
     """Compute the constants of ``problem`` (ground truth is computed and cached if not given).
 
@@ -159,15 +153,15 @@ def constants(problem, gt=None):
         try:
             L = smoothness(problem)
             L_i = client_smoothness(problem)
+        except DataError:                                   # no curvature capability: said by name
+            raise
         except (ValueError, np.linalg.LinAlgError):         # eigvalsh of a Hessian with inf entries
             L, L_i = np.inf, np.array([np.inf])
     if not (np.isfinite(L) and np.all(np.isfinite(L_i))):
-        from ..exceptions import DataError
         from .certificate import describe
         raise DataError(f"constants: the smoothness constant L of {describe(problem)} overflows double "
                         "precision (the Hessian's entries exceed 1.8e308); rescale the data.")
     if L == 0 and hasattr(problem, "M") and abs(problem.M).max() > 0:
-        from ..exceptions import DataError
         from .certificate import describe
         raise DataError(f"constants: the Hessian of {describe(problem)} underflows to 0 in double precision "
                         "although its data are not 0 (L would be below 1e-308); rescale the data.")
@@ -179,33 +173,36 @@ def constants(problem, gt=None):
     G = np.array([problem.client_grad(i, gt.x) for i in range(n)])
     zeta = float(w @ np.sum(G * G, axis=1))
     notes = {}
-    if problem.kind == KIND_QUADRATIC:
-        L_sample = float(L_i.max())
+    fit = problem.datafit
+    L_sample = fit.sample_smoothness(problem.data)       # the capability's bound (checked above: L exists)
+    if fit.sample_loss_floor is None or fit.sample_loss_floor < 0:
         sigma_f_zero = np.nan
-        notes["sigma_f_sq_zero"] = "quadratic losses can be negative: l_i* = 0 is not a lower bound"
+        notes["sigma_f_sq_zero"] = (f"the datafit {fit.name!r} declares no sample loss floor >= 0: "
+                                    "l_i* = 0 is not a lower bound")
     else:
-        rn = _row_norms_sq(problem)
-        L_sample = float(rn.max() * (0.25 if problem.kind == KIND_LOGISTIC else 1.0) + problem.l2)
         sigma_f_zero = gt.f - problem.h_value(gt.x) if not problem.is_composite else np.nan
     # FedSpeed's sigma_g^2: sup_x sum_i w_i ||grad f_i(x) - grad F(x)||^2
     hessians_equal, Hs = False, None
-    if problem.kind in (KIND_LEAST_SQUARES, KIND_QUADRATIC):
+    radii = [fit.gradient_radius(problem.data, i) for i in range(n)]
+    if fit.constant_hessian:
         # constant client Hessians, built once for sigma_g^2 and the gradient diversity
         z = np.zeros(problem.dim)
         Hs = np.array([problem.client_hessian(i, z) for i in range(n)])
         top = float(np.abs(Hs).max(initial=0.0))           # relative: data of size 1e-150 alike
         hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14 * top))
-    if problem.kind == KIND_LOGISTIC:
-        # each grad f_i lies in a ball of radius R_i = max row norm of client i (+ the common l2 x, which cancels)
-        rn = np.sqrt(_row_norms_sq(problem))
-        R_i = np.array([rn[s:e].max() for s, e in zip(problem.client_ptr[:-1], problem.client_ptr[1:])])
+    if hessians_equal:
+        sigma_g, sg_kind = zeta, "exact"   # grad f_i - grad F is constant in x
+    elif all(r is not None for r in radii):
+        # each grad f_i lies in a ball of radius R_i = slope bound * max row norm of client i (+ the
+        # common l2 x, which cancels)
+        R_i = np.array(radii)
         R_bar = float(w @ R_i)
         sigma_g, sg_kind = float(w @ (R_i + R_bar) ** 2), "bound"
-    elif hessians_equal:
-        sigma_g, sg_kind = zeta, "exact"   # grad f_i - grad F is constant in x
     else:
         sigma_g, sg_kind = np.inf, "unbounded"
-        notes["sigma_g_sq"] = "client Hessians differ: grad f_i - grad F grows linearly in x"
+        notes["sigma_g_sq"] = ("client Hessians differ: grad f_i - grad F grows linearly in x" if fit.constant_hessian
+                               else f"the datafit {fit.name!r} declares no slope bound (sup |l'|): no bound on "
+                                    "grad f_i - grad F is known")
     # Haddadpour & Mahdavi's gradient diversity bound
     # shared minimiser: every client gradient at x* is 0 up to 1e-10 of its own scale
     # L_i ||x*|| + ||grad f_i(0)|| (scale-invariant: data of size 1e77 or 1e-150 alike)

@@ -1,0 +1,279 @@
+"""A user's datafit gets a correct certified ground truth, correct constants and honest theorem verdicts.
+
+Two datafits the library does not ship, registered as a user would (``register_datafit`` on a
+``MarginDatafit`` subclass; here in a fixture, so that other test modules see the registries unchanged): the Huber loss of ``docs/how-a-problem-is-built.md`` (taken from the page's own
+code) and the pseudo-Huber loss sqrt(1 + r^2) - 1, which the docs do not show. The optima are checked
+against an independent damped Newton in 40-digit mpmath on the test's own formulas; the smoothness
+constants against the analytic bound and the Hessian's largest eigenvalue over many points.
+"""
+import re
+from pathlib import Path
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import validation
+from fedtheory.components import DATAFITS, REGULARIZERS, MarginDatafit, register_datafit
+from fedtheory.exceptions import DataError, UncertifiedOptimumError
+from fedtheory.problem import FederatedProblem
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "how-a-problem-is-built.md"
+
+
+class PseudoHuber(MarginDatafit):
+    """l(z, t) = sqrt(1 + r^2) - 1 with r = z - t: l'' = (1 + r^2)^(-3/2) <= 1, |l'| < 1, l >= 0."""
+
+    name = "test_pseudo_huber"
+    curvature_bound = 1.0
+    slope_bound = 1.0
+    sample_loss_floor = 0.0
+
+    def loss(self, z, t):
+        r = z - t
+        return np.sqrt(1.0 + r * r) - 1.0
+
+    def dloss(self, z, t):
+        r = z - t
+        return r / np.sqrt(1.0 + r * r)
+
+    def d2loss(self, z, t):
+        r = z - t
+        return (1.0 + r * r) ** -1.5
+
+    def torch_loss(self, z, t):
+        import torch
+        r = z - t
+        return torch.sqrt(1.0 + r * r) - 1.0
+
+    def cvxpy_loss_rows(self, z, t, w):
+        import cvxpy as cp
+        pairs = cp.vstack([np.ones(np.shape(t)[0]), z - t])          # sqrt(1 + r^2) = ||(1, r)||
+        return cp.sum(cp.multiply(w, cp.norm(pairs, 2, axis=0))) - float(np.sum(w))
+
+
+class PseudoHuberNoCVXPY(PseudoHuber):
+    """The same loss without a CVXPY form: ground truth skips that stage."""
+
+    name = "test_pseudo_huber_no_cvxpy"
+    cvxpy_loss_rows = MarginDatafit.cvxpy_loss_rows
+
+
+class PseudoHuberNoCurvature(PseudoHuber):
+    """The same loss, declaring no curvature bound: no smoothness constant can be certified."""
+
+    name = "test_pseudo_huber_no_curvature"
+    curvature_bound = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """The user's datafits are registered (``register_datafit``, as a user's module does on import) while
+    this module's tests run, and the registries restored after (other modules see no extra names)."""
+    before = (dict(DATAFITS), dict(REGULARIZERS))
+    for cls in (PseudoHuber, PseudoHuberNoCVXPY, PseudoHuberNoCurvature):
+        register_datafit(cls)
+    yield
+    for table, saved in zip((DATAFITS, REGULARIZERS), before):
+        table.clear()
+        table.update(saved)
+
+
+@pytest.fixture(scope="module")
+def huber(registered):
+    """The Huber class of the docs page, from the page's own code (registered as 'huber' by it)."""
+    code = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    ns = {"__name__": "docs_how-a-problem-is-built"}
+    exec(compile(next(c for c in code if "class Huber" in c), str(DOC), "exec"), ns)
+    return ns["Huber"]
+
+
+# ------------------------------------------------------------------ the independent solver (mpmath)
+def _mp_losses(name, delta=1.0):
+    """(l, l', l'') of the residual r in mpmath: the test's own formulas."""
+    if name == "huber":
+        d = mp.mpf(delta)
+        return (lambda r: r * r / 2 if abs(r) <= d else d * (abs(r) - d / 2),
+                lambda r: max(-d, min(d, r)),
+                lambda r: mp.mpf(1) if abs(r) <= d else mp.mpf(0))
+    return (lambda r: mp.sqrt(1 + r * r) - 1, lambda r: r / mp.sqrt(1 + r * r), lambda r: (1 + r * r) ** mp.mpf(-1.5))
+
+
+def _mp_min(rows, targets, row_w, l2, losses, x0):
+    """min_x sum_r w_r l(a_r^T x - t_r) + l2/2 ||x||^2 by damped Newton in 40 digits: (F*, x*)."""
+    with mp.workdps(40):
+        l, dl, d2l = losses
+        A = [[mp.mpf(float(v)) for v in row] for row in rows]
+        t = [mp.mpf(float(v)) for v in targets]
+        w = [mp.mpf(float(v)) for v in row_w]
+        lam = mp.mpf(float(l2))
+        d = len(A[0])
+
+        def F(x):
+            return mp.fsum(w[r] * l(mp.fdot(A[r], x) - t[r]) for r in range(len(A))) + lam / 2 * mp.fdot(x, x)
+
+        x = [mp.mpf(float(v)) for v in x0]
+        for _ in range(200):
+            res = [mp.fdot(A[r], x) - t[r] for r in range(len(A))]
+            g = mp.matrix([mp.fsum(w[r] * dl(res[r]) * A[r][j] for r in range(len(A))) + lam * x[j] for j in range(d)])
+            H = mp.matrix(d, d)
+            for j in range(d):
+                for k in range(d):
+                    H[j, k] = mp.fsum(w[r] * d2l(res[r]) * A[r][j] * A[r][k] for r in range(len(A))) + \
+                        (lam if j == k else 0)
+            step = mp.lu_solve(H, g)
+            f0, s = F(x), mp.mpf(1)
+            while True:
+                xn = [x[j] - s * step[j] for j in range(d)]
+                if F(xn) <= f0 - s * mp.fdot(list(g), list(step)) / 4 or s < mp.mpf(10) ** -30:
+                    break
+                s /= 2
+            x = xn
+            if mp.norm(step) < mp.mpf(10) ** -32:
+                break
+        return F(x), x
+
+
+def _data(seed=0, n=3, m=12, d=3):
+    rng = np.random.default_rng(seed)
+    A = [rng.normal(size=(m, d)) for _ in range(n)]
+    b = [a @ np.ones(d) + rng.standard_t(2, size=m) for a in A]
+    return A, b
+
+
+def _check_optima(p, losses):
+    """F* and every f_i* of ``p`` against the mpmath Newton, to 1e-9 relative; x* to 1e-7."""
+    gt = validation.ground_truth(p, cache=False)
+    assert gt.certified and gt.client_attained.all() and gt.client_certified.all(), gt.summary()
+    f_mp, x_mp = _mp_min(p.M, p.b, p._row_w, p.l2, losses, gt.x)
+    assert abs(gt.f - float(f_mp)) <= 1e-9 * max(1.0, abs(float(f_mp))), (gt.f, float(f_mp))
+    assert np.max(np.abs(gt.x - np.array([float(v) for v in x_mp]))) <= 1e-7
+    for i in range(p.n_clients):
+        s, e = p.client_rows(i)
+        fi, _ = _mp_min(p.M[s:e], p.b[s:e], np.full(e - s, 1.0 / (e - s)), p.l2, losses, gt.client_x[i])
+        assert abs(gt.client_f[i] - float(fi)) <= 1e-9 * max(1.0, abs(float(fi))), (i, gt.client_f[i], float(fi))
+    return gt
+
+
+# ------------------------------------------------------------------ ground truth
+def test_docs_huber_gets_its_own_certified_optimum(huber):
+    """The docs' Huber: CVXPY solves the Huber objective (its value is F*, not a logistic loss on the
+    Huber data), and the global and per-client optima match the 40-digit Newton."""
+    A, b = _data(seed=1)
+    p = FederatedProblem.from_clients(A, b, huber(l2=0.01, delta=1.0), name="robust")
+    gt = _check_optima(p, _mp_losses("huber", 1.0))
+    assert gt.info["stage1"] == "cvxpy" and gt.info["cvxpy_status"] == "optimal"
+    assert abs(gt.info["cvxpy_value"] - gt.f) <= 1e-6 * max(1.0, abs(gt.f))
+
+
+def test_pseudo_huber_gets_a_certified_optimum():
+    A, b = _data(seed=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.01), name="pseudo_huber")
+    gt = _check_optima(p, _mp_losses("pseudo_huber"))
+    assert abs(gt.info["cvxpy_value"] - gt.f) <= 1e-6 * max(1.0, abs(gt.f))
+
+
+def test_datafit_without_cvxpy_form_skips_that_stage_and_says_so():
+    A, b = _data(seed=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuberNoCVXPY(l2=0.01), name="no_cvxpy")
+    gt = validation.ground_truth(p, cache=False)
+    assert gt.certified, gt.summary()
+    assert gt.info["cvxpy_status"].startswith("skipped: no CVXPY form for 'test_pseudo_huber_no_cvxpy'")
+    assert gt.info["stage1"] == "start point"
+    q = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.01), name="pseudo_huber")
+    assert abs(gt.f - validation.ground_truth(q, cache=False).f) <= 1e-12
+
+
+def test_composite_user_datafit_per_client_optima():
+    """Client optima are built from the problem's components (an l1 regularizer too): each f_i* + h
+    is certified and no larger than f_i + h at the global x*."""
+    from fedtheory.components import L1
+    A, b = _data(seed=3)
+    p = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.01), L1(weight=0.05), name="ph_l1")
+    gt = validation.ground_truth(p, cache=False)
+    assert gt.certified and gt.client_certified.all(), gt.summary()
+    for i in range(p.n_clients):
+        assert gt.client_f[i] <= p.client_value(i, gt.x) + p.h_value(gt.x) + 1e-12
+
+
+# ------------------------------------------------------------------ constants
+def _hessian_max_eig(p, rng, gt):
+    """The largest eigenvalue of the Hessian over 300 points: near x*, random, and where residuals are 0."""
+    pts = [gt.x] + [gt.x + s * rng.normal(size=p.dim) for s in (1e-3, 0.1, 1.0, 10.0) for _ in range(50)]
+    pts += [np.linalg.lstsq(p.M[r], p.b[r], rcond=None)[0] for r in
+            (rng.choice(p.M.shape[0], p.dim, replace=False) for _ in range(99))]   # d residuals exactly 0
+    return max(float(np.linalg.eigvalsh(p.hessian(x))[-1]) for x in pts)
+
+
+@pytest.mark.parametrize("which", ["huber", "pseudo_huber"])
+def test_smoothness_is_the_certified_curvature_bound(which, huber):
+    A, b = _data(seed=4)
+    fit = huber(l2=0.01, delta=1.0) if which == "huber" else PseudoHuber(l2=0.01)
+    p = FederatedProblem.from_clients(A, b, fit, name=which)
+    gt = validation.ground_truth(p, cache=False)
+    c = validation.constants(p, gt)
+    # analytic: curvature_bound (1) times the largest squared singular value of the weighted rows, plus l2
+    Aw = np.vstack([a / np.sqrt(len(A) * a.shape[0]) for a in A])
+    L_bound = np.linalg.svd(Aw, compute_uv=False)[0] ** 2 + 0.01
+    assert abs(c.L - L_bound) <= 1e-12 * L_bound
+    seen = _hessian_max_eig(p, np.random.default_rng(5), gt)
+    assert seen <= c.L * (1 + 1e-12)
+    assert seen >= 0.5 * c.L                # the bound is not vacuous on these data
+    assert c.L >= float(np.linalg.eigvalsh(p.hessian(gt.x))[-1])
+    for i, a in enumerate(A):               # per client, and per sample
+        Li = np.linalg.svd(a / np.sqrt(a.shape[0]), compute_uv=False)[0] ** 2 + 0.01
+        assert abs(c.L_i[i] - Li) <= 1e-12 * Li
+    assert abs(c.L_sample_max - (max(float((a * a).sum(axis=1).max()) for a in A) + 0.01)) <= 1e-12 * c.L_sample_max
+
+
+def test_no_curvature_capability_no_smoothness_constant():
+    """A datafit without a curvature bound gets no L: a DataError naming the capability, never the
+    Hessian at 0 presented as L; its optimum is not certified (the rounding of F is not bounded)."""
+    A, b = _data(seed=4)
+    p = FederatedProblem.from_clients(A, b, PseudoHuberNoCurvature(l2=0.01), name="no_curvature")
+    from fedtheory.components import capabilities
+    from fedtheory.constants import smoothness
+    assert not capabilities(p)["certified_smoothness"]
+    q = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.01), name="with_curvature")
+    assert capabilities(q)["certified_smoothness"] and capabilities(q)["bounded_slopes"]
+    with pytest.raises(DataError, match="curvature_bound"):
+        smoothness(p)
+    with pytest.raises(DataError, match="curvature_bound"):
+        validation.constants(p, validation.ground_truth(q, cache=False))
+    with pytest.raises(UncertifiedOptimumError, match="curvature_bound"):
+        validation.ground_truth(p, cache=False)
+
+
+# ------------------------------------------------------------------ theorem verdicts
+def test_fedsps_theorem_on_pseudo_huber_is_applicable():
+    """FedSPS Theorem 3(a) on a user's smooth datafit: the per-sample constants come from the curvature
+    bound, so the theorem applies (the constants used to fail on an assert with an empty reason)."""
+    A, b = _data(seed=6, n=2, m=10, d=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.0), name="pseudo_huber")
+    v = validation.verify("fedsps.theorem_3a", p, rounds=8, local_steps=2, gamma_b=1.0, batch_size=2, seeds=1)
+    assert v.applicable, v.reason
+    assert v.holds in (True, False)
+
+
+def test_fedsps_theorem_without_curvature_bound_names_it():
+    A, b = _data(seed=6, n=2, m=10, d=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuberNoCurvature(l2=0.0), name="no_curvature")
+    v = validation.verify("fedsps.theorem_3a", p, rounds=8, local_steps=2, gamma_b=1.0, batch_size=2, seeds=1)
+    assert not v.applicable
+    assert "curvature_bound" in v.reason
+
+
+@pytest.mark.parametrize("theorem, applicable", [("fedspeed.theorem_4_4", True), ("feddeper.theorem_1", True),
+                                                 ("fedsps.theorem_6b", True), ("localdescent.theorem_4_4", False)])
+def test_theorems_on_pseudo_huber_apply_or_say_why(theorem, applicable):
+    """FedSpeed's sigma_g^2 and FedDeper's G^2 are bounded through the declared slope bound, FedSPS's L
+    through the curvature bound; Local Descent's diversity has a closed form for quadratics only, and
+    says so."""
+    A, b = _data(seed=6, n=2, m=10, d=2)
+    p = FederatedProblem.from_clients(A, b, PseudoHuber(l2=0.1), name="pseudo_huber")
+    v = validation.verify(theorem, p, rounds=10, local_steps=2)
+    assert v.applicable is applicable, v.reason
+    if applicable:
+        assert v.holds in (True, False)
+    else:
+        assert v.reason.strip()
