@@ -183,11 +183,9 @@ class _Sampler:
         return np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
 
 
-@functools.cache
 def _run_parameters():
     """The parameter names of :func:`run` (offered by an algorithm's unknown-hyperparameter error)."""
-    import inspect
-    return tuple(inspect.signature(run).parameters)
+    return tuple(_signatures()[0].parameters)
 
 
 def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round=None,
