@@ -335,12 +335,12 @@ class FederatedProblem:
             data.client_sizes
         regularizer.check(self.dim, name)
         datafit.check_data(data, name)
-        self._pack = self._reg_pack = self._key = None
+        self._pack = self._reg_pack = self._key = self._cpack = None
         self._kernel_keep = ()
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.update(_pack=None, _reg_pack=None, _kernel_keep=())      # kernel ids lent by the registry are per process
+        state.update(_pack=None, _reg_pack=None, _cpack=None, _kernel_keep=())      # kernel ids lent by the registry are per process
         return state
 
     # ------------------------------------------------------------------ derived from the components
@@ -401,6 +401,20 @@ class FederatedProblem:
             self._kernel_keep += (keep,)
             self._pack = (*self.data.kernel_arrays(), self.b, kind, self.client_ptr)
         return self._pack
+
+    def compiled_pack(self):
+        """The problem as the compiled rules see it: a :data:`fedtheory._kernels.rounds.Pack` of the
+        kernel arrays, l2, the regularizer's weight and kernel arguments, the client sizes and
+        weights, the noise level and the dimension (built once)."""
+        if self._cpack is None:
+            from ._kernels.rounds import Pack
+            sparse, A, data, indices, indptr, b, kind, ptr = self.kernel_pack()
+            code, groups, m1, m2 = self.reg_pack()
+            self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kind, ptr, float(self.l2),
+                               float(self.reg_weight), code, groups, int(m1), int(m2),
+                               np.ascontiguousarray(self.client_sizes, dtype=np.int64),
+                               np.ascontiguousarray(self.weights, dtype=np.float64), float(self.noise), int(self.dim))
+        return self._cpack
 
     def reg_pack(self):
         """(reg kernel id, group ids (d,) or empty, m1, m2) for the proximal kernels."""

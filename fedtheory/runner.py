@@ -10,8 +10,8 @@ import pandas as pd
 import functools
 import math
 
+from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
-from ._kernels.sampling import minibatch_rows, sample_clients
 from ._validation import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import RoundContext
 from .arrays import HostView, is_tensor, to_numpy
@@ -19,13 +19,14 @@ from .exceptions import InvalidParameterError
 from .metrics import reference_metrics
 from .problem import FederatedProblem
 from .registry import get_algorithm
-from .participants import Participants, Schedule, check_schedule
+from .participants import Participants, check_schedule
 from .trace import _TraceRecorder
 
 SAMPLING = ("uniform", "with_replacement", "bernoulli")
 harden_all()            # a damaged Numba cache file is recompiled, never fatal
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
+_SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 
 
 @dataclass
@@ -146,41 +147,42 @@ def _step_sizes(lr, t0, K, const=None):
     return np.full(K, float(lr))
 
 
+_MODES = {"full": _rk.FULL, "uniform": _rk.UNIFORM, "with_replacement": _rk.WITH_REPLACEMENT,
+          "bernoulli": _rk.BERNOULLI}
+
+
+@dataclass
 class _Sampler:
-    """Draws the participating clients of a round and their aggregation weights."""
+    """How a round's participants are drawn (:func:`fedtheory._kernels.rounds.draw_round` draws
+    them): the mode, S, the with-replacement probabilities ``q``, the Bernoulli probability, whether
+    duplicate draws are replicated, and a replayed ``client_schedule`` (None: draw)."""
 
-    def __init__(self, problem, mode, S, q, replicate, participation):
-        self.p, self.mode, self.S, self.q, self.replicate = problem, mode, S, q, replicate
-        self.participation = participation
-        self.n = problem.n_clients
+    mode: str
+    S: int
+    q: np.ndarray | None
+    replicate: bool
+    participation: float | None
+    schedule: list | None = None
 
-    def weigh(self, c):
-        """(clients, aggregation weights) of the drawn participants ``c`` (a draw of :meth:`draw`
-        or a ``client_schedule`` entry; see :func:`run`): with replacement without replicated
-        duplicates, a client drawn m times becomes one client with weight m/S."""
-        w = self.p.weights
-        if self.mode == "uniform":
-            return c, w[c] * (self.n / self.S)
-        if self.mode == "with_replacement":
-            if self.replicate:
-                return c, np.full(self.S, 1.0 / self.S)
-            u, counts = np.unique(c, return_counts=True)
-            return u.astype(np.int64), counts / self.S
-        if self.mode == "full" and c.shape[0] == self.n and np.array_equal(c, np.arange(self.n)):
-            return c, w.copy()                      # every client: full participation
-        return c, (w[c] / w[c].sum() if c.size else np.zeros(0))
+    def __post_init__(self):
+        self.code = _MODES[self.mode]
+        cdf = np.zeros(1)
+        if self.q is not None:
+            cdf = np.cumsum(self.q)                 # NumPy's Generator.choice(p=q): the normalised cdf
+            cdf /= cdf[-1]
+        self.cdf = cdf
+        self.part = float(self.participation or 0.0)
+        if self.schedule is not None:
+            self.sched = np.concatenate([np.zeros(0, dtype=np.int64), *self.schedule]).astype(np.int64)
+            self.sched_ptr = np.concatenate([[0], np.cumsum([len(e) for e in self.schedule])]).astype(np.int64)
+        else:
+            self.sched, self.sched_ptr = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
 
-    def draw(self, rng):
-        """The participants of a round as drawn (duplicates kept), what ``res.sampled`` records."""
-        if self.mode == "full":
-            return np.arange(self.n, dtype=np.int64)
-        if self.mode == "uniform":
-            # Floyd's algorithm on S uniforms: a uniformly random S-subset of the n clients
-            return sample_clients(rng.random(self.S), self.n, np.empty(self.S, dtype=np.int64))
-        if self.mode == "with_replacement":
-            return np.sort(rng.choice(self.n, self.S, replace=True, p=self.q)).astype(np.int64)
-        # Bernoulli participation, self-normalised weights over the participants
-        return np.flatnonzero(rng.random(self.n) < self.participation).astype(np.int64)
+    def entry(self, r):
+        """``(has_schedule, entry)`` of round r (1-based)."""
+        if self.schedule is None:
+            return False, self.sched
+        return True, self.schedule[r - 1]
 
 
 def _run_parameters():
@@ -343,12 +345,15 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         from tqdm.auto import tqdm
         bar = tqdm(total=rounds, desc=job.alg.name)
     with np.errstate(all="ignore"):
-        for r in range(1, rounds + 1):
-            stop = job.round(r)
-            if bar is not None and job.completed == r:
-                bar.update(1)
-            if stop:
-                break
+        if job.fused:
+            job.run_fused(bar)
+        else:
+            for r in range(1, rounds + 1):
+                stop = job.round(r)
+                if bar is not None and job.completed == r:
+                    bar.update(1)
+                if stop:
+                    break
     if bar is not None:
         bar.close()
     return job.result()
@@ -422,8 +427,9 @@ class _Job:
         alg.check_problem(problem)
         self.sampler, self.mode = self._make_sampler(alg, clients_per_round, sampling, q, participation)
         if client_schedule is not None:
-            self.sampler = Schedule(self.sampler, check_schedule(client_schedule, alg, problem.n_clients, rounds,
-                                                                   self.mode, clients_per_round))
+            self.sampler.schedule = check_schedule(client_schedule, alg, problem.n_clients, rounds, self.mode,
+                                                   clients_per_round)
+            self.sampler.__post_init__()
         self.x0 = self._initial_point(x0)
         self.trace = _TraceRecorder.create(trace, alg, problem, rounds, local_steps,
                                            clients_per_round, batch_size, trace_max_mb, trace_rounds)
@@ -439,6 +445,18 @@ class _Job:
         if missing:
             raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "
                              f"but its init state has no such key: init must set each (nan when it has no value yet).")
+        self.calls = alg.oracle_calls_per_step()
+        self.pk = problem.compiled_pack() if not self.deep else None
+        # the compiled rules (numba backend: compiled, python backend: the same functions as Python)
+        self.rules = self.driver = None
+        name = alg.rules_module() if self.oracles is None else None
+        if name is not None:
+            import sys
+            self.rules = sys.modules[name]
+            self.hp = alg.compiled_params()
+            if backend == "numba":
+                from ._kernels.drivers import driver
+                self.driver = driver(name)
         self.context_cls = RoundContext
         if self.oracles is not None:
             from .backends.torch.context import TorchRoundContext
@@ -532,7 +550,7 @@ class _Job:
                 participation = (clients_per_round or n) / n
             check_param("participation", participation, [Interval(float, 0, 1, "right")], c)
         S = clients_per_round if clients_per_round is not None else n
-        return _Sampler(problem, mode, S, qv, replicate, participation), mode
+        return _Sampler(mode, S, qv, replicate, participation), mode
 
     def _initial_point(self, x0):
         d = self.problem.dim
@@ -547,55 +565,90 @@ class _Job:
         return x0
 
     # ------------------------------------------------------------------ one round
-    def _context(self, r, clients, weights):
-        """The round context of round r (1-based): minibatch rows, noise and step sizes."""
-        p, alg = self.problem, self.alg
-        Sr = clients.shape[0]
-        K, t0 = alg.round_schedule(r - 1, self.local_steps)
-        if self.B:
-            u = self.rng_data.random((Sr, K, self.B))
-            idx = minibatch_rows(u, p.client_ptr[:-1][clients], p.client_sizes[clients], self.batch_replacement,
-                                 np.empty((Sr, K, self.B), dtype=np.int64))
-        else:
-            idx = np.zeros((Sr, K, 0), dtype=np.int64)
-        if p.noise > 0:
-            noise = p.noise * self.rng_data.standard_normal((Sr, K, p.dim))
-        else:
+    def _draw(self, r):
+        """Round r's (1-based) randomness (``fedtheory._kernels.rounds.draw_round``): returns
+        ``(drawn, clients, weights, idx, noise, u, lrs, t0)``."""
+        smp, p = self.sampler, self.problem
+        K, t0 = self.alg.round_schedule(r - 1, self.local_steps)
+        has, entry = smp.entry(r)
+        if self.pk is not None:
+            drawn, clients, weights, idx, noise, u = _rk.draw_round(
+                self.pk, smp.code, self.rng_clients, self.rng_data, self.rng_aux, smp.S, smp.cdf, smp.part,
+                smp.replicate, has, entry, K, self.B, self.batch_replacement)
+        else:                          # a torch DeepProblem: the same draws from its client sizes and weights
+            drawn = (np.array(entry, dtype=np.int64) if has else
+                     _rk.draw_participants(smp.code, self.rng_clients, p.n_clients, smp.S, smp.cdf, smp.part))
+            clients, weights = _rk.weigh(smp.code, drawn, np.asarray(p.weights, dtype=np.float64), smp.S,
+                                         smp.replicate)
+            Sr = clients.shape[0]
+            if self.B:
+                u3 = self.rng_data.random((Sr, K, self.B))
+                from ._kernels.sampling import minibatch_rows
+                idx = minibatch_rows(u3, p.client_ptr[:-1][clients], p.client_sizes[clients], self.batch_replacement,
+                                     np.empty((Sr, K, self.B), dtype=np.int64))
+            else:
+                idx = np.zeros((Sr, K, 0), dtype=np.int64)
             noise = np.zeros((0, 0, 0))
+            u = float(self.rng_aux.random())
+        return drawn, clients, weights, idx, noise, u, _step_sizes(self.lr, t0, K, self.const_lrs), t0
+
+    def _context(self, r, clients, weights, idx, noise, u, lrs, t0):
+        """The round context of round r (1-based)."""
+        p = self.problem
         ctx = self.context_cls(p if self.oracles is None else self.oracles, r - 1, clients, weights, idx, noise,
-                               _step_sizes(self.lr, t0, K, self.const_lrs), float(self.rng_aux.random()),
-                               self.rng_aux, self.weight_decay, self.clip_norm)
+                               lrs, u, self.rng_aux, self.weight_decay, self.clip_norm)
+        ctx.t0 = t0
         if self.trace is not None and self.trace.wants(r - 1):
             ctx.want = self.trace.paths
         return ctx
 
+    def _local_and_server(self, ctx):
+        """The round's local work and server update; returns ``(messages dict, failure text or None)``
+        and sets ``self.state``."""
+        alg, state = self.alg, self.state
+        if self.rules is None:                     # torch, or an algorithm without compiled rules
+            msgs = alg.local_round(state, ctx) if self.backend != "python" else alg.local_round_reference(state, ctx)
+            bad = _first_nonfinite(msgs, ctx)
+            if bad is None:
+                self.state = alg.server_update(state, ctx, msgs)
+            return msgs, bad
+        rd, st = ctx.round_record(), alg.state_tuple(state)
+        if self.driver is not None:                # numba: the compiled rules
+            m, code = self.driver.local(self.pk, rd, self.hp, st, self.rng_aux)
+            msgs = dict(m._asdict())
+            msgs["fail"] = ctx._failure(code)
+            bad = _first_nonfinite(msgs, ctx)
+            if bad is None:
+                self.state = dict(self.driver.server(self.pk, rd, self.hp, st, m)._asdict())
+            return msgs, bad
+        msgs = alg.local_round_reference(state, ctx)          # python: the NumPy twin, then the same rule
+        bad = _first_nonfinite(msgs, ctx)
+        if bad is None:
+            m = self.rules.Messages(*(msgs[f] for f in self.rules.Messages._fields))
+            self.state = dict(self.rules.server(self.pk, rd, self.hp, st, m)._asdict())
+        return msgs, bad
+
     def round(self, r):
-        """Run round r (1-based); returns True when the run stops after it."""
-        alg, state, counters = self.alg, self.state, self.counters
-        drawn = self.sampler.draw(self.rng_clients)
+        """Run round r (1-based) on the per-round path; returns True when the run stops after it."""
+        drawn, clients, weights, idx, noise, u, lrs, t0 = self._draw(r)
         self.sampled.append(drawn)                  # as drawn: a replayable client_schedule entry
-        clients, weights = self.sampler.weigh(drawn)
-        ctx = self._context(r, clients, weights)
+        ctx = self._context(r, clients, weights, idx, noise, u, lrs, t0)
         tracing = self.trace is not None and self.trace.wants(r - 1)
-        x_start = to_numpy(state["x"]).copy() if tracing else None
+        x_start = to_numpy(self.state["x"]).copy() if tracing else None
         Sr = ctx.S
-        t0 = time.perf_counter()
+        t_start = time.perf_counter()
         msgs = {}
         if Sr:
-            if self.backend != "python":        # numba kernels, or their torch counterparts
-                msgs = alg.local_round(state, ctx)
-            else:
-                msgs = alg.local_round_reference(state, ctx)
-            bad = _first_nonfinite(msgs, ctx)
+            x_before = np.array(to_numpy(self.state["x"]), dtype=np.float64)    # the last finite model
+            msgs, bad = self._local_and_server(ctx)
             if bad is not None:
                 self.status, self.message = "diverged", f"round {r}: {bad}"
-                counters["time"] += time.perf_counter() - t0
+                self.counters["time"] += time.perf_counter() - t_start
                 if tracing:
                     self.trace.add(r - 1, ctx, x_start, msgs, None)
                 return True
-            x_before = np.array(to_numpy(state["x"]), dtype=np.float64)    # the last finite model
-            self.state = state = alg.server_update(state, ctx, msgs)
-        counters["time"] += time.perf_counter() - t0
+        self.counters["time"] += time.perf_counter() - t_start
+        state = self.state
         if tracing:
             self.trace.add(r - 1, ctx, x_start, msgs, state)
         self.completed = r
@@ -609,16 +662,22 @@ class _Job:
             return True
         stop = self.callback is not None and bool(self.callback(r, to_numpy(state["x"])))
         if self._due(r) or r == self.rounds or stop:
-            row, bad = self.evaluate(r)
-            if bad is not None:
-                self.status, self.message = "diverged", f"round {r}: {bad}"
-                return True
-            if self.tol is not None and row["grad_mapping_sq"] <= self.tol:
-                self.status = "converged"
-                self.message = f"round {r}: squared gradient mapping norm <= tol={self.tol}"
+            if self._evaluate_and_check(r):
                 return True
         if stop:
             self.status, self.message = "callback_stop", f"callback asked to stop after round {r}"
+            return True
+        return False
+
+    def _evaluate_and_check(self, r):
+        """Evaluate round r; True when the run stops there (non-finite metrics, or ``tol`` met)."""
+        row, bad = self.evaluate(r)
+        if bad is not None:
+            self.status, self.message = "diverged", f"round {r}: {bad}"
+            return True
+        if self.tol is not None and row["grad_mapping_sq"] <= self.tol:
+            self.status = "converged"
+            self.message = f"round {r}: squared gradient mapping norm <= tol={self.tol}"
             return True
         return False
 
@@ -627,14 +686,90 @@ class _Job:
         alg, counters = self.alg, self.counters
         Sr, K, B = ctx.S, ctx.K, self.B
         n_unique = np.unique(clients).size if self.mode == "with_replacement" else Sr
-        calls = alg.oracle_calls_per_step()
-        extra_calls, extra_rows = alg.round_extra_grads(ctx)
-        counters["grad_evals"] += Sr * K * calls + extra_calls
+        calls = self.calls
+        if self.rules is not None:                 # the rules' cost hooks (compiled on numba)
+            hooks = self.driver if self.driver is not None else self.rules
+            rd = ctx.round_record()
+            extra_calls, extra_rows = getattr(hooks, "extra_grads", _rk.no_extra_grads)(self.pk, rd, self.hp)
+            down, up = getattr(hooks, "comm", _rk.comm_per_participant)(
+                self.pk, rd, self.hp, alg.state_tuple(self.state), n_unique, alg.comm[0], alg.comm[1])
+        else:
+            extra_calls, extra_rows = alg.round_extra_grads(ctx)
+            down, up = alg.round_comm(ctx, n_unique, self.state)
+        counters["grad_evals"] += int(Sr * K * calls + extra_calls)
         sizes = self.problem.client_sizes
-        counters["sample_grads"] += calls * (Sr * K * B if B else int(sizes[clients].sum()) * K) + extra_rows
-        down, up = alg.round_comm(ctx, n_unique, self.state)
-        counters["comm_up"] += up
-        counters["comm_down"] += down
+        counters["sample_grads"] += int(calls * (Sr * K * B if B else int(sizes[clients].sum()) * K) + extra_rows)
+        counters["comm_up"] += int(up)
+        counters["comm_down"] += int(down)
+
+    # ------------------------------------------------------------------ fused segments
+    @property
+    def fused(self):
+        """Whether the rounds between evaluations run as one compiled call (numba backend, compiled
+        rules, no callback and no trace)."""
+        return self.driver is not None and self.callback is None and self.trace is None
+
+    def run_fused(self, bar=None):
+        """Run every round through the driver's compiled ``segment``, returning to Python only at the
+        evaluated rounds (and every ``_SEGMENT`` rounds, to bound the buffers)."""
+        smp, alg, p = self.sampler, self.alg, self.problem
+        n, d = p.n_clients, p.dim
+        cnt = np.array([self.counters[k] for k in ("grad_evals", "sample_grads", "comm_up", "comm_down")],
+                       dtype=np.int64)
+        info = np.zeros(3 + d)
+        st = alg.state_tuple(self.state)
+        max_drawn = n if smp.code in (_rk.FULL, _rk.BERNOULLI) else smp.S
+        r = 1
+        while r <= self.rounds:
+            r1 = min(self.rounds, r + _SEGMENT - 1)
+            Ks, t0s = np.empty(r1 - r + 1, dtype=np.int64), np.empty(r1 - r + 1, dtype=np.int64)
+            lrs = []
+            for j, rr in enumerate(range(r, r1 + 1)):
+                Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
+                lrs.append(_step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
+            Kmax = int(Ks.max())
+            lrs_tab = np.zeros((r1 - r + 1, Kmax))
+            for j, a in enumerate(lrs):
+                lrs_tab[j, :a.shape[0]] = a
+            cap = (smp.sched_ptr[r1] - smp.sched_ptr[r - 1]) if smp.schedule is not None else (r1 - r + 1) * max_drawn
+            drawn_buf = np.empty(int(cap), dtype=np.int64)
+            drawn_len = np.zeros(r1 - r + 1, dtype=np.int64)
+            iters = np.empty((r1 - r + 1 if self.record else 0, d))
+            t_start = time.perf_counter()
+            st, r_end, code = self.driver.segment(
+                self.pk, self.hp, st, self.rng_clients, self.rng_data, self.rng_aux, smp.code, smp.S, smp.cdf,
+                smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r, r1, Ks, t0s, lrs_tab,
+                self.B, self.batch_replacement, self.weight_decay, float(self.clip_norm or 0.0), self.calls,
+                alg.comm[0], alg.comm[1], cnt, 0 if self.eval_every is None else self.eval_every, self.eval_spent,
+                self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info)
+            self.counters["time"] += time.perf_counter() - t_start
+            pos = 0
+            for j in range(r_end - r + 1):
+                self.sampled.append(drawn_buf[pos:pos + drawn_len[j]])
+                pos += drawn_len[j]
+            for k, v in zip(("grad_evals", "sample_grads", "comm_up", "comm_down"), cnt):
+                self.counters[k] = int(v)
+            done = r_end if code != 2 else r_end - 1
+            if self.record:
+                self.iterates.extend(np.array(iters[j]) for j in range(done - r + 1))
+            self.state = dict(st._asdict())
+            if bar is not None:
+                bar.update(r_end - r + 1)
+            if code == 2:
+                self.completed = r_end - 1
+                self.status = "diverged"
+                self.message = (f"round {r_end}: client {int(info[0])} produced a non-finite local iterate at local "
+                                f"step {int(info[1])} of {int(info[2])}")
+                return
+            self.completed = r_end
+            if code == 3:
+                self.last_finite_x = info[3:].copy()
+                self.status = "diverged"
+                self.message = f"round {r_end}: the global model became non-finite after aggregation"
+                return
+            if code == 1 and self._evaluate_and_check(r_end):
+                return
+            r = r_end + 1
 
     # ------------------------------------------------------------------ evaluation
     def _due(self, r):

@@ -80,6 +80,7 @@ class RoundContext:
         self.clip_norm = clip_norm
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
+        self.t0 = 0                   # global step counter of the round's first local step (set by the runner)
         self.want = frozenset()       # local paths to record (set by the runner for trace=...)
         self.traced = {}              # name -> (S, K + 1, d) recorded local iterates
 
@@ -137,6 +138,15 @@ class RoundContext:
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
         return self._local_sgd(X0, X0, gscale, mu, corr)
+
+    def round_record(self):
+        """This round as the compiled rules' :data:`~fedtheory._kernels.rounds.Round` record (the
+        context's own arrays: tensors for the torch context's weights). The traced local paths
+        are the buffers of :meth:`path`."""
+        from .._kernels.rounds import Round
+        return Round(self.round, self.clients, self.weights, self.problem.weights[self.clients], self.idx,
+                     self.noise, self.lrs, self.u, self.weight_decay, float(self.clip_norm or 0.0), self.K, self.S,
+                     self.t0, self.path("local"), self.path("personal"), self.path("prox_point"))
 
     def independent_stream(self):
         """A second set of minibatch rows (S, K, B) and noise (S, K, d), independent of ``idx`` and
@@ -407,8 +417,19 @@ class Algorithm:
     def local_round_reference(self, state, ctx):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def server_update(self, state, ctx, messages):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def server_update(self, state, ctx, messages):
+        """The server update on a round context's arrays (the torch backend): by default the
+        module's compiled rule ``server`` run as plain Python on the context's
+        :meth:`RoundContext.round_record` (``pk`` is None there: a rule that reads the problem
+        pack overrides this method)."""
+        import sys
+        name = self.rules_module()
+        if name is None:            # pragma: no cover - an algorithm must define one or the other
+            raise NotImplementedError(f"{self.name!r} defines neither server_update nor a compiled server rule")
+        mod = sys.modules[name]
+        m = mod.Messages(*(messages[f] for f in mod.Messages._fields))
+        out = mod.server(None, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)
+        return dict(out._asdict())
 
     def round_schedule(self, rnd, local_steps):
         """(local steps of round ``rnd``, global step counter of its first step).
@@ -423,19 +444,82 @@ class Algorithm:
         return 1
 
     def round_comm(self, ctx, n_participants, state):
-        """(down, up) d-vectors communicated in this round; ``comm`` per participant by default."""
+        """(down, up) d-vectors communicated in this round (the torch backend's counters): the rules
+        module's ``comm`` hook when it has one, else ``comm`` per participant."""
+        hook = self._rules_hook("comm")
+        if hook is not None:
+            return hook(None, ctx.round_record(), self.compiled_params(), self.state_tuple(state), n_participants,
+                        self.comm[0], self.comm[1])
         return n_participants * self.comm[0], n_participants * self.comm[1]
 
     def round_extra_grads(self, ctx):
-        """(oracle calls, per-sample gradients) a round spends outside the local steps, e.g. the
-        full client gradients at the server model of Mime; (0, 0) by default."""
+        """(oracle calls, per-sample gradients) a round spends outside the local steps (the torch
+        backend's counters): the rules module's ``extra_grads`` hook, else (0, 0). The hook reads the
+        problem only through ``pk.sizes``."""
+        hook = self._rules_hook("extra_grads")
+        if hook is not None:
+            from types import SimpleNamespace
+            sizes = np.asarray(ctx.problem.client_sizes)
+            return hook(SimpleNamespace(sizes=sizes), ctx.round_record(), self.compiled_params())
         return 0, 0
+
+    def _rules_hook(self, name):
+        import sys
+        mod = self.rules_module()
+        return getattr(sys.modules[mod], name, None) if mod is not None else None
 
     def history_extras(self, state, problem):
         """Extra per-evaluation columns computed from the state and the problem (e.g. step-size
         statistics over the clients); empty by default. A scalar kept in the state is declared in
         :attr:`scalars` instead."""
         return {}
+
+    # -- compiled rules (fedtheory._kernels.rounds, docs/add-your-own-algorithm.md) ----------
+    @classmethod
+    def rules_module(cls):
+        """Dotted name of the module holding the algorithm's compiled rules, or None.
+
+        The rules are module-level functions of the algorithm's file, in the NumPy subset Numba
+        compiles: ``local(pk, rd, hp, st, rng) -> (messages, bad)`` (the glue around the local
+        primitives of :mod:`fedtheory._kernels.rounds`) and ``server(pk, rd, hp, st, m) -> st``,
+        over the named tuples ``State`` (the fields of :meth:`init`'s dict) and ``Messages``
+        (those of :meth:`local_round_reference`'s dict). An algorithm without them runs through
+        :meth:`local_round` and :meth:`server_update` round by round.
+        """
+        import sys
+        mod = sys.modules[cls.__module__]
+        if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
+                all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
+            return cls.__module__
+        return None
+
+    def compiled_params(self):
+        """The hyperparameters as the compiled rules read them (``hp``): a named tuple of the
+        dataclass fields, in declaration order (numbers and booleans; an algorithm with other
+        hyperparameters overrides this)."""
+        cls = type(self)
+        nt = cls.__dict__.get("_params_tuple")
+        if nt is None:
+            from collections import namedtuple
+            nt = namedtuple(f"{cls.__name__}Params", [f.name for f in dataclasses.fields(cls)])
+            cls._params_tuple = nt
+        vals = []
+        for f in dataclasses.fields(cls):          # one numeric type per field: one compiled specialisation
+            v = getattr(self, f.name)
+            if isinstance(f.default, bool) or isinstance(v, (bool, np.bool_)):
+                v = bool(v)
+            elif isinstance(f.default, float):
+                v = float(v)
+            elif isinstance(f.default, int):
+                v = int(v)
+            vals.append(v)
+        return nt(*vals)
+
+    def state_tuple(self, state):
+        """The state dict of :meth:`init` as the rules' ``State`` named tuple."""
+        import sys
+        st = sys.modules[self.rules_module()].State
+        return st(*(state[f] for f in st._fields))
 
     def scalar_values(self, state):
         """The declared :attr:`scalars` in ``state`` as floats, ``{name: value}`` (the runner's

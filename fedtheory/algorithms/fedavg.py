@@ -11,14 +11,31 @@ then the server aggregates the model differences :math:`\Delta_i = y_{i,K} - x^t
 with :math:`\omega_i` the aggregation weights of the sampling scheme (1/S for uniform
 sampling of S clients, w_i under full participation). Communication: 1 vector down, 1 up.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("FedAvgState", "x")
+Messages = namedtuple("FedAvgMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K})."""
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + eta_g sum_i omega_i Delta_i."""
+    return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr))
 
 
 @register
@@ -61,7 +78,7 @@ class FedAvg(Algorithm):
     comm: ClassVar[tuple] = (1, 1)
     test_params: ClassVar[dict] = {"lr": 0.1}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         Y, fail = ctx.local_sgd(state["x"])
         return {"y": Y, "fail": fail}
 
@@ -76,7 +93,3 @@ class FedAvg(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        # x^{t+1} = x^t + eta_g sum_i omega_i Delta_i
-        return {**state, "x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)}

@@ -13,15 +13,36 @@ then option II, :math:`c_i^+ = c_i - c + \frac{x^t - y_{i,K}}{\sum_k \eta_{l,k}}
 with w_i the objective weights (1/n: the paper's :math:`\frac{1}{N}\sum_{i\in S}\Delta c_i`),
 which keeps :math:`c = \sum_i w_i c_i`. Communication: 2 down (x, c), 2 up (Delta, Delta c).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..arrays import copy, zeros
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("ScaffoldState", "x c c_i")
+Messages = namedtuple("ScaffoldMessages", "y dc")
+
+
+def local(pk, rd, hp, st, rng):
+    """Local steps with the correction c - c_i, then option II: Delta c_i = -c + (x^t - y_K) / sum_k eta_k."""
+    c_old = st.c_i[rd.clients]
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, st.c - c_old)         # g - c_i + c
+    dc = (st.x - Y) * (1.0 / rd.lrs.sum()) - st.c
+    return Messages(Y, dc), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i (in place)."""
+    c_i = st.c_i
+    c_i[rd.clients] += m.dc
+    return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr), st.c + rd.cw @ m.dc, c_i)
 
 
 @register
@@ -69,10 +90,9 @@ class Scaffold(Algorithm):
         return {"x": copy(x0), "c": zeros(x0, problem.dim),
                 "c_i": zeros(x0, (problem.n_clients, problem.dim))}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         c_old = state["c_i"][ctx.clients]
         Y, fail = ctx.local_sgd(state["x"], corr=state["c"] - c_old)      # g - c_i + c
-        # option II: Delta c_i = c_i^+ - c_i = -c + (x^t - y_K) / (sum_k eta_k)
         dc = (state["x"] - Y) * (1.0 / ctx.lrs.sum()) - state["c"]
         return {"y": Y, "dc": dc, "fail": fail}
 
@@ -90,14 +110,3 @@ class Scaffold(Algorithm):
         # c_i^+ = c_i - c + (x^t - y_K) / (K eta_l), uploaded as Delta c_i = c_i^+ - c_i
         c_new = state["c_i"][ctx.clients] - c + (x - Y) / ctx.lrs.sum()
         return {"y": Y, "dc": c_new - state["c_i"][ctx.clients]}
-
-    def server_update(self, state, ctx, messages):
-        """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i.
-
-        The run owns ``state``: the (n, d) client controls are updated in place.
-        """
-        dc = messages["dc"]
-        c_i = state["c_i"]
-        c_i[ctx.clients] += dc
-        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr),
-                "c": state["c"] + ctx.problem.weights[ctx.clients] @ dc, "c_i": c_i}

@@ -122,30 +122,45 @@ def check_determinism(name):
     assert not np.array_equal(r1.x, r3.x), f"{name}: a different seed gave the same run"
 
 
-def _round_kernels():
-    """Every compiled local-round kernel (Numba dispatchers of the local-step modules)."""
+def _round_kernels(name=None):
+    """Every compiled local-round kernel (Numba dispatchers of the local-step modules), and the
+    compiled rules and segment loop of algorithm ``name``'s driver when it has compiled rules."""
     from .._kernels import fbe as _fbe, sps as _sps
     out = {}
     for mod in (_ls, _sps, _fbe):
         for k, f in vars(mod).items():
             if hasattr(f, "signatures") and hasattr(f, "py_func") and f.__module__ == mod.__name__:
                 out[f"{mod.__name__}.{k}"] = f
+    rules = get_algorithm(name).rules_module() if name is not None else None
+    if rules is not None:
+        from .._kernels.drivers import driver
+        drv = driver(rules)
+        for k in ("local", "server", "segment"):
+            out[f"driver.{k}"] = getattr(drv, k)
     return out
 
 
 def check_no_recompilation(name):
-    """A second run (dense and CSR alike) compiles no new kernel specialisation."""
+    """A second run (dense and CSR alike, fused or per round) compiles no new specialisation: the
+    local-round kernels have one each, and an algorithm's compiled rules serve every problem."""
     ps = suite_problems()
     kw = _params(name, rounds=2, local_steps=2)
+    every = {"callback": lambda r, x: False}
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
-    kernels = _round_kernels()
+        run(ps[key], name, **kw, **every)
+    kernels = _round_kernels(name)
     before = {k: len(f.signatures) for k, f in kernels.items()}
     for key in ("least_squares", "logistic_csr", "quadratic"):
         run(ps[key], name, **kw)
         run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw)
+        run(ps[key] if key != "quadratic" else ps["logistic"], name, batch_size=3, **kw, **every)
     after = {k: len(f.signatures) for k, f in kernels.items()}
     assert before == after, f"{name}: kernels recompiled on later calls {before} -> {after}"
+    if get_algorithm(name).rules_module() is not None:
+        assert min(after[f"driver.{k}"] for k in ("local", "server", "segment")) >= 1, \
+            f"{name}: the compiled rules did not run: {after}"
+        return
     assert max(after.values()) <= 1, f"{name}: more than one specialisation compiled: {after}"
     assert max(after.values()) == 1, f"{name}: no kernel ran (is the algorithm using the kernels?)"
 
@@ -204,6 +219,64 @@ def check_backends_agree(name):
             agree(key, p, kw)
     for opts in option_grid(name)[1:]:
         agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts))
+
+
+def _fused_cases(name):
+    """(problem key, run arguments) covering every sampling mode, minibatches with and without
+    replacement, noise, a step-size schedule and the released-code options the algorithm supports."""
+    cls = get_algorithm(name)
+    full_only = cls.full_participation_only
+    cases = [("quadratic", {}), ("logistic_csr", {"batch_size": 4}), ("least_squares", {"batch_size": 3})]
+    if not full_only:
+        cases += [("logistic", {"clients_per_round": 3, "batch_size": 4}),
+                  ("logistic_csr", {"clients_per_round": 3, "sampling": "with_replacement", "batch_size": 4,
+                                    "batch_replacement": True}),
+                  ("least_squares", {"sampling": "bernoulli", "participation": 0.5}),
+                  ("noisy_quadratic", {"clients_per_round": 4})]
+    cases.append(("logistic", {"lr": lambda t: 0.05 / (1.0 + 0.1 * t)} if "lr" not in cls.test_params else {}))
+    if "weight_decay" in cls.released_options:
+        cases.append(("logistic", {"weight_decay": 0.01}))
+    if "clip_norm" in cls.released_options:
+        cases.append(("logistic", {"clip_norm": 0.05}))
+    return cases
+
+
+def check_fused_matches_per_round(name):
+    """The fused path (the rounds between evaluations in one compiled call) and the per-round path
+    (taken with a callback) give bit-identical runs: iterates, history (time excluded), counters,
+    participants and state, in every sampling mode, with minibatches, noise, step-size schedules and
+    the released-code options; a replayed ``client_schedule`` gives the same run again. An algorithm
+    without compiled rules runs per round only, and the check has nothing to compare."""
+    cls = get_algorithm(name)
+    if cls.rules_module() is None:
+        return
+    ps = suite_problems()
+    ps["noisy_quadratic"] = _noisy_quadratic()
+    for key, extra in _fused_cases(name):
+        args = _params(name, rounds=7, local_steps=3, seed=5, record_iterates=True, **extra)
+        fused = run(ps[key], name, **args)
+        per_round = run(ps[key], name, callback=lambda r, x: False, **args)
+        replay = run(ps[key], name, client_schedule=list(fused.sampled), **args)
+        for other, how in ((per_round, "per-round"), (replay, "replayed")):
+            where = f"{name} on {key} {extra}: fused vs {how}"
+            assert np.array_equal(fused.iterates, other.iterates, equal_nan=True), \
+                f"{where}: iterates differ by {np.nanmax(np.abs(fused.iterates - other.iterates)):.3e}"
+            h1, h2 = fused.history.drop(columns="time"), other.history.drop(columns="time")
+            assert h1.equals(h2), f"{where}: histories differ\n{h1}\n{h2}"
+            assert (fused.status, fused.rounds, fused.grad_evals, fused.sample_grads, fused.comm_up,
+                    fused.comm_down) == (other.status, other.rounds, other.grad_evals, other.sample_grads,
+                                         other.comm_up, other.comm_down), f"{where}: status or counters differ"
+            assert [list(a) for a in fused.sampled] == [list(a) for a in other.sampled], f"{where}: participants"
+            for k, v in fused.state.items():
+                assert np.array_equal(np.asarray(v), np.asarray(other.state[k]), equal_nan=True), \
+                    f"{where}: state {k!r} differs"
+
+
+def _noisy_quadratic():
+    """The suite's quadratic with additive gradient noise (sigma = 0.1)."""
+    Q, C, w, info = synthetic_quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0, hessian="distinct")
+    return FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, name="quadratic", info=info,
+                                         noise=0.1)
 
 
 def check_reductions(name):
@@ -330,7 +403,7 @@ def check_trace(name):
 
 
 ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
-              check_backends_agree, check_reductions, check_fixed_point_or_drift,
+              check_backends_agree, check_fused_matches_per_round, check_reductions, check_fixed_point_or_drift,
               check_convergence_smoke, check_history_schema, check_divergence_reported, check_trace)
 
 

@@ -1,0 +1,314 @@
+"""Compiled round machinery: the problem and round records, sampling, and the local primitives.
+
+The algorithms' compiled rules (``local`` and ``server`` in each algorithm file, see
+``docs/add-your-own-algorithm.md``) are plain functions in the NumPy subset Numba compiles. They
+receive
+
+* ``pk``, a :data:`Pack`: the problem's kernel arrays, its weights and constants;
+* ``rd``, a :data:`Round`: one round's participants, their weights, minibatch rows, noise,
+  step sizes and coin, and the run's released-code options;
+* ``hp``, the algorithm's hyperparameters (a named tuple), and ``st``, its state (a named tuple).
+
+The local primitives below (``local_sgd``, ``local_sam``, ...) wrap the kernels of this package
+for one round; every primitive returns the local models and ``bad``: -1, or ``s * K + k`` for
+the first client slot s and local step k whose iterate became non-finite.
+
+:func:`draw_round` draws a round's participants, minibatch rows, noise and coin from the run's
+three streams; the per-round path of the runner and the fused segment of
+:mod:`fedtheory._kernels.drivers` both call it, so one seed gives one trajectory on either path.
+"""
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+from numba.extending import register_jitable
+
+from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
+from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
+from .oracles import client_grad, prox_vec
+from .sampling import minibatch_rows, sample_clients
+from .sps import sps_local_steps
+
+#: The problem as the compiled rules see it (``FederatedProblem.compiled_pack()``).
+Pack = namedtuple("Pack", "sparse A data indices indptr b kind ptr l2 reg_weight reg groups m1 m2 sizes w noise dim")
+
+#: One round (``round`` is 0-based; ``cw`` the objective weights w_i of the participants; ``lrs`` the
+#: K step sizes; ``u`` the round's coin; ``wd``/``clip`` the run's decay and clipping, 0 for none;
+#: ``path_*`` (S, K + 1, d) buffers of traced local paths, or (0, 0, 0)).
+Round = namedtuple("Round", "round clients weights cw idx noise lrs u wd clip K S t0 "
+                            "path_local path_personal path_prox")
+
+# sampling modes of draw_round
+FULL, UNIFORM, WITH_REPLACEMENT, BERNOULLI = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def empty2():
+    """An empty (0, 0) array: "no correction" / "no anchor" for the primitives."""
+    return np.zeros((0, 0))
+
+
+@njit(cache=True)
+def empty3():
+    """An empty (0, 0, 0) array: no noise, no traced path."""
+    return np.zeros((0, 0, 0))
+
+
+@njit(cache=True)
+def row(x):
+    """``x`` (d,) as a (1, d) array (a start or an anchor shared by every participant)."""
+    return np.ascontiguousarray(x).reshape(1, x.shape[0])
+
+
+# --------------------------------------------------------------------------- sampling
+@njit(cache=True)
+def draw_participants(mode, rng, n, S, cdf, participation):
+    """The participants of a round as drawn (duplicates kept), from the run's client stream.
+
+    FULL: every client; UNIFORM: Floyd's algorithm on S uniforms (sorted); WITH_REPLACEMENT: S
+    i.i.d. draws by the cumulative probabilities ``cdf`` (NumPy's ``Generator.choice`` with ``p``:
+    S uniforms searched in the normalised cdf), sorted; BERNOULLI: each client with probability
+    ``participation`` (n uniforms).
+    """
+    if mode == FULL:
+        return np.arange(n)
+    if mode == UNIFORM:
+        return sample_clients(rng.random(S), n, np.empty(S, dtype=np.int64))
+    if mode == WITH_REPLACEMENT:
+        return np.sort(np.searchsorted(cdf, rng.random(S), side="right")).astype(np.int64)
+    return np.flatnonzero(rng.random(n) < participation).astype(np.int64)
+
+
+@njit(cache=True)
+def weigh(mode, drawn, w, S, replicate):
+    """(clients, aggregation weights) of the drawn participants (see ``fedtheory.run``): uniform
+    w_i n / S; with replacement 1/S per draw, or a client drawn m times once with weight m / S;
+    every client in order under full participation w; otherwise w_i / sum of the participants' w."""
+    n = w.shape[0]
+    c = drawn.shape[0]
+    if mode == UNIFORM:
+        return drawn, w[drawn] * (n / S)
+    if mode == WITH_REPLACEMENT:
+        if replicate:
+            return drawn, np.full(S, 1.0 / S)
+        u = np.unique(drawn)
+        counts = np.zeros(u.shape[0])
+        j = 0
+        for i in range(c):
+            while u[j] != drawn[i]:
+                j += 1
+            counts[j] += 1.0
+        return u, counts / S
+    if mode == FULL and c == n:
+        every = True
+        for i in range(c):
+            if drawn[i] != i:
+                every = False
+                break
+        if every:
+            return drawn, w.copy()
+    if c == 0:
+        return drawn, np.zeros(0)
+    wc = w[drawn]
+    return drawn, wc / wc.sum()
+
+
+@njit(cache=True)
+def draw_data(pk, rng, clients, K, B, replace):
+    """Minibatch rows (S, K, B) (uniforms then rows; (S, K, 0) for exact gradients) and noise
+    (S, K, d) scaled by the problem's noise level ((0, 0, 0) without noise)."""
+    Sr = clients.shape[0]
+    if B > 0:
+        u = rng.random((Sr, K, B))
+        idx = minibatch_rows(u, pk.ptr[:-1][clients], pk.sizes[clients], replace, np.empty((Sr, K, B), dtype=np.int64))
+    else:
+        idx = np.zeros((Sr, K, 0), dtype=np.int64)
+    if pk.noise > 0:
+        noise = pk.noise * rng.standard_normal((Sr, K, pk.dim))
+    else:
+        noise = np.zeros((0, 0, 0))
+    return idx, noise
+
+
+@njit(cache=True)
+def draw_round(pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, has_schedule, scheduled, K, B,
+               replace):
+    """One round's randomness, in the runner's stream order: the participants (the entry
+    ``scheduled`` of a replayed schedule when ``has_schedule``, else drawn from ``rng_c``), their
+    weights, the minibatch rows and noise from ``rng_d``, then one uniform coin from ``rng_a``.
+
+    Returns ``(drawn, clients, weights, idx, noise, u)``.
+    """
+    if has_schedule:
+        drawn = scheduled.copy()
+    else:
+        drawn = draw_participants(mode, rng_c, pk.w.shape[0], S, cdf, participation)
+    clients, weights = weigh(mode, drawn, pk.w, S, replicate)
+    idx, noise = draw_data(pk, rng_d, clients, K, B, replace)
+    u = rng_a.random()
+    return drawn, clients, weights, idx, noise, u
+
+
+@njit(cache=True)
+def make_round(pk, rnd, clients, weights, idx, noise, lrs, u, wd, clip, t0, path_local, path_personal, path_prox):
+    """The :data:`Round` record of one round."""
+    return Round(rnd, clients, weights, pk.w[clients], idx, noise, lrs, u, wd, clip, lrs.shape[0],
+                 clients.shape[0], t0, path_local, path_personal, path_prox)
+
+
+@njit(cache=True)
+def all_finite(x):
+    """Whether every entry of ``x`` is finite (entry by entry: a sum could overflow)."""
+    for v in x.ravel():
+        if not np.isfinite(v):
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- local primitives
+@njit(cache=True)
+def local_sgd(pk, rd, X0, anchors, gscale, mu, corr):
+    """K local SGD steps for every participant (``corrected_local_sgd`` with the plain direction):
+
+    y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor_s) + corr_s), y_0 = X0[s]
+
+    ``X0`` and ``anchors`` have one row (shared) or S rows; ``anchors`` (0, d) means no prox term;
+    ``corr`` (S, d) or ``empty2()``. Returns ``(Y, bad)``.
+    """
+    Y = np.empty((rd.S, pk.dim))
+    bad = corrected_local_sgd(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients,
+                              rd.idx, rd.noise, rd.lrs, pk.l2, X0, anchors, gscale, mu, corr, DIR_PLAIN, 0.0, 0.0,
+                              False, 0.0, rd.wd, rd.clip, Y, rd.path_local)
+    return Y, bad
+
+
+@njit(cache=True)
+def local_sam(pk, rd, X0, anchors, mu, corr, alpha, rho, normalized, eps):
+    """FedSpeed's quasi-gradient steps (``DIR_SAM``): gt = (1 - alpha) g(y) + alpha g(y + r g(y)),
+    r = rho or rho / (||g(y)|| + eps); y_{k+1} = y_k - eta_k (gt + mu (y_k - anchor) + corr_s)."""
+    Y = np.empty((rd.S, pk.dim))
+    bad = corrected_local_sgd(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients,
+                              rd.idx, rd.noise, rd.lrs, pk.l2, X0, anchors, 1.0, mu, corr, DIR_SAM, alpha, rho,
+                              normalized, eps, rd.wd, rd.clip, Y, rd.path_local)
+    return Y, bad
+
+
+@njit(cache=True)
+def local_vr(pk, rd, x0, gscale, corr):
+    """Mime's steps: y <- y - eta_k (gscale (g(y; B) - g(x0; B)) + corr_s), the same minibatch."""
+    Y = np.empty((rd.S, pk.dim))
+    bad = corrected_local_sgd(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients,
+                              rd.idx, rd.noise, rd.lrs, pk.l2, row(x0), np.zeros((0, pk.dim)), gscale, 0.0, corr,
+                              DIR_VR, 0.0, 0.0, False, 0.0, rd.wd, rd.clip, Y, rd.path_local)
+    return Y, bad
+
+
+@njit(cache=True)
+def independent_stream(pk, rd, rng):
+    """A second set of minibatch rows and noise, independent of ``rd.idx``/``rd.noise``, from the
+    auxiliary stream ``rng`` (two-minibatch methods); exact gradients keep the empty rows."""
+    S, K, B = rd.idx.shape
+    idx2 = rd.idx
+    if B:
+        u = rng.random((S, K, B))
+        idx2 = minibatch_rows(u, pk.ptr[:-1][rd.clients], pk.sizes[rd.clients], False,
+                              np.empty((S, K, B), dtype=np.int64))
+    noise2 = rd.noise
+    if rd.noise.shape[0] > 0:
+        noise2 = pk.noise * rng.standard_normal(rd.noise.shape)
+    return idx2, noise2
+
+
+@njit(cache=True)
+def local_feddeper(pk, rd, x0, V0, rho, coupling, idx_v, noise_v):
+    """FedDeper's alternating y/v local steps (``feddeper_local``); returns ``(Y, V, bad)``."""
+    Y, V = np.empty((rd.S, pk.dim)), np.empty((rd.S, pk.dim))
+    bad = feddeper_local(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients,
+                         rd.idx, idx_v, rd.noise, noise_v, rd.lrs, pk.l2, x0, np.ascontiguousarray(V0), rho,
+                         coupling, Y, V, rd.path_local, rd.path_personal)
+    return Y, V, bad
+
+
+@njit(cache=True)
+def local_sps(pk, rd, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
+    """K steps with a stochastic Polyak step size (``sps_local_steps``); ``st`` (S,) is updated in
+    place. Returns ``(Y, G, C, last_val, last_gg, bad)``."""
+    S, K = rd.S, rd.K
+    Y, G, C = np.empty((S, pk.dim)), np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
+    lv, lg = np.empty(S), np.empty(S)
+    bad = sps_local_steps(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients, rd.idx,
+                          rd.noise, pk.l2, x0, mode, c, gamma_b, np.ascontiguousarray(ell), c0, rd.round * K,
+                          c_round, K, gamma_fixed, np.ascontiguousarray(factor), st, eps, Y, G, C, lv, lg,
+                          rd.path_local)
+    return Y, G, C, lv, lg, bad
+
+
+@njit(cache=True)
+def local_prox_sgd(pk, rd, X0, anchors, mu, dual, t0_thresh):
+    """Proximal local SGD (``prox_local_sgd``: FedMiD, FedDualAvg, anchored prox steps); returns
+    ``(X, Z, bad)``, the primal and dual local iterates."""
+    X, Z = np.empty((rd.S, pk.dim)), np.empty((rd.S, pk.dim))
+    bad = prox_local_sgd(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients, rd.idx,
+                         rd.noise, rd.lrs, pk.l2, np.ascontiguousarray(X0), np.ascontiguousarray(anchors), mu,
+                         pk.reg_weight, dual, t0_thresh, pk.reg, pk.groups, pk.m1, pk.m2, X, Z)
+    return X, Z, bad
+
+
+@njit(cache=True)
+def local_pfedme(pk, rd, x0, lam_p, eta_p, inner, wd):
+    """pFedMe's local rounds (``pfedme_local``); returns ``(W, Theta, bad)``."""
+    W, Th = np.empty((rd.S, pk.dim)), np.empty((rd.S, pk.dim))
+    bad = pfedme_local(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients, rd.idx,
+                       rd.noise, rd.lrs, pk.l2, x0, lam_p, eta_p, inner, wd, pk.reg_weight, pk.reg, pk.groups, pk.m1,
+                       pk.m2, W, Th)
+    return W, Th, bad
+
+
+@njit(cache=True)
+def local_fbe(pk, rd, x0, lam, hvp_mode, fd_eps, idx_h):
+    """pFedFBE's local steps (``fbe_local_steps``) with Hessian rows ``idx_h``; returns ``(Y, bad)``."""
+    Y = np.empty((rd.S, pk.dim))
+    bad = fbe_local_steps(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr, rd.clients, rd.idx,
+                          np.ascontiguousarray(idx_h), rd.noise, rd.lrs, pk.l2, x0, lam, pk.reg_weight, hvp_mode,
+                          fd_eps, pk.reg, pk.groups, pk.m1, pk.m2, Y, rd.path_local, rd.path_prox)
+    return Y, bad
+
+
+@njit(cache=True)
+def full_grads(pk, rd, x):
+    """Exact client gradients grad f_i(x) of the participants, shape (S, d)."""
+    G = np.empty((rd.S, pk.dim))
+    rows = np.zeros(0, dtype=np.int64)
+    for s in range(rd.S):
+        i = rd.clients[s]
+        client_grad(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr[i], pk.ptr[i + 1], rows,
+                    x, pk.l2, G[s])
+    return G
+
+
+@njit(cache=True)
+def prox(pk, u, t):
+    """prox of t h at u for the problem's regularizer h = reg_weight h0 (``prox_vec``)."""
+    out = np.empty_like(u)
+    prox_vec(u, t * pk.reg_weight, pk.reg, pk.groups, pk.m1, pk.m2, out)
+    return out
+
+
+@register_jitable
+def averaged_step(x, weights, Y, server_lr):
+    """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x) (plain Python when called
+    from Python, on NumPy arrays or torch tensors; compiled inside a compiled rule)."""
+    return x + server_lr * (weights @ Y - weights.sum() * x)
+
+
+# --------------------------------------------------------------------------- round costs (defaults)
+@njit(cache=True)
+def no_extra_grads(pk, rd, hp):
+    """(oracle calls, per-sample gradients) a round spends outside the local steps: none."""
+    return 0, 0
+
+
+@njit(cache=True)
+def comm_per_participant(pk, rd, hp, st, n_participants, down, up):
+    """(down, up) d-vectors of the round: the algorithm's ``comm`` per participant."""
+    return n_participants * down, n_participants * up
