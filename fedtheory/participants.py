@@ -1,7 +1,7 @@
 """Compact record of the participants of every round (``RunResult.sampled``).
 
 Also the explicit participation of ``fedtheory.run(client_schedule=...)``: :func:`check_schedule`
-validates it, :class:`Schedule` serves it to the runner in place of its sampler.
+validates it (the runner's compiled draw then reads each round's entry in place of a draw).
 
 A long run keeps one small integer array, not one array per round: a full-participation round is
 a marker (no storage), a sampled round appends its client indices (int32) to one growing buffer.
@@ -75,6 +75,34 @@ class Participants(Sequence):
         self._len[self._rounds] = k
         self._rounds += 1
 
+    def extend(self, flat, lens):
+        """Record many rounds at once: round j's participants are the next ``lens[j]`` entries of
+        ``flat`` (what :meth:`append` records, round by round, without a Python loop)."""
+        flat, lens = np.asarray(flat), np.asarray(lens, dtype=np.int64)
+        m = lens.shape[0]
+        if m == 0:
+            return
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        full = np.zeros(m, dtype=bool)
+        cand = np.flatnonzero(lens == self.n) if self.n else np.zeros(0, dtype=np.int64)
+        if cand.size:
+            ar = np.arange(self.n)
+            full[cand] = (flat[starts[cand][:, None] + ar] == ar).all(axis=1)
+        keep_lens = np.where(full, 0, lens)
+        sel = flat[np.repeat(~full, lens)]
+        need = self._rounds + m
+        if need > self._start.shape[0]:
+            self._start = np.resize(self._start, max(2 * self._start.shape[0], need))
+            self._len = np.resize(self._len, max(2 * self._len.shape[0], need))
+        if self._size + sel.shape[0] > self._idx.shape[0]:
+            self._idx = np.resize(self._idx, max(2 * self._idx.shape[0], self._size + sel.shape[0]))
+        self._idx[self._size:self._size + sel.shape[0]] = sel
+        new_starts = self._size + np.concatenate(([0], np.cumsum(keep_lens)[:-1]))
+        self._start[self._rounds:need] = np.where(full, -1, new_starts)
+        self._len[self._rounds:need] = lens
+        self._size += sel.shape[0]
+        self._rounds = need
+
     def __len__(self):
         return self._rounds
 
@@ -112,24 +140,6 @@ class Participants(Sequence):
 
     def __repr__(self):
         return f"Participants({self._rounds} rounds, {self.n} clients, {self.nbytes / 2 ** 20:.3g} MB)"
-
-
-class Schedule:
-    """The participants of each round from ``run(client_schedule=...)``: used like the runner's
-    sampler, :meth:`draw` returns the next entry in place of a draw and :meth:`weigh` weighs it as
-    the run's sampling mode weighs a draw (merging duplicates as the sampler does). It draws
-    nothing from the run's random streams, so a run fed its own participants is the same run."""
-
-    def __init__(self, sampler, entries):
-        self.sampler, self.entries, self.t = sampler, entries, 0
-
-    def draw(self, rng):
-        c = self.entries[self.t]
-        self.t += 1
-        return c.copy()
-
-    def weigh(self, c):
-        return self.sampler.weigh(c)
 
 
 def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):

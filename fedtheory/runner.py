@@ -13,7 +13,7 @@ import math
 from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
 from ._validation import Bool, Interval, NoneOk, Options, check_param
-from .algorithms.base import RoundContext
+from .algorithms.base import Algorithm, RoundContext
 from .arrays import HostView, is_tensor, to_numpy
 from .exceptions import InvalidParameterError
 from .metrics import reference_metrics
@@ -26,6 +26,8 @@ SAMPLING = ("uniform", "with_replacement", "bernoulli")
 harden_all()            # a damaged Numba cache file is recompiled, never fatal
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
+EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
+EVAL_FIXED_COST = 2000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 
 
@@ -238,10 +240,12 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     eval_every : int, optional
         Evaluate every this many rounds (round 0 and the last round always). None (the default)
         uses a cost-based schedule: round r is evaluated when the evaluations so far, counting
-        this one, cost at most 25% of the training work so far, both in per-sample gradients (an
-        evaluation costs two passes over all the data: F and its gradient). So the evaluation
-        never costs more than a quarter of the training beyond round 0 and the last round, and
-        the schedule is deterministic (it depends on counts, not time). With ``tol`` set, None
+        this one, cost at most 25% of the training work so far, both counted in per-sample
+        gradients. An evaluation counts 4 per data row (F and its gradient over all the data,
+        each about twice a gradient's cost) plus 2000 for its fixed, per-call cost (leaving the
+        compiled loop, building the row), measured on the tiny problems where that part
+        dominates. So the evaluation stays within a quarter of the training time beyond round 0
+        and the last round, and the schedule is deterministic (it depends on counts, not time). With ``tol`` set, None
         means every round. Theorem checks and rate plots that need every round say so with
         ``eval_every=1``.
     callback : callable, optional
@@ -329,9 +333,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     --------
     >>> import fedtheory as ft, problems
     >>> p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=0.5, seed=0)
-    >>> res = ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1)
+    >>> res = ft.run(p, "fedavg", rounds=200, local_steps=5, lr=0.1)
     >>> res.status, res.history["round"].tolist()        # the cost-based evaluation schedule
-    ('max_rounds', [0, 2, 4, 5, 7, 8, 10, 12, 13, 15, 16, 18, 20])
+    ('max_rounds', [0, 44, 87, 130, 173, 200])
     >>> ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1, eval_every=1).history.shape[0]
     21
     """
@@ -405,8 +409,8 @@ class _Job:
         if eval_every is None and tol is not None:
             eval_every = 1                       # convergence is detected at evaluations
         self.eval_every = eval_every
-        self.eval_spent = 0.0                    # per-sample gradients spent on evaluations (auto schedule)
-        self.eval_unit = 2.0 * float(problem.client_sizes.sum())
+        self.eval_spent = 0.0                    # cost of the evaluations so far (auto schedule)
+        self.eval_unit = EVAL_ROW_COST * float(problem.client_sizes.sum()) + EVAL_FIXED_COST
         self.reference, self.tol, self.record = reference, tol, record_iterates
         self.deep = bool(getattr(problem, "is_deep", False))
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
@@ -709,6 +713,24 @@ class _Job:
         rules, no callback and no trace)."""
         return self.driver is not None and self.callback is None and self.trace is None
 
+    def _schedule_table(self, r0, r1):
+        """``(r0, Ks, t0s, lrs)`` of rounds r0..r1: local steps, first global step and the step sizes
+        (zero-padded rows); an ``lr`` schedule is called once per global step, as on the per-round path."""
+        alg, m = self.alg, r1 - r0 + 1
+        if self.const_lrs is not None and type(alg).round_schedule is Algorithm.round_schedule:
+            K = self.local_steps                    # constant steps: K per round, t0 = r K
+            return (r0, np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64),
+                    np.ascontiguousarray(np.broadcast_to(self.const_lrs, (m, K))))
+        Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+        lrs = []
+        for j, rr in enumerate(range(r0, r1 + 1)):
+            Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
+            lrs.append(_step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
+        tab = np.zeros((r1 - r0 + 1, int(Ks.max())))
+        for j, a in enumerate(lrs):
+            tab[j, :a.shape[0]] = a
+        return r0, Ks, t0s, tab
+
     def run_fused(self, bar=None):
         """Run every round through the driver's compiled ``segment``, returning to Python only at the
         evaluated rounds (and every ``_SEGMENT`` rounds, to bound the buffers)."""
@@ -719,18 +741,13 @@ class _Job:
         info = np.zeros(3 + d)
         st = alg.state_tuple(self.state)
         max_drawn = n if smp.code in (_rk.FULL, _rk.BERNOULLI) else smp.S
-        r = 1
+        r, tab = 1, None
         while r <= self.rounds:
-            r1 = min(self.rounds, r + _SEGMENT - 1)
-            Ks, t0s = np.empty(r1 - r + 1, dtype=np.int64), np.empty(r1 - r + 1, dtype=np.int64)
-            lrs = []
-            for j, rr in enumerate(range(r, r1 + 1)):
-                Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
-                lrs.append(_step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
-            Kmax = int(Ks.max())
-            lrs_tab = np.zeros((r1 - r + 1, Kmax))
-            for j, a in enumerate(lrs):
-                lrs_tab[j, :a.shape[0]] = a
+            if tab is None or r > tab[0] + tab[1].shape[0] - 1:
+                tab = self._schedule_table(r, min(self.rounds, r + _SEGMENT - 1))
+            off = r - tab[0]
+            Ks, t0s, lrs_tab = tab[1][off:], tab[2][off:], tab[3][off:]
+            r1 = r + Ks.shape[0] - 1
             cap = (smp.sched_ptr[r1] - smp.sched_ptr[r - 1]) if smp.schedule is not None else (r1 - r + 1) * max_drawn
             drawn_buf = np.empty(int(cap), dtype=np.int64)
             drawn_len = np.zeros(r1 - r + 1, dtype=np.int64)
@@ -743,10 +760,8 @@ class _Job:
                 alg.comm[0], alg.comm[1], cnt, 0 if self.eval_every is None else self.eval_every, self.eval_spent,
                 self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info)
             self.counters["time"] += time.perf_counter() - t_start
-            pos = 0
-            for j in range(r_end - r + 1):
-                self.sampled.append(drawn_buf[pos:pos + drawn_len[j]])
-                pos += drawn_len[j]
+            m = r_end - r + 1
+            self.sampled.extend(drawn_buf[:int(drawn_len[:m].sum())], drawn_len[:m])
             for k, v in zip(("grad_evals", "sample_grads", "comm_up", "comm_down"), cnt):
                 self.counters[k] = int(v)
             done = r_end if code != 2 else r_end - 1

@@ -51,7 +51,11 @@ def test_examples_of_page_run(page, monkeypatch):
     for name in list(THEOREMS):            # a page may register its own example theorem or algorithm
         monkeypatch.setitem(THEOREMS, name, THEOREMS[name])
     before, before_algs, before_cases = set(THEOREMS), set(ALGORITHMS), set(CASES)
-    ns = {"__name__": f"docs_{page.stem}"}
+    import sys
+    import types
+    mod = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")      # the page runs as a module of its own
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    ns = mod.__dict__
     try:
         for code in _blocks(page):
             exec(compile(code, str(page), "exec"), ns)

@@ -118,17 +118,19 @@ def test_zero_rounds(quad):
 
 
 def test_default_evaluation_schedule_costs_at_most_a_quarter_of_training(quad):
-    """eval_every=None: each evaluation (two passes over the data) is admitted only while the
-    evaluations after round 0 cost at most 25% of the per-sample gradients spent training."""
+    """eval_every=None: each evaluation (4 per data row plus a fixed 2000, in per-sample gradients)
+    is admitted only while the evaluations after round 0 cost at most 25% of the per-sample
+    gradients spent training."""
+    from fedtheory.runner import EVAL_FIXED_COST, EVAL_ROW_COST
     p = problems.quadratic(10, 4, seed=1)
     for kw in (dict(local_steps=1), dict(local_steps=5), dict(local_steps=2, clients_per_round=3)):
-        res = ft.run(p, "fedavg", rounds=200, lr=0.05, **kw)
+        res = ft.run(p, "fedavg", rounds=2000, lr=0.05, **kw)
         h = res.history
-        unit = 2 * p.client_sizes.sum()
-        inner = h[(h["round"] > 0) & (h["round"] < 200)]
+        unit = EVAL_ROW_COST * p.client_sizes.sum() + EVAL_FIXED_COST
+        inner = h[(h["round"] > 0) & (h["round"] < 2000)]
         spent = unit * np.arange(1, len(inner) + 1)
         assert np.all(spent <= 0.25 * inner.sample_grads.to_numpy()), kw
-        assert h["round"].iloc[0] == 0 and h["round"].iloc[-1] == 200
+        assert h["round"].iloc[0] == 0 and h["round"].iloc[-1] == 2000 and len(inner) >= 3
         # and it is not sparser than needed: the next round after each evaluation was not yet affordable
         assert len(inner) >= int(0.25 * res.sample_grads / unit) - 1, (kw, len(inner))
     every = ft.run(p, "fedavg", rounds=30, lr=0.05, eval_every=1)

@@ -7,9 +7,11 @@ functions (``local``, ``server`` and the optional ``extra_grads`` / ``comm``), c
 ``cache=True`` and defines ``segment``, the loop over the rounds between two evaluations. The
 module's file name carries a hash of the algorithm's source and of this package's sources, so an
 edit of either gives a new module (Numba's cache does not track the functions a cached function
-calls). The files go to ``$FEDTHEORY_DRIVER_DIR``, else ``$NUMBA_CACHE_DIR/fedtheory-drivers``,
+calls); rules defined in memory (a notebook cell) are compiled once per process, uncached. The
+files go to ``$FEDTHEORY_DRIVER_DIR``, else ``$NUMBA_CACHE_DIR/fedtheory-drivers``,
 else the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``), else a temporary directory.
 """
+import functools
 import hashlib
 import importlib.util
 import os
@@ -98,16 +100,35 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
 '''
 
 
-def _sources_digest(module):
-    """SHA-256 (16 hex digits) of the algorithm module's file, this package's files and the template."""
+def _module_file(module):
+    """The source file of ``module``, or None (a module made in memory: a notebook, ``exec``)."""
+    f = getattr(sys.modules[module], "__file__", None)
+    return Path(f) if f and Path(f).is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _package_digest():
+    """SHA-256 of the template and of this package's files (read once per process)."""
     h = hashlib.sha256(TEMPLATE.encode())
-    files = sorted(Path(__file__).parent.glob("*.py"))
-    mod_file = getattr(sys.modules[module], "__file__", None)
-    if mod_file:
-        files.append(Path(mod_file))
-    for f in files:
+    for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _sources_digest(module):
+    """SHA-256 (16 hex digits) of the algorithm module's file (or, for a module without one, of its
+    rules' code), this package's files and the template."""
+    h = hashlib.sha256(_package_digest().encode())
+    mod_file = _module_file(module)
+    if mod_file is not None:
+        h.update(mod_file.read_bytes())
+    else:
+        mod = sys.modules[module]
+        for name in ("local", "server", "extra_grads", "comm"):
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                h.update(fn.__code__.co_code + repr(fn.__code__.co_consts).encode())
     return h.hexdigest()[:16]
 
 
@@ -148,7 +169,8 @@ def driver(module):
         With the compiled ``local``, ``server`` and ``segment``.
     """
     with _LOCK:
-        got = _DRIVERS.get(module)
+        digest = _sources_digest(module)
+        got = _DRIVERS.get((module, digest))
         if got is not None:
             return got
         mod = sys.modules[module]
@@ -158,8 +180,9 @@ def driver(module):
                 imports.append(f"from {module} import {hook} as _{hook}_py\n{hook} = njit(cache=True)(_{hook}_py)")
             else:
                 imports.append(f"{hook} = _r.{default}")
-        digest = _sources_digest(module)
         text = TEMPLATE.format(module=module, digest=digest, imports="\n".join(imports) + "\n")
+        if _module_file(module) is None:       # rules defined in memory: Numba cannot cache them
+            text = text.replace("cache=True", "cache=False")
         name = f"fedtheory_driver_{module.replace('.', '_')}_{digest}"
         path = _driver_dir() / f"{name}.py"
         if not path.exists() or path.read_text() != text:
@@ -172,5 +195,5 @@ def driver(module):
         spec.loader.exec_module(drv)
         for f in ("local", "server", "segment", "extra_grads", "comm"):
             _harden(getattr(drv, f))
-        _DRIVERS[module] = drv
+        _DRIVERS[module, digest] = drv
         return drv

@@ -487,7 +487,9 @@ class Algorithm:
         :meth:`local_round` and :meth:`server_update` round by round.
         """
         import sys
-        mod = sys.modules[cls.__module__]
+        mod = sys.modules.get(cls.__module__)
+        if mod is None:
+            return None
         if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
                 all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
             return cls.__module__
