@@ -492,6 +492,10 @@ class Algorithm:
             return None
         if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
                 all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
+            for t in ("State", "Messages"):     # found by pickle under its name: Numba's disk cache keys on it
+                nt = getattr(mod, t)
+                if getattr(mod, nt.__qualname__, None) is not nt:
+                    nt.__qualname__ = t
             return cls.__module__
         return None
 
@@ -504,6 +508,7 @@ class Algorithm:
         if nt is None:
             from collections import namedtuple
             nt = namedtuple(f"{cls.__name__}Params", [f.name for f in dataclasses.fields(cls)])
+            nt.__module__, nt.__qualname__ = cls.__module__, f"{cls.__qualname__}._params_tuple"   # picklable
             cls._params_tuple = nt
         vals = []
         for f in dataclasses.fields(cls):          # one numeric type per field: one compiled specialisation

@@ -1,0 +1,229 @@
+"""Compiled rounds: the fused path's draws, records and generated drivers.
+
+The bit-for-bit agreement of the fused and per-round paths of every algorithm is the common
+check ``check_fused_matches_per_round`` (tests/test_common.py); here: the pieces it rests on.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fedtheory as ft
+import problems
+from fedtheory._kernels import rounds as rk
+from fedtheory.participants import Participants
+from fedtheory.registry import get_algorithm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_builtin_algorithm_has_compiled_rules():
+    missing = [name for name in ft.algorithms() if get_algorithm(name).__module__.startswith("fedtheory.")
+               and get_algorithm(name).rules_module() is None]
+    assert missing == [], f"built-in algorithms without compiled rules (per-round path only): {missing}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), S=st.integers(1, 12), seed=st.integers(0, 2 ** 32 - 1),
+       raw=st.lists(st.floats(0.01, 10.0), min_size=12, max_size=12))
+def test_with_replacement_draw_is_numpys_choice(n, S, seed, raw):
+    """The compiled draw with replacement is NumPy's ``Generator.choice(n, S, p=q)``, sorted, and
+    leaves the stream where NumPy leaves it."""
+    q = np.array(raw[:n]) / np.sum(raw[:n])
+    cdf = np.cumsum(q)
+    cdf /= cdf[-1]
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = rk.draw_participants(rk.WITH_REPLACEMENT, a, n, S, cdf, 0.0)
+    assert got.tolist() == np.sort(b.choice(n, S, replace=True, p=q)).tolist()
+    assert a.random() == b.random()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 9), S=st.integers(1, 9), seed=st.integers(0, 2 ** 32 - 1), part=st.floats(0.0, 1.0))
+def test_draws_follow_the_documented_streams(n, S, seed, part):
+    """Uniform: Floyd's S-subset from S uniforms, sorted; Bernoulli: one uniform per client."""
+    S = min(S, n)
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = rk.draw_participants(rk.UNIFORM, a, n, S, np.zeros(1), 0.0)
+    u = b.random(S)
+    assert len(set(got.tolist())) == S and got.tolist() == sorted(got.tolist()) and 0 <= got.min()
+    assert got.max() < n
+    assert got.tolist() == rk.sample_clients(u, n, np.empty(S, dtype=np.int64)).tolist()
+    got = rk.draw_participants(rk.BERNOULLI, a, n, S, np.zeros(1), part)
+    assert got.tolist() == np.flatnonzero(b.random(n) < part).tolist()
+    assert a.random() == b.random()
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 7), data=st.data())
+def test_participants_extend_records_what_append_records(n, data):
+    rounds = data.draw(st.lists(st.one_of(st.just(list(range(n))),
+                                          st.lists(st.integers(0, n - 1), max_size=n + 2)), max_size=9))
+    k = data.draw(st.integers(0, len(rounds)))
+    one, bulk = Participants(n), Participants(n)
+    for c in rounds:
+        one.append(np.array(c, dtype=np.int64))
+    for c in rounds[:k]:
+        bulk.append(np.array(c, dtype=np.int64))
+    rest = rounds[k:]
+    bulk.extend(np.array([i for c in rest for i in c], dtype=np.int64), [len(c) for c in rest])
+    assert [a.tolist() for a in one] == [b.tolist() for b in bulk]
+    assert one.counts().tolist() == bulk.counts().tolist()
+
+
+def test_fused_path_is_taken_only_without_per_round_python():
+    from fedtheory.runner import _Job
+    p = problems.quadratic(4, 3, seed=0)
+
+    def job(**kw):
+        args = dict(rounds=3, local_steps=2, lr=0.1, clients_per_round=None, batch_size=None, seed=0, x0=None,
+                    record_iterates=False, backend="numba", device=None, eval_every=None, callback=None,
+                    sampling=None, q=None, participation=None, batch_replacement=False, reference=None, tol=None,
+                    trace=None, trace_max_mb=1024.0, trace_rounds=None, hyperparameters={})
+        args.update(kw)
+        return _Job(p, "fedavg", **args)
+
+    assert job().fused and job(record_iterates=True).fused and job(tol=1e-9).fused
+    assert not job(callback=lambda r, x: False).fused and not job(trace=True).fused
+    assert not job(backend="python").fused
+
+
+def _run_py(code, env):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": ROOT, **env}, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_driver_is_cached_on_disk_and_loaded_by_a_new_process(tmp_path):
+    """A second process loads the generated driver's compiled segment from the on-disk cache."""
+    env = {"FEDTHEORY_DRIVER_DIR": str(tmp_path / "drivers"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    code = """
+        import fedtheory as ft, problems
+        from fedtheory._kernels.drivers import driver
+        p = problems.quadratic(4, 3, seed=0)
+        ft.run(p, "fedavg", rounds=5, local_steps=2, lr=0.1)
+        seg = driver("fedtheory.algorithms.fedavg").segment
+        print(sum(seg.stats.cache_hits.values()), sum(seg.stats.cache_misses.values()))
+    """
+    first = [int(v) for v in _run_py(code, env).split()]
+    second = [int(v) for v in _run_py(code, env).split()]
+    files = sorted(f.name for f in (tmp_path / "drivers").iterdir() if f.suffix == ".py")
+    assert len(files) == 1 and files[0].startswith("fedtheory_driver_fedtheory_algorithms_fedavg_")
+    assert first[0] == 0 and first[1] >= 1, f"first process: hits/misses {first}"      # compiled and stored
+    assert second[0] >= 1 and second[1] == 0, f"second process did not load the cached segment: {second}"
+
+
+RULES = '''
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fedtheory._kernels import rounds as ops
+from fedtheory.algorithms.base import Algorithm
+from fedtheory.registry import register
+
+State = namedtuple("DampedState", "x")
+Messages = namedtuple("DampedMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    return State(st.x + FACTOR * (rd.weights @ m.y - rd.weights.sum() * st.x))
+
+
+@register
+@dataclass(frozen=True)
+class Damped(Algorithm):
+    name: ClassVar[str] = "user_damped"
+    constraints: ClassVar[dict] = {}
+
+    def local_round_reference(self, state, ctx):
+        x = state["x"]
+        Y = np.empty((ctx.S, x.shape[0]))
+        for s in range(ctx.S):
+            y = x.copy()
+            for k in range(ctx.K):
+                y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+            Y[s] = y
+        return {"y": Y}
+'''
+
+
+def test_driver_follows_an_edit_of_the_rules(tmp_path):
+    """Numba's cache does not track callees: the driver's name carries the rules' source hash, so an
+    edited server rule takes effect in the next process (not a stale cached segment)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    env = {"FEDTHEORY_DRIVER_DIR": str(tmp_path / "drivers"), "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{pkg}"}
+    code = """
+        import numpy as np, fedtheory as ft, problems, user_damped
+        p = problems.quadratic(4, 3, seed=0)
+        fused = ft.run(p, "user_damped", rounds=4, local_steps=2, lr=0.1)
+        twin = ft.run(p, "user_damped", rounds=4, local_steps=2, lr=0.1, backend="python")
+        assert np.allclose(fused.x, twin.x, rtol=0, atol=1e-12)
+        print(repr(float(fused.x[0])))
+    """
+    outs = []
+    for factor in ("0.5", "0.25"):
+        (pkg / "user_damped.py").write_text(RULES.replace("FACTOR", factor))
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                             cwd=tmp_path, env={**os.environ, **env}, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        outs.append(float(out.stdout.split()[-1]))
+    assert outs[0] != outs[1]
+    assert len([f for f in (tmp_path / "drivers").iterdir() if f.suffix == ".py"]) == 2
+
+
+def test_rules_defined_in_memory_run_uncached():
+    """Rules in a module made in memory (a notebook, exec) run on the fused path, compiled once per
+    process without a disk cache, and agree with their NumPy twin."""
+    mod = types.ModuleType("inmemory_damped_rules")
+    sys.modules[mod.__name__] = mod
+    from fedtheory.registry import ALGORITHMS
+    try:
+        exec(compile(RULES.replace("FACTOR", "0.5").replace("user_damped", "inmemory_damped"), "<notebook>", "exec"),
+             mod.__dict__)
+        p = problems.quadratic(4, 3, seed=0)
+        kw = dict(rounds=6, local_steps=2, lr=0.1, clients_per_round=2, record_iterates=True)
+        fused = ft.run(p, "inmemory_damped", **kw)
+        per_round = ft.run(p, "inmemory_damped", callback=lambda r, x: False, **kw)
+        twin = ft.run(p, "inmemory_damped", backend="python", **kw)
+        assert np.array_equal(fused.iterates, per_round.iterates)
+        assert np.allclose(fused.iterates, twin.iterates, rtol=0, atol=1e-12)
+        from fedtheory._kernels.drivers import driver
+        assert "cache=False" in open(driver(mod.__name__).__file__).read()
+    finally:
+        ALGORITHMS.pop("inmemory_damped", None)
+        sys.modules.pop(mod.__name__, None)
+
+
+@pytest.mark.parametrize("mode", ["full", "uniform", "with_replacement", "bernoulli"])
+def test_replayed_schedule_and_counters_on_the_fused_path(mode):
+    """The fused path records the participants as drawn; replaying them gives the same run, and its
+    counters are those of the per-round path (the common check does this for every algorithm on
+    the suite's problems; here on a larger problem and over many segments' worth of rounds)."""
+    p = problems.quadratic(12, 4, heterogeneity=1.0, seed=2)
+    kw = dict(rounds=300, local_steps=2, lr=0.05, eval_every=37, seed=4)
+    if mode != "full":
+        kw.update(sampling=mode, clients_per_round=5)
+    a = ft.run(p, "scaffold" if mode != "with_replacement" else "fedavg", **kw)
+    b = ft.run(p, "scaffold" if mode != "with_replacement" else "fedavg", client_schedule=list(a.sampled),
+               callback=lambda r, x: False, **kw)
+    assert np.array_equal(a.x, b.x) and a.history.drop(columns="time").equals(b.history.drop(columns="time"))
+    assert (a.grad_evals, a.sample_grads, a.comm_up, a.comm_down) == (b.grad_evals, b.sample_grads, b.comm_up,
+                                                                       b.comm_down)
+    assert a.history["round"].tolist() == sorted(set(list(range(0, 301, 37)) + [300]))
