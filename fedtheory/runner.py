@@ -76,7 +76,8 @@ class RunResult:
     backend : str
         "numba", "python" or "torch".
     time : float
-        Wall-clock seconds of the rounds' local work and server updates (evaluations excluded).
+        Wall-clock seconds of the rounds' local work and server updates (evaluations excluded; on
+        the fused path the compiled calls, which include drawing the rounds' randomness).
     trace : fedtheory.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
     """
@@ -249,7 +250,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         means every round. Theorem checks and rate plots that need every round say so with
         ``eval_every=1``.
     callback : callable, optional
-        ``callback(round, x)`` after each round; returning True stops with "callback_stop".
+        ``callback(round, x)`` after each round; returning True stops with "callback_stop". A run
+        with a callback or a trace takes the per-round path (Python between rounds); otherwise,
+        on the numba backend, the rounds between two evaluations run as one compiled call (the
+        algorithm's compiled rules, see docs/add-your-own-algorithm.md). Both paths draw from
+        the same streams and give the same run, bit for bit.
     progress : bool, default False
         Show a tqdm progress bar.
     sampling : {"uniform", "with_replacement", "bernoulli"}, optional
