@@ -77,6 +77,11 @@ def factories():
     dict
         ``{name: factory}``, the built-in ones first.
 
+    Raises
+    ------
+    InvalidParameterError
+        A registered factory has the name of a built-in one.
+
     Examples
     --------
     >>> from fedtheory.config import factories
@@ -88,7 +93,13 @@ def factories():
     from .registry import PROBLEMS
     out = {name: getattr(problems, name) for name in problems.available()}
     out[VISION] = problems.vision.image_problem
-    out.update(PROBLEMS)
+    for name, fn in PROBLEMS.items():
+        if name in out:
+            from .exceptions import InvalidParameterError
+            raise InvalidParameterError(
+                f"The 'name' parameter of register_problem must differ from the built-in factories "
+                f"({', '.join(sorted(out))}). Got {name!r} (for {fn.__module__}.{fn.__qualname__}) instead.")
+        out[name] = fn
     return out
 
 

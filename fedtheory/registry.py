@@ -98,9 +98,10 @@ def register_problem(factory=None, *, name=None):
     factory : callable, optional
         The factory (``@register_problem`` without parentheses).
     name : str, optional
-        The name to register it under (default: the function's ``__name__``). It may not be
-        the name of a built-in factory. The same function defined again (a re-run cell or a
-        re-imported module) replaces itself; another function of a taken name is a ValueError.
+        The name to register it under (default: the function's ``__name__``). The same
+        function defined again (a re-run cell or a re-imported module) replaces itself; another
+        function of a taken name is a ValueError; the name of a built-in factory is an
+        InvalidParameterError once the factories are listed (:func:`fedtheory.config.factories`).
 
     Returns
     -------
@@ -130,24 +131,11 @@ def register_problem(factory=None, *, name=None):
     if not isinstance(key, str) or not key.strip():
         raise InvalidParameterError(f"The 'name' parameter of register_problem must be a non-empty str. "
                                     f"Got {key!r} instead.")
-    if _builtin_factory(key):
-        raise ValueError(f"problem factory {key!r} is a built-in factory of problems; register yours under "
-                         "another name (name=...)")
     old = PROBLEMS.get(key)
     if old is not None and _origin(old) != _origin(factory):
         raise ValueError(f"problem factory {key!r} is registered twice ({_origin(old)} and {_origin(factory)})")
     PROBLEMS[key] = factory
     return factory
-
-
-def _builtin_factory(name):
-    """Whether ``name`` names a function of the :mod:`problems` package (``"quadratic"``,
-    ``"vision.image_problem"``): a configuration's built-in factories."""
-    import problems
-    if name in problems.available():
-        return True
-    module, _, fn = name.partition(".")
-    return bool(fn) and callable(getattr(getattr(problems, module, None), fn, None))
 
 
 def _origin(fn):

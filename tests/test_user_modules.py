@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from fedtheory.__main__ import main
+from fedtheory.exceptions import InvalidParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -130,6 +131,30 @@ def test_an_unknown_name_says_what_was_imported_and_suggests_import(tmp_path):
     res = _cli("sweep", cfg, "--out", tmp_path / "res", "--import", "userpkg")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert f"Did you mean '{FACTORY}'?" in res.stderr and "user modules imported: userpkg" in res.stderr
+
+
+def test_a_factory_name_is_registered_once_and_never_a_built_in_one(monkeypatch, capsys):
+    from fedtheory.config import factories
+    from fedtheory.registry import PROBLEMS, register_problem
+    monkeypatch.setattr("fedtheory.registry.PROBLEMS", dict(PROBLEMS))
+
+    def mine(seed=0):
+        """A factory of this test."""
+
+    register_problem(mine, name="test_mine")
+    register_problem(mine, name="test_mine")                # the same function again: replaces itself
+    with pytest.raises(ValueError, match="problem factory 'test_mine' is registered twice"):
+        register_problem(lambda seed=0: None, name="test_mine")
+    with pytest.raises(InvalidParameterError, match="The 'name' parameter of register_problem must be a non-empty"):
+        register_problem(mine, name="")
+    assert factories()["test_mine"] is mine
+    register_problem(mine, name="quadratic")
+    with pytest.raises(InvalidParameterError, match=r"must differ from the built-in factories \(breast_cancer, "):
+        factories()
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedtheory list: error: The 'name' parameter of register_problem")
+    assert "Got 'quadratic' (for test_user_modules.test_a_factory_name" in err
 
 
 def test_describe_and_list_the_user_package_from_the_command_line():
