@@ -79,14 +79,14 @@ def _registries():
 
 
 @pytest.fixture
-def userpkg():
-    """The user package imported in this process, and forgotten afterwards (other tests see only
-    the built-in names)."""
+def forget_user_modules():
+    """Whatever a test imports of the user package (in this process: ``main([..., "--import", ...])``)
+    is forgotten afterwards: registries, imported modules, loky workers (other tests see only the
+    built-in names)."""
     from fedtheory import registry
     before = list(registry._IMPORTED)
     saved = [(table, dict(table)) for table in _registries()]
-    registry.import_modules(["userpkg"])
-    yield sys.modules["userpkg"]
+    yield
     from fedtheory.sweep import _POOL, _stop_pool
     for pool in list(_POOL.values()):            # its workers imported the package: later sweeps start afresh
         _stop_pool(pool)
@@ -96,6 +96,14 @@ def userpkg():
     for m in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
         sys.modules.pop(m)
     registry._IMPORTED[:] = before
+
+
+@pytest.fixture
+def userpkg(forget_user_modules):
+    """The user package imported in this process, and forgotten afterwards."""
+    from fedtheory import registry
+    registry.import_modules(["userpkg"])
+    return sys.modules["userpkg"]
 
 
 @pytest.fixture(scope="module")
@@ -157,21 +165,20 @@ def test_a_factory_name_is_registered_once_and_never_a_built_in_one(monkeypatch,
     assert "Got 'quadratic' (for test_user_modules.test_a_factory_name" in err
 
 
-def test_describe_and_list_the_user_package_from_the_command_line():
-    res = _cli("describe", NAME, "--import", "userpkg")
-    assert res.returncode == 0, res.stderr
-    assert f"{NAME}: algorithm" in res.stdout and "beta = 0.3" in res.stdout
-    assert "scalars logged in the history" in res.stdout and "server_step: ||x^{t+1} - x^t||" in res.stdout
-    res = _cli("describe", FACTORY, "--import", "userpkg")
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
+def test_describe_and_list_the_user_package_from_the_command_line(forget_user_modules, capsys):
+    assert main(["describe", NAME, "--import", "userpkg"]) == 0
+    out = capsys.readouterr().out
+    assert f"{NAME}: algorithm" in out and "beta = 0.3" in out
+    assert "scalars logged in the history" in out and "server_step: ||x^{t+1} - x^t||" in out
+    assert main(["describe", FACTORY, "--import", "userpkg"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"{FACTORY}: problem factory (userpkg.logcosh.{FACTORY})"
     assert lines[1].startswith("  Log-cosh regression: each client fits")
     assert [line.strip() for line in lines[3:]] == ["n_clients = 3", "samples = 12", "dim = 3", "l2 = 0.01",
                                                     "shift = 1.0", "seed = 0"]
-    res = _cli("list", "--import", "userpkg.theory")
-    assert res.returncode == 0, res.stderr
-    listed = {line.split(":")[0]: line.split(":", 1)[1].strip().split(", ") for line in res.stdout.splitlines()}
+    assert main(["list", "--import", "userpkg.theory"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split(":")[0]: line.split(":", 1)[1].strip().split(", ") for line in out.splitlines()}
     assert NAME in listed["algorithms"] and FACTORY in listed["problems"] and THEOREM in listed["theorems"]
 
 
@@ -313,12 +320,12 @@ def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_pat
         assert not list((tmp_path / out).glob("runs/*.parquet"))
 
 
-def test_describe_verify_tightness_and_falsify_a_user_theorem_from_the_command_line(tmp_path):
+def test_describe_verify_tightness_and_falsify_a_user_theorem_from_the_command_line(tmp_path, forget_user_modules,
+                                                                                     capsys):
     """The user's theorem (tests/userpkg/theory.py) goes everywhere a built-in goes: one of its
     default cases is the user's log-cosh problem, and its PEP gives verify --tightness a row."""
-    res = _cli("describe", THEOREM, "--import", "userpkg.theory")
-    assert res.returncode == 0, res.stderr
-    out = res.stdout
+    assert main(["describe", THEOREM, "--import", "userpkg.theory"]) == 0
+    out = capsys.readouterr().out
     assert f"{THEOREM}: theorem (measures algorithm 'fedavg')" in out
     params = out.split("parameters (")[1].split("assumptions")[0]
     assert [line.strip() for line in params.splitlines()[1:] if line.strip()] == [
@@ -327,9 +334,9 @@ def test_describe_verify_tightness_and_falsify_a_user_theorem_from_the_command_l
     assert "conforming space (validation.falsify): One to four clients" in out
     assert "[stated] eta <= 1/L: 1 vs 1 (ok)" in out
     assert "tightness: validation.tightness (PEP registered)" in out
-    res = _cli("verify", "--theorem", THEOREM, "--import", "userpkg.theory", "--quick", "--tightness",
-               "--out", tmp_path / "v")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert main(["verify", "--theorem", THEOREM, "--import", "userpkg.theory", "--quick", "--tightness",
+                 "--out", str(tmp_path / "v"), "--quiet"]) == 0
+    capsys.readouterr()
     df = pd.read_csv(tmp_path / "v" / "verdicts.csv")
     assert df.case.tolist()[2] == "C3: log-cosh regression (the user's datafit), eta = 1/L"
     assert df.verdict.tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds", "holds",
@@ -341,9 +348,9 @@ def test_describe_verify_tightness_and_falsify_a_user_theorem_from_the_command_l
     assert t.measured <= t.worst_case_upper + 1e-6 and t.worst_case_lower <= t.bound
     report = (tmp_path / "v" / "report.md").read_text()
     assert "Fitted contraction factor" in report and "tightness_userpkg_gd_contraction.png" in report
-    res = _cli("falsify", THEOREM, "--import", "userpkg.theory", "--budget", "8", "--seed", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "no counterexample found" in res.stdout, res.stdout
+    assert main(["falsify", THEOREM, "--import", "userpkg.theory", "--budget", "8", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "no counterexample found" in out, out
 
 
 def test_tightness_says_why_a_user_theorem_gets_no_row(userpkg, monkeypatch):
