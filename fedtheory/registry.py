@@ -216,8 +216,8 @@ def user_modules():
     """The modules a worker imports to know every name this process knows.
 
     The modules imported by :func:`import_modules`, then the module of every registered
-    algorithm, datafit, regularizer and theorem that is not part of fedtheory (and that another
-    process can import by name: not ``__main__``).
+    algorithm, problem factory, datafit, regularizer and theorem that is not part of fedtheory
+    (and that another process can import by name: not ``__main__``).
 
     Returns
     -------

@@ -236,7 +236,8 @@ def _stop_pool(pool):
 
 def _worker_run_point(modules, problem_args, run_args):
     """``run_point`` in a worker process, after importing the driver's user modules (they register
-    the user's algorithms, components and theorems; :func:`fedtheory.registry.user_modules`)."""
+    the user's algorithms, problem factories, components and theorems;
+    :func:`fedtheory.registry.user_modules`)."""
     from .registry import import_modules
     import_modules(modules)
     return run_point(problem_args, run_args)
