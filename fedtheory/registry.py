@@ -2,11 +2,11 @@
 and the user modules that register more names.
 
 A user's algorithm, problem factory, component (datafit, regularizer) or theorem is registered
-when its module is imported. :func:`import_modules` imports such modules (``fedtheory --import MODULE``, a
-configuration's ``import = [...]``) and remembers them; :func:`user_modules` lists every module
-a process needs to import to know the same names as this one (those imported here and the
-modules of every registered name that is not built in), which is what sweep workers import
-before they look a name up.
+when its module is imported. :func:`import_modules` imports such modules (``fedtheory --import
+MODULE``, a configuration's ``import = [...]``) and remembers them; :func:`user_modules` lists
+every module a process needs to import to know the same names as this one (those imported here
+and the modules of every registered name that is not built in), which is what sweep workers
+import before they look a name up.
 """
 import importlib
 import sys
