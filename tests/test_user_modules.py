@@ -197,9 +197,10 @@ def test_run_the_user_algorithm_on_the_user_problem_from_the_command_line(tmp_pa
     assert _decreasing(df.value) and _decreasing(df.suboptimality) and (df.suboptimality > 0).all()
 
 
-def test_sweep_on_loky_and_dask_workers_from_the_command_line(tmp_path, dask_cluster):
+def test_sweep_on_loky_and_dask_workers_from_the_command_line(tmp_path, dask_cluster, forget_user_modules, capsys):
     """``fedtheory sweep -j 2`` (loky) and ``--backend dask`` (two worker processes of this module's
-    cluster): every worker imports the user package named by --import, and both store the same runs."""
+    cluster): every worker imports the user package named by --import, and both store the same runs;
+    ``fedtheory plot`` draws them."""
     cluster, client = dask_cluster
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(USER_CFG)
@@ -219,6 +220,10 @@ def test_sweep_on_loky_and_dask_workers_from_the_command_line(tmp_path, dask_clu
     pd.testing.assert_frame_equal(out["loky"][["run_id", "round", "value", "suboptimality"]],
                                   out["dask"][["run_id", "round", "value", "suboptimality"]],
                                   check_exact=False, rtol=1e-12, atol=0)
+    png = tmp_path / "rates.png"
+    assert main(["plot", str(tmp_path / "loky"), "--out", str(png), "--x", "rounds", "--import", "userpkg"]) == 0
+    assert capsys.readouterr().out.strip() == f"figure: {png}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
 def test_missing_module_and_bad_import_key_are_one_line_errors(tmp_path, capsys):
