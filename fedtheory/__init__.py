@@ -25,9 +25,11 @@ def describe(name, conditions=True):
     * an algorithm: ``kind`` "algorithm", hyperparameters with defaults, paper reference,
       communication per client, traceable sequences, the ``scalars`` it logs in the history
       (name: description), the docstring's summary;
-    * a problem factory (``problems.<name>`` or ``vision.image_problem``, the names a
-      configuration's ``factory`` accepts): ``kind`` "problem factory", its parameters with
-      defaults (``"required"`` for those without one) and the docstring's summary;
+    * a problem factory (``problems.<name>``, ``vision.image_problem`` or one registered with
+      :func:`fedtheory.registry.register_problem`: the names a configuration's ``factory``
+      accepts): ``kind`` "problem factory", how it is called in Python (``call``), its
+      parameters with defaults (``"required"`` for those without one) and the docstring's
+      summary;
     * a theorem: ``kind`` "theorem", the algorithm it measures, the statement (its equations),
       the reference, the measured ``quantity``, the ``parameters`` it accepts with their
       defaults (from its setup function's signature: what ``validation.verify(name, problem,
@@ -79,7 +81,7 @@ def describe(name, conditions=True):
                 "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
                 "scalars": dict(cls.scalars),
                 "doc": _summary(cls.__doc__)}
-    from .config import factories
+    from .config import factories, factory_call
     table = factories()
     if name in table:
         import inspect
@@ -90,7 +92,7 @@ def describe(name, conditions=True):
                 params[("*" if par.kind == par.VAR_POSITIONAL else "**") + p] = "more arguments"
             else:
                 params[p] = "required" if par.default is inspect.Parameter.empty else par.default
-        return {"name": name, "kind": "problem factory", "call": f"problems.{name}",
+        return {"name": name, "kind": "problem factory", "call": factory_call(name, fn),
                 "parameters": params, "doc": _summary(fn.__doc__)}
     from ._validation import did_you_mean
     from .registry import import_hint

@@ -3,7 +3,8 @@
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
 ``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``, ``falsify NAME``. ``fedtheory COMMAND --help`` shows examples;
 ``fedtheory --version`` prints the version. Every subcommand takes ``--import MODULE``
-(repeatable): a user's module, imported first, that registers algorithms, components or theorems.
+(repeatable): a user's module, imported first, that registers algorithms, problem factories,
+components or theorems.
 
 Exit status (:data:`EXIT_STATUS`): 0 ok, 1 a check failed (``verify``: an unexpected verdict; a
 counterexample found), 2 a usage or input error (one line on stderr), 3 a run diverged
@@ -75,7 +76,8 @@ DIVERGED = 3
 
 
 EPILOG_EXIT = ("\n\nexit status:\n" + "\n".join(f"  {k:<4} {v}" for k, v in EXIT_STATUS.items())
-               + "\n\nevery subcommand takes --import MODULE (repeatable): your own algorithms, components, theorems")
+               + "\n\nevery subcommand takes --import MODULE (repeatable): your own algorithms, problem factories, "
+                 "components, theorems")
 
 
 class UsageError(Exception):
@@ -600,8 +602,9 @@ def _main(argv):
         p.add_argument("-q", "--quiet", action="store_true",
                        help="no progress bars (bars go to stderr, only on a terminal; also FEDTHEORY_QUIET=1)")
         p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                       help="import this module first (repeatable): your algorithms, components and theorems "
-                            "register themselves; sweep workers import it too (the current directory is searched)")
+                       help="import this module first (repeatable): your algorithms, problem factories, components "
+                            "and theorems register themselves; sweep workers import it too (the current directory "
+                            "is searched)")
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:                   # reported by the subcommand, which suggests its own options

@@ -66,11 +66,50 @@ class ConfigError(ValueError):
 # ------------------------------------------------------------------------------- factories
 
 def factories():
-    """``{name: callable}``: the problem factories a configuration can name."""
+    """``{name: callable}``: the problem factories a configuration can name.
+
+    The built-in factories of :mod:`problems` (and ``vision.image_problem``), then those
+    registered with :func:`fedtheory.registry.register_problem` (a user's module, imported by
+    ``--import`` or a configuration's ``import = [...]``).
+
+    Returns
+    -------
+    dict
+        ``{name: factory}``, the built-in ones first.
+
+    Raises
+    ------
+    InvalidParameterError
+        A registered factory has the name of a built-in one.
+
+    Examples
+    --------
+    >>> from fedtheory.config import factories
+    >>> factories()["quadratic"].__module__
+    'problems.quadratic'
+    """
     import problems
+
+    from .registry import PROBLEMS
     out = {name: getattr(problems, name) for name in problems.available()}
     out[VISION] = problems.vision.image_problem
+    for name, fn in PROBLEMS.items():
+        if name in out:
+            from .exceptions import InvalidParameterError
+            raise InvalidParameterError(
+                f"The 'name' parameter of register_problem must differ from the built-in factories "
+                f"({', '.join(sorted(out))}). Got {name!r} (for {fn.__module__}.{fn.__qualname__}) instead.")
+        out[name] = fn
     return out
+
+
+def factory_call(name, fn):
+    """How a factory is called in Python, for ``describe``: ``problems.quadratic``, or the module
+    and name of a registered one (``mypkg.problems.robust_regression``)."""
+    from .registry import PROBLEMS
+    if PROBLEMS.get(name) is fn:
+        return f"{fn.__module__}.{getattr(fn, '__qualname__', name)}"
+    return f"problems.{name}"
 
 
 def _split_problem(problem_args):
@@ -89,8 +128,9 @@ def make_problem(problem_args):
     name, args = _split_problem(problem_args)
     table = factories()
     if name not in table:
+        from .registry import import_hint
         raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}."
-                          f"{did_you_mean(name, table)}")
+                          f"{did_you_mean(name, table)}{import_hint()}")
     if name == VISION:
         args["model"] = _vision_model(args.get("model"))
     return table[name](**args)
@@ -515,8 +555,10 @@ class Config:
         name = prob["factory"]
         t, k = self._where("problem", fkey)
         if not isinstance(name, str) or name not in table:
+            from .registry import import_hint
             raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
-                                   f"got {_describe(name)}.{did_you_mean(name, table)}", name, t == "grid")
+                                   f"got {_describe(name)}.{did_you_mean(name, table)}{import_hint()}",
+                             name, t == "grid")
         if ("sig", name) not in memo:
             memo[("sig", name)] = inspect.signature(table[name]).parameters
         sig = memo[("sig", name)]

@@ -1,11 +1,12 @@
-"""Registry of algorithms (name -> class), and the user modules that register more names.
+"""Registries of algorithms (name -> class) and of users' problem factories (name -> function),
+and the user modules that register more names.
 
-A user's algorithm, component (datafit, regularizer) or theorem is registered when its module
-is imported. :func:`import_modules` imports such modules (``fedtheory --import MODULE``, a
-configuration's ``import = [...]``) and remembers them; :func:`user_modules` lists every module
-a process needs to import to know the same names as this one (those imported here and the
-modules of every registered name that is not built in), which is what sweep workers import
-before they look a name up.
+A user's algorithm, problem factory, component (datafit, regularizer) or theorem is registered
+when its module is imported. :func:`import_modules` imports such modules (``fedtheory --import
+MODULE``, a configuration's ``import = [...]``) and remembers them; :func:`user_modules` lists
+every module a process needs to import to know the same names as this one (those imported here
+and the modules of every registered name that is not built in), which is what sweep workers
+import before they look a name up.
 """
 import importlib
 import sys
@@ -14,6 +15,9 @@ from ._validation import did_you_mean
 from .exceptions import InvalidParameterError
 
 ALGORITHMS = {}
+#: Problem factories registered with :func:`register_problem` (the built-in ones are the
+#: functions of :mod:`problems`; :func:`fedtheory.config.factories` lists both).
+PROBLEMS = {}
 
 _IMPORTED = []          # modules imported by import_modules, in order
 _BUILTIN = ("fedtheory", "problems", "validation")
@@ -75,6 +79,67 @@ def get_algorithm(name):
     raise InvalidParameterError(
         f"The 'algorithm' parameter of run must be a str among {{{', '.join(repr(n) for n in sorted(ALGORITHMS))}}}. "
         f"Got {name!r} instead.{did_you_mean(name, ALGORITHMS)}{import_hint()}")
+
+
+# ------------------------------------------------------------------------------- problem factories
+
+def register_problem(factory=None, *, name=None):
+    """Decorator adding a problem factory to the names a configuration's ``factory`` accepts.
+
+    A factory is a function that takes keyword arguments (numbers, strings, lists: what a TOML
+    ``[problem]`` table holds) and returns a :class:`~fedtheory.problem.FederatedProblem`, e.g.
+    the user's own datafit on the user's data. Once registered it is named like a built-in
+    factory of :mod:`problems`: ``factory = NAME`` in a configuration, ``fedtheory describe
+    NAME``, ``fedtheory list``; sweep workers import its module (:func:`user_modules`). See
+    ``docs/how-a-problem-is-built.md``.
+
+    Parameters
+    ----------
+    factory : callable, optional
+        The factory (``@register_problem`` without parentheses).
+    name : str, optional
+        The name to register it under (default: the function's ``__name__``). The same
+        function defined again (a re-run cell or a re-imported module) replaces itself; another
+        function of a taken name is a ValueError; the name of a built-in factory is an
+        InvalidParameterError once the factories are listed (:func:`fedtheory.config.factories`).
+
+    Returns
+    -------
+    callable
+        The factory itself, unchanged (or, called with ``name`` only, the decorator).
+
+    Examples
+    --------
+    >>> import numpy as np, problems
+    >>> from fedtheory.registry import PROBLEMS, register_problem
+    >>> @register_problem(name="my_ridge")
+    ... def ridge(n_clients=2, dim=3, l2=0.1, seed=0):
+    ...     rng = np.random.default_rng(seed)
+    ...     A = [rng.normal(size=(10, dim)) for _ in range(n_clients)]
+    ...     return problems.least_squares(A, [a @ np.ones(dim) for a in A], l2=l2)
+    >>> from fedtheory.config import make_problem
+    >>> make_problem({"factory": "my_ridge", "dim": 4}).dim
+    4
+    >>> del PROBLEMS["my_ridge"]
+    """
+    if factory is None:
+        return lambda f: register_problem(f, name=name)
+    if not callable(factory):
+        raise InvalidParameterError(f"The 'factory' parameter of register_problem must be a callable "
+                                    f"(a function returning a FederatedProblem). Got {factory!r} instead.")
+    key = getattr(factory, "__name__", None) if name is None else name
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidParameterError(f"The 'name' parameter of register_problem must be a non-empty str. "
+                                    f"Got {key!r} instead.")
+    old = PROBLEMS.get(key)
+    if old is not None and _origin(old) != _origin(factory):
+        raise ValueError(f"problem factory {key!r} is registered twice ({_origin(old)} and {_origin(factory)})")
+    PROBLEMS[key] = factory
+    return factory
+
+
+def _origin(fn):
+    return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
 
 
 # ------------------------------------------------------------------------------- user modules
@@ -151,8 +216,8 @@ def user_modules():
     """The modules a worker imports to know every name this process knows.
 
     The modules imported by :func:`import_modules`, then the module of every registered
-    algorithm, datafit, regularizer and theorem that is not part of fedtheory (and that another
-    process can import by name: not ``__main__``).
+    algorithm, problem factory, datafit, regularizer and theorem that is not part of fedtheory
+    (and that another process can import by name: not ``__main__``).
 
     Returns
     -------
@@ -165,7 +230,7 @@ def user_modules():
     []
     """
     out = list(_IMPORTED)
-    found = [cls.__module__ for cls in ALGORITHMS.values()]
+    found = [cls.__module__ for cls in ALGORITHMS.values()] + [_origin(fn)[0] for fn in PROBLEMS.values()]
     comp = sys.modules.get("fedtheory.components.registry")
     if comp is not None:
         found += [cls.__module__ for table in (comp.DATAFITS, comp.REGULARIZERS) for cls in table.values()]
@@ -178,23 +243,32 @@ def user_modules():
     return out
 
 
-def check_workers_can_import(names, where="sweep"):
-    """Raise InvalidParameterError when an algorithm of ``names`` is defined where another process
-    cannot import it (``__main__``: a script or a notebook), before workers are started.
+def check_workers_can_import(names, where="sweep", factories=()):
+    """Raise InvalidParameterError when an algorithm of ``names`` or a registered problem factory
+    of ``factories`` is defined where another process cannot import it (``__main__``: a script or
+    a notebook), before workers are started.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Algorithm names (names that are not registered are left to the lookup's own error).
+    where : str, default "sweep"
+        What starts the workers, for the message.
+    factories : iterable of str, default ()
+        Problem factory names (built-in ones are importable).
 
     Examples
     --------
     >>> from fedtheory.registry import check_workers_can_import
-    >>> check_workers_can_import(["fedavg", "scaffold"])
+    >>> check_workers_can_import(["fedavg", "scaffold"], factories=["quadratic"])
     """
-    for name in sorted(set(names)):
-        cls = ALGORITHMS.get(name)
-        if cls is None:
-            continue
-        mod = cls.__module__
-        if mod.split(".")[0] not in _BUILTIN and not _importable(mod):
+    found = [(f"Algorithm {n!r}", ALGORITHMS[n].__module__) for n in sorted(set(names)) if n in ALGORITHMS]
+    found += [(f"Problem factory {n!r}", _origin(PROBLEMS[n])[0]) for n in sorted(set(factories))
+              if n in PROBLEMS]
+    for what, mod in found:
+        if mod is None or (mod.split(".")[0] not in _BUILTIN and not _importable(mod)):
             raise InvalidParameterError(
-                f"Algorithm {name!r} is defined in {mod!r}, which worker processes cannot import by name: "
+                f"{what} is defined in {mod!r}, which worker processes cannot import by name: "
                 f"move it to a module of its own (and import that), or run the {where} with n_jobs=1 "
                 "(in this process).")
 

@@ -236,7 +236,8 @@ def _stop_pool(pool):
 
 def _worker_run_point(modules, problem_args, run_args):
     """``run_point`` in a worker process, after importing the driver's user modules (they register
-    the user's algorithms, components and theorems; :func:`fedtheory.registry.user_modules`)."""
+    the user's algorithms, problem factories, components and theorems;
+    :func:`fedtheory.registry.user_modules`)."""
     from .registry import import_modules
     import_modules(modules)
     return run_point(problem_args, run_args)
@@ -436,7 +437,8 @@ def _run_local(store, todo, n_jobs, warm, bar):
             bar.update(1)
         return
     from .registry import check_workers_can_import
-    check_workers_can_import([rn["algorithm"] for _, _, rn in todo])      # before any warm-up
+    check_workers_can_import([rn["algorithm"] for _, _, rn in todo],    # before any warm-up
+                             factories=[p["factory"] for _, p, _ in todo])
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
     from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, wait
@@ -533,7 +535,7 @@ def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClose
     rid_of, killed = {}, []
     pending = None
     from .registry import check_workers_can_import, user_modules
-    check_workers_can_import([r["algorithm"] for _, _, r in todo])
+    check_workers_can_import([r["algorithm"] for _, _, r in todo], factories=[p["factory"] for _, p, _ in todo])
     try:
         keys = [f"fedtheory-run-{rid}-{tag}" for rid, _, _ in todo]
         rid_of = {k: rid for k, (rid, _, _) in zip(keys, todo)}

@@ -459,8 +459,10 @@ def verify_all(quick=False, out="verify-report", theorems=None, progress=None, e
     df, studies = run_cases(quick, theorems, progress)
     extra = []
     if tightness:
-        from .theory.tightness import tightness_rows
+        from .theory.tightness import tightness_rows, uncovered
         rows, extra = tightness_rows(quick, theorems, out)
+        for name, why in uncovered(theorems).items():
+            echo(f"tightness: no row for {name}: {why}")
         df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
     echo(format_table(df))
     path = write_report(df, studies, out, quick, time.perf_counter() - t0, extra)

@@ -45,12 +45,14 @@ def test_blocks_not_run_say_why():
 @pytest.mark.parametrize("page", [pytest.param(README, marks=pytest.mark.slow), *PAGES], ids=_ids)
 def test_examples_of_page_run(page, monkeypatch):
     from fedtheory import algorithms
-    from fedtheory.registry import ALGORITHMS
+    from fedtheory.registry import ALGORITHMS, PROBLEMS
     from fedtheory.theory import CASES, SPECS, THEOREMS
+    from fedtheory.theory.tightness import TIGHTNESS_CASES
     algorithms()                            # the built-in algorithms are registered before the page runs
     for name in list(THEOREMS):            # a page may register its own example theorem or algorithm
         monkeypatch.setitem(THEOREMS, name, THEOREMS[name])
     before, before_algs, before_cases = set(THEOREMS), set(ALGORITHMS), set(CASES)
+    before_tables = [(table, set(table)) for table in (PROBLEMS, TIGHTNESS_CASES)]
     import sys
     import types
     mod = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")      # the page runs as a module of its own
@@ -67,6 +69,9 @@ def test_examples_of_page_run(page, monkeypatch):
             CASES.pop(name, None)
         for name in set(ALGORITHMS) - before_algs:
             ALGORITHMS.pop(name, None)
+        for table, names in before_tables:              # its problem factories, tightness configurations
+            for name in set(table) - names:
+                table.pop(name, None)
 
 
 _TOML_PAGES = [(p, i) for p in (README, *PAGES) for i, _ in enumerate(_blocks(p, "toml"))]

@@ -1,18 +1,26 @@
-"""User modules (``--import MODULE``, a configuration's ``import = [...]``): a user's algorithm,
-kept in ``tests/userpkg``, is described, run and swept (loky and Dask workers) like a built-in one."""
+"""User modules (``--import MODULE``, a configuration's ``import = [...]``): a user's package, kept in
+``tests/userpkg`` (an algorithm, a log-cosh datafit with its problem factory, a theorem with its PEP,
+none built in), goes through every subcommand (describe, list, run, sweep on loky and Dask workers,
+verify, verify --tightness, falsify) and through ``sweep(..., n_jobs=2)`` from Python like a
+built-in one; the certified optimum of its datafit's problem is checked against scipy."""
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from fedtheory.__main__ import main
+from fedtheory.exceptions import InvalidParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 NAME = "userpkg_heavyball"
+FACTORY = "userpkg_logcosh"
+THEOREM = "userpkg.gd_contraction"
 CFG = f"""\
 [problem]
 factory = "quadratic"
@@ -30,6 +38,27 @@ eval_every = 2
 [grid]
 seed = [0, 1]
 """
+# the user's algorithm on the user's problem, measured against its certified optimum:
+# 2 runs x 4 evaluations (rounds 0, 2, 4, 6)
+USER_CFG = f"""\
+[problem]
+factory = "{FACTORY}"
+n_clients = 3
+dim = 3
+
+[run]
+algorithm = "{NAME}"
+rounds = 6
+local_steps = 2
+lr = 0.2
+eval_every = 2
+reference = true
+
+[grid]
+seed = [0, 1]
+"problem.shift" = [0.5]
+"""
+USER_ROWS = 8
 
 
 def _cli(*args, cwd=TESTS):
@@ -39,51 +68,162 @@ def _cli(*args, cwd=TESTS):
                           text=True, env=env, cwd=cwd, timeout=300)
 
 
+def _registries():
+    """Every table a user's module registers into."""
+    from fedtheory import registry
+    from fedtheory.components import DATAFITS, REGULARIZERS
+    from fedtheory.theory import CASES, SPECS, THEOREMS
+    from fedtheory.theory.tightness import TIGHTNESS_CASES
+    return (registry.ALGORITHMS, registry.PROBLEMS, DATAFITS, REGULARIZERS, THEOREMS, SPECS, CASES,
+            TIGHTNESS_CASES)
+
+
 @pytest.fixture
-def userpkg():
-    """The user package imported in this process, and forgotten afterwards (other tests see only
-    the built-in algorithms)."""
+def forget_user_modules():
+    """Whatever a test imports of the user package (in this process: ``main([..., "--import", ...])``)
+    is forgotten afterwards: registries, imported modules, loky workers (other tests see only the
+    built-in names)."""
     from fedtheory import registry
     before = list(registry._IMPORTED)
-    registry.import_modules(["userpkg"])
+    saved = [(table, dict(table)) for table in _registries()]
     yield
     from fedtheory.sweep import _POOL, _stop_pool
     for pool in list(_POOL.values()):            # its workers imported the package: later sweeps start afresh
         _stop_pool(pool)
-    registry.ALGORITHMS.pop(NAME, None)
-    sys.modules.pop("userpkg", None)
+    for table, content in saved:
+        table.clear()
+        table.update(content)
+    for m in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
+        sys.modules.pop(m)
     registry._IMPORTED[:] = before
 
 
-def test_an_unknown_name_says_what_was_imported_and_suggests_import():
+@pytest.fixture
+def userpkg(forget_user_modules):
+    """The user package imported in this process, and forgotten afterwards."""
+    from fedtheory import registry
+    registry.import_modules(["userpkg"])
+    return sys.modules["userpkg"]
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """One LocalCluster of two process workers for this module's Dask sweeps."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield cluster, client
+
+
+def _decreasing(values):
+    values = np.asarray(values, dtype=float)
+    return bool(np.isfinite(values).all() and (np.diff(values) < 0).all())
+
+
+def test_an_unknown_name_says_what_was_imported_and_suggests_import(tmp_path):
     res = _cli("describe", NAME)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "no user module imported" in res.stderr and "--import MODULE" in res.stderr
     res = _cli("describe", "fedavgg", "--import", "userpkg")
     assert res.returncode == 2
     assert "Did you mean 'fedavg'" in res.stderr and "user modules imported: userpkg" in res.stderr
+    cfg = tmp_path / "user.toml"                      # a user's factory named without its module
+    cfg.write_text(USER_CFG)
+    res = _cli("run", cfg)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert (f"user.toml, line 2: [problem] key 'factory': expected a problems factory, one of " in res.stderr
+            and f'got "{FACTORY}"' in res.stderr)
+    assert "no user module imported" in res.stderr and "fedtheory --import MODULE" in res.stderr
+    cfg.write_text(USER_CFG.replace(f'"{FACTORY}"', '"userpkg_logcos"'))
+    res = _cli("sweep", cfg, "--out", tmp_path / "res", "--import", "userpkg")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"Did you mean '{FACTORY}'?" in res.stderr and "user modules imported: userpkg" in res.stderr
 
 
-def test_describe_and_run_a_user_algorithm_from_the_command_line(tmp_path):
-    res = _cli("describe", NAME, "--import", "userpkg")
-    assert res.returncode == 0, res.stderr
-    assert f"{NAME}: algorithm" in res.stdout and "beta = 0.3" in res.stdout
-    one = tmp_path / "one.toml"                       # the configuration names the module itself
-    one.write_text('import = ["userpkg"]\n' + CFG.replace("seed = [0, 1]", "seed = [3]"))
+def test_a_factory_name_is_registered_once_and_never_a_built_in_one(monkeypatch, capsys):
+    from fedtheory.config import factories
+    from fedtheory.registry import PROBLEMS, register_problem
+    monkeypatch.setattr("fedtheory.registry.PROBLEMS", dict(PROBLEMS))
+
+    def mine(seed=0):
+        """A factory of this test."""
+
+    register_problem(mine, name="test_mine")
+    register_problem(mine, name="test_mine")                # the same function again: replaces itself
+    with pytest.raises(ValueError, match="problem factory 'test_mine' is registered twice"):
+        register_problem(lambda seed=0: None, name="test_mine")
+    with pytest.raises(InvalidParameterError, match="The 'name' parameter of register_problem must be a non-empty"):
+        register_problem(mine, name="")
+    assert factories()["test_mine"] is mine
+    register_problem(mine, name="quadratic")
+    with pytest.raises(InvalidParameterError, match=r"must differ from the built-in factories \(breast_cancer, "):
+        factories()
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedtheory list: error: The 'name' parameter of register_problem")
+    assert "Got 'quadratic' (for test_user_modules.test_a_factory_name" in err
+
+
+def test_describe_and_list_the_user_package_from_the_command_line(forget_user_modules, capsys):
+    assert main(["describe", NAME, "--import", "userpkg"]) == 0
+    out = capsys.readouterr().out
+    assert f"{NAME}: algorithm" in out and "beta = 0.3" in out
+    assert "scalars logged in the history" in out and "server_step: ||x^{t+1} - x^t||" in out
+    assert main(["describe", FACTORY, "--import", "userpkg"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{FACTORY}: problem factory (userpkg.logcosh.{FACTORY})"
+    assert lines[1].startswith("  Log-cosh regression: each client fits")
+    assert [line.strip() for line in lines[3:]] == ["n_clients = 3", "samples = 12", "dim = 3", "l2 = 0.01",
+                                                    "shift = 1.0", "seed = 0"]
+    assert main(["list", "--import", "userpkg.theory"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split(":")[0]: line.split(":", 1)[1].strip().split(", ") for line in out.splitlines()}
+    assert NAME in listed["algorithms"] and FACTORY in listed["problems"] and THEOREM in listed["theorems"]
+
+
+def test_run_the_user_algorithm_on_the_user_problem_from_the_command_line(tmp_path):
+    """``fedtheory run``: the configuration names the module itself; the run is measured against the
+    certified optimum of the user's log-cosh problem."""
+    one = tmp_path / "one.toml"
+    one.write_text('import = ["userpkg"]\n' + USER_CFG.replace("seed = [0, 1]", "seed = [3]"))
     res = _cli("run", one, "--out", tmp_path / "res", "--quiet")
     assert res.returncode == 0, res.stderr
-    df = pd.read_parquet(tmp_path / "res" / "results.parquet")
+    assert f"{NAME} on {FACTORY}, status max_rounds" in res.stdout
+    assert "reference: F* = " in res.stdout and "certified to" in res.stdout
+    df = pd.read_parquet(tmp_path / "res" / "results.parquet").sort_values("round")
     assert set(df.param_algorithm) == {NAME} and set(df.status) == {"max_rounds"}
-    assert df.value.iloc[-1] < df.value.iloc[0]
+    assert df["round"].tolist() == [0, 2, 4, 6]
+    assert _decreasing(df.value) and _decreasing(df.suboptimality) and (df.suboptimality > 0).all()
 
 
-def test_sweep_j2_workers_import_the_module(tmp_path):
+def test_sweep_on_loky_and_dask_workers_from_the_command_line(tmp_path, dask_cluster, forget_user_modules, capsys):
+    """``fedtheory sweep -j 2`` (loky) and ``--backend dask`` (two worker processes of this module's
+    cluster): every worker imports the user package named by --import, and both store the same runs;
+    ``fedtheory plot`` draws them."""
+    cluster, client = dask_cluster
     cfg = tmp_path / "sweep.toml"
-    cfg.write_text(CFG)
-    res = _cli("sweep", cfg, "--out", tmp_path / "res", "-j", "2", "--import", "userpkg", "--quiet")
-    assert res.returncode == 0, res.stderr
-    df = pd.read_parquet(tmp_path / "res" / "results.parquet")
-    assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
+    cfg.write_text(USER_CFG)
+    out = {}
+    for backend, args in (("loky", ["-j", "2"]), ("dask", ["--backend", "dask", "--scheduler",
+                                                          cluster.scheduler_address])):
+        res = _cli("sweep", cfg, "--out", tmp_path / backend, *args, "--import", "userpkg", "--quiet")
+        assert res.returncode == 0, res.stderr
+        assert f"2 runs, {USER_ROWS} rows" in res.stdout
+        df = pd.read_parquet(tmp_path / backend / "results.parquet")
+        assert len(df) == USER_ROWS and df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
+        assert set(df.param_algorithm) == {NAME}
+        for _, run in df.groupby("run_id"):
+            assert _decreasing(run.sort_values("round").suboptimality), run
+        out[backend] = df.sort_values(["run_id", "round"]).reset_index(drop=True)
+    assert any(client.run(lambda: "userpkg.logcosh" in sys.modules).values())     # imported by the workers
+    pd.testing.assert_frame_equal(out["loky"][["run_id", "round", "value", "suboptimality"]],
+                                  out["dask"][["run_id", "round", "value", "suboptimality"]],
+                                  check_exact=False, rtol=1e-12, atol=0)
+    png = tmp_path / "rates.png"
+    assert main(["plot", str(tmp_path / "loky"), "--out", str(png), "--x", "rounds", "--import", "userpkg"]) == 0
+    assert capsys.readouterr().out.strip() == f"figure: {png}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
 def test_missing_module_and_bad_import_key_are_one_line_errors(tmp_path, capsys):
@@ -101,25 +241,28 @@ def test_missing_module_and_bad_import_key_are_one_line_errors(tmp_path, capsys)
 
 
 def test_python_sweep_with_two_workers_imports_the_registering_module(tmp_path, userpkg):
-    """sweep() from Python: the module that registered the algorithm is found in the registry and
-    imported by every loky worker, although no --import named it."""
+    """sweep() from Python: the modules that registered the algorithm and the problem factory are
+    found in the registries and imported by every loky worker, although no --import named them;
+    the two workers give the values of a sweep in this process."""
     from fedtheory.registry import user_modules
     from fedtheory.sweep import sweep
-    assert "userpkg" in user_modules()
-    local = sweep(CFG, tmp_path / "one", n_jobs=1, progress=False)
-    two = sweep(CFG, tmp_path / "two", n_jobs=2, progress=False, warm=False)
-    cols = ["run_id", "round", "value"]
-    pd.testing.assert_frame_equal(local[cols].sort_values(cols[:2]).reset_index(drop=True),
-                                  two[cols].sort_values(cols[:2]).reset_index(drop=True))
-    assert two.run_id.nunique() == 2
+    assert {"userpkg", "userpkg.logcosh"} <= set(user_modules())
+    local = sweep(USER_CFG, tmp_path / "one", n_jobs=1, progress=False)
+    two = sweep(USER_CFG, tmp_path / "two", n_jobs=2, progress=False, warm=False)
+    assert len(two) == USER_ROWS and two.run_id.nunique() == 2 and set(two.status) == {"max_rounds"}
+    assert set(two.param_problem_factory) == {FACTORY} and set(two.param_algorithm) == {NAME}
+    cols = ["run_id", "round", "value", "suboptimality"]
+    a = local[cols].sort_values(cols[:2]).reset_index(drop=True)
+    b = two[cols].sort_values(cols[:2]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12, atol=0)
+    for _, run in two.groupby("run_id"):
+        assert _decreasing(run.sort_values("round").suboptimality), run
 
 
-def test_dask_workers_import_the_module(tmp_path, userpkg):
-    distributed = pytest.importorskip("distributed")
+def test_dask_workers_import_the_module(tmp_path, userpkg, dask_cluster):
+    cluster, _ = dask_cluster
     from fedtheory.sweep import sweep
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        df = sweep(CFG, tmp_path / "dask", backend="dask", scheduler=cluster.scheduler_address, progress=False)
+    df = sweep(CFG, tmp_path / "dask", backend="dask", scheduler=cluster.scheduler_address, progress=False)
     assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
 
 
@@ -137,10 +280,11 @@ def test_the_console_script_finds_a_module_in_the_current_directory():
     assert f"{NAME}: algorithm" in res.stdout
 
 
-def test_an_algorithm_of_main_is_refused_before_workers_start(tmp_path):
-    """A class defined in a script (``__main__``) cannot be imported by a worker: the sweep says so
-    and what to do, before it starts any worker; n_jobs=1 runs it."""
+def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_path):
+    """A class or a problem factory defined in a script (``__main__``) cannot be imported by a worker:
+    the sweep says so and what to do, before it starts any worker; n_jobs=1 runs it."""
     script = tmp_path / "script.py"
+    script_cfg = USER_CFG.replace(FACTORY, "script_problem").replace('"problem.shift" = [0.5]', "")
     script.write_text(
         "import sys\n"
         f"sys.path.insert(0, {str(TESTS)!r})\n"
@@ -159,38 +303,140 @@ def test_an_algorithm_of_main_is_refused_before_workers_start(tmp_path):
         "except InvalidParameterError as e:\n"
         "    print('refused:', e)\n"
         f"df = sweep(cfg, {str(tmp_path / 'one')!r}, n_jobs=1, progress=False)\n"
-        "print('runs:', df.run_id.nunique())\n")
+        "print('runs:', df.run_id.nunique())\n"
+        "from fedtheory.registry import register_problem\n"
+        "@register_problem\n"
+        "def script_problem(**kw):\n"
+        "    return userpkg.logcosh.userpkg_logcosh(**kw)\n"
+        f"cfg = {script_cfg!r}\n"
+        "try:\n"
+        f"    sweep(cfg, {str(tmp_path / 'three')!r}, n_jobs=2, progress=False)\n"
+        "except InvalidParameterError as e:\n"
+        "    print('refused:', e)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert ("refused: Algorithm 'script_heavyball' is defined in '__main__', which worker processes cannot "
             "import by name") in res.stdout
     assert "runs: 2" in res.stdout
-    assert not list((tmp_path / "two").glob("runs/*.parquet"))     # no run was started
+    assert ("refused: Problem factory 'script_problem' is defined in '__main__', which worker processes "
+            "cannot import by name") in res.stdout
+    for out in ("two", "three"):                                    # no run was started
+        assert not list((tmp_path / out).glob("runs/*.parquet"))
 
 
-def test_describe_verify_and_falsify_a_user_theorem_from_the_command_line(tmp_path):
-    """The user's theorem (tests/userpkg/theory.py) goes everywhere a built-in goes."""
-    theorem = "userpkg.gd_contraction"
-    res = _cli("describe", theorem, "--import", "userpkg.theory")
-    assert res.returncode == 0, res.stderr
-    out = res.stdout
-    assert f"{theorem}: theorem (measures algorithm 'fedavg')" in out
+def test_describe_verify_tightness_and_falsify_a_user_theorem_from_the_command_line(tmp_path, forget_user_modules,
+                                                                                     capsys):
+    """The user's theorem (tests/userpkg/theory.py) goes everywhere a built-in goes: one of its
+    default cases is the user's log-cosh problem, and its PEP gives verify --tightness a row."""
+    assert main(["describe", THEOREM, "--import", "userpkg.theory"]) == 0
+    out = capsys.readouterr().out
+    assert f"{THEOREM}: theorem (measures algorithm 'fedavg')" in out
     params = out.split("parameters (")[1].split("assumptions")[0]
     assert [line.strip() for line in params.splitlines()[1:] if line.strip()] == [
         "rounds = 30", "lr = None", "seeds = 1", "x0 = None"]
     assert "assumptions (from the problem's components): L-smoothness (smooth); mu-strong convexity" in out
     assert "conforming space (validation.falsify): One to four clients" in out
     assert "[stated] eta <= 1/L: 1 vs 1 (ok)" in out
-    res = _cli("verify", "--theorem", theorem, "--import", "userpkg.theory", "--quick", "--out", tmp_path / "v")
-    assert res.returncode == 0, res.stderr
+    assert "tightness: validation.tightness (PEP registered)" in out
+    assert main(["verify", "--theorem", THEOREM, "--import", "userpkg.theory", "--quick", "--tightness",
+                 "--out", str(tmp_path / "v"), "--quiet"]) == 0
+    capsys.readouterr()
     df = pd.read_csv(tmp_path / "v" / "verdicts.csv")
-    assert df.verdict.tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds",
-                                   "holds, contraction factor as predicted"]
-    assert df.fitted_rate[2] < df.predicted_rate[2] and df.rate_ci[2].startswith("[")
-    assert "Fitted contraction factor" in (tmp_path / "v" / "report.md").read_text()
-    res = _cli("falsify", theorem, "--import", "userpkg.theory", "--budget", "8", "--seed", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "no counterexample found" in res.stdout, res.stdout
-    res = _cli("describe", "userpkg_heavyball", "--import", "userpkg")
-    assert "scalars logged in the history" in res.stdout and "server_step: ||x^{t+1} - x^t||" in res.stdout
+    assert df.case.tolist()[2] == "C3: log-cosh regression (the user's datafit), eta = 1/L"
+    assert df.verdict.tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds", "holds",
+                                   "holds, contraction factor as predicted", "OK: measured <= worst case <= bound"]
+    assert 0 < df.measured[2] <= df.bound[2]               # measured against its certified optimum
+    assert df.fitted_rate[3] < df.predicted_rate[3] and df.rate_ci[3].startswith("[")
+    t = df.iloc[4]                                          # GD at eta = 1/L, mu = 0.1, 3 rounds
+    assert t.kind == "tightness" and abs(t.worst_case_upper - 0.9 ** 6) < 1e-6 and abs(t.bound - 0.9 ** 3) < 1e-12
+    assert t.measured <= t.worst_case_upper + 1e-6 and t.worst_case_lower <= t.bound
+    report = (tmp_path / "v" / "report.md").read_text()
+    assert "Fitted contraction factor" in report and "tightness_userpkg_gd_contraction.png" in report
+    assert main(["falsify", THEOREM, "--import", "userpkg.theory", "--budget", "8", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "no counterexample found" in out, out
+
+
+def test_tightness_says_why_a_user_theorem_gets_no_row(userpkg, monkeypatch):
+    """A user's theorem with a PEP but no tightness configuration, or with no PEP: no row, and the
+    reason (what verify --tightness prints on one line)."""
+    import importlib
+    from fedtheory.theory import SPECS
+    from fedtheory.theory.tightness import TIGHTNESS_CASES, tightness_rows, uncovered
+    importlib.import_module("userpkg.theory")
+    assert uncovered([THEOREM]) == {}
+    monkeypatch.delitem(TIGHTNESS_CASES, THEOREM)
+    rows, lines = tightness_rows(quick=True, theorems=[THEOREM])
+    assert rows == []
+    why = uncovered([THEOREM])[THEOREM]
+    assert why.startswith("a PEP but no configuration") and "tightness_case" in why and "\n" not in why
+    assert f"* `{THEOREM}`: {why}" in lines
+    monkeypatch.setattr(SPECS[THEOREM], "pep", "a test: the method has adaptive noise")
+    assert uncovered([THEOREM]) == {THEOREM: "no PEP: a test: the method has adaptive noise"}
+
+
+# ------------------------------------------------------------------ the user's datafit: ground truth
+def _logcosh(r):
+    """log cosh r, its derivative and second derivative: the test's own formulas."""
+    return np.logaddexp(r, -r) - math.log(2.0), np.tanh(r), 1.0 / np.cosh(r) ** 2
+
+
+def _scipy_min(blocks, l2, x0):
+    """min_x sum_k w_k mean_j logcosh(a_kj^T x - b_kj) + l2/2 ||x||^2 over blocks (A_k, b_k, w_k), by
+    scipy's trust-region Newton (exact Hessian), then full Newton steps (scipy stops where the
+    value's rounding hides progress, near a gradient norm of 1e-10) to a gradient norm of 1e-12:
+    (value, x). The value is then within ||g||^2 / (2 l2) < 1e-22 of the minimum."""
+    from scipy.optimize import minimize
+
+    def fun(x):
+        v, g, H = 0.5 * l2 * x @ x, l2 * x, l2 * np.eye(x.size)
+        for A, b, w in blocks:
+            f, d1, d2 = _logcosh(A @ x - b)
+            v, g, H = v + w * f.mean(), g + w * A.T @ d1 / len(b), H + w * (A * d2[:, None]).T @ A / len(b)
+        return v, g, H
+
+    x = minimize(lambda x: fun(x)[0], x0, jac=lambda x: fun(x)[1], hess=lambda x: fun(x)[2],
+                 method="trust-exact", options={"gtol": 1e-13, "maxiter": 500}).x
+    for _ in range(5):
+        v, g, H = fun(x)
+        if np.linalg.norm(g) <= 1e-13:
+            break
+        x = x - np.linalg.solve(H, g)
+    v, g, _ = fun(x)
+    assert np.linalg.norm(g) <= 1e-12, np.linalg.norm(g)
+    return v, x
+
+
+def test_user_datafit_problem_has_a_certified_optimum_that_scipy_confirms(userpkg):
+    """The ground truth of the user's log-cosh problem (CVXPY from the datafit's own form, Newton
+    polish) is certified, and F*, x* and every f_i* agree with scipy's Newton on the test's formulas;
+    its constants come from the declared capabilities."""
+    import validation
+    from fedtheory.config import make_problem
+    from fedtheory.components import capabilities
+    p = make_problem({"factory": FACTORY, "n_clients": 3, "dim": 3, "shift": 0.5, "seed": 1})
+    gt = validation.ground_truth(p, cache=False)
+    assert gt.certified and gt.client_certified.all(), gt.summary()
+    assert gt.info["stage1"] == "cvxpy" and gt.info["cvxpy_status"] == "optimal"
+    A = [p.M[slice(*p.client_rows(i))] for i in range(p.n_clients)]
+    b = [p.b[slice(*p.client_rows(i))] for i in range(p.n_clients)]
+    f, x = _scipy_min([(a, t, 1.0 / p.n_clients) for a, t in zip(A, b)], 0.01, np.zeros(p.dim))
+    assert abs(gt.f - f) <= 1e-9 * max(1.0, abs(f)), (gt.f, f)
+    assert np.max(np.abs(gt.x - x)) <= 1e-7
+    for i in range(p.n_clients):
+        fi, _ = _scipy_min([(A[i], b[i], 1.0)], 0.01, np.zeros(p.dim))
+        assert abs(gt.client_f[i] - fi) <= 1e-9 * max(1.0, abs(fi)), (i, gt.client_f[i], fi)
+    caps = capabilities(p)
+    assert caps["certified_smoothness"] and caps["bounded_slopes"] and caps["strongly_convex"]
+    c = validation.constants(p, gt)
+    M = np.vstack(A) / np.sqrt(p.n_clients * A[0].shape[0])     # curvature bound 1: L = lambda_max + l2
+    assert abs(c.L - (np.linalg.norm(M, 2) ** 2 + 0.01)) <= 1e-12 * c.L and c.mu == 0.01
+
+
+def test_user_datafit_passes_the_component_suite(userpkg):
+    """NumPy, the numba backend (through the registry's fallback), torch and CVXPY agree on the user's
+    datafit, alone and with a regularizer."""
+    from fedtheory.components.checks import check_datafit, check_pair
+    check_datafit(userpkg.logcosh.LogCosh)
+    check_pair(userpkg.logcosh.LogCosh, "l1")

@@ -1,5 +1,7 @@
-"""A user's package, as docs/add-your-own-algorithm.md describes one: an algorithm that is not built
-in, registered when the package is imported (``fedtheory --import userpkg``, ``import = ["userpkg"]``).
+"""A user's package, as docs/add-your-own-algorithm.md and docs/how-a-problem-is-built.md describe
+one: an algorithm, a datafit and a problem factory that are not built in (log-cosh regression,
+:mod:`userpkg.logcosh`), registered when the package is imported (``fedtheory --import userpkg``,
+``import = ["userpkg"]``); its theorem is in :mod:`userpkg.theory`.
 
 The tests import it by name from a fresh process, a loky worker and a Dask worker.
 """
@@ -11,6 +13,8 @@ import numpy as np
 from fedtheory.algorithms.base import Algorithm, Interval
 from fedtheory.arrays import copy
 from fedtheory.registry import register
+
+from . import logcosh  # noqa: F401  (registers the datafit and the problem factory userpkg_logcosh)
 
 
 @register

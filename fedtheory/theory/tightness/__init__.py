@@ -20,7 +20,7 @@ from .api import (MAX_CONSTRAINTS, Tightness, covered, form_of, lr_threshold, pe
 from .instances import class_quadratics, normalised_x0, worst_case_instance  # noqa: F401
 from .pepit_adapter import (EXTRA, SOLVERS, TIGHTNESS_CASES, NotExpressible, PEPForm, PEPSolveError,  # noqa: F401
                             PolyakSteps, average, require_pepit, shared_minimiser_clients, tightness_case)
-from .report import TIGHTNESS_COLUMNS, contraction_curve, curves, figure, tightness_rows  # noqa: F401
+from .report import TIGHTNESS_COLUMNS, contraction_curve, curves, figure, tightness_rows, uncovered  # noqa: F401
 from .solve import Solve, branch_and_bound, solve_pep, worst_case  # noqa: F401
 from . import api, instances, pepit_adapter, report, solve
 

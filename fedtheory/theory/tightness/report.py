@@ -156,6 +156,40 @@ def figure(t, cur, con):
     return fig
 
 
+def uncovered(theorems):
+    """Why each theorem of ``theorems`` gets no ``fedtheory verify --tightness`` row.
+
+    Parameters
+    ----------
+    theorems : iterable of str or None
+        Registered theorem names (None or empty: none asked for, so none is listed).
+
+    Returns
+    -------
+    dict
+        ``{theorem: reason}``: "no PEP: ..." (the theorem's own reason, its ``pep`` string) for
+        a theorem without a PEP, and for one with a PEP but no configuration registered with
+        :func:`tightness_case`, what to register.
+
+    Examples
+    --------
+    >>> uncovered(["fedsps.theorem_6b"])["fedsps.theorem_6b"].startswith("no PEP: ")
+    True
+    >>> uncovered(["localdescent.theorem_4_1"])
+    {}
+    """
+    out = {}
+    for n, r in covered().items():
+        if not theorems or n not in theorems:
+            continue
+        if r is not True:
+            out[n] = f"no PEP: {r}"
+        elif n not in TIGHTNESS_CASES:
+            out[n] = ("a PEP but no configuration to solve it at: register a function quick -> constants with "
+                      "fedtheory.theory.tightness.tightness_case")
+    return out
+
+
 def tightness_rows(quick=False, theorems=None, out=None, echo=None):
     """``fedtheory verify --tightness``: one verdict-table row per covered theorem (its
     :data:`TIGHTNESS_CASES` configuration) with measured <= worst case <= bound checked, the
@@ -190,13 +224,15 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
                      + [v for v in t.lr_conditions.values() if math.isfinite(v)]) * 1.5
         con = contraction_curve(name, lrs=np.linspace(lr_top / (8 if quick else 16), lr_top, 8 if quick else 16),
                                 **other)
-        meas = float(cur["measured"][-1])
+        meas = float(cur["measured"][-1])           # nan: the PEP declares no instances to run
         lo, hi = t.worst_case
         tol = 1e-6 * max(1.0, hi)
-        ok = meas <= hi + tol and lo <= t.bound
+        unmeasured = math.isnan(meas)
+        ok = (unmeasured or meas <= hi + tol) and lo <= t.bound
         cfg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items())
         if ok:
-            verdict = "OK: measured <= worst case <= bound"
+            verdict = ("OK: worst case <= bound (nothing measured: the PEP declares no instances)" if unmeasured
+                       else "OK: measured <= worst case <= bound")
         elif meas > hi + tol:
             verdict = "UNEXPECTED: measured > worst case"      # the PEP or the registered method is wrong
         elif t.conditions_ok:
@@ -224,8 +260,7 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
             figs.append((name, fname))
         if echo is not None:
             echo(t.summary())
-    reasons = [f"* `{n}`: no PEP: {r}" for n, r in covered().items()
-               if theorems and n in theorems and r is not True]
+    reasons = [f"* `{n}`: {r}" for n, r in uncovered(theorems).items()]
     if not rows:                               # no covered theorem asked for: the reasons, not an empty table
         lines = lines[:2] + ["No theorem asked for has a PEP (docs/tightness.md):", ""]
     elif reasons:
