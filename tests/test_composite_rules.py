@@ -1,0 +1,46 @@
+"""The compiled rules of the composite methods (FedMiD, FedDualAvg): their server steps keep the
+arithmetic of the NumPy server (NumPy's summation order of the step sizes, the problem's prox)."""
+import numpy as np
+from numba import njit
+
+from fedtheory._kernels import rounds as ops
+from fedtheory.components import REGULARIZERS
+from fedtheory.components.checks import example_problem
+
+_compiled_sum = njit(ops.numpy_sum)
+
+# lengths on every branch of NumPy's pairwise sum: in sequence (< 8), 8 accumulators (<= 128), split
+# once or several times (> 128, split points rounded to multiples of 8)
+LENGTHS = [*range(1, 140), 255, 256, 257, 1000, 1031, 4099]
+
+
+def test_numpy_sum_adds_in_numpys_order():
+    """numpy_sum gives NumPy's sum exactly, in Python and compiled, where a sum in sequence does not."""
+    rng = np.random.default_rng(0)
+    seq_differs = 0
+    for n in LENGTHS:
+        for _ in range(5):
+            a = (rng.random(n) - 0.3) * 10.0 ** rng.uniform(-3, 3, n)
+            assert ops.numpy_sum(a) == a.sum(), f"python, n={n}"
+            assert _compiled_sum(a) == a.sum(), f"compiled, n={n}"
+            assert np.mean(a) == ops.numpy_sum(a) / n
+            seq_differs += sum(a.tolist()) != a.sum()
+    assert seq_differs > 0          # the order matters on these arrays: the check is not vacuous
+
+
+def test_rules_prox_is_the_problems_prox():
+    """ops.prox(pk, z, t) (the server prox of the rules) is problem.prox(z, t): exactly for the
+    element-wise proxes (one rounding per entry in either), to a few ulps for the group and nuclear
+    norms (NumPy's norm and SVD sum in another order than the kernels)."""
+    rng = np.random.default_rng(1)
+    for reg in sorted(REGULARIZERS):
+        p = example_problem("least_squares", None if reg == "none" else reg, dim=12)
+        pk = p.compiled_pack()
+        for _ in range(50):
+            z = rng.normal(size=p.dim) * 10.0 ** rng.uniform(-2, 2)
+            t = 10.0 ** rng.uniform(-3, 1)
+            got, want = ops.prox(pk, z, t), p.prox(z, t)
+            if reg in ("l1", "l2", "none"):
+                assert np.array_equal(got, want), f"{reg}: t={t}"
+            else:
+                assert np.abs(got - want).max() <= 1e-14 * max(1.0, np.abs(want).max()), f"{reg}: t={t}"
