@@ -1,9 +1,12 @@
 """The compiled rules of the composite methods (FedMiD, FedDualAvg): their server steps keep the
 arithmetic of the NumPy server (NumPy's summation order of the step sizes, the problem's prox)."""
 import numpy as np
+import pytest
 from numba import njit
 
+import fedtheory as ft
 from fedtheory._kernels import rounds as ops
+from fedtheory._kernels.drivers import driver
 from fedtheory.components import REGULARIZERS
 from fedtheory.components.checks import example_problem
 
@@ -44,3 +47,32 @@ def test_rules_prox_is_the_problems_prox():
                 assert np.array_equal(got, want), f"{reg}: t={t}"
             else:
                 assert np.abs(got - want).max() <= 1e-14 * max(1.0, np.abs(want).max()), f"{reg}: t={t}"
+
+
+def _round(p, K, lrs):
+    """A round of every client of ``p`` with the step sizes ``lrs`` (exact gradients, no noise)."""
+    pk = p.compiled_pack()
+    n = p.n_clients
+    e3 = np.zeros((0, 0, 0))
+    return pk, ops.make_round(pk, 0, np.arange(n), p.weights.copy(), np.zeros((n, K, 0), dtype=np.int64), e3, lrs,
+                              0.5, 0.0, 0.0, 0, e3, e3, e3)
+
+
+@pytest.mark.parametrize("server_prox", ["eta_g*eta_l", "eta_g*eta_l*K"])
+def test_fedmirror_server_prox_keeps_numpys_mean_step(server_prox):
+    """FedMiD's server prox threshold eta_g mean_k eta_k (K) is NumPy's mean, compiled and in Python,
+    with K >= 8 decaying step sizes (where Numba's own mean adds in another order)."""
+    import fedtheory.algorithms.fedmirror as mod
+    p = example_problem("least_squares", "l1", dim=6)
+    alg = ft.get_algorithm("fedmirror")(server_lr=0.7, server_prox=server_prox)
+    rng = np.random.default_rng(2)
+    for K in (8, 11, 17):
+        lrs = 0.1 / (1.0 + 0.37 * np.arange(K))
+        pk, rd = _round(p, K, lrs)
+        x = rng.normal(size=p.dim)
+        Y = x + 0.3 * rng.normal(size=(p.n_clients, p.dim))
+        args = (pk, rd, alg.compiled_params(), alg.state_tuple({"x": x}), mod.Messages(Y))
+        compiled, python = driver(mod.__name__).server(*args).x, mod.server(*args).x
+        c = 0.7 * float(np.mean(lrs)) * (K if server_prox.endswith("*K") else 1)
+        want = p.prox(ops.averaged_step(x, rd.weights, Y, 0.7), c)
+        assert np.array_equal(compiled, python) and np.array_equal(python, want), f"K={K}"
