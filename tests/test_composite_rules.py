@@ -76,3 +76,25 @@ def test_fedmirror_server_prox_keeps_numpys_mean_step(server_prox):
         c = 0.7 * float(np.mean(lrs)) * (K if server_prox.endswith("*K") else 1)
         want = p.prox(ops.averaged_step(x, rd.weights, Y, 0.7), c)
         assert np.array_equal(compiled, python) and np.array_equal(python, want), f"K={K}"
+
+
+def test_feddual_server_keeps_numpys_accumulated_threshold():
+    """FedDualAvg's threshold acc + eta_g sum_k eta_k is NumPy's sum, compiled and in Python (K >= 8),
+    and its x^{t+1} is problem.prox(z^{t+1}, acc) exactly (l1)."""
+    import fedtheory.algorithms.feddual as mod
+    p = example_problem("least_squares", "l1", dim=6)
+    alg = ft.get_algorithm("feddual")(server_lr=0.9)
+    rng = np.random.default_rng(3)
+    for K in (8, 13, 21):
+        lrs = 0.1 / np.sqrt(1.0 + np.arange(K))
+        pk, rd = _round(p, K, lrs)
+        z = rng.normal(size=p.dim)
+        st = {"x": z.copy(), "z": z, "acc": 0.37}
+        Z = z + 0.3 * rng.normal(size=(p.n_clients, p.dim))
+        args = (pk, rd, alg.compiled_params(), alg.state_tuple(st), mod.Messages(Z))
+        compiled, python = driver(mod.__name__).server(*args), mod.server(*args)
+        acc = 0.37 + 0.9 * float(lrs.sum())
+        assert compiled.acc == python.acc == acc, f"K={K}"
+        z1 = ops.averaged_step(z, rd.weights, Z, 0.9)
+        for out in (compiled, python):
+            assert np.array_equal(out.z, z1) and np.array_equal(out.x, p.prox(z1, acc)), f"K={K}"
