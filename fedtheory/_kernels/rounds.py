@@ -312,3 +312,94 @@ def no_extra_grads(pk, rd, hp):
 def comm_per_participant(pk, rd, hp, st, n_participants, down, up):
     """(down, up) d-vectors of the round: the algorithm's ``comm`` per participant."""
     return n_participants * down, n_participants * up
+
+
+# --------------------------------------------------------------------------- Ditto, pFedMe, pFedProx, pFedFBE, FedMiD, FedDualAvg
+@register_jitable
+def _pairwise_block(a, lo, n):
+    """NumPy's pairwise-sum leaf over a[lo:lo + n] (n <= 128): in sequence below 8 entries, else 8
+    accumulators combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@register_jitable
+def numpy_sum(a):
+    """The sum of a 1-D float array added in NumPy's order, in plain Python and compiled alike.
+
+    NumPy (``np.sum``, ``ndarray.sum``; ``np.mean`` is this sum / n) adds pairwise: leaves of at
+    most 128 entries summed by :func:`_pairwise_block`, a longer range split at half its length
+    rounded down to a multiple of 8, left + right. Numba's ``a.sum()`` adds in sequence, so the two
+    differ in the last bits from 8 entries on. A server rule that keeps the arithmetic of a NumPy
+    ``server_update`` (FedMiD's mean step size, FedDualAvg's accumulated threshold) sums with this.
+
+    Parameters
+    ----------
+    a : ndarray of shape (n,)
+        The float64 entries (the round's step sizes ``rd.lrs`` in the rules).
+
+    Returns
+    -------
+    float
+        ``a.sum()`` as NumPy computes it (-0.0 for n = 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.full(10, 0.1)
+    >>> bool(numpy_sum(a) == a.sum()), bool(sum(a.tolist()) == a.sum())
+    (True, False)
+    """
+    n = a.shape[0]
+    if n <= 128:
+        return _pairwise_block(a, 0, n)
+    # the recursion of NumPy's pairwise sum, evaluated left, right, combine with explicit stacks
+    los, ns, step = np.zeros(64, np.int64), np.zeros(64, np.int64), np.zeros(64, np.int64)
+    vals = np.zeros(64)
+    sp, vp = 1, 0
+    ns[0] = n
+    while sp > 0:
+        t = sp - 1
+        m = ns[t]
+        if m <= 128:
+            vals[vp] = _pairwise_block(a, los[t], m)
+            vp += 1
+            sp -= 1
+            continue
+        m2 = m // 2
+        m2 -= m2 % 8
+        if step[t] == 0:
+            step[t] = 1
+            los[sp], ns[sp], step[sp] = los[t], m2, 0
+            sp += 1
+        elif step[t] == 1:
+            step[t] = 2
+            los[sp], ns[sp], step[sp] = los[t] + m2, m - m2, 0
+            sp += 1
+        else:
+            vals[vp - 2] = vals[vp - 2] + vals[vp - 1]
+            vp -= 1
+            sp -= 1
+    return vals[0]

@@ -9,15 +9,35 @@ K personal steps
 (the prox is our composite extension; original Ditto has none) on the same minibatches as
 its global steps. Communication: as FedAvg. Personalized model: :math:`v_i`.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
 from ..arrays import copy, repeat_rows
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("DittoState", "x v")
+Messages = namedtuple("DittoMessages", "y v")
+
+
+def local(pk, rd, hp, st, rng):
+    """y <- prox_{eta h}(y - eta g(y)) from x^t; v_i <- prox_{eta h}(v_i - eta (g(v_i) + lam_d (v_i - x^t)))."""
+    x = ops.row(st.x)
+    Y, _, bad = ops.local_prox_sgd(pk, rd, x, ops.empty2(), 0.0, False, 0.0)            # global: FedMiD
+    V, _, bad2 = ops.local_prox_sgd(pk, rd, st.v[rd.clients], x, hp.lam_d, False, 0.0)  # personal
+    return Messages(Y, V), (bad if bad >= 0 else bad2)
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + sum_i omega_i (y_i - x^t); v_i <- v_i^+ for the participants (in place)."""
+    v = st.v
+    v[rd.clients] = m.v
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v)
 
 
 @register
@@ -70,7 +90,7 @@ class Ditto(Algorithm):
     def init(self, problem, x0):
         return {"x": copy(x0), "v": repeat_rows(x0, problem.n_clients)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         X, _, fail = ctx.prox_sgd(state["x"])
         V, fail2 = ctx.anchored_prox_sgd(state["v"][ctx.clients], state["x"], self.lam_d)
         return {"y": X, "v": V, "fail": fail if fail is not None else fail2}
@@ -86,11 +106,6 @@ class Ditto(Algorithm):
                 v = p.prox(v - eta * (ctx.grad(s, k, v) + self.lam_d * (v - x)), eta)          # personal
             X[s], V[s] = y, v
         return {"y": X, "v": V}
-
-    def server_update(self, state, ctx, messages):
-        v = state["v"]
-        v[ctx.clients] = messages["v"]
-        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], 1.0), "v": v}
 
     def history_extras(self, state, problem):
         from ..metrics import personalized_extras

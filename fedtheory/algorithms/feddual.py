@@ -11,15 +11,33 @@ from :math:`z_{i,0} = z^t` and uploads :math:`z_{i,K}`; the server sets
 :math:`z^{t+1} = z^t + \eta_g\frac1S\sum_i(z_{i,K} - z^t)` and
 :math:`x^{t+1} = \operatorname{prox}_{\tilde\eta_{t+1,0} h}(z^{t+1})`. The threshold grows with every step.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
 from ..arrays import copy
 from .base import Algorithm, averaged_step
+
+State = namedtuple("FedDualAvgState", "x z acc")
+Messages = namedtuple("FedDualAvgMessages", "z")
+
+
+def local(pk, rd, hp, st, rng):
+    """x_{i,k} = prox_{eta~_{t,k} h}(z_{i,k}), z_{i,k+1} = z_{i,k} - eta_k g(x_{i,k}), from z_{i,0} = z^t."""
+    _, Z, bad = ops.local_prox_sgd(pk, rd, ops.row(st.z), ops.empty2(), 0.0, True, st.acc)
+    return Messages(Z), bad
+
+
+def server(pk, rd, hp, st, m):
+    """z^{t+1} = z^t + eta_g sum_i omega_i (z_{i,K} - z^t); eta~ += eta_g sum_k eta_k; x^{t+1} = prox_{eta~ h}(z^{t+1})."""
+    z = ops.averaged_step(st.z, rd.weights, m.z, hp.server_lr)
+    acc = st.acc + hp.server_lr * float(ops.numpy_sum(rd.lrs))
+    return State(ops.prox(pk, z, acc), z, acc)
 
 
 @register
@@ -62,7 +80,7 @@ class FedDualAvg(Algorithm):
     def init(self, problem, x0):
         return {"x": copy(x0), "z": copy(x0), "acc": 0.0}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         _, Z, fail = ctx.prox_sgd(state["z"], dual=True, t0_thresh=state["acc"])
         return {"z": Z, "fail": fail}
 
@@ -79,6 +97,8 @@ class FedDualAvg(Algorithm):
         return {"z": Z}
 
     def server_update(self, state, ctx, messages):
+        # the torch backend's server: the compiled rule's prox needs the problem pack (pk is None on
+        # torch); here the torch oracles' prox of the same threshold
         z = averaged_step(state["z"], ctx.weights, messages["z"], self.server_lr)
         acc = state["acc"] + self.server_lr * float(ctx.lrs.sum())
         return {"x": ctx.problem.prox(z, acc), "z": z, "acc": acc}

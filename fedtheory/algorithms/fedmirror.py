@@ -8,14 +8,37 @@ with h the problem's :math:`\ell_1\|\cdot\|_1`; ``server_prox`` optionally appli
 :math:`\operatorname{prox}_{c h}` to the server average with c = eta_g eta_l or eta_g eta_l K (public
 re-implementations differ, docs/baselines.md, FedMiD). With eta_l = 1/lambda it equals cheap pFedFBE (docs/papers/pfedfbe.md, §3.4).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval, Options
 from ..registry import register
 from .base import Algorithm, averaged_step
+
+State = namedtuple("FedMiDState", "x")
+Messages = namedtuple("FedMiDMessages", "y")
+#: The hyperparameters as the compiled rules read them (:meth:`FedMiD.compiled_params`).
+Params = namedtuple("FedMiDParams", "server_lr server_prox")
+SERVER_PROX = ("none", "eta_g*eta_l", "eta_g*eta_l*K")     # hp.server_prox: the index of the option
+
+
+def local(pk, rd, hp, st, rng):
+    """x_{i,k+1} = prox_{eta_k h}(x_{i,k} - eta_k g(x_{i,k})) from x_{i,0} = x^t."""
+    Y, _, bad = ops.local_prox_sgd(pk, rd, ops.row(st.x), ops.empty2(), 0.0, False, 0.0)
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + eta_g sum_i omega_i (x_{i,K} - x^t), then prox_{c h} with c = eta_g mean_k eta_k (times K)."""
+    x = ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr)
+    if hp.server_prox != 0:
+        c = hp.server_lr * (ops.numpy_sum(rd.lrs) / rd.K) * (rd.K if hp.server_prox == 2 else 1)
+        x = ops.prox(pk, x, c)
+    return State(x)
 
 
 @register
@@ -52,13 +75,18 @@ class FedMiD(Algorithm):
     traceables: ClassVar[dict] = {}          # the proximal kernels record no local path yet
     reference: ClassVar[str] = "Yuan, Zaheer, Reddi 2021 (FedMiD); docs/baselines.md, FedMiD"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
-                                   "server_prox": [Options("none", "eta_g*eta_l", "eta_g*eta_l*K")]}
+                                   "server_prox": [Options(*SERVER_PROX)]}
     test_params: ClassVar[dict] = {"lr": 0.1}
 
     def check_problem(self, problem):
         """Any smooth problem, or the l1-composite lasso."""
 
-    def local_round(self, state, ctx):
+    def compiled_params(self):
+        """``hp`` of the compiled rules: ``server_lr`` and ``server_prox`` as its index in
+        :data:`SERVER_PROX` (0: "none", 1: "eta_g*eta_l", 2: "eta_g*eta_l*K")."""
+        return Params(float(self.server_lr), SERVER_PROX.index(self.server_prox))
+
+    def local_round(self, state, ctx):         # the torch backend's glue
         X, _, fail = ctx.prox_sgd(state["x"])
         return {"y": X, "fail": fail}
 
@@ -73,6 +101,8 @@ class FedMiD(Algorithm):
         return {"y": Y}
 
     def server_update(self, state, ctx, messages):
+        # the torch backend's server: the compiled rule's prox needs the problem pack (pk is None on
+        # torch); here the torch oracles' prox of the same threshold
         x = averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)
         if self.server_prox != "none":
             c = self.server_lr * float(np.mean(ctx.lrs)) * (ctx.K if self.server_prox.endswith("*K") else 1)

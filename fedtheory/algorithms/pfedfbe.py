@@ -18,15 +18,38 @@ is one proximal-gradient step from the global one,
 :math:`\theta_i(x) = \operatorname{prox}_{h/\lambda}(x - \nabla f_i(x)/\lambda)` (eq. 8 with the 1/lambda of
 Algorithm 1, docs/papers/pfedfbe.md, §2.4).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._kernels.fbe import HVP_EXACT, HVP_FD, HVP_NONE
 from .._validation import Interval, Options
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("PFedFBEState", "x")
+Messages = namedtuple("PFedFBEMessages", "y")
+#: The hyperparameters as the compiled rules read them (:meth:`PFedFBE.compiled_params`).
+Params = namedtuple("PFedFBEParams", "lam fd_eps hvp hvp_batch")
+HVP_INDEPENDENT, HVP_SAME = 0, 1          # hp.hvp_batch: "independent", "same"
+
+
+def local(pk, rd, hp, st, rng):
+    """x <- x - eta_k (lam R - H(x; B_H) R), R = x - prox_{h/lam}(x - g(x; B_g)/lam) (eq. 9), from x^t;
+    B_H drawn from the auxiliary stream when independent minibatches are asked for."""
+    idx_h = rd.idx
+    if hp.hvp != HVP_NONE and hp.hvp_batch == HVP_INDEPENDENT and rd.idx.shape[2] > 0:
+        idx_h, _ = ops.independent_stream(pk, rd, rng)
+    Y, bad = ops.local_fbe(pk, rd, st.x, hp.lam, hp.hvp, hp.fd_eps, idx_h)
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t)."""
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0))
 
 
 def soft(u, t):
@@ -107,12 +130,19 @@ class PFedFBE(Algorithm):
     def oracle_calls_per_step(self):
         return {HVP_NONE: 1, HVP_EXACT: 2, HVP_FD: 3}[self._hvp]
 
+    def compiled_params(self):
+        """``hp`` of the compiled rules: ``lam``, ``fd_eps``, ``hvp`` the kernel's Hessian term
+        (``HVP_NONE`` = 0 for variant "cheap"; for "full" ``HVP_EXACT`` = 1 when fd_eps = 0, else
+        ``HVP_FD`` = 2) and ``hvp_batch`` (0: "independent", 1: "same")."""
+        return Params(float(self.lam), float(self.fd_eps), int(self._hvp),
+                      HVP_SAME if self.hvp_batch == "same" else HVP_INDEPENDENT)
+
     def _h_stream(self, ctx):
         if self.hvp_batch == "same" or ctx.idx.shape[2] == 0:
             return ctx.idx
         return ctx.independent_stream()[0]
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         idx_h = self._h_stream(ctx) if self._hvp != HVP_NONE else ctx.idx
         Y, fail = ctx.fbe_steps(state["x"], self.lam, self._hvp, self.fd_eps, idx_h)
         return {"y": Y, "fail": fail}
@@ -142,9 +172,6 @@ class PFedFBE(Algorithm):
                 ctx.record("local", s, k + 1, x)
             Y[s] = x
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        return {**state, "x": averaged_step(state["x"], ctx.weights, messages["y"], 1.0)}
 
     def personalized(self, problem, x):
         """theta_i(x) = prox_{h/lam}(x - grad f_i(x)/lam) for every client (full local gradients)."""

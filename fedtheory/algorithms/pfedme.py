@@ -10,15 +10,36 @@ then :math:`w \leftarrow w - \eta_l\lambda_p(w - \theta)` (theta warm-started ac
 our composite extension, mu the reference code's weight decay). The server sets
 :math:`x^{t+1} = (1-\beta)x^t + \beta\sum_i\omega_i w_i`. Personalized model: the client's theta.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
 from ..arrays import copy, repeat_rows
 from .base import Algorithm
+
+State = namedtuple("PFedMeState", "x theta")
+Messages = namedtuple("PFedMeMessages", "w theta")
+
+
+def local(pk, rd, hp, st, rng):
+    """theta <- prox_{eta_p h}(theta - eta_p (g(theta) + lam_p (theta - w) + mu theta)) (inner times),
+    then w <- w - eta_k lam_p (w - theta), from w = theta = x^t."""
+    W, Th, bad = ops.local_pfedme(pk, rd, st.x, hp.lam_p, hp.eta_p, hp.inner, hp.weight_decay)
+    return Messages(W, Th), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = (1 - beta) x^t + beta (x^t + sum_i omega_i (w_i - x^t)); theta_i <- theta_i^+ (in place)."""
+    th = st.theta
+    th[rd.clients] = m.theta
+    x = st.x
+    mean_w = x + rd.weights @ (m.w - x)
+    return State((1 - hp.beta) * x + hp.beta * mean_w, th)
 
 
 @register
@@ -89,7 +110,7 @@ class PFedMe(Algorithm):
     def init(self, problem, x0):
         return {"x": copy(x0), "theta": repeat_rows(x0, problem.n_clients)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         W, Th, fail = ctx.pfedme_steps(state["x"], self.lam_p, self.eta_p, self.inner, self.weight_decay)
         return {"w": W, "theta": Th, "fail": fail}
 
@@ -105,13 +126,6 @@ class PFedMe(Algorithm):
                 w = w - ctx.lrs[k] * self.lam_p * (w - th)
             W[s], Th[s] = w, th
         return {"w": W, "theta": Th}
-
-    def server_update(self, state, ctx, messages):
-        th = state["theta"]
-        th[ctx.clients] = messages["theta"]
-        x = state["x"]
-        mean_w = x + ctx.weights @ (messages["w"] - x)
-        return {"x": (1 - self.beta) * x + self.beta * mean_w, "theta": th}
 
     def history_extras(self, state, problem):
         from ..metrics import personalized_extras

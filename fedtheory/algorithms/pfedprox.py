@@ -8,15 +8,36 @@ FedProx with the composite h handled by a prox (our prox version):
 the personalized model of client i is its last local iterate :math:`x_{i,K}` (kept until the client is
 sampled again; :math:`x^0` before). The pFedFBE paper does not define it; this is our reading.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
 from ..arrays import broadcast_rows, copy, repeat_rows
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("PFedProxState", "x personal")
+Messages = namedtuple("PFedProxMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """x_{i,k+1} = prox_{eta h}(x_{i,k} - eta (g(x_{i,k}) + mu (x_{i,k} - x^t))) from x_{i,0} = x^t."""
+    X0 = np.empty((rd.S, st.x.shape[0]))            # one start row per participant, as local_round passes
+    for s in range(rd.S):
+        X0[s] = st.x
+    Y, _, bad = ops.local_prox_sgd(pk, rd, X0, ops.row(st.x), hp.mu, False, 0.0)
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t); personal_i <- x_{i,K} for the participants (in place)."""
+    per = st.personal
+    per[rd.clients] = m.y
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), per)
 
 
 @register
@@ -61,7 +82,7 @@ class PFedProx(Algorithm):
     def init(self, problem, x0):
         return {"x": copy(x0), "personal": repeat_rows(x0, problem.n_clients)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
         Y, fail = ctx.anchored_prox_sgd(broadcast_rows(x, ctx.S), x, self.mu)
         return {"y": Y, "fail": fail}
@@ -75,11 +96,6 @@ class PFedProx(Algorithm):
                 y = p.prox(y - ctx.lrs[k] * (ctx.grad(s, k, y) + self.mu * (y - x)), ctx.lrs[k])
             Y[s] = y
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        per = state["personal"]
-        per[ctx.clients] = messages["y"]
-        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], 1.0), "personal": per}
 
     def history_extras(self, state, problem):
         from ..metrics import personalized_extras
