@@ -129,6 +129,8 @@ def test_registered_runs_are_bitwise_the_same_with_either_storage(algo, kw, kind
     lr = 0.2
     a = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
     p._pack = _valued_int64_pack(p)                             # the old storage, same data
+    p._cpack = None                                             # the compiled rules' pack is rebuilt from it
+    assert p.compiled_pack().indices.dtype == np.int64
     b = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
     assert a.status == b.status == "max_rounds"
     assert np.array_equal(a.iterates, b.iterates) and np.array_equal(a.x, b.x)

@@ -34,7 +34,7 @@ def local(pk, rd, hp, st, rng):
     c_old = st.c_i[rd.clients]
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, st.c - c_old)         # g - c_i + c
-    dc = (st.x - Y) * (1.0 / rd.lrs.sum()) - st.c
+    dc = (st.x - Y) * (1.0 / ops.numpy_sum(rd.lrs)) - st.c     # the sum in NumPy's order
     return Messages(Y, dc), bad
 
 
