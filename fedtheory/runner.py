@@ -575,30 +575,39 @@ class _Job:
 
     # ------------------------------------------------------------------ one round
     def _draw(self, r):
-        """Round r's (1-based) randomness (``fedtheory._kernels.rounds.draw_round``): returns
-        ``(drawn, clients, weights, idx, noise, u, lrs, t0)``."""
+        """Round r's (1-based) randomness, drawn as the compiled ``draw_round`` draws it (the same
+        streams in the same order; NumPy draws here, since handing a Generator to a compiled
+        function costs more than the draw): returns ``(drawn, clients, weights, idx, noise, u, lrs,
+        t0)``."""
         smp, p = self.sampler, self.problem
         K, t0 = self.alg.round_schedule(r - 1, self.local_steps)
         has, entry = smp.entry(r)
-        if self.pk is not None:
-            drawn, clients, weights, idx, noise, u = _rk.draw_round(
-                self.pk, smp.code, self.rng_clients, self.rng_data, self.rng_aux, smp.S, smp.cdf, smp.part,
-                smp.replicate, has, entry, K, self.B, self.batch_replacement)
-        else:                          # a torch DeepProblem: the same draws from its client sizes and weights
-            drawn = (np.array(entry, dtype=np.int64) if has else
-                     _rk.draw_participants(smp.code, self.rng_clients, p.n_clients, smp.S, smp.cdf, smp.part))
-            clients, weights = _rk.weigh(smp.code, drawn, np.asarray(p.weights, dtype=np.float64), smp.S,
-                                         smp.replicate)
-            Sr = clients.shape[0]
-            if self.B:
-                u3 = self.rng_data.random((Sr, K, self.B))
-                from ._kernels.sampling import minibatch_rows
-                idx = minibatch_rows(u3, p.client_ptr[:-1][clients], p.client_sizes[clients], self.batch_replacement,
+        n = p.n_clients
+        if has:
+            drawn = np.array(entry, dtype=np.int64)
+        elif smp.code == _rk.FULL:
+            drawn = np.arange(n, dtype=np.int64)
+        elif smp.code == _rk.UNIFORM:
+            drawn = _rk.sample_clients(self.rng_clients.random(smp.S), n, np.empty(smp.S, dtype=np.int64))
+        elif smp.code == _rk.WITH_REPLACEMENT:
+            drawn = np.sort(np.searchsorted(smp.cdf, self.rng_clients.random(smp.S), side="right")).astype(np.int64)
+        else:
+            drawn = np.flatnonzero(self.rng_clients.random(n) < smp.part).astype(np.int64)
+        w = self.pk.w if self.pk is not None else np.ascontiguousarray(p.weights, dtype=np.float64)
+        clients, weights = _rk.weigh(smp.code, drawn, w, smp.S, smp.replicate)
+        Sr = clients.shape[0]
+        if self.B:
+            u3 = self.rng_data.random((Sr, K, self.B))
+            idx = _rk.minibatch_rows(u3, p.client_ptr[:-1][clients], p.client_sizes[clients], self.batch_replacement,
                                      np.empty((Sr, K, self.B), dtype=np.int64))
-            else:
-                idx = np.zeros((Sr, K, 0), dtype=np.int64)
+        else:
+            idx = np.zeros((Sr, K, 0), dtype=np.int64)
+        noise_level = getattr(p, "noise", 0.0) if not self.deep else 0.0
+        if noise_level > 0:
+            noise = noise_level * self.rng_data.standard_normal((Sr, K, p.dim))
+        else:
             noise = np.zeros((0, 0, 0))
-            u = float(self.rng_aux.random())
+        u = float(self.rng_aux.random())
         return drawn, clients, weights, idx, noise, u, _step_sizes(self.lr, t0, K, self.const_lrs), t0
 
     def _context(self, r, clients, weights, idx, noise, u, lrs, t0):

@@ -194,6 +194,7 @@ def driver(module):
         sys.modules[name] = drv
         spec.loader.exec_module(drv)
         for f in ("local", "server", "segment", "extra_grads", "comm"):
-            _harden(getattr(drv, f))
+            if hasattr(getattr(drv, f), "_cache"):
+                _harden(getattr(drv, f))
         _DRIVERS[module, digest] = drv
         return drv

@@ -302,13 +302,14 @@ def averaged_step(x, weights, Y, server_lr):
 
 
 # --------------------------------------------------------------------------- round costs (defaults)
-@njit(cache=True)
+# compiled inside each driver (their signatures hold the algorithm's own types), plain Python else
+@register_jitable
 def no_extra_grads(pk, rd, hp):
     """(oracle calls, per-sample gradients) a round spends outside the local steps: none."""
     return 0, 0
 
 
-@njit(cache=True)
+@register_jitable
 def comm_per_participant(pk, rd, hp, st, n_participants, down, up):
     """(down, up) d-vectors of the round: the algorithm's ``comm`` per participant."""
     return n_participants * down, n_participants * up

@@ -26,6 +26,23 @@ from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
 _EMPTY2 = np.zeros((0, 0))
+_PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algorithm.params_class)
+
+
+def __getattr__(name):
+    """The hyperparameter tuple class of an algorithm from its encoded name (for unpickling)."""
+    if name.startswith("hp") and name not in ("hp",):
+        import base64
+        import functools
+        import importlib
+        try:
+            raw = base64.b32decode(name[2:] + "=" * (-len(name[2:]) % 8)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise AttributeError(name) from None
+        module, _, qual = raw.partition(":")
+        cls = functools.reduce(getattr, qual.split("."), importlib.import_module(module))
+        return cls.params_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
@@ -492,24 +509,40 @@ class Algorithm:
             return None
         if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
                 all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
-            for t in ("State", "Messages"):     # found by pickle under its name: Numba's disk cache keys on it
-                nt = getattr(mod, t)
-                if getattr(mod, nt.__qualname__, None) is not nt:
-                    nt.__qualname__ = t
+            for t, nt in list(vars(mod).items()):   # the module's named tuples (State, Messages, ...)
+                if isinstance(nt, type) and issubclass(nt, tuple) and hasattr(nt, "_fields") and \
+                        nt.__module__ == mod.__name__ and getattr(mod, nt.__qualname__, None) is not nt:
+                    nt.__qualname__ = t        # found by pickle under its name: Numba's disk cache keys on it
             return cls.__module__
         return None
+
+    @classmethod
+    def params_class(cls):
+        """The named-tuple class of :meth:`compiled_params` (one per algorithm class, made once).
+
+        It lives under an encoded name in :mod:`fedtheory.algorithms.base` (the module's
+        ``__getattr__`` rebuilds it from the name), so pickle, and with it Numba's disk cache of
+        every compiled function whose signature holds it, finds it in a new process before the
+        algorithm has run there."""
+        nt = cls.__dict__.get("_params_tuple")
+        if nt is None:
+            import base64
+            from collections import namedtuple
+            key = "hp" + base64.b32encode(f"{cls.__module__}:{cls.__qualname__}".encode()).decode().rstrip("=")
+            nt = _PARAMS.get(key)
+            if nt is None:
+                nt = namedtuple(f"{cls.__name__}Params", [f.name for f in dataclasses.fields(cls)])
+                nt.__module__, nt.__qualname__ = __name__, key
+                _PARAMS[key] = nt
+            cls._params_tuple = nt
+        return nt
 
     def compiled_params(self):
         """The hyperparameters as the compiled rules read them (``hp``): a named tuple of the
         dataclass fields, in declaration order (numbers and booleans; an algorithm with other
         hyperparameters overrides this)."""
         cls = type(self)
-        nt = cls.__dict__.get("_params_tuple")
-        if nt is None:
-            from collections import namedtuple
-            nt = namedtuple(f"{cls.__name__}Params", [f.name for f in dataclasses.fields(cls)])
-            nt.__module__, nt.__qualname__ = cls.__module__, f"{cls.__qualname__}._params_tuple"   # picklable
-            cls._params_tuple = nt
+        nt = cls.params_class()
         vals = []
         for f in dataclasses.fields(cls):          # one numeric type per field: one compiled specialisation
             v = getattr(self, f.name)
