@@ -93,6 +93,30 @@ def test_lfd_literal_loop():
     assert seen == [0, 1, 2, 3, 4]
 
 
+
+@pytest.mark.parametrize("literal_loop", [False, True])
+@pytest.mark.parametrize("replicate", [False, True])
+def test_lfd_fused_rounds_match_per_round(literal_loop, replicate):
+    """The fused path (compiled rounds between evaluations) follows the per-round path exactly with the
+    literal loop's short round 0 (K = 1, then E) and duplicate draws merged or replicated."""
+    p = problems.quadratic(6, 3, heterogeneity=1.0, seed=0, hessian="distinct", noise=0.1)
+    kw = dict(rounds=6, local_steps=3, lr=lambda t: 0.1 / (1 + 0.1 * t), clients_per_round=4, seed=2,
+              literal_loop=literal_loop, replicate_duplicates=replicate, record_iterates=True, eval_every=2)
+    fused = ft.run(p, "lfd", **kw)
+    per_round = ft.run(p, "lfd", callback=lambda r, x: False, **kw)
+    assert np.array_equal(fused.iterates, per_round.iterates)
+    assert (fused.grad_evals, fused.comm_up, fused.comm_down) == (per_round.grad_evals, per_round.comm_up,
+                                                                  per_round.comm_down)
+    assert [list(a) for a in fused.sampled] == [list(a) for a in per_round.sampled]
+    # each round's draws (duplicates kept): replicas run every draw, merged duplicates each client once;
+    # the literal loop's round 0 has one local step; one message each way per distinct client
+    Ks = [1 if (literal_loop and r == 0) else 3 for r in range(6)]
+    runs = [len(a) if replicate else len(set(a)) for a in fused.sampled]
+    assert all(len(a) == 4 for a in fused.sampled)
+    assert fused.grad_evals == sum(K * m for K, m in zip(Ks, runs))
+    assert fused.comm_up == fused.comm_down == sum(len(set(a)) for a in fused.sampled)
+
+
 # ------------------------------------------------------------------ topologies (identity #15)
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
 def test_ring_zeta_formula(n):

@@ -17,15 +17,39 @@ With :math:`y_i = -\hat g_i` and :math:`\rho = 1/\lambda` the local step, the du
 upload are FedSpeed's with alpha = 0; only the server average differs (docs/baselines.md, FedADMM).
 Communication: 1 down, 1 up.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm
+
+State = namedtuple("FedADMMState", "x dual xhat")
+Messages = namedtuple("FedADMMMessages", "dual xhat")
+
+
+def local(pk, rd, hp, st, rng):
+    """x <- x - eta_k (g(x) + y_i + rho (x - x^t)) from x^t; y_i += rho (x_K - x^t); xhat_i = x_K + y_i / rho."""
+    x = st.x
+    y_old = st.dual[rd.clients]
+    X, bad = ops.local_sgd(pk, rd, ops.row(x), ops.row(x), 1.0, hp.rho, y_old)     # g + y_i + rho (x - x^t)
+    dual = y_old + hp.rho * (X - x)
+    return Messages(dual, X + dual / hp.rho), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + eta_g sum_S w_i (xhat_i^new - xhat_i^old); stored duals and xhat_i updated in place."""
+    c = rd.clients
+    dual, xhat = st.dual, st.xhat
+    delta = m.xhat - xhat[c]
+    dual[c] = m.dual
+    xhat[c] = m.xhat
+    return State(st.x + hp.server_lr * (rd.cw @ delta), dual, xhat)
 
 
 @register
@@ -72,7 +96,7 @@ class FedADMM(Algorithm):
         return {"x": copy(x0), "dual": zeros(x0, (problem.n_clients, problem.dim)),
                 "xhat": repeat_rows(x0, problem.n_clients)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
         y_old = state["dual"][ctx.clients]
         Y, fail = ctx.local_sgd(x, mu=self.rho, corr=y_old)             # g + y_i + rho (x - x^t)
@@ -92,13 +116,3 @@ class FedADMM(Algorithm):
             D[s] = yi + r * (xi - x)                       # dual ascent
             H[s] = xi + D[s] / r                           # augmented model
         return {"dual": D, "xhat": H}
-
-    def server_update(self, state, ctx, messages):
-        """x += eta_g sum_S w_i (xhat_i^new - xhat_i^old); stored duals/xhat updated in place."""
-        c = ctx.clients
-        dual, xhat = state["dual"], state["xhat"]
-        delta = messages["xhat"] - xhat[c]
-        dual[c] = messages["dual"]
-        xhat[c] = messages["xhat"]
-        x_new = state["x"] + self.server_lr * (ctx.problem.weights[c] @ delta)
-        return {"x": x_new, "dual": dual, "xhat": xhat}

@@ -9,15 +9,35 @@ and the server sets :math:`x^{t+1} = x^t + \eta_g \sum_{i\in S_t}\omega_i\Delta_
 :math:`\Delta^{t+1} = -\frac{1}{\sum_k \eta_{l,k}}\sum_{i\in S_t}\omega_i\Delta_i` (the average
 per-step "gradient"; :math:`K\eta_l` for a constant step). Communication: 2 down, 1 up.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm
+
+State = namedtuple("FedCMState", "x momentum")
+Messages = namedtuple("FedCMMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """y <- y - eta_k (a g(y) + (1 - a) Delta^t) from y_0 = x^t."""
+    corr = np.empty((rd.S, st.x.shape[0]))
+    corr[:] = (1.0 - hp.alpha) * st.momentum            # the correction (1 - a) Delta^t of every participant
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, hp.alpha, 0.0, corr)
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """D = sum_S omega_i Delta_i; x^{t+1} = x^t + eta_g D; Delta^{t+1} = -D / sum_k eta_k."""
+    D = rd.weights @ (m.y - st.x)
+    return State(st.x + hp.server_lr * D, -D / rd.lrs.sum())
 
 
 @register
@@ -68,7 +88,7 @@ class FedCM(Algorithm):
     def init(self, problem, x0):
         return {"x": copy(x0), "momentum": zeros(x0, problem.dim)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         corr = broadcast_rows((1.0 - self.alpha) * state["momentum"], ctx.S)
         Y, fail = ctx.local_sgd(state["x"], gscale=self.alpha, corr=corr)
         return {"y": Y, "fail": fail}
@@ -85,7 +105,3 @@ class FedCM(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        D = ctx.weights @ (messages["y"] - state["x"])            # sum_S omega_i Delta_i
-        return {"x": state["x"] + self.server_lr * D, "momentum": -D / ctx.lrs.sum()}

@@ -14,15 +14,37 @@ then :math:`\nabla_i \leftarrow \nabla_i - a\,\Delta_i` with :math:`\Delta_i = y
 with the run's aggregation weights, which is the same for uniform weights). The invariant
 :math:`h = \sum_i w_i \nabla_i` holds at every round. Communication: 1 down, 1 up.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
+
+State = namedtuple("FedDynState", "x grad_i h")
+Messages = namedtuple("FedDynMessages", "y grad_i")
+
+
+def local(pk, rd, hp, st, rng):
+    """y <- y - eta_k (g(y) - grad_i + a (y - x^t)) from x^t, then grad_i^+ = grad_i - a (y_K - x^t)."""
+    gi_old = st.grad_i[rd.clients]
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, hp.alpha, -gi_old)        # g - grad_i + a (y - x)
+    return Messages(Y, gi_old - hp.alpha * (Y - st.x)), bad
+
+
+def server(pk, rd, hp, st, m):
+    """h -= a sum_S w_i Delta_i; x = x^t + sum_S omega_i Delta_i - h / a; grad_i updated in place."""
+    x, a, Y = st.x, hp.alpha, m.y
+    grad_i = st.grad_i
+    grad_i[rd.clients] = m.grad_i
+    h = st.h - a * (rd.cw @ (Y - x))
+    return State(x + rd.weights @ (Y - x) - h / a, grad_i, h)
 
 
 @register
@@ -74,7 +96,7 @@ class FedDyn(Algorithm):
         return {"x": copy(x0), "grad_i": zeros(x0, (problem.n_clients, problem.dim)),
                 "h": zeros(x0, problem.dim)}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
         gi_old = state["grad_i"][ctx.clients]
         Y, fail = ctx.local_sgd(x, mu=self.alpha, corr=-gi_old)        # g - grad_i + a (y - x)
@@ -92,11 +114,3 @@ class FedDyn(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "grad_i": state["grad_i"][ctx.clients] - a * (Y - x)}
-
-    def server_update(self, state, ctx, messages):
-        """h -= a sum_S w_i Delta_i; x = mean_S y_i - h / a (client states updated in place)."""
-        x, a, Y = state["x"], self.alpha, messages["y"]
-        grad_i = state["grad_i"]
-        grad_i[ctx.clients] = messages["grad_i"]
-        h = state["h"] - a * (ctx.problem.weights[ctx.clients] @ (Y - x))
-        return {"x": x + ctx.weights @ (Y - x) - h / a, "grad_i": grad_i, "h": h}

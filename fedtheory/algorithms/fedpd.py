@@ -14,15 +14,51 @@ communication would produce). FedPD needs full participation. With p = 0 and
 :math:`\eta = \lambda` it is FedSpeed with alpha = 0 under full participation.
 Communication: 1 down and 1 up per client, in communicating rounds only.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm
+
+State = namedtuple("FedPDState", "x dual anchor synced")
+Messages = namedtuple("FedPDMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """x <- x - eta_k (g(x) + lambda_i + (x - x_{0,i}) / eta) from x_{0,i} (one shared anchor after a sync)."""
+    lam = st.dual[rd.clients]
+    if st.synced:                        # one anchor for everyone: a shared start and anchor row
+        x0 = ops.row(st.anchor[0])
+        Y, bad = ops.local_sgd(pk, rd, x0, x0, 1.0, 1.0 / hp.eta, lam)
+    else:                                # after a silent round every client from its own x_{0,i}
+        X0 = st.anchor[rd.clients]
+        Y, bad = ops.local_sgd(pk, rd, X0, X0, 1.0, 1.0 / hp.eta, lam)
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """lambda_i += (x_i - x_{0,i}) / eta; x_{0,i} = x_i + eta lambda_i; x = sum_i w_i x_{0,i}; u >= p: x_{0,i} = x."""
+    c, Y = rd.clients, m.y
+    dual, anchor = st.dual, st.anchor
+    dual[c] += (Y - anchor[c]) / hp.eta                 # lambda_i += (x_i - x_{0,i}) / eta
+    anchor[c] = Y + hp.eta * dual[c]                    # x_{0,i}^+ = x_i + eta lambda_i
+    x_new = rd.cw @ anchor                              # full participation: rd.cw holds every w_i, in order
+    synced = bool(rd.u >= hp.p)                         # the round's coin: communicate with probability 1 - p
+    if synced:
+        anchor[:] = x_new
+    return State(x_new, dual, anchor, synced)
+
+
+def comm(pk, rd, hp, st, n_participants, down, up):
+    """(down, up) d-vectors: (1, 1) per client in a communicating round, none in a silent one."""
+    c = n_participants if rd.u >= hp.p else 0
+    return c * down, c * up
 
 
 @register
@@ -72,14 +108,7 @@ class FedPD(Algorithm):
         return {"x": copy(x0), "dual": zeros(x0, (problem.n_clients, problem.dim)),
                 "anchor": repeat_rows(x0, problem.n_clients), "synced": True}
 
-    def _communicates(self, ctx):
-        return ctx.u >= self.p
-
-    def round_comm(self, ctx, n_participants, state):
-        c = n_participants if self._communicates(ctx) else 0
-        return c * self.comm[0], c * self.comm[1]
-
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         lam = state["dual"][ctx.clients]
         if state["synced"]:                      # one anchor for everyone: one kernel call
             x0 = state["anchor"][0]
@@ -102,14 +131,3 @@ class FedPD(Algorithm):
                 ctx.record("local", s, k + 1, xi)
             Y[s] = xi
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        c, Y = ctx.clients, messages["y"]
-        dual, anchor = state["dual"], state["anchor"]
-        dual[c] += (Y - anchor[c]) / self.eta                # lambda_i += (x_i - x_{0,i}) / eta
-        anchor[c] = Y + self.eta * dual[c]                   # x_{0,i}^+ = x_i + eta lambda_i
-        x_new = ctx.problem.weights @ anchor
-        synced = bool(self._communicates(ctx))
-        if synced:
-            anchor[:] = x_new
-        return {"x": x_new, "dual": dual, "anchor": anchor, "synced": synced}

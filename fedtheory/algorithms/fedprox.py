@@ -7,14 +7,31 @@ Local steps on the proximal objective :math:`f_i(y) + \frac{\mu}{2}\|y - x^t\|^2
 and the FedAvg server :math:`x^{t+1} = x^t + \eta_g\sum_{i\in S_t}\omega_i\Delta_i`.
 Communication: 1 down, 1 up. With mu = 0 it is FedAvg.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+
+State = namedtuple("FedProxState", "x")
+Messages = namedtuple("FedProxMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """K steps y <- y - eta_k (g(y) + mu (y - x^t)) from y_{i,0} = x^t, anchored at x^t."""
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, hp.mu, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = x^t + eta_g sum_i omega_i Delta_i (the FedAvg server)."""
+    return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr))
 
 
 @register
@@ -61,7 +78,7 @@ class FedProx(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1, "mu": 0.1}
     reductions: ClassVar[list] = [({"mu": 0.0}, "fedavg", {})]
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         Y, fail = ctx.local_sgd(state["x"], mu=self.mu)
         return {"y": Y, "fail": fail}
 
@@ -77,7 +94,3 @@ class FedProx(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        # the FedAvg server: x^{t+1} = x^t + eta_g sum_i omega_i Delta_i
-        return {**state, "x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)}

@@ -13,17 +13,41 @@ the averaging identity (75), :math:`\bar x^{t+1} = \bar x^t - \eta\sum_j q_j d_j
 The reported model is :math:`\bar x`. With :math:`W = \mathbf 1 q^\top` (complete graph) it is
 LFD with full participation. Communication: one model message per directed edge per gossip.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import ArrayLike, Interval, NoneOk, Options
 from ..exceptions import InvalidParameterError
 from ..arrays import as_like, copy, repeat_rows
 from ..registry import register
 from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
 from .base import Algorithm
+
+State = namedtuple("NFSGDState", "x X W zeta messages")
+Messages = namedtuple("NFSGDMessages", "y")
+_Params = namedtuple("NFSGDParams", "topology er_p graph_seed")
+
+
+def local(pk, rd, hp, st, rng):
+    """y_{j,s+1} = y_{j,s} - eta_{t+s} d_j(y_{j,s}) from each client's own model y_{j,0} = x_j."""
+    X0 = st.X[rd.clients]
+    Y, bad = ops.local_sgd(pk, rd, X0, X0, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """Gossip x_j <- sum_i W_ji y_{i,E}; the reported model xbar = sum_j q_j x_j."""
+    X = st.W @ m.y
+    return State(rd.cw @ X, X, st.W, st.zeta, st.messages)      # full participation: rd.cw holds every q_j
+
+
+def comm(pk, rd, hp, st, n_participants, down, up):
+    """(down, up): one model message per directed edge of the graph, each way."""
+    return st.messages, st.messages
 
 
 @register
@@ -97,10 +121,13 @@ class NFSGD(Algorithm):
         return {"x": copy(x0), "X": repeat_rows(x0, problem.n_clients), "W": as_like(W, x0),
                 "zeta": zeta(W, problem.weights), "messages": int(np.count_nonzero(off))}
 
-    def round_comm(self, ctx, n_participants, state):
-        return state["messages"], state["messages"]
+    def compiled_params(self):
+        """The hyperparameters as the compiled rules read them (the rules use none of them: the mixing
+        matrix is in the state). ``W`` (an array or None) is left out; ``topology`` is its index in
+        ``("ring", "complete", "torus", "erdos_renyi")``: 0 ring, 1 complete, 2 torus, 3 erdos_renyi."""
+        return _Params(TOPOLOGIES.index(self.topology), float(self.er_p), int(self.graph_seed))
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         Y, fail = ctx.local_sgd_from(state["X"][ctx.clients])
         return {"y": Y, "fail": fail}
 
@@ -114,11 +141,6 @@ class NFSGD(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y}
-
-    def server_update(self, state, ctx, messages):
-        """Gossip x_j <- sum_i W_ji y_i (no server: this is the network's mixing step)."""
-        X = state["W"] @ messages["y"]
-        return {**state, "X": X, "x": ctx.problem.weights @ X}
 
     def history_extras(self, state, problem):
         D = state["X"] - state["x"]
