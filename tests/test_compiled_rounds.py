@@ -227,3 +227,35 @@ def test_replayed_schedule_and_counters_on_the_fused_path(mode):
     assert (a.grad_evals, a.sample_grads, a.comm_up, a.comm_down) == (b.grad_evals, b.sample_grads, b.comm_up,
                                                                        b.comm_down)
     assert a.history["round"].tolist() == sorted(set(list(range(0, 301, 37)) + [300]))
+
+
+def test_a_subclass_inherits_rules_only_when_it_keeps_the_round():
+    """A subclass that changes no round method runs its parent's compiled rules; one that
+    overrides a round method (its own server update, say) without rules of its own runs round by
+    round with its own methods, never with the parent's rules."""
+    from dataclasses import dataclass
+    from fedtheory.algorithms.fedavg import FedAvg
+
+    @dataclass(frozen=True)
+    class Slower(FedAvg):
+        server_lr: float = 0.5
+
+    @dataclass(frozen=True)
+    class Halved(FedAvg):
+        def server_update(self, state, ctx, messages):
+            x = state["x"]
+            return {"x": x + 0.5 * (ctx.weights @ messages["y"] - ctx.weights.sum() * x)}
+
+    assert Slower.rules_module() == "fedtheory.algorithms.fedavg" and Halved.rules_module() is None
+    from fedtheory.registry import ALGORITHMS
+    p = problems.quadratic(5, 3, heterogeneity=1.0, seed=1)
+    kw = dict(rounds=5, local_steps=2, lr=0.1, record_iterates=True, clients_per_round=3)
+    ref = ft.run(p, "fedavg", server_lr=0.5, **kw)
+    for cls, name in ((Slower, "fedavg_slower"), (Halved, "fedavg_halved")):
+        cls.name = name
+        ALGORITHMS[name] = cls
+        try:
+            res = ft.run(p, name, **kw)
+        finally:
+            ALGORITHMS.pop(name)
+        assert np.allclose(res.iterates, ref.iterates, rtol=0, atol=1e-14), name

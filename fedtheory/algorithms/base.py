@@ -26,6 +26,7 @@ from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
 _EMPTY2 = np.zeros((0, 0))
+_ROUND_METHODS = ("init", "local_round", "local_round_reference", "server_update")
 _PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algorithm.params_class)
 
 
@@ -504,8 +505,16 @@ class Algorithm:
         :meth:`local_round` and :meth:`server_update` round by round.
         """
         import sys
-        mod = sys.modules.get(cls.__module__)
-        if mod is None:
+        for klass in cls.__mro__:              # a subclass that changes none of the round inherits the rules
+            if klass is Algorithm:
+                return None
+            mod = sys.modules.get(klass.__module__)
+            if mod is not None and all(callable(getattr(mod, f, None)) for f in ("local", "server")):
+                cls = klass
+                break
+            if any(m in vars(klass) for m in _ROUND_METHODS):
+                return None                    # its own round, without rules: the per-round path
+        else:                                  # pragma: no cover - every algorithm derives from Algorithm
             return None
         if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
                 all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
