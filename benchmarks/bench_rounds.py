@@ -40,8 +40,14 @@ worker (median and range).
 3. **Cold compile**: for each of the six algorithms, the first ``ft.run`` (tiny problem, 10
    rounds, default schedule) in a fresh process with an empty ``NUMBA_CACHE_DIR`` (a new temporary
    directory), then in a second fresh process with the cache the first one wrote; both checkouts,
-   alternately. With ``--verify`` (long: about a minute per call), ``fedtheory verify --out TMP``
-   wall time with an empty cache and then with the warm one, for each checkout (one run each).
+   alternately; wall and CPU seconds of that call (the CPU time is the robust one on a loaded
+   machine: compilation is single-threaded). With ``--verify`` (long: about a minute per call on
+   an idle machine), ``fedtheory verify --out TMP`` with an empty cache and then with the warm one,
+   for each checkout (one run each): wall seconds and the CPU seconds of the process and its children.
+
+Each worker also returns the final model of every timed workload; the report says whether the two
+checkouts' models are identical (or by how much they differ), so that a change of the trajectory
+is seen next to its speed.
 
 Usage (the baseline is any checkout, e.g. a worktree of the commit before the change)::
 
@@ -56,6 +62,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -181,14 +188,16 @@ def worker(tree, data_dir, args):
         if res.status != "max_rounds" or res.rounds != rounds:
             raise RuntimeError(f"{what}: status {res.status!r} after {res.rounds} of {rounds} rounds "
                                f"({res.message}); the timing would not be of {rounds} rounds")
+        return [float(v) for v in res.x]
 
     out = {"tree": tree, "tiny": {}, "a9a": {}}
     R = args.rounds
     tiny = problems.quadratic(10, 10, seed=0)
-    jobs = {}
+    jobs, out["final_x"] = {}, {}
     for name in SIX:
         kw = dict(ft.get_algorithm(name).test_params, local_steps=TINY_K)
-        full(ft.run(tiny, name, rounds=R, eval_every=R, **kw), R, f"tiny {name}")       # warm-up, and stable?
+        # warm-up, a check that the run completes, and its final model (compared between the checkouts)
+        out["final_x"][f"tiny {name}"] = full(ft.run(tiny, name, rounds=R, eval_every=R, **kw), R, f"tiny {name}")
         ft.run(tiny, name, rounds=20, **kw)
         jobs[name] = kw
     for _ in range(args.inner):                          # interleaved: each workload sees the same load
@@ -222,7 +231,7 @@ def worker(tree, data_dir, args):
                         np.stack([rt.weights for rt in ref.trace]), np.stack([rt.idx for rt in ref.trace]), LR, L2)
         scale = max(1.0, float(np.abs(ref.x).max()))
         out["a9a"][algo] = {"floor_max_abs_diff_vs_run": float(np.abs(xf - ref.x).max() / scale)}
-        full(ft.run(p, algo, rounds=Ra, eval_every=Ra, **common), Ra, f"a9a {algo}")      # warm-up
+        out["final_x"][f"a9a {algo}"] = full(ft.run(p, algo, rounds=Ra, eval_every=Ra, **common), Ra, f"a9a {algo}")
         ft.run(p, algo, rounds=Ra, eval_every=Ra, batch_replacement=True, **common)
         ft.run(p, algo, rounds=20, **common)
         for product in ("matmul", "einsum"):
@@ -269,11 +278,11 @@ import fedtheory as ft, problems
 t1 = time.perf_counter()
 p = problems.quadratic(10, 10, seed=0)
 kw = dict(ft.get_algorithm({algo!r}).test_params, local_steps={K})
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 res = ft.run(p, {algo!r}, rounds=10, **kw)
-t3 = time.perf_counter()
+t3, c3 = time.perf_counter(), time.process_time()
 assert res.status == "max_rounds", res.message
-print(t1 - t0, t3 - t2)
+print(t1 - t0, t3 - t2, c3 - c2)
 """
 
 
@@ -304,8 +313,9 @@ def compile_times(trees, algos, repeat=1):
                     wall = time.perf_counter() - t0
                     if txt.returncode:
                         raise RuntimeError(f"cold-compile run of {algo} ({side}) failed:\n{txt.stderr[-2000:]}")
-                    imp, first = map(float, txt.stdout.split()[-2:])
-                    row.update({f"{phase}_import_s": imp, f"{phase}_first_run_s": first, f"{phase}_process_s": wall})
+                    imp, first, first_cpu = map(float, txt.stdout.split()[-3:])
+                    row.update({f"{phase}_import_s": imp, f"{phase}_first_run_s": first,
+                                f"{phase}_first_run_cpu_s": first_cpu, f"{phase}_process_s": wall})
                 prev = res[side].get(algo)
                 if prev is not None:
                     row["all"] = prev["all"] + [dict(row)]
@@ -333,15 +343,18 @@ def verify_times(trees, data_dir):
                 env = _env(trees[side], cache)
                 if data_dir:
                     env["FEDTHEORY_DATA"] = data_dir
-                t0 = time.perf_counter()
+                t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
                 proc = subprocess.run([sys.executable, "-m", "fedtheory", "verify", "--out",
                                        os.path.join(tmp, f"out-{side}-{phase}")], env=env, cwd=tmp,
                                       capture_output=True, text=True)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 res[side][f"{phase}_s"] = time.perf_counter() - t0
+                res[side][f"{phase}_cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
                 res[side][f"{phase}_exit"] = proc.returncode
                 if proc.returncode not in (0, 1):         # 1: an unexpected verdict, still a full run
                     raise RuntimeError(f"fedtheory verify ({side}, {phase}) failed:\n{proc.stderr[-2000:]}")
-                print(f"  verify {side:4s} {phase}: {res[side][phase + '_s']:.1f} s (exit {proc.returncode})",
+                print(f"  verify {side:4s} {phase}: {res[side][phase + '_s']:.1f} s wall, "
+                      f"{res[side][phase + '_cpu_s']:.1f} s CPU (exit {proc.returncode})",
                       file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -369,6 +382,26 @@ def _side_vs(workers, get):
 
 def _fmt_range(s, f="{:.2f}"):
     return f"{f.format(s['median'])} ({f.format(s['min'])}-{f.format(s['max'])})"
+
+
+def _compare_models(workers):
+    """Per workload: whether every worker of a side ended at the same model, and the largest
+    difference between the sides' models relative to their largest entry (the timed runs must be the
+    same computation; a trajectory that changed shows here)."""
+    import numpy as np
+    res = {}
+    for key in workers["new"][0]["final_x"]:
+        xs = {side: [np.asarray(w["final_x"][key]) for w in ws] for side, ws in workers.items()}
+        same = all(np.array_equal(x, v[0]) for v in xs.values() for x in v)
+        txt = "" if same else "workers of one side differ, "
+        if "base" in xs:
+            a, b = xs["base"][0], xs["new"][0]
+            diff = float(np.abs(a - b).max() / max(1e-300, float(np.abs(a).max())))
+            txt += "identical" if np.array_equal(a, b) else f"base vs new differ by {diff:.1e} (relative)"
+        else:
+            txt += "deterministic" if same else ""
+        res[key] = txt.strip(", ")
+    return res
 
 
 def summarise(workers, comp, ver, args):
@@ -456,24 +489,31 @@ def summarise(workers, comp, ver, args):
             lines.append("ft.run a9a, base / new (paired median, range): " + "; ".join(
                 f"{a} {_fmt_range(_side_vs(workers, lambda w, a=a: w['a9a'][a]['run_us_per_round'])['speedup_paired'])}x"
                 for a in A9A_ALGS) + ".")
+    summary["final_x"] = _compare_models(workers)
+    lines += ["", "Final models of the runs timed (first worker of each side): " + "; ".join(
+        f"{k}: {v}" for k, v in summary["final_x"].items()) + "."]
     if comp:
-        lines += ["", "### 3. Cold compile: first ft.run (tiny problem, 10 rounds) in a fresh process, seconds "
-                  f"(min of {args.compile_repeat})", "",
+        lines += ["", "### 3. Cold compile: first ft.run (tiny problem, 10 rounds) in a fresh process, wall "
+                  f"seconds (CPU seconds), min of {args.compile_repeat}", "",
                   "| algorithm | " + " | ".join(f"{side} empty cache | {side} warm cache" for side in sides) + " |",
                   "|---|" + "---:|---:|" * len(sides)]
         for algo in SIX:
-            lines.append(f"| {algo} | " + " | ".join(f"{comp[side][algo]['cold_first_run_s']:.2f} | "
-                                                     f"{comp[side][algo]['warm_first_run_s']:.2f}" for side in sides)
-                         + " |")
+            lines.append(f"| {algo} | " + " | ".join(
+                f"{c['cold_first_run_s']:.2f} ({c['cold_first_run_cpu_s']:.2f}) | "
+                f"{c['warm_first_run_s']:.2f} ({c['warm_first_run_cpu_s']:.2f})"
+                for c in (comp[side][algo] for side in sides)) + " |")
         lines.append("| sum | " + " | ".join(
-            f"{sum(comp[side][a]['cold_first_run_s'] for a in SIX):.2f} | "
-            f"{sum(comp[side][a]['warm_first_run_s'] for a in SIX):.2f}" for side in sides) + " |")
+            " | ".join(f"{sum(comp[side][a][f'{ph}_first_run_s'] for a in SIX):.2f} "
+                       f"({sum(comp[side][a][f'{ph}_first_run_cpu_s'] for a in SIX):.2f})" for ph in ("cold", "warm"))
+            for side in sides) + " |")
     if ver:
-        lines += ["", "### fedtheory verify --out TMP, wall seconds (one run each)", "",
+        lines += ["", "### fedtheory verify --out TMP, wall seconds (CPU seconds of the process and its children), "
+                  "one run each", "",
                   "| checkout | empty cache | warm cache | exit codes |", "|---|---:|---:|---|"]
         for side in sides:
             v = ver[side]
-            lines.append(f"| {side} | {v['cold_s']:.1f} | {v['warm_s']:.1f} | {v['cold_exit']}, {v['warm_exit']} |")
+            lines.append(f"| {side} | {v['cold_s']:.1f} ({v['cold_cpu_s']:.1f}) | {v['warm_s']:.1f} "
+                         f"({v['warm_cpu_s']:.1f}) | {v['cold_exit']}, {v['warm_exit']} |")
     return summary, "\n".join(lines)
 
 
