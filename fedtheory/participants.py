@@ -64,7 +64,7 @@ class Participants(Sequence):
             self._start = np.resize(self._start, 2 * self._rounds)
             self._len = np.resize(self._len, 2 * self._rounds)
         k = c.shape[0]
-        if k == self.n and k and c[0] == 0 and c[-1] == self.n - 1 and np.array_equal(c, np.arange(self.n)):
+        if k == self.n and k and c[0] == 0 and c[-1] == self.n - 1 and (k <= 2 or (np.diff(c) == 1).all()):
             self._start[self._rounds] = -1
         else:
             if self._size + k > self._idx.shape[0]:
@@ -80,7 +80,9 @@ class Participants(Sequence):
         ``flat`` (what :meth:`append` records, round by round, without a Python loop)."""
         flat, lens = np.asarray(flat), np.asarray(lens, dtype=np.int64)
         m = lens.shape[0]
-        if m == 0:
+        if m <= 1:                          # one round: append is cheaper than the vectorised path
+            if m:
+                self.append(flat[:lens[0]])
             return
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         full = np.zeros(m, dtype=bool)

@@ -29,6 +29,7 @@ EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fracti
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
 EVAL_FIXED_COST = 2000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
+_COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
 
 
 @dataclass
@@ -746,59 +747,81 @@ class _Job:
         return r0, Ks, t0s, tab
 
     def run_fused(self, bar=None):
-        """Run every round through the driver's compiled ``segment``, returning to Python only at the
-        evaluated rounds (and every ``_SEGMENT`` rounds, to bound the buffers)."""
+        """Run every round through the driver's compiled ``segment``: one call per chunk of at most
+        ``_SEGMENT`` rounds, the evaluations done by :meth:`evaluate` from inside the call
+        (``rounds.evaluate_hook``), so a run evaluated every round stays in one call too."""
         smp, alg, p = self.sampler, self.alg, self.problem
         n, d = p.n_clients, p.dim
-        cnt = np.array([self.counters[k] for k in ("grad_evals", "sample_grads", "comm_up", "comm_down")],
-                       dtype=np.int64)
+        self._cnt = cnt = np.array([self.counters[k] for k in _COUNTERS], dtype=np.int64)
+        self._ev = np.array([self.eval_spent])
+        self._eval_time = 0.0
         info = np.zeros(3 + d)
         st = alg.state_tuple(self.state)
         max_drawn = n if smp.code in (_rk.FULL, _rk.BERNOULLI) else smp.S
-        r, tab = 1, None
-        while r <= self.rounds:
-            if tab is None or r > tab[0] + tab[1].shape[0] - 1:
-                tab = self._schedule_table(r, min(self.rounds, r + _SEGMENT - 1))
-            off = r - tab[0]
-            Ks, t0s, lrs_tab = tab[1][off:], tab[2][off:], tab[3][off:]
-            r1 = r + Ks.shape[0] - 1
-            cap = (smp.sched_ptr[r1] - smp.sched_ptr[r - 1]) if smp.schedule is not None else (r1 - r + 1) * max_drawn
-            drawn_buf = np.empty(int(cap), dtype=np.int64)
-            drawn_len = np.zeros(r1 - r + 1, dtype=np.int64)
-            iters = np.empty((r1 - r + 1 if self.record else 0, d))
-            t_start = time.perf_counter()
-            st, r_end, code = self.driver.segment(
-                self.pk, self.hp, st, self.rng_clients, self.rng_data, self.rng_aux, smp.code, smp.S, smp.cdf,
-                smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r, r1, Ks, t0s, lrs_tab,
-                self.B, self.batch_replacement, self.weight_decay, float(self.clip_norm or 0.0), self.calls,
-                alg.comm[0], alg.comm[1], cnt, 0 if self.eval_every is None else self.eval_every, self.eval_spent,
-                self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info)
-            self.counters["time"] += time.perf_counter() - t_start
-            m = r_end - r + 1
-            self.sampled.extend(drawn_buf[:int(drawn_len[:m].sum())], drawn_len[:m])
-            for k, v in zip(("grad_evals", "sample_grads", "comm_up", "comm_down"), cnt):
-                self.counters[k] = int(v)
-            done = r_end if code != 2 else r_end - 1
-            if self.record:
-                self.iterates.extend(np.array(iters[j]) for j in range(done - r + 1))
-            self.state = dict(st._asdict())
-            if bar is not None:
-                bar.update(r_end - r + 1)
-            if code == 2:
-                self.completed = r_end - 1
-                self.status = "diverged"
-                self.message = (f"round {r_end}: client {int(info[0])} produced a non-finite local iterate at local "
-                                f"step {int(info[1])} of {int(info[2])}")
-                return
-            self.completed = r_end
-            if code == 3:
-                self.last_finite_x = info[3:].copy()
-                self.status = "diverged"
-                self.message = f"round {r_end}: the global model became non-finite after aggregation"
-                return
-            if code == 1 and self._evaluate_and_check(r_end):
-                return
-            r = r_end + 1
+        token = id(self)
+        _rk._EVALUATORS[token] = self._segment_evaluate
+        try:
+            r = 1
+            while r <= self.rounds:
+                r0, Ks, t0s, lrs_tab = self._schedule_table(r, min(self.rounds, r + _SEGMENT - 1))
+                r1 = r0 + Ks.shape[0] - 1
+                cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
+                    (r1 - r0 + 1) * max_drawn
+                drawn_buf, drawn_len = np.empty(int(cap), dtype=np.int64), np.zeros(r1 - r0 + 1, dtype=np.int64)
+                iters = np.empty((r1 - r0 + 1 if self.record else 0, d))
+                self._chunk = (r0, drawn_buf, drawn_len, iters)
+                t_start, e_start = time.perf_counter(), self._eval_time
+                st, r_end, code = self.driver.segment(
+                    self.pk, self.hp, st, self.rng_clients, self.rng_data, self.rng_aux, smp.code, smp.S, smp.cdf,
+                    smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r0, r1, Ks, t0s,
+                    lrs_tab, self.B, self.batch_replacement, self.weight_decay, float(self.clip_norm or 0.0),
+                    self.calls, alg.comm[0], alg.comm[1], cnt, 0 if self.eval_every is None else self.eval_every,
+                    self._ev, self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info, token)
+                self.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
+                done = r_end if code != 2 else r_end - 1
+                self._flush(r0, r_end, done, st)
+                if bar is not None:
+                    bar.update(done - r0 + 1)
+                if code == 1:                       # the evaluation of round r_end stopped the run
+                    return
+                if code == 2:
+                    self.status = "diverged"
+                    self.message = (f"round {r_end}: client {int(info[0])} produced a non-finite local iterate at "
+                                    f"local step {int(info[1])} of {int(info[2])}")
+                    return
+                if code == 3:
+                    self.last_finite_x = info[3:].copy()
+                    self.status = "diverged"
+                    self.message = f"round {r_end}: the global model became non-finite after aggregation"
+                    return
+                r = r_end + 1
+        finally:
+            _rk._EVALUATORS.pop(token, None)
+
+    def _flush(self, r0, r_end, done, st):
+        """After a segment call: participants of rounds r0..r_end, the iterates of the rounds
+        completed (r0..done), the counters and the state."""
+        _, drawn_buf, drawn_len, iters = self._chunk
+        m = r_end - r0 + 1
+        self.sampled.extend(drawn_buf[:int(drawn_len[:m].sum())], drawn_len[:m])
+        if self.record:
+            self.iterates.extend(np.array(iters[j]) for j in range(done - r0 + 1))
+        for k, v in zip(_COUNTERS, self._cnt):
+            self.counters[k] = int(v)
+        self.state = dict(st._asdict())
+        self.completed = done
+
+    def _segment_evaluate(self, r, st):
+        """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run."""
+        t = time.perf_counter()
+        for k, v in zip(_COUNTERS, self._cnt):
+            self.counters[k] = int(v)
+        self.state = dict(st._asdict())
+        self.completed = r
+        stop = self._evaluate_and_check(r)
+        self._ev[0] = self.eval_spent
+        self._eval_time += time.perf_counter() - t
+        return stop
 
     # ------------------------------------------------------------------ evaluation
     def _due(self, r):

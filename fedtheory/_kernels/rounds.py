@@ -301,6 +301,16 @@ def averaged_step(x, weights, Y, server_lr):
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
+# --------------------------------------------------------------------------- evaluation from a segment
+_EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runner)
+
+
+def evaluate_hook(token, r, st):
+    """Called by a compiled segment, in object mode, at a round due for evaluation: the runner's
+    evaluation of round r with the state ``st``; returns 1 when the run stops there, else 0."""
+    return int(_EVALUATORS[token](r, st))
+
+
 # --------------------------------------------------------------------------- round costs (defaults)
 # compiled inside each driver (their signatures hold the algorithm's own types), plain Python else
 @register_jitable
