@@ -312,3 +312,26 @@ def no_extra_grads(pk, rd, hp):
 def comm_per_participant(pk, rd, hp, st, n_participants, down, up):
     """(down, up) d-vectors of the round: the algorithm's ``comm`` per participant."""
     return n_participants * down, n_participants * up
+
+
+# --------------------------------------------------------------------------- FedAdam, FedAMS
+@register_jitable
+def adaptive_step(x, weights, Y, m, v, vhat, steps, lr, beta1, beta2, eps, bias_correction, amsgrad):
+    """Adam (AMSGrad with ``amsgrad``) on the averaged update D = sum_i omega_i (y_i - x) (FedAdam, FedAMS):
+
+    m <- b1 m + (1 - b1) D;  v <- b2 v + (1 - b2) D^2;  s = v, or s = max(vhat, v) with ``amsgrad``;
+    r = steps + 1;  x <- x + lr/(1 - b1^r) m / (sqrt(s/(1 - b2^r)) + eps) with bias correction,
+    x <- x + lr m / (sqrt(s) + eps) without. Returns ``(x, m, v, s, r)`` (s: the new vhat). ``vhat``
+    is unused without ``amsgrad``. Plain Python (NumPy) when called from Python.
+    """
+    D = weights @ (Y - x)
+    m_new = beta1 * m + (1 - beta1) * D
+    v_new = beta2 * v + (1 - beta2) * D * D
+    s = np.maximum(vhat, v_new) if amsgrad else v_new
+    r = steps + 1
+    if bias_correction:
+        rf = float(r)                   # float ** float: C pow, as Python's float ** int
+        step = lr / (1 - beta1 ** rf) * m_new / (np.sqrt(s / (1 - beta2 ** rf)) + eps)
+    else:
+        step = lr * m_new / (np.sqrt(s) + eps)
+    return x + step, m_new, v_new, s, r
