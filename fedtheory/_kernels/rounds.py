@@ -335,3 +335,13 @@ def adaptive_step(x, weights, Y, m, v, vhat, steps, lr, beta1, beta2, eps, bias_
     else:
         step = lr * m_new / (np.sqrt(s) + eps)
     return x + step, m_new, v_new, s, r
+
+
+# --------------------------------------------------------------------------- Mime
+@njit(cache=True)
+def tile_row(x, S):
+    """The (S, d) array whose every row is ``x`` (d,) (a copy: one correction shared by every participant)."""
+    out = np.empty((S, x.shape[0]))
+    for s in range(S):
+        out[s] = x
+    return out
