@@ -414,3 +414,36 @@ def numpy_sum(a):
             vp -= 1
             sp -= 1
     return vals[0]
+
+
+# --------------------------------------------------------------------------- FedAdam, FedAMS
+@register_jitable
+def adaptive_step(x, weights, Y, m, v, vhat, steps, lr, beta1, beta2, eps, bias_correction, amsgrad):
+    """Adam (AMSGrad with ``amsgrad``) on the averaged update D = sum_i omega_i (y_i - x) (FedAdam, FedAMS):
+
+    m <- b1 m + (1 - b1) D;  v <- b2 v + (1 - b2) D^2;  s = v, or s = max(vhat, v) with ``amsgrad``;
+    r = steps + 1;  x <- x + lr/(1 - b1^r) m / (sqrt(s/(1 - b2^r)) + eps) with bias correction,
+    x <- x + lr m / (sqrt(s) + eps) without. Returns ``(x, m, v, s, r)`` (s: the new vhat). ``vhat``
+    is unused without ``amsgrad``. Plain Python (NumPy) when called from Python.
+    """
+    D = weights @ (Y - x)
+    m_new = beta1 * m + (1 - beta1) * D
+    v_new = beta2 * v + (1 - beta2) * D * D
+    s = np.maximum(vhat, v_new) if amsgrad else v_new
+    r = steps + 1
+    if bias_correction:
+        rf = float(r)                   # float ** float: C pow, as Python's float ** int
+        step = lr / (1 - beta1 ** rf) * m_new / (np.sqrt(s / (1 - beta2 ** rf)) + eps)
+    else:
+        step = lr * m_new / (np.sqrt(s) + eps)
+    return x + step, m_new, v_new, s, r
+
+
+# --------------------------------------------------------------------------- Mime
+@njit(cache=True)
+def tile_row(x, S):
+    """The (S, d) array whose every row is ``x`` (d,) (a copy: one correction shared by every participant)."""
+    out = np.empty((S, x.shape[0]))
+    for s in range(S):
+        out[s] = x
+    return out

@@ -13,14 +13,32 @@ the server updates (docs/baselines.md, FedAdam)
 
 r = t + 1 the number of server steps taken. Communication: 1 down, 1 up.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
-
+from .._kernels import rounds as ops
 from .._validation import Bool, Interval
 from ..arrays import copy, maximum, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg
+
+State = namedtuple("FedAdamState", "x m v steps")
+Messages = namedtuple("FedAdamMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg."""
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """m <- b1 m + (1-b1) D, v <- b2 v + (1-b2) D^2, x <- x + eta_g m / (sqrt(v) + tau) (r = steps + 1)."""
+    x, mm, v, _, r = ops.adaptive_step(st.x, rd.weights, m.y, st.m, st.v, st.v, st.steps, hp.server_lr, hp.beta1,
+                                       hp.beta2, hp.tau, hp.bias_correction, False)
+    return State(x, mm, v, r)
 
 
 @register
@@ -81,12 +99,16 @@ class FedAdam(FedAvg):
         return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "steps": 0}
 
     def server_update(self, state, ctx, messages):
+        # the torch backend only (numba and python run the rule ``server``): the rule's np.sqrt does not
+        # take torch tensors, so the tensors go through the same step written with fedtheory.arrays
         return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.tau,
                                     self.bias_correction)
 
 
 def adaptive_server_step(state, ctx, messages, lr, beta1, beta2, eps, bias_correction, amsgrad=False):
-    r"""Adam (or AMSGrad with ``amsgrad``) on the averaged update :math:`\Delta = \sum_S \omega_i \Delta_i`.
+    r"""The torch backend's twin of ``fedtheory._kernels.rounds.adaptive_step`` (the same operations, on
+    tensors through :mod:`fedtheory.arrays`): Adam (or AMSGrad with ``amsgrad``) on the averaged update
+    :math:`\Delta = \sum_S \omega_i \Delta_i`.
 
     m <- b1 m + (1 - b1) Delta;  v <- b2 v + (1 - b2) Delta^2;  s = v, or vhat <- max(vhat, v) with
     ``amsgrad``;  x <- x + lr/(1 - b1^r) m / (sqrt(s/(1 - b2^r)) + eps) with bias correction (r the

@@ -11,15 +11,33 @@ server steps taken (from 1),
 
 (bias correction as in the FedCAMS code; ``bias_correction=False`` drops both factors).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
-
+from .._kernels import rounds as ops
 from .._validation import Bool, Interval
 from ..arrays import copy, full, zeros
 from ..registry import register
 from .fedadam import adaptive_server_step
 from .fedavg import FedAvg
+
+State = namedtuple("FedAMSState", "x m v vhat steps")
+Messages = namedtuple("FedAMSMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg."""
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    """AMSGrad on D: vhat <- max(vhat, v), x <- x + eta/(1-b1^r) m / (sqrt(vhat/(1-b2^r)) + eps), r = steps + 1."""
+    x, mm, v, vhat, r = ops.adaptive_step(st.x, rd.weights, m.y, st.m, st.v, st.vhat, st.steps, hp.server_lr,
+                                          hp.beta1, hp.beta2, hp.eps, hp.bias_correction, True)
+    return State(x, mm, v, vhat, r)
 
 
 @register
@@ -77,5 +95,7 @@ class FedAMS(FedAvg):
         return {"x": copy(x0), "m": zeros(x0, d), "v": zeros(x0, d), "vhat": full(x0, d, self.eps_ams), "steps": 0}
 
     def server_update(self, state, ctx, messages):
+        # the torch backend only (numba and python run the rule ``server``): the rule's np.sqrt and
+        # np.maximum do not take torch tensors, so the tensors go through the twin written with fedtheory.arrays
         return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.eps,
                                     self.bias_correction, amsgrad=True)

@@ -15,17 +15,48 @@ then mixes :math:`v_i \leftarrow (1-\lambda) v_{i,K} + \lambda y_{i,K}` (eq. 6) 
 Communication as FedAvg (1 down, 1 up); two gradients per local step. ``star=True`` is FedDeper*
 (half the local steps, the same gradient budget as the baselines, §2.5).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Bool, Interval, Options
 from ..arrays import copy, repeat_rows
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
 
 COUPLING = {"current": 0, "next": 1, "frozen": 2}
+#: ``minibatch`` and ``stale_v`` as the compiled rules read them (``FedDeper.compiled_params``)
+SAME, INDEPENDENT = 0, 1
+X0, REFRESH = 0, 1
+
+State = namedtuple("FedDeperState", "x v seen")
+Messages = namedtuple("FedDeperMessages", "y v")
+
+
+def local(pk, rd, hp, st, rng):
+    """From y_0 = x^t, v_0 = v_i, K times: y <- y - eta g(y) - rho (v + y - 2 x^t), v <- v - eta g(v)."""
+    idx_v, noise_v = rd.idx, rd.noise
+    if hp.minibatch == INDEPENDENT:
+        idx_v, noise_v = ops.independent_stream(pk, rd, rng)
+    V0 = st.v[rd.clients]                                        # a copy
+    if hp.stale_v == REFRESH:
+        for s in range(rd.S):
+            if not st.seen[rd.clients[s]]:
+                V0[s] = st.x                                     # first participation: v_{i,0} = x^t
+    Y, V, bad = ops.local_feddeper(pk, rd, st.x, V0, hp.rho, hp.v_coupling, idx_v, noise_v)
+    return Messages(Y, V), bad
+
+
+def server(pk, rd, hp, st, m):
+    """v_i <- (1 - lambda) v_{i,K} + lambda y_{i,K} (eq. 6, in place); x^{t+1} = x^t + sum_S omega_i (y_{i,K} - x^t)."""
+    v = st.v
+    v[rd.clients] = (1 - hp.mix) * m.v + hp.mix * m.y
+    seen = st.seen
+    seen[rd.clients] = True
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v, seen)
 
 
 @register
@@ -106,6 +137,14 @@ class FedDeper(Algorithm):
         return {"x": copy(x0), "v": repeat_rows(x0, problem.n_clients),
                 "seen": np.zeros(problem.n_clients, dtype=bool)}
 
+    def compiled_params(self):
+        """The hyperparameters of the compiled rules: ``minibatch`` as an int (0 "same", 1 "independent"),
+        ``v_coupling`` as :data:`COUPLING` (0 "current", 1 "next", 2 "frozen") and ``stale_v`` as an int
+        (0 "x0", 1 "refresh")."""
+        return super().compiled_params()._replace(
+            minibatch=INDEPENDENT if self.minibatch == "independent" else SAME,
+            v_coupling=COUPLING[self.v_coupling], stale_v=REFRESH if self.stale_v == "refresh" else X0)
+
     def _v_stream(self, ctx):
         """Minibatch rows and noise of the v-gradients (the y-stream's own, or independent ones)."""
         if self.minibatch == "same":
@@ -119,7 +158,7 @@ class FedDeper(Algorithm):
             V0[new] = state["x"]
         return V0
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         idx_v, noise_v = self._v_stream(ctx)
         Y, V, fail = ctx.local_feddeper(state["x"], self._starts(state, ctx), self.rho, COUPLING[self.v_coupling],
                                         idx_v, noise_v)
@@ -149,15 +188,6 @@ class FedDeper(Algorithm):
                 ctx.record("personal", s, k + 1, v)
             Y[s], V[s] = y, v
         return {"y": Y, "v": V}
-
-    def server_update(self, state, ctx, messages):
-        """Line 10 (mixing, kept on the clients) and line 14 (mean of the uploads)."""
-        c = ctx.clients
-        v = state["v"]
-        v[c] = (1 - self.mix) * messages["v"] + self.mix * messages["y"]
-        seen = state["seen"]
-        seen[c] = True
-        return {"x": averaged_step(state["x"], ctx.weights, messages["y"], 1.0), "v": v, "seen": seen}
 
     def history_extras(self, state, problem):
         n = problem.n_clients

@@ -48,36 +48,88 @@ clipping): exactly the run options' rule (:meth:`RoundContext.released_step`).
 With non-uniform client weights the averages are the run's aggregation weights
 :math:`\omega_i` (sampled) and :math:`w_i` (all clients).
 """
+import os
+import sys
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval, Options
 from ..arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
 
 SAM_EPS = 1e-7
+#: ``perturbation`` and ``server`` as the compiled rules read them (``FedSpeed.compiled_params``)
+RAW, SAM = 0, 1
+ALG1, DYN = 0, 1
+
+State = namedtuple("FedSpeedState", "x ghat gbar z gamma constant_gamma partial_warning")
+Messages = namedtuple("FedSpeedMessages", "y ghat")
 
 
-def _partial(ctx):
-    """Whether this round's participants are not all the clients (sampling, or duplicates)."""
-    n = ctx.problem.n_clients
-    return ctx.S < n or np.unique(np.asarray(ctx.clients)).size < n
+def local(pk, rd, hp, st, rng):
+    """x_{i,k+1} = x_{i,k} - eta_k (gt - ghat_i + (x_{i,k} - x^t)/lam); ghat_i^+ = ghat_i - (x_{i,K} - x^t)/lam."""
+    ghat_old = st.ghat[rd.clients]
+    x = ops.row(st.x)
+    Y, bad = ops.local_sam(pk, rd, x, x, 1.0 / hp.lam, -ghat_old, hp.alpha, hp.rho, hp.perturbation == SAM,
+                           hp.sam_eps)
+    ghat_new = ghat_old - (Y - st.x) * (1.0 / hp.lam)                    # line 13
+    return Messages(Y, ghat_new), bad
 
 
-def _warn_alg1_partial(ctx):
+def server(pk, rd, hp, st, m):
+    """x^{t+1} = sum_S omega_i (x_{i,K} - lam ghat_i) ("alg1") or sum_S omega_i x_{i,K} - lam sum_n w_i ghat_i ("dyn");
+    z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t; ghat updated in place."""
+    n = pk.w.shape[0]
+    flag = st.partial_warning
+    if hp.server == ALG1 and flag[0] == 0 and (rd.S < n or np.unique(rd.clients).shape[0] < n):
+        flag[0] = 1                                                       # warned by history_extras
+        flag[1] = rd.S
+    x, lam, w = st.x, hp.lam, rd.weights
+    ghat = st.ghat
+    ghat[rd.clients] = m.ghat                                             # non-sampled keep theirs
+    gbar = pk.w @ ghat
+    if hp.server == ALG1:
+        xhat = m.y - lam * m.ghat                                         # line 14 upload
+        x_new = x + w @ (xhat - x)                                        # line 16: mean over S_t
+    else:
+        x_new = x + w @ (m.y - x) - lam * gbar                            # released code
+    # auxiliary z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t (docs/papers/fedspeed.md, §4.2); it exists only for a
+    # constant gamma (no step-size decay, docs/papers/fedspeed.md, run E11), so it is dropped (empty) once gamma changes
+    gamma = 1.0 - np.prod(1.0 - rd.lrs / lam)
+    constant = st.constant_gamma and (np.isnan(st.gamma) or gamma == st.gamma)
+    if constant and gamma != 0:
+        z = x_new + lam * (2.0 - 1.0 / gamma) * gbar
+    else:
+        z = np.empty(0)
+    return State(x_new, ghat, gbar, z, gamma, constant, flag)
+
+
+def _caller_stacklevel():
+    """The ``stacklevel`` of the first frame outside the fedtheory package, counted from the caller
+    of this function (the user's call of ``ft.run``, whichever path of the runner warns)."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    f, level = sys._getframe(2), 2
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(pkg):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _warn_alg1_partial(S, n):
     import warnings
 
     from ..exceptions import FedSpeedServerWarning
     warnings.warn(FedSpeedServerWarning(
         f"fedspeed with server='alg1' (Algorithm 1, line 16, as printed) under partial participation "
-        f"({ctx.S} of {ctx.problem.n_clients} clients in a round): this server step has no fixed "
+        f"({S} of {n} clients in a round): this server step has no fixed "
         "point at x* and can end worse than its start (F - F* from 0.289 to 14.8 in 200 rounds on "
         "problems.quadratic(10, 5, heterogeneity=1.0), 3 of 10 clients per round), while server='dyn' (the "
         "authors' released code) converges (9.0e-05). Use server='dyn' unless the printed rule is what you "
-        "study."), stacklevel=5)
+        "study."), stacklevel=_caller_stacklevel())
 
 
 @register
@@ -111,7 +163,10 @@ class FedSpeed(Algorithm):
     :math:`z^{t} = x^{t} + \lambda(2 - 1/\gamma)\bar g^{t-1}`, with
     :math:`\gamma = 1 - (1 - \eta_l/\lambda)^K`, is recorded in the history as
     ``z_grad_sq`` = :math:`\|\nabla F(z^t)\|^2` (meaningful with full participation and a
-    constant step size). Two oracle calls per local step when alpha * rho != 0.
+    constant step size; ``state["z"]`` is empty and ``z_grad_sq`` NaN once the step sizes change
+    gamma, and before the first round). ``state["gamma"]`` is gamma of the last round (NaN before
+    the first); ``state["partial_warning"]`` records whether the run's warning is due or emitted.
+    Two oracle calls per local step when alpha * rho != 0.
     The run options ``weight_decay`` (wd) and ``clip_norm`` act on the step of line 11 as in the
     released code: with u the bracket of line 11 less its term in :math:`x_{i,k}`, the step is
     :math:`c\,u + (1/\lambda + \mathrm{wd})x_{i,k}` when u is clipped (c < 1), else the bracket
@@ -146,7 +201,8 @@ class FedSpeed(Algorithm):
     traceables: ClassVar[dict] = {
         "local": ("path", "x_{i,k}, k = 0..K: the local iterates (line 11)"),
         "ghat": ("message", "ghat_i after the round (line 13), one row per participating client"),
-        "z": ("state", "z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t, the auxiliary sequence of the analysis"),
+        "z": ("state", "z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t, the auxiliary sequence of the analysis "
+                       "(empty once the step sizes change gamma)"),
         "gbar": ("state", "gbar^t, the mean prox-correction after the round")}
     reference: ClassVar[str] = "Sun et al. 2023 (FedSpeed), Algorithm 1; docs/papers/fedspeed.md, §2"
     constraints: ClassVar[dict] = {"lam": [Interval(float, 0, None, "neither")],
@@ -165,10 +221,19 @@ class FedSpeed(Algorithm):
         return 2 if self.alpha * self.rho != 0 else 1
 
     def init(self, problem, x0):
+        # z: empty while undefined; gamma: nan before the first round; partial_warning (NumPy, every backend):
+        # [0] 0, 1 once a round of server="alg1" ran under partial participation ([1]: its participants), 2 warned
         return {"x": copy(x0), "ghat": zeros(x0, (problem.n_clients, problem.dim)),
-                "gbar": zeros(x0, problem.dim), "z": None, "gamma": None, "constant_gamma": True}
+                "gbar": zeros(x0, problem.dim), "z": zeros(x0, 0), "gamma": float("nan"), "constant_gamma": True,
+                "partial_warning": np.zeros(2, dtype=np.int64)}
 
-    def local_round(self, state, ctx):
+    def compiled_params(self):
+        """The hyperparameters of the compiled rules: ``perturbation`` as an int (0 "raw", 1 "sam") and
+        ``server`` as an int (0 "alg1", 1 "dyn")."""
+        return super().compiled_params()._replace(perturbation=SAM if self.perturbation == "sam" else RAW,
+                                                  server=DYN if self.server == "dyn" else ALG1)
+
+    def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
         ghat_old = state["ghat"][ctx.clients]
         Y, fail = ctx.local_sgd_perturbed(x, self.alpha, self.rho, self.perturbation == "sam",
@@ -199,31 +264,23 @@ class FedSpeed(Algorithm):
         return {"y": Y, "ghat": G}
 
     def server_update(self, state, ctx, messages):
-        """Line 16 ("alg1") or the FedDyn server ("dyn"); the corrections are updated in place."""
-        if self.server == "alg1" and not state.get("warned_partial") and _partial(ctx):
-            _warn_alg1_partial(ctx)
-            state["warned_partial"] = True
-        x, lam, w = state["x"], self.lam, ctx.weights
-        Y, G = messages["y"], messages["ghat"]
-        ghat = state["ghat"]
-        ghat[ctx.clients] = G                                             # non-sampled keep theirs
-        gbar = ctx.problem.weights @ ghat
-        if self.server == "alg1":
-            xhat = Y - lam * G                                            # line 14 upload
-            x_new = x + w @ (xhat - x)                                    # line 16: mean over S_t
-        else:
-            x_new = x + w @ (Y - x) - lam * gbar                          # released code
-        # auxiliary z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t (docs/papers/fedspeed.md, §4.2); it exists only for a
-        # constant gamma (no step-size decay, docs/papers/fedspeed.md, run E11), so it is dropped once gamma changes
-        gamma = 1.0 - np.prod(1.0 - ctx.lrs / lam)
-        constant = state["constant_gamma"] and (state["gamma"] is None or gamma == state["gamma"])
-        z = x_new + lam * (2.0 - 1.0 / gamma) * gbar if (constant and gamma != 0) else None
-        return {"x": x_new, "ghat": ghat, "gbar": gbar, "z": z, "gamma": gamma,
-                "constant_gamma": constant, "warned_partial": state.get("warned_partial", False)}
+        """The rule ``server`` on the torch backend's tensors: the rule reads the client weights of every
+        client from the problem pack (``pk.w``), which the base default does not pass (``pk`` is None)."""
+        from types import SimpleNamespace
+        pk = SimpleNamespace(w=ctx.problem.weights)
+        m = Messages(*(messages[f] for f in Messages._fields))
+        return dict(server(pk, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)._asdict())
 
     def history_extras(self, state, problem):
-        z = state.get("z")
-        if z is None:
+        """``z_grad_sq`` (NaN while z is undefined); emits the FedSpeedServerWarning of a run once, at the
+        first evaluation after a round of server="alg1" under partial participation (the compiled
+        server rule flags the round in ``partial_warning``, which is updated in place)."""
+        flag = state["partial_warning"]
+        if flag[0] == 1:
+            flag[0] = 2
+            _warn_alg1_partial(int(flag[1]), problem.n_clients)
+        z = state["z"]
+        if z.shape[0] == 0:
             return {"z_grad_sq": np.nan}
         g = problem.grad(z)
         return {"z_grad_sq": float(g @ g)}

@@ -14,15 +14,48 @@ then :math:`s \leftarrow (1-\beta)\frac1S\sum_i\nabla f_i(x) + \beta s` and
 (x, s) and 2 up (y_i, grad f_i(x)); Mime 3 down (x, s, c) and 2 up. Gradient work: the full client
 gradient at x once per round, plus one (MimeLite) or two (Mime) minibatch gradients per step.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._validation import Interval, Options
 from ..arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm
+
+#: ``variant`` as the compiled rules read it (``Mime.compiled_params``)
+MIMELITE, MIME = 0, 1
+
+State = namedtuple("MimeState", "x s")
+Messages = namedtuple("MimeMessages", "y gx")
+
+
+def local(pk, rd, hp, st, rng):
+    """Gx_i = grad f_i(x); y <- y - eta_k ((1-b) g + b s), g = g(y;B) (MimeLite) or g(y;B) - g(x;B) + c (Mime)."""
+    b = hp.beta
+    Gx = ops.full_grads(pk, rd, st.x)
+    if hp.variant == MIME:
+        c = rd.weights @ Gx / rd.weights.sum()                           # c = sum_S omega_i grad f_i(x) / sum omega
+        Y, bad = ops.local_vr(pk, rd, st.x, 1 - b, ops.tile_row((1 - b) * c + b * st.s, rd.S))
+    else:
+        x = ops.row(st.x)
+        Y, bad = ops.local_sgd(pk, rd, x, x, 1 - b, 0.0, ops.tile_row(b * st.s, rd.S))
+    return Messages(Y, Gx), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x <- x + sum_S omega_i (y_i - x);  s <- (1-b) gbar + b s, gbar = sum_S omega_i grad f_i(x) / sum omega."""
+    w = rd.weights
+    gbar = w @ m.gx / w.sum()
+    return State(st.x + w @ (m.y - st.x), (1 - hp.beta) * gbar + hp.beta * st.s)
+
+
+def extra_grads(pk, rd, hp):
+    """The exact client gradients at x: one oracle call and m_i per-sample gradients per participant."""
+    return rd.S, pk.sizes[rd.clients].sum()
 
 
 @register
@@ -68,8 +101,9 @@ class Mime(Algorithm):
     def oracle_calls_per_step(self):
         return 2 if self.variant == "mime" else 1
 
-    def round_extra_grads(self, ctx):
-        return ctx.S, int(ctx.problem.client_sizes[ctx.clients].sum())
+    def compiled_params(self):
+        """The hyperparameters of the compiled rules: ``variant`` as an int, 0 "mimelite", 1 "mime"."""
+        return super().compiled_params()._replace(variant=MIME if self.variant == "mime" else MIMELITE)
 
     def init(self, problem, x0):
         return {"x": copy(x0), "s": zeros(x0, problem.dim)}
@@ -77,7 +111,7 @@ class Mime(Algorithm):
     def _full_grads(self, state, ctx):
         return ctx.full_grads(state["x"])
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         x, b = state["x"], self.beta
         Gx = self._full_grads(state, ctx)
         if self.variant == "mimelite":
@@ -106,9 +140,3 @@ class Mime(Algorithm):
                 ctx.record("local", s, k + 1, y)
             Y[s] = y
         return {"y": Y, "gx": Gx}
-
-    def server_update(self, state, ctx, messages):
-        w = ctx.weights
-        gbar = w @ messages["gx"] / w.sum()
-        return {"x": state["x"] + w @ (messages["y"] - state["x"]),
-                "s": (1 - self.beta) * gbar + self.beta * state["s"]}
