@@ -71,6 +71,9 @@ class FedDecSPS(SPSBase):
     def _init_state(self, problem):
         return np.full(problem.n_clients, self.c0 * self.gamma_b)      # P_i = c_{-1} gamma_{-1}
 
+    def server_update(self, state, ctx, messages):     # every backend until the rules are compiled
+        return self._torch_server_update(state, ctx, messages)
+
     def _kernel_args(self, state, ctx):
         return dict(c=1.0, gamma_b=self.gamma_b, c0=self.c0, c_round=self.c_index == "round", gamma_fixed=0.0,
                     factor=np.ones(ctx.S))

@@ -131,6 +131,9 @@ class FedSPSGlobal(SPSBase):
     def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):
         return state["gamma"], int(state["gamma"] >= self.gamma_b * (1 - 1e-12)), st
 
+    def server_update(self, state, ctx, messages):     # every backend until the rules are compiled
+        return self._torch_server_update(state, ctx, messages)
+
     def _after_round(self, state, ctx, messages):
         ell = state["ell"][ctx.clients]
         F, gg = messages["last_val"], messages["last_gg"]

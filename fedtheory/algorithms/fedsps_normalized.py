@@ -72,6 +72,9 @@ class FedSPSNormalized(SPSBase):
         gam = sps(F, gg, ell, self.c, self.gamma_b)
         return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= self.gamma_b), st
 
+    def server_update(self, state, ctx, messages):     # every backend until the rules are compiled
+        return self._torch_server_update(state, ctx, messages)
+
     def _aggregate(self, state, ctx, messages):
         G = messages["gammas"]
         if self.nu_literal:
