@@ -90,7 +90,8 @@ class FedDecSPS(SPSBase):
     _mode = MODE_DEC
 
     def _init_state(self, problem):
-        return np.full(problem.n_clients, self.c0 * self.gamma_b)      # P_i = c_{-1} gamma_{-1}
+        # P_i = c_{-1} gamma_{-1}, a float even for integer c0 and gamma_b (an int array would truncate P_i)
+        return np.full(problem.n_clients, float(self.c0 * self.gamma_b))
 
     def _rule_params(self):
         """``c_round``: ``c_index == "round"`` (c_t indexed by the round, else by the local iteration)."""
