@@ -345,3 +345,12 @@ def test_integer_hyperparameters_keep_the_state_float():
         assert np.any(b.state["state"] != np.round(b.state["state"]))     # a memory an int array would truncate
         assert np.array_equal(a.iterates, b.iterates) and np.array_equal(a.state["state"], b.state["state"])
 
+
+@pytest.mark.parametrize("backend,callback", [("numba", None), ("numba", lambda r, x: False), ("python", None)])
+def test_fedsps_normalized_nu_literal_needs_two_local_steps(backend, callback):
+    """nu_literal sums tau - 1 step sizes: tau = 1 is an error naming the parameter, on the fused and
+    per-round compiled paths and the NumPy twin alike."""
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(ft.InvalidParameterError, match=r"'local_steps' parameter of run must be >= 2\. Got 1"):
+        ft.run(p, "fedsps_normalized", rounds=2, local_steps=1, nu_literal=True, lower_bound=-10.0,
+               backend=backend, callback=callback)
