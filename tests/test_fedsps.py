@@ -346,6 +346,18 @@ def test_integer_hyperparameters_keep_the_state_float():
         assert np.array_equal(a.iterates, b.iterates) and np.array_equal(a.state["state"], b.state["state"])
 
 
+def test_fedsps_global_integer_cap_runs_compiled():
+    """An integer gamma_b that binds at the initial probe leaves the global step a float (one type in
+    the compiled state): the fused and per-round runs agree."""
+    p = problems.quadratic(4, 3, seed=0)
+    kw = dict(rounds=3, local_steps=2, c=0.01, gamma_b=1, lower_bound=-10.0, record_iterates=True)
+    a = ft.run(p, "fedsps_global", **kw)
+    b = ft.run(p, "fedsps_global", callback=lambda r, x: False, **kw)
+    assert a.status == b.status == "max_rounds"
+    assert isinstance(a.state["gamma"], float) and a.state["gamma"] == 1.0      # the cap binds
+    assert np.array_equal(a.iterates, b.iterates)
+
+
 @pytest.mark.parametrize("backend,callback", [("numba", None), ("numba", lambda r, x: False), ("python", None)])
 def test_fedsps_normalized_nu_literal_needs_two_local_steps(backend, callback):
     """nu_literal sums tau - 1 step sizes: tau = 1 is an error naming the parameter, on the fused and
