@@ -330,3 +330,39 @@ def test_reset_each_round_resets_the_smoothing_state_on_every_backend(backend):
     assert np.abs(run.iterates - ref.iterates).max() <= 1e-10 * max(1.0, np.abs(ref.iterates).max())
     no_reset = ft.run(p, "fedsps", backend="python", reset_each_round=False, **kw)
     assert np.abs(no_reset.iterates - ref.iterates).max() > 1e-6        # the option changes the run
+
+
+def test_integer_hyperparameters_keep_the_state_float():
+    """Integer c0 and gamma_b give FedDecSPS the run of their float values: the per-client memory
+    P_i = c_t gamma_t^i is a float array (an int array truncated it to 0 and froze the steps)."""
+    p = problems.quadratic(4, 3, seed=0, heterogeneity=1.0)
+    lb = [p.client_value(i, np.linalg.solve(p.client_data(i)[0], p.client_data(i)[1])) for i in range(4)]
+    kw = dict(rounds=10, local_steps=5, lower_bound=lb, record_iterates=True)
+    for backend in ("numba", "python"):
+        a = ft.run(p, "fedsps_dec", c0=1, gamma_b=1, backend=backend, **kw)
+        b = ft.run(p, "fedsps_dec", c0=1.0, gamma_b=1.0, backend=backend, **kw)
+        assert a.state["state"].dtype == np.float64
+        assert np.any(b.state["state"] != np.round(b.state["state"]))     # a memory an int array would truncate
+        assert np.array_equal(a.iterates, b.iterates) and np.array_equal(a.state["state"], b.state["state"])
+
+
+def test_fedsps_global_integer_cap_runs_compiled():
+    """An integer gamma_b that binds at the initial probe leaves the global step a float (one type in
+    the compiled state): the fused and per-round runs agree."""
+    p = problems.quadratic(4, 3, seed=0)
+    kw = dict(rounds=3, local_steps=2, c=0.01, gamma_b=1, lower_bound=-10.0, record_iterates=True)
+    a = ft.run(p, "fedsps_global", **kw)
+    b = ft.run(p, "fedsps_global", callback=lambda r, x: False, **kw)
+    assert a.status == b.status == "max_rounds"
+    assert isinstance(a.state["gamma"], float) and a.state["gamma"] == 1.0      # the cap binds
+    assert np.array_equal(a.iterates, b.iterates)
+
+
+@pytest.mark.parametrize("backend,callback", [("numba", None), ("numba", lambda r, x: False), ("python", None)])
+def test_fedsps_normalized_nu_literal_needs_two_local_steps(backend, callback):
+    """nu_literal sums tau - 1 step sizes: tau = 1 is an error naming the parameter, on the fused and
+    per-round compiled paths and the NumPy twin alike."""
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(ft.InvalidParameterError, match=r"'local_steps' parameter of run must be >= 2\. Got 1"):
+        ft.run(p, "fedsps_normalized", rounds=2, local_steps=1, nu_literal=True, lower_bound=-10.0,
+               backend=backend, callback=callback)

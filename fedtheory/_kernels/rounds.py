@@ -446,4 +446,56 @@ def tile_row(x, S):
     out = np.empty((S, x.shape[0]))
     for s in range(S):
         out[s] = x
+
+
+# --------------------------------------------------------------------------- FedSPS family
+# (fedsps, fedsps_dec, fedsps_global, fedsps_normalized)
+@register_jitable
+def sps_step(F, gg, ell, c, cap, eps=0.0):
+    """The SPS step size of eq. (2) of FedSPS: min{max(F - ell, 0) / (c (||g||^2 + eps)), cap}, the cap
+    when ||g||^2 + eps = 0 (plain Python when called from Python)."""
+    if gg + eps == 0:
+        return cap
+    return min(max(F - ell, 0.0) / (c * (gg + eps)), cap)
+
+
+@njit(cache=True)
+def sps_factor(pk, rd):
+    """The smoothing factors 2^{|B| / m_i} of the participants (2 with exact gradients, |B| = m_i)."""
+    m = pk.sizes[rd.clients].astype(np.float64)
+    B = rd.idx.shape[2]
+    if B:
+        return 2.0 ** (B / m)
+    return 2.0 ** (m / m)
+
+
+@register_jitable
+def sps_bookkeeping(memory, clients, new_memory, gammas, capped, steps_total, capped_total):
+    """The FedSPS family's server bookkeeping: the participants' step-size memory written back in place,
+    the round's (step sizes, cap indicators) for the history's statistics, and the running totals of
+    steps and capped steps. Returns ``(memory, (gammas, capped), steps_total, capped_total)``."""
+    memory[clients] = new_memory
+    return memory, (gammas, capped), steps_total + capped.size, capped_total + int(capped.sum())
+
+
+@njit(cache=True)
+def sps_last_grads(pk, rd, x0, gam):
+    """FedSPS-Global's g_i at the last local iterate: the round replayed from ``x0`` with the fixed step
+    ``gam`` (x <- x - gam g(x; xi_k), k < K - 1), then g(x_{K-1}; xi_{K-1}) (noise included), (S, d)."""
+    S, K, d = rd.S, rd.K, pk.dim
+    out = np.empty((S, d))
+    g = np.empty(d)
+    has_noise = rd.noise.shape[0] > 0
+    for s in range(S):
+        i = rd.clients[s]
+        y = x0.copy()
+        for k in range(K):
+            client_grad(pk.sparse, pk.A, pk.data, pk.indices, pk.indptr, pk.b, pk.kind, pk.ptr[i], pk.ptr[i + 1],
+                        rd.idx[s, k], y, pk.l2, g)
+            if has_noise:
+                g += rd.noise[s, k]
+            if k == K - 1:
+                out[s] = g
+            else:
+                y = y - gam * g
     return out

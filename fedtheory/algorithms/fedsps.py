@@ -12,17 +12,40 @@ possible only with an invalid lower bound, gives 0), and the server averages the
 ``"literal"`` is the printed :math:`\gamma_{b,t}^i = 2^{|B|/m_i}\gamma_{b,t-1}^i` (it grows without
 bound, docs/papers/fedsps.md, P14). Clients are stateless otherwise; no step size is communicated.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SMOOTH, MODE_SMOOTH_LIT, MODE_SPS
 from .._validation import ArrayLike, Bool, Interval, Options
 from ..registry import register
 from .sps_common import SPSBase, sps
 
 LOWER_BOUND = [Interval(float, None, None, "neither"), ArrayLike("an array of per-client lower bounds")]
+
+State = namedtuple("FedSPSState", "x ell state last_steps steps_total capped_total")
+Messages = namedtuple("FedSPSMessages", "y gammas capped state last_val last_gg")
+
+
+def local(pk, rd, hp, st, rng):
+    """tau steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/(c ||g_t^i||^2), cap} (cap: gamma_b,
+    or 2^{|B|/m_i} gamma_{t-1}^i smoothed), from x^r; the memory gamma_{t-1}^i reset to 1 if asked."""
+    if hp.reset_each_round:
+        st.state[rd.clients] = 1.0
+    mem = st.state[rd.clients]
+    Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, hp.mode, hp.c, hp.gamma_b, st.ell[rd.clients], 0.0, False,
+                                         0.0, ops.sps_factor(pk, rd), mem, hp.eps)
+    return Messages(Y, G, C, mem, lv, lg), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' memory kept."""
+    mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
+                                                   st.steps_total, st.capped_total)
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), st.ell, mem, last, steps, capped)
 
 
 @register
@@ -94,6 +117,12 @@ class FedSPS(SPSBase):
 
     def _init_state(self, problem):
         return np.ones(problem.n_clients)          # gamma_{-1} = 1 (smoothing)
+
+    def _rule_params(self):
+        """``mode`` is the kernel's step rule: 0 (``smoothing="none"``, ``MODE_SPS``), 2 (``"sps_code"``,
+        ``MODE_SMOOTH``) or 3 (``"literal"``, ``MODE_SMOOTH_LIT``) of :mod:`fedtheory._kernels.sps`."""
+        return dict(c=float(self.c), gamma_b=float(self.gamma_b), mode=int(self._mode),
+                    reset_each_round=bool(self.reset_each_round), eps=float(self.eps))
 
     def _factor(self, ctx):
         B = ctx.idx.shape[2]

@@ -8,16 +8,37 @@ an idle client resumes from its own last value). The step sizes are non-increasi
 :math:`\min\{1/(2c_tL), c_0\gamma_b/c_t\} \le \gamma_t^i \le c_0\gamma_b/c_t`. ``c_index="iteration"``
 uses the global iteration counter t (the paper's Algorithm 1), ``"round"`` the round index t // tau.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._kernels.sps import MODE_DEC
 from .._validation import Interval, Options
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase
+
+State = namedtuple("FedDecSPSState", "x ell state last_steps steps_total capped_total")
+Messages = namedtuple("FedDecSPSMessages", "y gammas capped state last_val last_gg")
+
+
+def local(pk, rd, hp, st, rng):
+    """tau steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/||g_t^i||^2, P_i} / c_t,
+    c_t = c_0 sqrt(t + 1), then P_i <- c_t gamma_t^i (P_i: the client's memory)."""
+    mem = st.state[rd.clients]
+    Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_DEC, 1.0, hp.gamma_b, st.ell[rd.clients], hp.c0,
+                                         hp.c_round, 0.0, np.ones(rd.S), mem, hp.eps)
+    return Messages(Y, G, C, mem, lv, lg), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' P_i kept."""
+    mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
+                                                   st.steps_total, st.capped_total)
+    return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), st.ell, mem, last, steps, capped)
 
 
 @register
@@ -69,7 +90,13 @@ class FedDecSPS(SPSBase):
     _mode = MODE_DEC
 
     def _init_state(self, problem):
-        return np.full(problem.n_clients, self.c0 * self.gamma_b)      # P_i = c_{-1} gamma_{-1}
+        # P_i = c_{-1} gamma_{-1}, a float even for integer c0 and gamma_b (an int array would truncate P_i)
+        return np.full(problem.n_clients, float(self.c0 * self.gamma_b))
+
+    def _rule_params(self):
+        """``c_round``: ``c_index == "round"`` (c_t indexed by the round, else by the local iteration)."""
+        return dict(c0=float(self.c0), gamma_b=float(self.gamma_b), c_round=self.c_index == "round",
+                    eps=float(self.eps))
 
     def _kernel_args(self, state, ctx):
         return dict(c=1.0, gamma_b=self.gamma_b, c0=self.c0, c_round=self.c_index == "round", gamma_fixed=0.0,

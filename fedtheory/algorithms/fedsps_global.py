@@ -16,17 +16,66 @@ step each participating client computes, from its last iterate and minibatch,
 probe) unless ``gamma0`` is given. Communication: down the model and :math:`\gamma`, up the model and
 the scalars (and :math:`g_i` for (c)).
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._kernels.sps import MODE_FIXED
 from .._validation import Interval, NoneOk, Options
 from ..arrays import as_like, copy, to_numpy, zeros
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps
+
+State = namedtuple("FedSPSGlobalState", "x ell state last_steps steps_total capped_total gamma gamma_global gamma_a "
+                                        "gamma_b_agg gamma_c")
+#: ``last_grad``: g_i at the last local iterate for aggregation (c), (S, d); (S, 0) otherwise (nothing sent)
+Messages = namedtuple("FedSPSGlobalMessages", "y gammas capped state last_val last_gg last_grad")
+
+#: ``hp.aggregation`` of the compiled rules
+AGGREGATIONS = {"a": 0, "b": 1, "c": 2}
+
+
+def local(pk, rd, hp, st, rng):
+    """tau steps x <- x - gamma_r g_t^i with the round's global step gamma_r, from x^r; for (c) also g_i at
+    x_{r tau + tau - 1}^i."""
+    mem = st.state[rd.clients]
+    Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_FIXED, hp.c, hp.gamma_b, st.ell[rd.clients], 0.0, False,
+                                         st.gamma, np.ones(rd.S), mem, hp.eps)
+    if hp.aggregation == 2:
+        last = ops.sps_last_grads(pk, rd, st.x, st.gamma)
+    else:
+        last = np.zeros((rd.S, 0))
+    return Messages(Y, G, C, mem, lv, lg, last), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r); gamma_{r+1}: (a) sum_i w_i min{(F_i - ell_i^*)/(c ||g_i||^2), gamma_b},
+    (b) min{sum_i w_i (F_i - ell_i^*) / (c sum_i w_i ||g_i||^2), gamma_b}, (c) the same over ||sum_i w_i g_i||^2
+    (w_i = omega_i / sum_j omega_j)."""
+    mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
+                                                   st.steps_total, st.capped_total)
+    x = ops.averaged_step(st.x, rd.weights, m.y, 1.0)
+    ell = st.ell[rd.clients]
+    F, gg = m.last_val, m.last_gg
+    num = np.maximum(F - ell, 0.0)
+    w = rd.weights / rd.weights.sum()
+    steps_a = np.empty(F.shape[0])
+    for s in range(F.shape[0]):
+        steps_a[s] = ops.sps_step(F[s], gg[s], ell[s], hp.c, hp.gamma_b)
+    ga = w @ steps_a
+    mg = w @ gg
+    gb = hp.gamma_b if mg == 0 else min((w @ num) / (hp.c * mg), hp.gamma_b)
+    gc = np.nan
+    if hp.aggregation == 2:
+        gbar = w @ m.last_grad
+        q = gbar @ gbar
+        gc = hp.gamma_b if q == 0 else min((w @ num) / (hp.c * q), hp.gamma_b)
+    new = ga if hp.aggregation == 0 else (gb if hp.aggregation == 1 else gc)
+    return State(x, st.ell, mem, last, steps, capped, new, new, ga, gb, gc)
 
 
 @register
@@ -93,15 +142,21 @@ class FedSPSGlobal(SPSBase):
             g0 = float(self.gamma0)
         else:                                   # probe: client 0's SPS step at x^0
             g = problem.client_grad(0, x0)
-            g0 = sps(problem.client_value(0, x0), float(g @ g), state["ell"][0], self.c, self.gamma_b)
+            g0 = float(sps(problem.client_value(0, x0), float(g @ g), state["ell"][0], self.c, self.gamma_b))
+            # a float even when the cap gamma_b binds and was given as an int (one type in the compiled state)
         state.update(gamma=g0, gamma_global=g0, gamma_a=np.nan, gamma_b_agg=np.nan, gamma_c=np.nan)
         return state
+
+    def _rule_params(self):
+        """``aggregation``: 0 ("a"), 1 ("b") or 2 ("c") (:data:`AGGREGATIONS`); ``gamma0`` is read by init only."""
+        return dict(c=float(self.c), gamma_b=float(self.gamma_b), aggregation=AGGREGATIONS[self.aggregation],
+                    eps=float(self.eps))
 
     def _kernel_args(self, state, ctx):
         return dict(c=self.c, gamma_b=self.gamma_b, c0=0.0, c_round=False, gamma_fixed=state["gamma"],
                     factor=np.ones(ctx.S))
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         msgs = self._run_kernel(state, ctx)
         if self.aggregation == "c":
             msgs["last_grad"] = self._last_grads(msgs["y"], state, ctx)
@@ -124,14 +179,19 @@ class FedSPSGlobal(SPSBase):
 
     def local_round_reference(self, state, ctx):
         msgs = super().local_round_reference(state, ctx)
-        if self.aggregation == "c":
-            msgs["last_grad"] = self._last_grads(msgs["y"], state, ctx)
+        # every message of the rules' Messages: no gradient sent, (S, 0), unless aggregation (c)
+        msgs["last_grad"] = self._last_grads(msgs["y"], state, ctx) if self.aggregation == "c" else np.zeros((ctx.S, 0))
         return msgs
 
     def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):
         return state["gamma"], int(state["gamma"] >= self.gamma_b * (1 - 1e-12)), st
 
-    def _after_round(self, state, ctx, messages):
+    def server_update(self, state, ctx, messages):
+        # the torch backend only: the rule computes the aggregated step sizes with NumPy products of the
+        # weights (a tensor there) and NumPy arrays; the same update with the arrays helpers
+        return self._torch_server_update(state, ctx, messages)
+
+    def _after_round(self, state, ctx, messages):      # the torch backend's step sizes (see server_update)
         ell = state["ell"][ctx.clients]
         F, gg = messages["last_val"], messages["last_gg"]
         num = np.maximum(F - ell, 0.0)

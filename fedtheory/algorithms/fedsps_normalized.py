@@ -12,11 +12,13 @@ server takes the :math:`1/\nu_i`-weighted average of the local models,
 (:math:`\omega_i = 1/S`: the paper's harmonic-mean form). Equal :math:`\nu_i` gives FedSPS.
 Uplink: the model and one scalar.
 """
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SPS
 from .._validation import Bool, Interval
 from ..arrays import as_like, copy
@@ -24,6 +26,37 @@ from ..exceptions import InvalidParameterError
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps
+
+State = namedtuple("FedSPSNormalizedState", "x ell state last_steps steps_total capped_total")
+Messages = namedtuple("FedSPSNormalizedMessages", "y gammas capped state last_val last_gg")
+
+
+def local(pk, rd, hp, st, rng):
+    """tau FedSPS steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/(c ||g_t^i||^2), gamma_b}."""
+    mem = st.state[rd.clients]
+    Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_SPS, hp.c, hp.gamma_b, st.ell[rd.clients], 0.0, False,
+                                         0.0, np.ones(rd.S), mem, hp.eps)
+    return Messages(Y, G, C, mem, lv, lg), bad
+
+
+def server(pk, rd, hp, st, m):
+    """x^{r+1} = x^r + sum_i (omega_i/nu_i) (x_i - x^r) / sum_i (omega_i/nu_i), nu_i = sum_k gamma_{r tau+k}^i."""
+    mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
+                                                   st.steps_total, st.capped_total)
+    G = m.gammas
+    if hp.nu_literal:
+        if rd.K < 2:
+            raise InvalidParameterError("nu_literal=True sums the first tau - 1 step sizes, so the "
+                                        "'local_steps' parameter of run must be >= 2. Got 1 instead.")
+        nu = G[:, :-1].sum(axis=1)
+    else:
+        nu = G.sum(axis=1)
+    w = rd.weights / np.where(nu > 0, nu, np.inf)
+    if not (w > 0).any():                  # every client took zero steps: nothing moved
+        x = st.x.copy()
+    else:
+        x = st.x + (w @ (m.y - st.x)) / w.sum()
+    return State(x, st.ell, mem, last, steps, capped)
 
 
 @register
@@ -72,7 +105,16 @@ class FedSPSNormalized(SPSBase):
         gam = sps(F, gg, ell, self.c, self.gamma_b)
         return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= self.gamma_b), st
 
-    def _aggregate(self, state, ctx, messages):
+    def _rule_params(self):
+        return dict(c=float(self.c), gamma_b=float(self.gamma_b), nu_literal=bool(self.nu_literal),
+                    eps=float(self.eps))
+
+    def server_update(self, state, ctx, messages):
+        # the torch backend only: the rule divides the weights (a tensor there) by a NumPy array of nu_i
+        # (np.where), which torch does not support; the same update with the arrays helpers
+        return self._torch_server_update(state, ctx, messages)
+
+    def _aggregate(self, state, ctx, messages):        # the torch backend's aggregation (see server_update)
         G = messages["gammas"]
         if self.nu_literal:
             if ctx.K < 2:

@@ -5,11 +5,23 @@ Every method runs Algorithm 1's driver: each sampled client starts from the glob
 takes :math:`\tau` steps :math:`x \leftarrow x - \gamma_t^i g_t^i`, with the value
 :math:`F_i(x_t^i, B)` and the gradient :math:`g_t^i` on the *same* minibatch; only the step-size
 rule :math:`\gamma_t^i` and the aggregation differ between the variants.
+
+Compiled rules: each variant's file defines its ``State``, ``Messages``, ``local`` and ``server``
+(the driver of :mod:`fedtheory._kernels.drivers` hashes the algorithm's own file, so the rules live
+there, not here); they share the primitives of the FedSPS section of :mod:`fedtheory._kernels.rounds`
+(``local_sps``, ``sps_step``, ``sps_factor``, ``sps_bookkeeping``, ``sps_last_grads``). The state of
+every variant holds ``x``, the lower bounds ``ell`` (n,), the per-client step-size memory ``state``
+(n,), ``last_steps`` = (step sizes (S, tau), cap indicators (S, tau) int64) of the last round and the
+integer totals ``steps_total`` and ``capped_total``; the hyperparameters the rules read are
+:meth:`SPSBase.compiled_params` (string options mapped to integers by each variant's ``_rule_params``).
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
+from .._kernels.rounds import sps_step
 from ..exceptions import InvalidParameterError
 from ..arrays import copy
 from .base import Algorithm, averaged_step
@@ -18,11 +30,9 @@ STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_i
 # statistics are of the last round before an evaluation; step_capped_frac_total counts every step so far
 
 
-def sps(F, gg, ell, c, cap, eps=0.0):
-    """The SPS step size of eq. (2): min{(F - ell)/(c ||g||^2), cap}, clipped at 0; the cap when g = 0."""
-    if gg + eps == 0:
-        return cap
-    return min(max(F - ell, 0.0) / (c * (gg + eps)), cap)
+#: The SPS step size of eq. (2): min{(F - ell)/(c ||g||^2), cap}, clipped at 0; the cap when g = 0
+#: (``sps(F, gg, ell, c, cap, eps=0.0)``; the compiled rules call the same function).
+sps = sps_step
 
 
 def lower_bounds(value, problem, name):
@@ -72,11 +82,41 @@ class SPSBase(Algorithm):
 
     def init(self, problem, x0):
         return {"x": copy(x0), "ell": self._ell(problem), "state": self._init_state(problem),
-                "last_steps": (np.zeros((0, 0)), np.zeros((0, 0))), "steps_total": 0, "capped_total": 0}
+                "last_steps": (np.zeros((0, 0)), np.zeros((0, 0), dtype=np.int64)), "steps_total": 0,
+                "capped_total": 0}
 
     def _init_state(self, problem):
         return np.zeros(problem.n_clients)
 
+    # -- compiled rules' hyperparameters ------------------------------------------------
+    def _rule_params(self):  # pragma: no cover - abstract
+        """The hyperparameters the variant's compiled rules read, ``{name: float, int or bool}`` (a
+        string option mapped to an int, documented by the variant)."""
+        raise NotImplementedError
+
+    def compiled_params(self):
+        """The hyperparameters as the compiled rules read them: a named tuple of :meth:`_rule_params`
+        (the lower bounds are in the state as ``ell``, strings are mapped to integers).
+
+        Returns
+        -------
+        tuple
+            A named tuple ``<ClassName>Params`` of floats, ints and bools.
+
+        Examples
+        --------
+        >>> from fedtheory.registry import get_algorithm
+        >>> get_algorithm("fedsps").create(smoothing="sps_code").compiled_params().mode
+        2
+        """
+        cls, vals = type(self), self._rule_params()
+        nt = cls.__dict__.get("_params_tuple")
+        if nt is None:
+            nt = namedtuple(f"{cls.__name__}Params", list(vals))
+            cls._params_tuple = nt
+        return nt(**vals)
+
+    # -- the torch backend's glue (the numba and python backends run the compiled rules) ---
     # parameters of the kernel call (overridden by the variants)
     def _kernel_args(self, state, ctx):
         return dict(c=self.c, gamma_b=self.gamma_b, c0=0.0, c_round=False, gamma_fixed=0.0,
@@ -89,7 +129,7 @@ class SPSBase(Algorithm):
                                               a["c0"], a["c_round"], a["gamma_fixed"], a["factor"], st, self.eps)
         return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg, "fail": fail}
 
-    def local_round(self, state, ctx):
+    def local_round(self, state, ctx):         # the torch backend's glue
         return self._run_kernel(state, ctx)
 
     def _reference_rule(self, s, t, F, gg, ell, st, ctx, state):  # pragma: no cover - abstract
@@ -122,7 +162,11 @@ class SPSBase(Algorithm):
         """Plain mean of the local models (Alg. 1), written with the run's aggregation weights."""
         return averaged_step(state["x"], ctx.weights, messages["y"], 1.0)
 
-    def server_update(self, state, ctx, messages):
+    def _torch_server_update(self, state, ctx, messages):
+        """The server update on the torch backend's tensors, for the variants whose compiled ``server``
+        needs NumPy functions on the weights that torch tensors do not support (FedSPS-Normalized,
+        FedSPS-Global): the same bookkeeping as ``sps_bookkeeping``, then :meth:`_aggregate` and
+        :meth:`_after_round`."""
         st = state["state"]
         st[ctx.clients] = messages["state"]                   # per-client memory persists
         new = {**state, "x": self._aggregate(state, ctx, messages), "state": st,
