@@ -930,6 +930,8 @@ def _first_nonfinite(msgs, ctx):
         return (f"client {int(ctx.clients[s])} produced a non-finite local iterate at local "
                 f"step {k + 1} of {ctx.K}")
     for key, v in msgs.items():
+        if np.size(v) == 0:
+            continue
         finite = np.all(np.isfinite(v.reshape(v.shape[0], -1)), axis=1)
         if not finite.all():
             s = int(np.flatnonzero(~finite)[0])

@@ -122,12 +122,15 @@ def _package_digest():
 
 
 def _sources_digest(module):
-    """SHA-256 (16 hex digits) of the algorithm module's file (or, for a module without one, of its
-    rules' code), this package's files and the template."""
+    """SHA-256 (16 hex digits) of the algorithm module's file and of the other files of its package
+    (or, for a module without a file, of its rules' code), this package's files and the template."""
     h = hashlib.sha256(_package_digest().encode())
     mod_file = _module_file(module)
-    if mod_file is not None:
-        h.update(mod_file.read_bytes())
+    if mod_file is not None:                   # its file, and its package's (rules may call a sibling)
+        files = sorted(mod_file.parent.glob("*.py")) if (mod_file.parent / "__init__.py").is_file() else [mod_file]
+        for f in files:
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
     else:
         mod = sys.modules[module]
         for name in ("local", "server", "extra_grads", "comm"):
