@@ -94,7 +94,7 @@ def describe(name, conditions=True):
                 params[p] = "required" if par.default is inspect.Parameter.empty else par.default
         return {"name": name, "kind": "problem factory", "call": factory_call(name, fn),
                 "parameters": params, "doc": _summary(fn.__doc__)}
-    from ._validation import did_you_mean
+    from ._argcheck import did_you_mean
     from .registry import import_hint
     raise InvalidParameterError(
         f"{name!r} is neither an algorithm ({', '.join(algorithms())}), a problem factory "

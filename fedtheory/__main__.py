@@ -94,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
         """" Did you mean ...?" for a misspelled subcommand, choice or option."""
         import re
 
-        from ._validation import did_you_mean
+        from ._argcheck import did_you_mean
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if m:
             return did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
@@ -230,7 +230,7 @@ def _describe_text(info):
 
 
 def _demo(args):
-    from ._validation import Interval, check_param
+    from ._argcheck import Interval, check_param
     check_param("rounds", args.rounds, [Interval(int, 1, None)], "demo")
     check_param("l2", args.l2, [Interval(float, 0, None, "left")], "demo")
     import problems
@@ -394,7 +394,7 @@ def _sweep(args):
 def _verify(args):
     from .theory import THEOREMS
     from .verification import verify_all
-    from ._validation import did_you_mean
+    from ._argcheck import did_you_mean
     from .registry import import_hint
     unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
     if unknown:
@@ -431,7 +431,7 @@ def _falsify(args):
     from .theory import THEOREMS
     from .theory.falsify import falsify
     if args.name not in THEOREMS:
-        from ._validation import did_you_mean
+        from ._argcheck import did_you_mean
         from .registry import import_hint
         raise UsageError(f"unknown theorem {args.name!r}; registered theorems: {', '.join(sorted(THEOREMS))}."
                          f"{did_you_mean(args.name, THEOREMS)}{import_hint()}")

@@ -48,7 +48,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._validation import did_you_mean
+from ._argcheck import did_you_mean
 
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}

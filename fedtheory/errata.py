@@ -195,7 +195,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
     """
     from ._progress import bar as progress_bar
     from .theory import SPECS, THEOREMS, case
-    from ._validation import Bool, NoneOk, Options, check_param
+    from ._argcheck import Bool, NoneOk, Options, check_param
     check_param("quick", quick, [Bool()], "errata")
     check_param("tightness", tightness, [Bool()], "errata")
     if isinstance(theorems, str):

@@ -11,7 +11,7 @@ import before they look a name up.
 import importlib
 import sys
 
-from ._validation import did_you_mean
+from ._argcheck import did_you_mean
 from .exceptions import InvalidParameterError
 
 ALGORITHMS = {}

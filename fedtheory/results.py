@@ -264,7 +264,7 @@ class ResultsStore:
     """
 
     def __init__(self, directory, commit_interval=30.0, commit_cost_factor=20.0, fsync=False):
-        from ._validation import Bool, Interval, check_param
+        from ._argcheck import Bool, Interval, check_param
         from .exceptions import InvalidParameterError
         if not isinstance(directory, (str, os.PathLike)) or not str(os.fspath(directory)).strip():
             raise InvalidParameterError(f"The 'directory' parameter of ResultsStore must be a non-empty path "

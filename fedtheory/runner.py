@@ -12,7 +12,7 @@ import math
 
 from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
-from ._validation import Bool, Interval, NoneOk, Options, check_param
+from ._argcheck import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import Algorithm, RoundContext
 from .arrays import HostView, is_tensor, to_numpy
 from .exceptions import InvalidParameterError

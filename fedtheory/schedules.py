@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ._validation import Interval, check_param
+from ._argcheck import Interval, check_param
 
 
 def round_decay(lr, decay, local_steps):

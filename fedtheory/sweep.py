@@ -391,7 +391,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
 
 def _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm):
     """sweep()'s own arguments, before the configuration is read (sklearn-style messages)."""
-    from ._validation import Bool, Interval, NoneOk, Options, check_param
+    from ._argcheck import Bool, Interval, NoneOk, Options, check_param
     from .exceptions import InvalidParameterError
     if not isinstance(out, (str, os.PathLike)) or not str(os.fspath(out)).strip():
         raise InvalidParameterError(f"The 'out' parameter of sweep must be a non-empty path of a results "

@@ -2,7 +2,7 @@
 import numpy as np
 
 from fedtheory.components import Quadratic
-from fedtheory._validation import Interval, check_param
+from fedtheory._argcheck import Interval, check_param
 from fedtheory.problem import FederatedProblem
 
 

@@ -1,7 +1,7 @@
 """The federated-lasso data of pFedFBE's experiments (docs/papers/pfedfbe.md, §8.1, after Yuan et al. 2021)."""
 import numpy as np
 
-from fedtheory._validation import Interval, Options, check_param
+from fedtheory._argcheck import Interval, Options, check_param
 
 from .least_squares import lasso
 

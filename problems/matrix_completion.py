@@ -2,7 +2,7 @@
 import numpy as np
 
 from fedtheory.components import LeastSquares, Nuclear
-from fedtheory._validation import Interval, Options, check_param
+from fedtheory._argcheck import Interval, Options, check_param
 from fedtheory.problem import ClientData, FederatedProblem
 
 

@@ -6,7 +6,7 @@ too). Every client receives at least ``min_size`` samples or a ValueError says w
 """
 import numpy as np
 
-from fedtheory._validation import Interval, check_param
+from fedtheory._argcheck import Interval, check_param
 
 PARTITIONS = ("iid", "dirichlet_per_class", "dirichlet_per_client", "shards", "quantity_skew")
 

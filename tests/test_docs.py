@@ -11,7 +11,7 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.theory.pfedfbe", "fedtheory.metrics", "fedtheory.errata", "fedtheory.theory", "problems.federated_lasso",
             "problems.matrix_completion",
             "fedtheory.topology",
-            "fedtheory.config", "fedtheory.registry", "fedtheory._validation", "fedtheory.__main__",
+            "fedtheory.config", "fedtheory.registry", "fedtheory._argcheck", "fedtheory.__main__",
             "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
             "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.problem_constants", "validation.theorems",

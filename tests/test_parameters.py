@@ -1,4 +1,4 @@
-"""Every parameter checked the same way (fedtheory._validation.check_param), and no configuration
+"""Every parameter checked the same way (fedtheory._argcheck.check_param), and no configuration
 setting silently dropped (fedtheory.config).
 
 Messages name the parameter, the caller, the accepted range and the value received; numbers are

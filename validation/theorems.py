@@ -72,7 +72,7 @@ def verify(name, problem, algorithm=None, **kwargs):
     """
     if name not in THEOREMS:
         known = ", ".join(sorted(THEOREMS)) or "none registered yet"
-        from fedtheory._validation import did_you_mean
+        from fedtheory._argcheck import did_you_mean
         from fedtheory.registry import import_hint
         raise ValueError(f"The 'name' parameter of verify must be a registered theorem ({known}). "
                          f"Got {name!r} instead.{did_you_mean(name, THEOREMS)}{import_hint()}")

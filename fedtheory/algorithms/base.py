@@ -21,7 +21,7 @@ import numpy as np
 from .._kernels.fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .._kernels.local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .._kernels.sps import sps_local_steps
-from .._validation import Interval, check_param  # noqa: F401  (Interval: for algorithms' constraints)
+from .._argcheck import Interval, check_param  # noqa: F401  (Interval: for algorithms' constraints)
 from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
@@ -406,7 +406,7 @@ class Algorithm:
         known = cls.hyperparameters()
         unknown = sorted(set(kwargs) - set(known))
         if unknown:
-            from .._validation import did_you_mean
+            from .._argcheck import did_you_mean
             names = [*known, *run_parameters]
             raise InvalidParameterError(
                 f"Unknown hyperparameter(s) {unknown} for algorithm {cls.name!r}; its own "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .._kernels import rounds as ops
-from .._validation import Bool, Interval
+from .._argcheck import Bool, Interval
 from ..arrays import copy, maximum, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .._kernels import rounds as ops
-from .._validation import Bool, Interval
+from .._argcheck import Bool, Interval
 from ..arrays import copy, full, zeros
 from ..registry import register
 from .fedadam import adaptive_server_step

@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels import rounds as ops
-from .._validation import Bool, Interval, Options
+from .._argcheck import Bool, Interval, Options
 from ..arrays import copy, repeat_rows
 from ..registry import register
 from .base import Algorithm

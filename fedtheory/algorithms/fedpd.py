@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels import rounds as ops
-from .._validation import Interval
+from .._argcheck import Interval
 from ..arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm

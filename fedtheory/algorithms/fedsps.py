@@ -20,7 +20,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SMOOTH, MODE_SMOOTH_LIT, MODE_SPS
-from .._validation import ArrayLike, Bool, Interval, Options
+from .._argcheck import ArrayLike, Bool, Interval, Options
 from ..registry import register
 from .sps_common import SPSBase, sps
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._kernels.sps import MODE_DEC
-from .._validation import Interval, Options
+from .._argcheck import Interval, Options
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase

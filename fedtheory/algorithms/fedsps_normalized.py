@@ -20,7 +20,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SPS
-from .._validation import Bool, Interval
+from .._argcheck import Bool, Interval
 from ..arrays import as_like, copy
 from ..exceptions import InvalidParameterError
 from ..registry import register

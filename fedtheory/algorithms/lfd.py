@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .._kernels import rounds as ops
-from .._validation import ArrayLike, Bool, Interval, NoneOk
+from .._argcheck import ArrayLike, Bool, Interval, NoneOk
 from ..registry import register
 from .fedavg import FedAvg
 

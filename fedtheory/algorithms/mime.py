@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels import rounds as ops
-from .._validation import Interval, Options
+from .._argcheck import Interval, Options
 from ..arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels import rounds as ops
-from .._validation import ArrayLike, Interval, NoneOk, Options
+from .._argcheck import ArrayLike, Interval, NoneOk, Options
 from ..exceptions import InvalidParameterError
 from ..arrays import as_like, copy, repeat_rows
 from ..registry import register

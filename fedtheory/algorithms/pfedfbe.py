@@ -26,7 +26,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._kernels.fbe import HVP_EXACT, HVP_FD, HVP_NONE
-from .._validation import Interval, Options
+from .._argcheck import Interval, Options
 from ..registry import register
 from .base import Algorithm
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels import rounds as ops
-from .._validation import Interval
+from .._argcheck import Interval
 from ..registry import register
 from ..arrays import copy, repeat_rows
 from .base import Algorithm

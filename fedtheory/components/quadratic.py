@@ -2,7 +2,7 @@ r"""Explicit quadratics: :math:`f_i(x) = \frac12 x^\top Q_i x - c_i^\top x + \fr
 import numpy as np
 
 from .._kernels.datafits import KIND_QUADRATIC
-from .._validation import Interval, Options, check_param
+from .._argcheck import Interval, Options, check_param
 from ..exceptions import DataError
 from .base import Datafit
 from .registry import register_datafit

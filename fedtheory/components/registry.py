@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from .._validation import did_you_mean
+from .._argcheck import did_you_mean
 from ..exceptions import InvalidParameterError
 
 DATAFITS = {}

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import run
 from .._kernels import local_steps as _ls
-from .._validation import Interval
+from .._argcheck import Interval
 from ..components import LeastSquares, Logistic, Quadratic
 from ..components.quadratic import synthetic_quadratic
 from ..exceptions import InvalidParameterError
@@ -177,7 +177,7 @@ def option_grid(name):
     (7, True)
     """
     import itertools
-    from .._validation import Bool, Options
+    from .._argcheck import Bool, Options
     cls = get_algorithm(name)
     choices = {}
     for pname, cons in cls.constraints.items():

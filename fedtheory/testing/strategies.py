@@ -57,7 +57,7 @@ def theorem_cases(name, variant=None):
     >>> validation.verify("feddeper.theorem_2", problem, **params).applicable
     True
     """
-    from .._validation import Options, check_param
+    from .._argcheck import Options, check_param
     from ..theory import SPECS
     check_param("name", name, [Options(*sorted(SPECS))], "theorem_cases")
     spec = SPECS[name]

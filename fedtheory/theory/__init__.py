@@ -331,7 +331,7 @@ class RateStudy:
     predicted_factor: object = None
 
     def __post_init__(self):
-        from .._validation import Options, check_param
+        from .._argcheck import Options, check_param
         check_param("form", self.form, [Options(*RATE_FORMS)], "RateStudy")
         if self.form == "geometric" and self.predicted_factor is None:
             from ..exceptions import InvalidParameterError
@@ -407,7 +407,7 @@ def fit_rate(Ts, measured, form="power"):
     >>> round(fit_rate([10, 20, 40], [1.0, 0.5, 0.25]).rate, 6)
     -1.0
     """
-    from .._validation import Options, check_param
+    from .._argcheck import Options, check_param
     check_param("form", form, [Options(*RATE_FORMS)], "fit_rate")
     T = np.asarray(Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
@@ -462,7 +462,7 @@ def case(name, which, quick=True):
     >>> c.kind, c.expect
     ('counterexample', {'printed': False, 'corrected': True})
     """
-    from .._validation import Options, check_param
+    from .._argcheck import Options, check_param
     check_param("name", name, [Options(*sorted(CASES))], "case")
     cases = CASES[name](quick)[0]
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):

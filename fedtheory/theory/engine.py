@@ -328,7 +328,7 @@ class _HiddenKeys(dict):
 
 def _algorithm_name(algorithm, where):
     """The registered name of ``algorithm`` (a name or a registered class)."""
-    from .._validation import Options, check_param
+    from .._argcheck import Options, check_param
     from ..registry import algorithms
     name = getattr(algorithm, "name", algorithm)
     check_param("algorithm", name, [Options(*algorithms())], where)
@@ -429,7 +429,7 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         Not applicable (with the failing conditions named) when a condition the variant
         requires fails or the bound is not a finite positive number.
     """
-    from .._validation import Options, check_param
+    from .._argcheck import Options, check_param
     from . import Verification
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], spec.name)
@@ -591,7 +591,7 @@ def parameters(spec):
     (1000, 4, 1)
     """
     if isinstance(spec, str):
-        from .._validation import Options, check_param
+        from .._argcheck import Options, check_param
         from . import SPECS
         check_param("spec", spec, [Options(*sorted(SPECS))], "parameters")
         spec = SPECS[spec]

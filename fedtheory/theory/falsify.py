@@ -177,7 +177,7 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
     from hypothesis import HealthCheck, Phase, given, settings, target
     from hypothesis import seed as hseed
     from .._progress import bar as progress_bar
-    from .._validation import Interval, Options, check_param
+    from .._argcheck import Interval, Options, check_param
     from . import SPECS, THEOREMS
     check_param("name", name, [Options(*sorted(THEOREMS))], "falsify")
     spec = SPECS.get(name)

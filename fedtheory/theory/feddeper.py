@@ -179,7 +179,7 @@ def _smooth_equal_weights(problem, name):
 
 def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0):
     """Parameters checked, Assumption constants, the step a and the B^2 of the cap (docs/papers/feddeper.md, §4.7)."""
-    from .._validation import Interval, NoneOk, check_param
+    from .._argcheck import Interval, NoneOk, check_param
     n = problem.n_clients
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)

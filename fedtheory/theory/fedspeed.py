@@ -202,7 +202,7 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
 
 def _setup(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0, seeds=1, x0=None,
            batch_size=None, batch_replacement=False, f_star=None):
-    from .._validation import Interval, check_param
+    from .._argcheck import Interval, check_param
     c = "fedspeed.theorem_4_4"
     check_param("rounds", rounds, [Interval(int, 2, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)

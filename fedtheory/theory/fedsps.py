@@ -302,7 +302,7 @@ def _gamma_stats(runs, gamma_b):
 
 # ------------------------------------------------------------------ common setup --
 def _params(name, rounds, local_steps, seeds):
-    from .._validation import Interval, check_param
+    from .._argcheck import Interval, check_param
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
     check_param("seeds", seeds, [Interval(int, 1, None)], name)
@@ -402,7 +402,7 @@ def _pep(kind):
     measured by the theorem checks.
     """
     def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
-        from .._validation import Interval, NoneOk, check_param
+        from .._argcheck import Interval, NoneOk, check_param
         from .tightness.instances import class_quadratics, normalised_x0
         from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
         name = f"fedsps.theorem_{kind}"

@@ -379,7 +379,7 @@ def _assumption_constants(problem, batch_size=None, noise_model=True):
 
 
 def _check_common(name, rounds, local_steps, seeds, trajectory):
-    from .._validation import Bool, Interval, check_param
+    from .._argcheck import Bool, Interval, check_param
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
     check_param("seeds", seeds, [Interval(int, 1, None)], name)
@@ -438,7 +438,7 @@ def lfgd_bound_printed(T, eta, mu, f0):
 
 def _setup_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=None, seeds=10, x0=None,
                trajectory=True, eta_rule="43"):
-    from .._validation import Interval, NoneOk, Options, check_param
+    from .._argcheck import Interval, NoneOk, Options, check_param
     name = "localdescent.theorem_4_1"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("eta_rule", eta_rule, [Options(*LFGD_CONDITIONS)], name)
@@ -540,7 +540,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     most favourable case) enters only the step conditions (19) and (43) reported beside the
     step threshold.
     """
-    from .._validation import Interval, check_param
+    from .._argcheck import Interval, check_param
     from .tightness.instances import class_quadratics, normalised_x0
     from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
@@ -753,7 +753,7 @@ class PLStepSizes:
 
 def _setup_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round=2, batch_size=None, seeds=10,
                x0=None, replicate_duplicates=True, trajectory=True):
-    from .._validation import Bool, Interval, NoneOk, check_param
+    from .._argcheck import Bool, Interval, NoneOk, check_param
     name = "localdescent.theorem_4_2"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("alpha", alpha, [NoneOk(), Interval(float, 0, None, "neither")], name)
@@ -888,7 +888,7 @@ def lfsgd_nc_E_max(T, S, lam, C1=0.0):
 
 def _setup_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, seeds=10, x0=None, lr=None,
                replicate_duplicates=True, trajectory=True):
-    from .._validation import Bool, Interval, NoneOk, check_param
+    from .._argcheck import Bool, Interval, NoneOk, check_param
     name = "localdescent.theorem_4_4"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
@@ -974,7 +974,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
 
 def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
                trajectory=True):
-    from .._validation import Interval, NoneOk, Options, check_param
+    from .._argcheck import Interval, NoneOk, Options, check_param
     from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
     name = "localdescent.theorem_4_7"
     _check_common(name, rounds, local_steps, seeds, trajectory)

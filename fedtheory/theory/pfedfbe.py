@@ -293,7 +293,7 @@ def theorem1_bound(variant, Delta_F, eta, K, R, lam, L_F, B, gamma_G, gamma_H, s
 def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_round=None, batch_size=None,
            seeds=3, x0=None):
     """Resolved parameters: lam defaults to 2L, lr to 1/(10 K L_F) (Lemma 1's L_F at lam)."""
-    from .._validation import Interval, NoneOk, check_param
+    from .._argcheck import Interval, NoneOk, check_param
     c = "pfedfbe.theorem_1"
     check_param("rounds", rounds, [Interval(int, 1, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)

@@ -211,7 +211,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     """
     if not isinstance(problem, FederatedProblem):
         raise TypeError(f"ground_truth expects a FederatedProblem, got {type(problem).__name__}.")
-    from .._validation import Interval, Options, check_param
+    from .._argcheck import Interval, Options, check_param
     check_param("certify", certify, [Options("raise", "warn")], "ground_truth")
     check_param("tol", tol, [Interval(float, 0, 1, "neither")], "ground_truth")
     path = _cache_path(problem, cache_dir)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from fedtheory._validation import Interval, check_param
+from fedtheory._argcheck import Interval, check_param
 from fedtheory.components import MarginDatafit, register_datafit
 from fedtheory.problem import FederatedProblem
 from fedtheory.registry import register_problem

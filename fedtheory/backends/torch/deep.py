@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from ..._validation import Interval, check_param
+from ..._argcheck import Interval, check_param
 from ...exceptions import InvalidParameterError
 from .oracles import TorchOracles, resolve_device
 
