@@ -20,31 +20,12 @@ replicas Lemma E.2 assumes). ``clients_per_round=None`` is the paper's "K = p" r
 participation with weights q (docs/papers/localdescent.md, A4). The step-size schedule of Theorem 4.2,
 eta_t = 4/(mu (t + a)) with t the global step counter, is passed as a callable ``lr``.
 """
-from collections import namedtuple
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .._kernels import rounds as ops
 from .._argcheck import ArrayLike, Bool, Interval, NoneOk
 from ..registry import register
 from .fedavg import FedAvg
-
-State = namedtuple("LFDState", "x")
-Messages = namedtuple("LFDMessages", "y")
-_Params = namedtuple("LFDParams", "server_lr")
-
-
-def local(pk, rd, hp, st, rng):
-    """y_{j,s+1} = y_{j,s} - eta_{t+s} d_j(y_{j,s}), s < rd.K, from y_{j,0} = x^r (rd.K = 1: literal round 0)."""
-    x = ops.row(st.x)
-    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
-    return Messages(Y), bad
-
-
-def server(pk, rd, hp, st, m):
-    """x^{r+1} = x^r + eta_g sum_j (mult_j / S) (y_{j,E} - x^r) (= sum_j mult_j / S y_{j,E} for eta_g = 1)."""
-    return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr))
-
 
 @register
 @dataclass(frozen=True)
@@ -96,8 +77,9 @@ class LFD(FedAvg):
         """The hyperparameters as the compiled rules read them: ``server_lr`` only. ``q`` (an array
         or None) is the sampler's, checked against the problem's weights before the run;
         ``replicate_duplicates`` and ``literal_loop`` act through the sampler and
-        :meth:`round_schedule`, in Python."""
-        return _Params(float(self.server_lr))
+        :meth:`round_schedule`, in Python. The round itself is FedAvg's: LFD runs FedAvg's compiled
+        rules (``fedtheory.algorithms.fedavg``)."""
+        return FedAvg.params_class()(float(self.server_lr))
 
     def round_schedule(self, rnd, local_steps):
         """Canonical rounds of E steps; the literal loop runs 1 step in round 0 (t = 0) and
