@@ -446,6 +446,7 @@ def tile_row(x, S):
     out = np.empty((S, x.shape[0]))
     for s in range(S):
         out[s] = x
+    return out
 
 
 # --------------------------------------------------------------------------- FedSPS family
