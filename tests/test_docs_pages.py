@@ -55,7 +55,7 @@ def test_examples_of_page_run(page, monkeypatch):
     before_tables = [(table, set(table)) for table in (PROBLEMS, TIGHTNESS_CASES)]
     import sys
     import types
-    mod = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")      # the page runs as a module of its own
+    mod = types.ModuleType(f"docs_{page.stem}")      # the page runs as a module of its own
     monkeypatch.setitem(sys.modules, mod.__name__, mod)
     ns = mod.__dict__
     try:

@@ -946,7 +946,10 @@ def populated(tmp_path_factory):
                                     pytest.param("empty", marks=pytest.mark.slow)])
 def test_damaged_numba_cache_is_recompiled(populated, tmp_path, damage):
     shutil.copytree(populated, tmp_path, dirs_exist_ok=True)
-    files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc") and "local_steps" in f.name]
+    # every cache file: a compiled function that calls a kernel holds the kernel's code, so the run may
+    # load the round primitives' or the driver's files and never the local-step kernel's own
+    files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc")]
+    assert any("local_steps" in f.name for f in files)
     assert files, "the kernel cache was not written where expected"
     for f in files:
         raw = f.read_bytes()
@@ -1036,7 +1039,8 @@ def test_divergence_in_the_local_phase_names_round_and_client():
 def test_divergence_with_a_reference_keeps_finite_suboptimality():
     p = problems.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
     from fedtheory.truth import ground_truth
-    res = ft.run(p, "fedavg", rounds=400, local_steps=1, lr=10.0, reference=ground_truth(p, cache=False))
+    res = ft.run(p, "fedavg", rounds=400, local_steps=1, lr=10.0, reference=ground_truth(p, cache=False),
+                 eval_every=5)
     assert res.status == "diverged" and _finite_history(res)
     assert res.history["suboptimality"].iloc[-1] > res.history["suboptimality"].iloc[0]
 

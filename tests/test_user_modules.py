@@ -68,36 +68,6 @@ def _cli(*args, cwd=TESTS):
                           text=True, env=env, cwd=cwd, timeout=300)
 
 
-def _registries():
-    """Every table a user's module registers into."""
-    from fedtheory import registry
-    from fedtheory.components import DATAFITS, REGULARIZERS
-    from fedtheory.theory import CASES, SPECS, THEOREMS
-    from fedtheory.theory.tightness import TIGHTNESS_CASES
-    return (registry.ALGORITHMS, registry.PROBLEMS, DATAFITS, REGULARIZERS, THEOREMS, SPECS, CASES,
-            TIGHTNESS_CASES)
-
-
-@pytest.fixture
-def forget_user_modules():
-    """Whatever a test imports of the user package (in this process: ``main([..., "--import", ...])``)
-    is forgotten afterwards: registries, imported modules, loky workers (other tests see only the
-    built-in names)."""
-    from fedtheory import registry
-    before = list(registry._IMPORTED)
-    saved = [(table, dict(table)) for table in _registries()]
-    yield
-    from fedtheory.sweep import _POOL, _stop_pool
-    for pool in list(_POOL.values()):            # its workers imported the package: later sweeps start afresh
-        _stop_pool(pool)
-    for table, content in saved:
-        table.clear()
-        table.update(content)
-    for m in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
-        sys.modules.pop(m)
-    registry._IMPORTED[:] = before
-
-
 @pytest.fixture
 def userpkg(forget_user_modules):
     """The user package imported in this process, and forgotten afterwards."""
