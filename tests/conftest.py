@@ -70,3 +70,16 @@ def forget_user_modules():
     for m in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
         sys.modules.pop(m)
     registry._IMPORTED[:] = before
+
+
+@pytest.fixture(autouse=True)
+def _registered_problems_and_imports_do_not_leak():
+    """A doctest or a docs page that registers a problem factory or imports a user module (the
+    registry's own examples do) leaves no trace in later tests: messages that list the factories or
+    the imported modules stay those of the built-ins."""
+    from fedtheory import registry
+    imported, problems_ = list(registry._IMPORTED), dict(registry.PROBLEMS)
+    yield
+    registry._IMPORTED[:] = imported
+    registry.PROBLEMS.clear()
+    registry.PROBLEMS.update(problems_)
