@@ -259,3 +259,17 @@ def test_a_subclass_inherits_rules_only_when_it_keeps_the_round():
         finally:
             ALGORITHMS.pop(name)
         assert np.allclose(res.iterates, ref.iterates, rtol=0, atol=1e-14), name
+
+
+@pytest.mark.parametrize("name", ft.algorithms())
+def test_the_types_of_every_rule_signature_pickle_by_name(name):
+    """Numba's disk cache keys a compiled function on its argument types, pickled by name: a type
+    that pickle cannot find again (a named tuple made in a method) makes every process compile
+    the rules anew. The hyperparameter tuple and the rules module's named tuples all round-trip."""
+    import pickle
+    cls = get_algorithm(name)
+    mod = sys.modules[cls.rules_module()]
+    types_ = [type(cls.create(**{k: v for k, v in cls.test_params.items() if k in cls.hyperparameters()})
+                   .compiled_params()), mod.State, mod.Messages]
+    for t in types_:
+        assert pickle.loads(pickle.dumps(t)) is t, (name, t)

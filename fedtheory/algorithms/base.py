@@ -540,11 +540,17 @@ class Algorithm:
             key = "hp" + base64.b32encode(f"{cls.__module__}:{cls.__qualname__}".encode()).decode().rstrip("=")
             nt = _PARAMS.get(key)
             if nt is None:
-                nt = namedtuple(f"{cls.__name__}Params", [f.name for f in dataclasses.fields(cls)])
+                nt = namedtuple(f"{cls.__name__}Params", cls.params_fields())
                 nt.__module__, nt.__qualname__ = __name__, key
                 _PARAMS[key] = nt
             cls._params_tuple = nt
         return nt
+
+    @classmethod
+    def params_fields(cls):
+        """The field names of :meth:`params_class`: the dataclass fields by default (an algorithm
+        whose :meth:`compiled_params` holds other fields overrides this)."""
+        return [f.name for f in dataclasses.fields(cls)]
 
     def compiled_params(self):
         """The hyperparameters as the compiled rules read them (``hp``): a named tuple of the

@@ -17,7 +17,6 @@ integer totals ``steps_total`` and ``capped_total``; the hyperparameters the rul
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
@@ -109,12 +108,12 @@ class SPSBase(Algorithm):
         >>> get_algorithm("fedsps").create(smoothing="sps_code").compiled_params().mode
         2
         """
-        cls, vals = type(self), self._rule_params()
-        nt = cls.__dict__.get("_params_tuple")
-        if nt is None:
-            nt = namedtuple(f"{cls.__name__}Params", list(vals))
-            cls._params_tuple = nt
-        return nt(**vals)
+        return type(self).params_class()(**self._rule_params())
+
+    @classmethod
+    def params_fields(cls):
+        """The fields of :meth:`compiled_params`: those of :meth:`_rule_params` (of a default instance)."""
+        return list(cls()._rule_params())
 
     # -- the torch backend's glue (the numba and python backends run the compiled rules) ---
     # parameters of the kernel call (overridden by the variants)
