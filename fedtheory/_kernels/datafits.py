@@ -69,7 +69,7 @@ def _quadratic_row(op, i, z, x, br, out, val):
     return val
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")      # inlined: a call costs a refcount per array argument
 def quadratic_rows(sparse, A, data, indices, indptr, b, op, start, end, x, v, out, val):
     """Loss part of f_i(x) = x^T Q_i x / 2 - c_i^T x on rows ``start:end`` (Q_i; ``b[start:end]`` = c_i).
 

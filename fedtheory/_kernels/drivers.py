@@ -36,10 +36,20 @@ from numba import njit, objmode
 from fedtheory._kernels import rounds as _r
 
 _rules = importlib.import_module({module!r}) if {module!r} not in sys.modules else sys.modules[{module!r}]
-_local_py, _server_py = _rules.local, _rules.server
+# the rules are compiled uncached and reached through wrappers defined here: their cache is this file's,
+# whose name carries the hash of every source they depend on (a cache kept beside the rules' own file
+# would outlive an edit of the kernels they call)
+_local_jit, _server_jit = njit(_rules.local), njit(_rules.server)
 {imports}
-local = njit(cache=True)(_local_py)
-server = njit(cache=True)(_server_py)
+
+@njit(cache=True)
+def local(pk, rd, hp, st, rng):
+    return _local_jit(pk, rd, hp, st, rng)
+
+
+@njit(cache=True)
+def server(pk, rd, hp, st, m):
+    return _server_jit(pk, rd, hp, st, m)
 
 
 @njit(cache=True)
@@ -190,7 +200,9 @@ def driver(module):
         imports = []
         for hook, default in (("extra_grads", "no_extra_grads"), ("comm", "comm_per_participant")):
             if hasattr(mod, hook):
-                imports.append(f"{hook} = njit(cache=True)(_rules.{hook})")
+                args = "pk, rd, hp" if hook == "extra_grads" else "pk, rd, hp, st, n_participants, down, up"
+                imports.append(f"_{hook}_jit = njit(_rules.{hook})\n\n\n@njit(cache=True)\ndef {hook}({args}):\n"
+                               f"    return _{hook}_jit({args})\n")
             else:
                 imports.append(f"{hook} = _r.{default}")
         text = TEMPLATE.format(module=module, digest=digest, imports="\n".join(imports) + "\n")

@@ -45,7 +45,7 @@ def _row(kind, op, inv, z, zv, t, val):
     return val, inv * c
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")      # inlined: a call costs a refcount per array argument
 def _margin_dense(A, b, kind, op, start, end, rows, x, v, out, val):
     """out += mean over the selected dense rows r of c_r a_r (see :func:`_row`); returns val."""
     d = x.shape[0]
@@ -137,7 +137,7 @@ def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows
     return _fallback_rows(kind, np.int64(op), start, end, rows, x, v, out, val)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")      # inlined: a call costs a refcount per array argument
 def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write into ``g`` the (minibatch) gradient of a client's smooth objective.
 
@@ -151,7 +151,7 @@ def client_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, 
     datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_GRAD, start, end, rows, x, x, g, 0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")      # inlined: a call costs a refcount per array argument
 def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, l2, g):
     """Write the (minibatch) gradient of f_i into ``g`` and return the (minibatch) value.
 
@@ -167,7 +167,7 @@ def client_value_grad(sparse, A, data, indices, indptr, b, kind, start, end, row
                         g, val)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")      # inlined: a call costs a refcount per array argument
 def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v, l2, out):
     """Write the (minibatch) Hessian-vector product of f_i at x along v into ``out``.
 
