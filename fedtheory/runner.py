@@ -356,7 +356,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         bar = tqdm(total=rounds, desc=job.alg.name)
     with np.errstate(all="ignore"):
         if job.fused:
-            job.run_fused(bar)
+            job.run_mixed(bar)
         else:
             for r in range(1, rounds + 1):
                 stop = job.round(r)
@@ -725,8 +725,25 @@ class _Job:
     @property
     def fused(self):
         """Whether the rounds between evaluations run as one compiled call (numba backend, compiled
-        rules, no callback and no trace)."""
-        return self.driver is not None and self.callback is None and self.trace is None
+        rules, no callback, and no trace or one of some rounds only: those run per round)."""
+        return self.driver is not None and self.callback is None and (self.trace is None or
+                                                                      self.trace.wanted is not None)
+
+    def run_mixed(self, bar=None):
+        """The fused path, with the traced rounds of a trace of some rounds run per round."""
+        wanted = sorted(t + 1 for t in self.trace.wanted if 0 <= t < self.rounds) if self.trace is not None else []
+        r = 1
+        for rt in wanted + [self.rounds + 1]:
+            if r <= rt - 1 and self.run_fused(bar, r, rt - 1):
+                return
+            if rt > self.rounds:
+                return
+            stop = self.round(rt)
+            if bar is not None and self.completed == rt:
+                bar.update(1)
+            if stop:
+                return
+            r = rt + 1
 
     def _schedule_table(self, r0, r1):
         """``(r0, Ks, t0s, lrs)`` of rounds r0..r1: local steps, first global step and the step sizes
@@ -746,10 +763,12 @@ class _Job:
             tab[j, :a.shape[0]] = a
         return r0, Ks, t0s, tab
 
-    def run_fused(self, bar=None):
-        """Run every round through the driver's compiled ``segment``: one call per chunk of at most
-        ``_SEGMENT`` rounds, the evaluations done by :meth:`evaluate` from inside the call
-        (``rounds.evaluate_hook``), so a run evaluated every round stays in one call too."""
+    def run_fused(self, bar=None, r_from=1, r_to=None):
+        """Run rounds ``r_from..r_to`` (default: to the last) through the driver's compiled
+        ``segment``: one call per chunk of at most ``_SEGMENT`` rounds, the evaluations done by
+        :meth:`evaluate` from inside the call (``rounds.evaluate_hook``), so a run evaluated every
+        round stays in one call too. Returns True when the run stopped (diverged, converged)."""
+        r_to = self.rounds if r_to is None else r_to
         smp, alg, p = self.sampler, self.alg, self.problem
         n, d = p.n_clients, p.dim
         self._cnt = cnt = np.array([self.counters[k] for k in _COUNTERS], dtype=np.int64)
@@ -761,9 +780,9 @@ class _Job:
         token = id(self)
         _rk._EVALUATORS[token] = self._segment_evaluate
         try:
-            r = 1
-            while r <= self.rounds:
-                r0, Ks, t0s, lrs_tab = self._schedule_table(r, min(self.rounds, r + _SEGMENT - 1))
+            r = r_from
+            while r <= r_to:
+                r0, Ks, t0s, lrs_tab = self._schedule_table(r, min(r_to, r + _SEGMENT - 1))
                 r1 = r0 + Ks.shape[0] - 1
                 cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
                     (r1 - r0 + 1) * max_drawn
@@ -783,18 +802,19 @@ class _Job:
                 if bar is not None:
                     bar.update(done - r0 + 1)
                 if code == 1:                       # the evaluation of round r_end stopped the run
-                    return
+                    return True
                 if code == 2:
                     self.status = "diverged"
                     self.message = (f"round {r_end}: client {int(info[0])} produced a non-finite local iterate at "
                                     f"local step {int(info[1])} of {int(info[2])}")
-                    return
+                    return True
                 if code == 3:
                     self.last_finite_x = info[3:].copy()
                     self.status = "diverged"
                     self.message = f"round {r_end}: the global model became non-finite after aggregation"
-                    return
+                    return True
                 r = r_end + 1
+            return False
         finally:
             _rk._EVALUATORS.pop(token, None)
 

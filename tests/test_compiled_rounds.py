@@ -273,3 +273,23 @@ def test_the_types_of_every_rule_signature_pickle_by_name(name):
                    .compiled_params()), mod.State, mod.Messages]
     for t in types_:
         assert pickle.loads(pickle.dumps(t)) is t, (name, t)
+
+
+@pytest.mark.parametrize("name", ["scaffold", "fedspeed", "feddeper"])
+def test_a_trace_of_some_rounds_runs_those_per_round_and_the_rest_fused(name):
+    """trace_rounds: the traced rounds take the per-round path, the others stay fused; the run, its
+    history, participants and trace are those of the all-per-round run (taken with a callback)."""
+    from fedtheory.runner import _Job  # noqa: F401  (the path is chosen by _Job.fused)
+    p = problems.quadratic(6, 4, heterogeneity=1.0, seed=0)
+    cls = get_algorithm(name)
+    kw = dict(cls.test_params, rounds=12, local_steps=3, record_iterates=True, clients_per_round=3, eval_every=2,
+              trace=True, trace_rounds=(0, 5, 11))
+    a = ft.run(p, name, **kw)
+    b = ft.run(p, name, callback=lambda r, x: False, **kw)
+    assert np.array_equal(a.iterates, b.iterates)
+    assert a.history.drop(columns="time").equals(b.history.drop(columns="time"))
+    assert [list(x) for x in a.sampled] == [list(x) for x in b.sampled]
+    assert [r.round for r in a.trace.rounds] == [0, 5, 11]
+    for x, y in zip(a.trace.rounds, b.trace.rounds):
+        assert x.data.keys() == y.data.keys()
+        assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)

@@ -13,6 +13,7 @@ The runner owns the loop, the randomness and the bookkeeping (see :mod:`fedtheor
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -504,7 +505,16 @@ class Algorithm:
         (those of :meth:`local_round_reference`'s dict). An algorithm without them runs through
         :meth:`local_round` and :meth:`server_update` round by round.
         """
-        import sys
+        if "_rules_module_cached" in cls.__dict__:          # found once per class (the runner asks every round)
+            cached = cls.__dict__["_rules_module_cached"]
+            if cached is None or cached in sys.modules:
+                return cached
+        cls._rules_module_cached = found = cls._find_rules_module()
+        return found
+
+    @classmethod
+    def _find_rules_module(cls):
+        """:meth:`rules_module` without its per-class cache."""
         for klass in cls.__mro__:              # a subclass that changes none of the round inherits the rules
             if klass is Algorithm:
                 return None
@@ -572,7 +582,6 @@ class Algorithm:
 
     def state_tuple(self, state):
         """The state dict of :meth:`init` as the rules' ``State`` named tuple."""
-        import sys
         st = sys.modules[self.rules_module()].State
         return st(*(state[f] for f in st._fields))
 
