@@ -505,11 +505,12 @@ class Algorithm:
         (those of :meth:`local_round_reference`'s dict). An algorithm without them runs through
         :meth:`local_round` and :meth:`server_update` round by round.
         """
-        if "_rules_module_cached" in cls.__dict__:          # found once per class (the runner asks every round)
-            cached = cls.__dict__["_rules_module_cached"]
-            if cached is None or cached in sys.modules:
-                return cached
-        cls._rules_module_cached = found = cls._find_rules_module()
+        cached = cls.__dict__.get("_rules_module_cached")    # found once per class (asked every round)
+        if cached is not None and cached in sys.modules:
+            return cached
+        found = cls._find_rules_module()          # not found: asked again (a module may define them later)
+        if found is not None:
+            cls._rules_module_cached = found
         return found
 
     @classmethod
