@@ -28,6 +28,7 @@ from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddep
 from .oracles import client_grad, prox_vec
 from .sampling import minibatch_rows, sample_clients
 from .sps import sps_local_steps
+from ..exceptions import InvalidParameterError
 
 #: The problem as the compiled rules see it (``FederatedProblem.compiled_pack()``).
 Pack = namedtuple("Pack", "sparse A data indices indptr b kind ptr l2 reg_weight reg groups m1 m2 sizes w noise dim")
@@ -500,3 +501,15 @@ def sps_last_grads(pk, rd, x0, gam):
             else:
                 y = y - gam * g
     return out
+
+
+@register_jitable
+def sps_normalized_nu(G, K, nu_literal):
+    """FedSPS-normalized's nu_i = sum_k gamma_k^i of each client's (S, K) step sizes ``G`` (the first
+    K - 1 with ``nu_literal``, which needs K >= 2); plain Python when called from Python."""
+    if nu_literal:
+        if K < 2:
+            raise InvalidParameterError("nu_literal=True sums the first tau - 1 step sizes, so the "
+                                        "'local_steps' parameter of run must be >= 2. Got 1 instead.")
+        return G[:, :-1].sum(axis=1)
+    return G.sum(axis=1)

@@ -22,7 +22,6 @@ from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SPS
 from .._argcheck import Bool, Interval
 from ..arrays import as_like, copy
-from ..exceptions import InvalidParameterError
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps
@@ -43,14 +42,7 @@ def server(pk, rd, hp, st, m):
     """x^{r+1} = x^r + sum_i (omega_i/nu_i) (x_i - x^r) / sum_i (omega_i/nu_i), nu_i = sum_k gamma_{r tau+k}^i."""
     mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
                                                    st.steps_total, st.capped_total)
-    G = m.gammas
-    if hp.nu_literal:
-        if rd.K < 2:
-            raise InvalidParameterError("nu_literal=True sums the first tau - 1 step sizes, so the "
-                                        "'local_steps' parameter of run must be >= 2. Got 1 instead.")
-        nu = G[:, :-1].sum(axis=1)
-    else:
-        nu = G.sum(axis=1)
+    nu = ops.sps_normalized_nu(m.gammas, rd.K, hp.nu_literal)
     w = rd.weights / np.where(nu > 0, nu, np.inf)
     if not (w > 0).any():                  # every client took zero steps: nothing moved
         x = st.x.copy()
@@ -115,14 +107,7 @@ class FedSPSNormalized(SPSBase):
         return self._torch_server_update(state, ctx, messages)
 
     def _aggregate(self, state, ctx, messages):        # the torch backend's aggregation (see server_update)
-        G = messages["gammas"]
-        if self.nu_literal:
-            if ctx.K < 2:
-                raise InvalidParameterError("nu_literal=True sums the first tau - 1 step sizes, so the "
-                                            "'local_steps' parameter of run must be >= 2. Got 1 instead.")
-            nu = G[:, :-1].sum(axis=1)
-        else:
-            nu = G.sum(axis=1)
+        nu = ops.sps_normalized_nu(messages["gammas"], ctx.K, self.nu_literal)
         w = ctx.weights / as_like(np.where(nu > 0, nu, np.inf), ctx.weights)
         if not bool((w > 0).any()):            # every client took zero steps: nothing moved
             return copy(state["x"])
