@@ -404,13 +404,15 @@ class FederatedProblem:
 
     def compiled_pack(self):
         """The problem as the compiled rules see it: a :data:`fedtheory._kernels.rounds.Pack` of the
-        kernel arrays, l2, the regularizer's weight and kernel arguments, the client sizes and
-        weights, the noise level and the dimension (built once)."""
+        kernel arrays (the datafit's id in its static form, ``kernel_form``: the rules are compiled
+        for the one datafit kernel), l2, the regularizer's weight and kernel arguments, the client
+        sizes and weights, the noise level and the dimension (built once)."""
         if self._cpack is None:
+            from ._kernels.oracles import kernel_form
             from ._kernels.rounds import Pack
             sparse, A, data, indices, indptr, b, kind, ptr = self.kernel_pack()
             code, groups, m1, m2 = self.reg_pack()
-            self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kind, ptr, float(self.l2),
+            self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kernel_form(kind, sparse), ptr, float(self.l2),
                                float(self.reg_weight), code, groups, int(m1), int(m2),
                                np.ascontiguousarray(self.client_sizes, dtype=np.int64),
                                np.ascontiguousarray(self.weights, dtype=np.float64), float(self.noise), int(self.dim))

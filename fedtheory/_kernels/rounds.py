@@ -30,7 +30,8 @@ from .sampling import minibatch_rows, sample_clients
 from .sps import sps_local_steps
 from ..exceptions import InvalidParameterError
 
-#: The problem as the compiled rules see it (``FederatedProblem.compiled_pack()``).
+#: The problem as the compiled rules see it (``FederatedProblem.compiled_pack()``); ``kind`` is the
+#: datafit's static form (``oracles.kernel_form``: compiled per datafit kernel and storage).
 Pack = namedtuple("Pack", "sparse A data indices indptr b kind ptr l2 reg_weight reg groups m1 m2 sizes w noise dim")
 
 #: One round (``round`` is 0-based; ``cw`` the objective weights w_i of the participants; ``lrs`` the
