@@ -51,7 +51,8 @@ EPILOGS = {
              "  (killed and restarted: finished runs are skipped, none is lost or duplicated)\n\n" + EXAMPLE_CONFIG,
     "verify": "examples:\n  fedtheory verify --quick            # 6-14 s on 2 cores (30 s when the kernels compile)\n"
               "  fedtheory verify --out verify-report # full run: report.md, verdicts.csv, PNGs\n"
-              "  fedtheory verify --theorem fedspeed.theorem_4_4",
+              "  fedtheory verify --theorem fedspeed.theorem_4_4\n"
+              "  fedtheory verify -j 1                # in this process only (default: one worker per CPU, <= 4)",
     "errata": "examples:\n  fedtheory errata                    # errata/errata.md and errata/errata.tex\n"
               "  fedtheory errata --out paper/errata --no-tightness",
     "falsify": "examples:\n  fedtheory falsify feddeper.theorem_2 --variant printed --budget 40   # exit 1: a counterexample\n"
@@ -408,7 +409,13 @@ def _verify(args):
         except ImportError as e:
             raise UsageError(f"--tightness: {e}") from None
     _out_dir(args.out)
-    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness)
+    from .verification import default_jobs
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 0:                                       # joblib's convention: -1 all CPUs, -2 all but one
+        import os
+        jobs = max(1, (os.cpu_count() or 1) + 1 + jobs)
+    df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness,
+                       jobs=jobs)
     return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
 
 
@@ -569,6 +576,9 @@ def _main(argv):
                    "30 s when the Numba kernels compile on first use)")
     v.add_argument("--out", default="verify-report", help="report directory (default verify-report)")
     v.add_argument("--theorem", action="append", help="only this theorem (repeatable)")
+    v.add_argument("-j", "--jobs", type=_jobs, default=None,
+                   help="worker processes for the theorems' cases (default: the CPUs, at most 4; 1: this process "
+                        "only); the report is the same")
     v.add_argument("--tightness", action="store_true",
                    help="also the exact worst case by performance estimation (extra [pep]): measured <= worst case "
                         "<= bound, looseness, figures")

@@ -348,7 +348,7 @@ class FederatedProblem:
     def datafit_id(self):
         """Kernel id of the datafit, an int (``KIND_*`` of :mod:`fedtheory._kernels.oracles` for the
         built-ins); ``kind_name`` is its name."""
-        return self.datafit.code if self.datafit.code is not None else self.kernel_pack()[6]
+        return self.datafit.code if self.datafit.code is not None else self.kernel_pack()[6][0]
 
     @property
     def kind(self):
@@ -395,24 +395,25 @@ class FederatedProblem:
         return x
 
     def kernel_pack(self):
-        """Arrays for the Numba kernels: (sparse, A, data, indices, indptr, b, kind, ptr)."""
+        """Arrays for the Numba kernels: (sparse, A, data, indices, indptr, b, kind, ptr); ``kind`` is
+        the datafit's kernel id in its static form (``fedtheory._kernels.oracles.kernel_form``)."""
         if self._pack is None:
+            from ._kernels.oracles import kernel_form
             kind, keep = kernel_id(self.datafit, self.data)
             self._kernel_keep += (keep,)
-            self._pack = (*self.data.kernel_arrays(), self.b, kind, self.client_ptr)
+            arrays = self.data.kernel_arrays()
+            self._pack = (*arrays, self.b, kernel_form(kind, arrays[0]), self.client_ptr)
         return self._pack
 
     def compiled_pack(self):
         """The problem as the compiled rules see it: a :data:`fedtheory._kernels.rounds.Pack` of the
-        kernel arrays (the datafit's id in its static form, ``kernel_form``: the rules are compiled
-        for the one datafit kernel), l2, the regularizer's weight and kernel arguments, the client
+        kernel arrays (the datafit's id in its static form, ``kernel_form``), l2, the regularizer's weight and kernel arguments, the client
         sizes and weights, the noise level and the dimension (built once)."""
         if self._cpack is None:
-            from ._kernels.oracles import kernel_form
             from ._kernels.rounds import Pack
             sparse, A, data, indices, indptr, b, kind, ptr = self.kernel_pack()
             code, groups, m1, m2 = self.reg_pack()
-            self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kernel_form(kind, sparse), ptr, float(self.l2),
+            self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kind, ptr, float(self.l2),
                                float(self.reg_weight), code, groups, int(m1), int(m2),
                                np.ascontiguousarray(self.client_sizes, dtype=np.int64),
                                np.ascontiguousarray(self.weights, dtype=np.float64), float(self.noise), int(self.dim))

@@ -9,6 +9,7 @@ import pandas as pd
 
 import functools
 import math
+from types import SimpleNamespace
 
 from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
@@ -356,7 +357,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         bar = tqdm(total=rounds, desc=job.alg.name)
     with np.errstate(all="ignore"):
         if job.fused:
-            job.run_mixed(bar)
+            job.run_fused(bar)
+        elif job.driver is not None:
+            job.run_with_callback(bar)
         else:
             for r in range(1, rounds + 1):
                 stop = job.round(r)
@@ -459,6 +462,7 @@ class _Job:
         self.pk = problem.compiled_pack() if not self.deep else None
         # the compiled rules (numba backend: compiled, python backend: the same functions as Python)
         self.rules = self.driver = None
+        self._last_code, self._last_evaluated = 0, 0   # of the last segment call / evaluation
         name = alg.rules_module() if self.oracles is None else None
         if name is not None:
             import sys
@@ -632,14 +636,6 @@ class _Job:
                 self.state = alg.server_update(state, ctx, msgs)
             return msgs, bad
         rd, st = ctx.round_record(), alg.state_tuple(state)
-        if self.driver is not None:                # numba: the compiled rules
-            m, code = self.driver.local(self.pk, rd, self.hp, st, self.rng_aux)
-            msgs = dict(m._asdict())
-            msgs["fail"] = ctx._failure(code)
-            bad = _first_nonfinite(msgs, ctx)
-            if bad is None:
-                self.state = dict(self.driver.server(self.pk, rd, self.hp, st, m)._asdict())
-            return msgs, bad
         msgs = alg.local_round_reference(state, ctx)          # python: the NumPy twin, then the same rule
         bad = _first_nonfinite(msgs, ctx)
         if bad is None:
@@ -648,7 +644,8 @@ class _Job:
         return msgs, bad
 
     def round(self, r):
-        """Run round r (1-based) on the per-round path; returns True when the run stops after it."""
+        """Run round r (1-based) on the per-round path (the python and torch backends, and algorithms
+        without compiled rules); returns True when the run stops after it."""
         drawn, clients, weights, idx, noise, u, lrs, t0 = self._draw(r)
         self.sampled.append(drawn)                  # as drawn: a replayable client_schedule entry
         ctx = self._context(r, clients, weights, idx, noise, u, lrs, t0)
@@ -690,6 +687,7 @@ class _Job:
 
     def _evaluate_and_check(self, r):
         """Evaluate round r; True when the run stops there (non-finite metrics, or ``tol`` met)."""
+        self._last_evaluated = r
         row, bad = self.evaluate(r)
         if bad is not None:
             self.status, self.message = "diverged", f"round {r}: {bad}"
@@ -706,8 +704,8 @@ class _Job:
         Sr, K, B = ctx.S, ctx.K, self.B
         n_unique = np.unique(clients).size if self.mode == "with_replacement" else Sr
         calls = self.calls
-        if self.rules is not None:                 # the rules' cost hooks (compiled on numba)
-            hooks = self.driver if self.driver is not None else self.rules
+        if self.rules is not None:                 # the rules' cost hooks (python backend: as Python)
+            hooks = self.rules
             rd = ctx.round_record()
             extra_calls, extra_rows = getattr(hooks, "extra_grads", _rk.no_extra_grads)(self.pk, rd, self.hp)
             down, up = getattr(hooks, "comm", _rk.comm_per_participant)(
@@ -722,28 +720,37 @@ class _Job:
         counters["comm_down"] += int(down)
 
     # ------------------------------------------------------------------ fused segments
+    def run_with_callback(self, bar=None):
+        """The compiled rules with a callback: each round is one ``segment`` call (the fused path's
+        compiled code, evaluations included), then the callback, in the order of :meth:`round`: the
+        callback sees every completed round (also one whose evaluation stops the run), and a round it
+        stops is evaluated when it was not due."""
+        for r in range(1, self.rounds + 1):
+            stopped = self.run_fused(bar, r, r)
+            if self._last_code in (2, 3):           # diverged: no callback (as on the per-round path)
+                return
+            stop = bool(self.callback(r, to_numpy(self.state["x"])))
+            if stopped:
+                return
+            if stop:
+                if self._last_evaluated != r and self._evaluate_and_check(r):
+                    return
+                self.status, self.message = "callback_stop", f"callback asked to stop after round {r}"
+                return
+
     @property
     def fused(self):
         """Whether the rounds between evaluations run as one compiled call (numba backend, compiled
-        rules, no callback, and no trace or one of some rounds only: those run per round)."""
-        return self.driver is not None and self.callback is None and (self.trace is None or
-                                                                      self.trace.wanted is not None)
+        rules, no callback; traced rounds are recorded from inside the call)."""
+        return self.driver is not None and self.callback is None
 
-    def run_mixed(self, bar=None):
-        """The fused path, with the traced rounds of a trace of some rounds run per round."""
-        wanted = sorted(t + 1 for t in self.trace.wanted if 0 <= t < self.rounds) if self.trace is not None else []
-        r = 1
-        for rt in wanted + [self.rounds + 1]:
-            if r <= rt - 1 and self.run_fused(bar, r, rt - 1):
-                return
-            if rt > self.rounds:
-                return
-            stop = self.round(rt)
-            if bar is not None and self.completed == rt:
-                bar.update(1)
-            if stop:
-                return
-            r = rt + 1
+    def _segment_trace(self, r, rd, x_start, m, st, completed):
+        """Record traced round r from inside a segment (``rounds.trace_hook``), as :meth:`round` does."""
+        paths = {"local": rd.path_local, "personal": rd.path_personal, "prox_point": rd.path_prox}
+        ctx = SimpleNamespace(S=rd.S, K=rd.K, clients=rd.clients, weights=rd.weights, lrs=rd.lrs, idx=rd.idx,
+                              noise=rd.noise, traced={k: paths[k] for k in self.trace.paths if rd.S})
+        msgs = {} if m is None else dict(m._asdict())
+        self.trace.add(r - 1, ctx, x_start, msgs, dict(st._asdict()) if completed else None)
 
     def _schedule_table(self, r0, r1):
         """``(r0, Ks, t0s, lrs)`` of rounds r0..r1: local steps, first global step and the step sizes
@@ -752,7 +759,7 @@ class _Job:
         if self.const_lrs is not None and type(alg).round_schedule is Algorithm.round_schedule:
             K = self.local_steps                    # constant steps: K per round, t0 = r K
             return (r0, np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64),
-                    np.ascontiguousarray(np.broadcast_to(self.const_lrs, (m, K))))
+                    np.array(np.broadcast_to(self.const_lrs, (m, K))))     # a writable copy: one type
         Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
         lrs = []
         for j, rr in enumerate(range(r0, r1 + 1)):
@@ -779,6 +786,10 @@ class _Job:
         max_drawn = n if smp.code in (_rk.FULL, _rk.BERNOULLI) else smp.S
         token = id(self)
         _rk._EVALUATORS[token] = self._segment_evaluate
+        tr = self.trace
+        want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
+        if tr is not None:
+            _rk._TRACERS[token] = self._segment_trace
         try:
             r = r_from
             while r <= r_to:
@@ -788,6 +799,8 @@ class _Job:
                     (r1 - r0 + 1) * max_drawn
                 drawn_buf, drawn_len = np.empty(int(cap), dtype=np.int64), np.zeros(r1 - r0 + 1, dtype=np.int64)
                 iters = np.empty((r1 - r0 + 1 if self.record else 0, d))
+                traced = np.zeros(0, dtype=np.bool_) if tr is None else \
+                    np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
                 self._chunk = (r0, drawn_buf, drawn_len, iters)
                 t_start, e_start = time.perf_counter(), self._eval_time
                 st, r_end, code = self.driver.segment(
@@ -795,8 +808,10 @@ class _Job:
                     smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r0, r1, Ks, t0s,
                     lrs_tab, self.B, self.batch_replacement, self.weight_decay, float(self.clip_norm or 0.0),
                     self.calls, alg.comm[0], alg.comm[1], cnt, 0 if self.eval_every is None else self.eval_every,
-                    self._ev, self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info, token)
+                    self._ev, self.eval_unit, EVAL_BUDGET, self.rounds, drawn_buf, drawn_len, iters, info, token,
+                    traced, want)
                 self.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
+                self._last_code = code
                 done = r_end if code != 2 else r_end - 1
                 self._flush(r0, r_end, done, st)
                 if bar is not None:
@@ -817,6 +832,7 @@ class _Job:
             return False
         finally:
             _rk._EVALUATORS.pop(token, None)
+            _rk._TRACERS.pop(token, None)
 
     def _flush(self, r0, r_end, done, st):
         """After a segment call: participants of rounds r0..r_end, the iterates of the rounds
@@ -886,6 +902,7 @@ class _Job:
 
     # ------------------------------------------------------------------ result
     def result(self):
+        self.alg.run_ended(self.state, self.problem)
         c = self.counters
         x = self.last_finite_x if self.last_finite_x is not None else to_numpy(self.state["x"])
         return RunResult(x=np.array(x, dtype=np.float64), status=self.status,

@@ -115,66 +115,126 @@ def _variants(name, expect):
     return sorted(names, key=lambda v: v != "printed")          # printed first, the others as declared
 
 
-def run_cases(quick=False, theorems=None, progress=None):
+def _check_item(name, item):
+    """Rows (and the rate-study record, or None) of one default case or rate study of theorem ``name``."""
+    fn = THEOREMS[name]
+    problem = item.build()
+    if hasattr(item, "expect"):               # a Case: every variant of the theorem
+        prev, done = None, []
+        for variant in _variants(name, item.expect):
+            v = fn(problem, variant=variant, measurement=prev, **item.kwargs)
+            prev = v.details.get("measurement") or prev
+            done.append((variant, v))
+        return case_rows(name, item, done, item.expect), None
+    meas, se, bounds = [], [], {var: [] for var in item.variants}       # a RateStudy
+    conds, rows = [], []
+    for T in item.Ts:
+        prev = None
+        for variant in item.variants:
+            v = fn(problem, variant=variant, measurement=prev, **item.kwargs_for(T))
+            prev = v.details.get("measurement")
+            bounds[variant].append(v.bound)
+        meas.append(v.measured)
+        se.append(v.stderr)
+        conds.append(v)
+    fit = rate_fit(item, meas, conds)
+    slope, tail, ok_rate = fit["slope"], fit["rate"], fit["as_predicted"]
+    failing = failing_conditions([c for v in conds for c in v.conditions])
+    for variant in item.variants:
+        held = all(m <= b for m, b in zip(meas, bounds[variant]))
+        n_ok = min(sum(c.ok for c in v.conditions) for v in conds)
+        rows.append(dict(theorem=name, case=item.label, kind="rate", variant=variant,
+                         conditions_ok=f"{n_ok}/{len(conds[0].conditions)}", quantity=v.quantity or "-",
+                         measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
+                         ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail, rate_ci=fit["ci"],
+                         predicted_rate=fit["predicted"],
+                         verdict=("holds" if held else "VIOLATED")
+                         + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
+                         + (f", {fit['what']} as predicted" if ok_rate
+                            else f", {fit['what']} SLOWER than predicted"),
+                         failing_conditions=failing))
+    study = dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se, bounds=bounds,
+                 slope=slope, tail_slope=tail, predicted=fit["predicted"], note=item.note, form=item.form, fit=fit)
+    return rows, study
+
+
+def _items(name, quick):
+    cases, rates = CASES[name](quick)
+    return list(cases) + list(rates)
+
+
+def _check_theorem(name, quick):
+    """(rows, studies) of every default case of theorem ``name`` (one worker's share of ``run_cases``)."""
+    rows, studies = [], []
+    for item in _items(name, quick):
+        r, study = _check_item(name, item)
+        rows += r
+        if study is not None:
+            studies.append(study)
+    return rows, studies
+
+
+def default_jobs():
+    """Worker processes ``run_cases`` uses by default: the CPUs this process may run on, at most 4."""
+    import os
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, n))
+
+
+def run_cases(quick=False, theorems=None, progress=None, jobs=1):
     """Run the default cases; return (table, rate-study records) for the report.
 
     ``progress``: a bar on stderr over the cases, naming the theorem being checked (None: only
-    when stderr is a terminal; see :mod:`fedtheory._progress`)."""
+    when stderr is a terminal; see :mod:`fedtheory._progress`). ``jobs`` > 1 checks the theorems
+    in that many worker processes (forked: they see the modules this process imported), the
+    most expensive first; every case is deterministic, so the table is the one a single process
+    gives, in the same order (each worker compiles the kernels of its own theorems, and the
+    compiled code is shared through Numba's disk cache)."""
     from ._progress import bar as progress_bar
-    rows, studies = [], []
     names = [n for n in sorted(THEOREMS) if theorems is None or n in theorems]
-    work = []
+    checked = [n for n in names if n in CASES]
+    items = {n: _items(n, quick) for n in checked}
+    results = {}
+    bar = progress_bar(progress, total=sum(len(v) for v in items.values()), desc="verify", unit="case")
+    if jobs > 1 and len(checked) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        order = sorted(checked, key=lambda n: -len(items[n]))          # the longest lists of cases first
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(checked)), mp_context=ctx)
+        try:
+            futures = {pool.submit(_check_theorem, n, quick): n for n in order}
+            for fut in as_completed(futures):
+                name = futures[fut]
+                results[name] = fut.result()
+                bar.set_postfix_str(name, refresh=False)
+                bar.update(len(items[name]))
+        except BaseException:                  # Ctrl-C or a failed case: stop the workers now, not after their cases
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+    else:
+        for name in checked:
+            bar.set_postfix_str(name, refresh=False)
+            rows, studies = [], []
+            for item in items[name]:
+                r, study = _check_item(name, item)
+                rows += r
+                if study is not None:
+                    studies.append(study)
+                bar.update(1)
+            results[name] = rows, studies
+    bar.close()
+    rows, studies = [], []
     for name in names:
         if name not in CASES:
             rows.append(dict(theorem=name, case="(no default cases registered)", kind="-", variant="-",
                              conditions_ok="-", verdict="not checked"))
             continue
-        cases, rates = CASES[name](quick)
-        work += [(name, c) for c in cases] + [(name, r) for r in rates]
-    bar = progress_bar(progress, iterable=work, desc="verify", unit="case")
-    for name, item in bar:
-        bar.set_postfix_str(name, refresh=False)
-        fn = THEOREMS[name]
-        problem = item.build()
-        if hasattr(item, "expect"):               # a Case: every variant of the theorem
-            prev, done = None, []
-            for variant in _variants(name, item.expect):
-                v = fn(problem, variant=variant, measurement=prev, **item.kwargs)
-                prev = v.details.get("measurement") or prev
-                done.append((variant, v))
-            rows += case_rows(name, item, done, item.expect)
-        else:                                     # a RateStudy
-            meas, se, bounds = [], [], {var: [] for var in item.variants}
-            conds = []
-            for T in item.Ts:
-                prev = None
-                for variant in item.variants:
-                    v = fn(problem, variant=variant, measurement=prev, **item.kwargs_for(T))
-                    prev = v.details.get("measurement")
-                    bounds[variant].append(v.bound)
-                meas.append(v.measured)
-                se.append(v.stderr)
-                conds.append(v)
-            fit = rate_fit(item, meas, conds)
-            slope, tail, ok_rate = fit["slope"], fit["rate"], fit["as_predicted"]
-            failing = failing_conditions([c for v in conds for c in v.conditions])
-            for variant in item.variants:
-                held = all(m <= b for m, b in zip(meas, bounds[variant]))
-                n_ok = min(sum(c.ok for c in v.conditions) for v in conds)
-                rows.append(dict(theorem=name, case=item.label, kind="rate", variant=variant,
-                                 conditions_ok=f"{n_ok}/{len(conds[0].conditions)}", quantity=v.quantity or "-",
-                                 measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
-                                 ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail, rate_ci=fit["ci"],
-                                 predicted_rate=fit["predicted"],
-                                 verdict=("holds" if held else "VIOLATED")
-                                 + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
-                                 + (f", {fit['what']} as predicted" if ok_rate
-                                    else f", {fit['what']} SLOWER than predicted"),
-                                 failing_conditions=failing))
-            studies.append(dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se,
-                                bounds=bounds, slope=slope, tail_slope=tail, predicted=fit["predicted"],
-                                note=item.note, form=item.form, fit=fit))
-    bar.close()
+        rows += results[name][0]
+        studies += results[name][1]
     return pd.DataFrame(rows, columns=COLUMNS), studies
 
 
@@ -451,12 +511,13 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     return path
 
 
-def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print, tightness=False):
+def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print, tightness=False, jobs=1):
     """Run, print and write the verification report; returns (table, report path). With
     ``tightness``, one more row per theorem with a PEP: measured <= worst case <= bound and the
-    looseness (:func:`fedtheory.theory.tightness.tightness_rows`), with its figures."""
+    looseness (:func:`fedtheory.theory.tightness.tightness_rows`), with its figures. ``jobs``:
+    worker processes for the cases (:func:`run_cases`; the same table)."""
     t0 = time.perf_counter()
-    df, studies = run_cases(quick, theorems, progress)
+    df, studies = run_cases(quick, theorems, progress, jobs=jobs)
     extra = []
     if tightness:
         from .theory.tightness import tightness_rows, uncovered

@@ -88,8 +88,9 @@ def test_fused_path_is_taken_only_without_per_round_python():
         args.update(kw)
         return _Job(p, "fedavg", **args)
 
-    assert job().fused and job(record_iterates=True).fused and job(tol=1e-9).fused
-    assert not job(callback=lambda r, x: False).fused and not job(trace=True).fused
+    assert job().fused and job(record_iterates=True).fused and job(tol=1e-9).fused and job(trace=True).fused
+    assert job(trace=True, trace_rounds=(1,)).fused
+    assert not job(callback=lambda r, x: False).fused
     assert not job(backend="python").fused
 
 
@@ -276,9 +277,9 @@ def test_the_types_of_every_rule_signature_pickle_by_name(name):
 
 
 @pytest.mark.parametrize("name", ["scaffold", "fedspeed", "feddeper"])
-def test_a_trace_of_some_rounds_runs_those_per_round_and_the_rest_fused(name):
-    """trace_rounds: the traced rounds take the per-round path, the others stay fused; the run, its
-    history, participants and trace are those of the all-per-round run (taken with a callback)."""
+def test_a_trace_of_some_rounds_is_recorded_on_the_fused_path(name):
+    """trace_rounds: the traced rounds are recorded from inside the fused call; the run, its history,
+    participants and trace are those of the per-round run (taken with a callback)."""
     from fedtheory.runner import _Job  # noqa: F401  (the path is chosen by _Job.fused)
     p = problems.quadratic(6, 4, heterogeneity=1.0, seed=0)
     cls = get_algorithm(name)
@@ -291,5 +292,20 @@ def test_a_trace_of_some_rounds_runs_those_per_round_and_the_rest_fused(name):
     assert [list(x) for x in a.sampled] == [list(x) for x in b.sampled]
     assert [r.round for r in a.trace.rounds] == [0, 5, 11]
     for x, y in zip(a.trace.rounds, b.trace.rounds):
-        assert x.data.keys() == y.data.keys()
+        assert x.data.keys() == y.data.keys() and x.completed == y.completed
+        assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)
+        assert all(np.array_equal(getattr(x, f), getattr(y, f)) for f in ("x", "clients", "weights", "lrs", "idx"))
+
+
+def test_a_traced_round_that_diverges_is_recorded_on_the_fused_path():
+    """A traced round whose local iterate diverges is recorded (not completed, its paths NaN after the
+    failure) on the fused path as on the per-round path, and the run stops there."""
+    p = problems.quadratic(6, 4, seed=0)
+    kw = dict(rounds=6, local_steps=3, lr=1e100, trace=True)
+    a = ft.run(p, "fedavg", **kw)
+    b = ft.run(p, "fedavg", callback=lambda r, x: False, **kw)
+    assert a.status == b.status == "diverged" and a.message == b.message
+    assert len(a.trace.rounds) == len(b.trace.rounds) and not a.trace.rounds[-1].completed
+    for x, y in zip(a.trace.rounds, b.trace.rounds):
+        assert x.completed == y.completed and x.data.keys() == y.data.keys()
         assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)

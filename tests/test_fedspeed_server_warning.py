@@ -52,3 +52,17 @@ def test_the_warned_behaviour_is_real(p):
         end = {s: ft.run(p, "fedspeed", rounds=200, local_steps=5, lr=0.1, clients_per_round=3, server=s,
                          reference=gt, seed=0).history.suboptimality.iloc[-1] for s in ("alg1", "dyn")}
     assert end["alg1"] > start > 1e3 * end["dyn"], (start, end)
+
+
+@pytest.mark.parametrize("callback", [None, lambda r, x: False])
+def test_a_run_that_diverges_before_any_evaluation_still_warns(p, callback):
+    """The warning is emitted at the evaluations, and when the run ends (``Algorithm.run_ended``):
+    a run that diverges before its first evaluation after the flagged round warns too, on the
+    fused path and on the per-round one."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        res = ft.run(p, "fedspeed", rounds=50, local_steps=5, lr=50.0, clients_per_round=3, seed=1,
+                     eval_every=50, callback=callback)
+    ws = [w for w in rec if issubclass(w.category, FedSpeedServerWarning)]
+    assert res.status == "diverged" and res.rounds < 50 and len(res.history) == 1
+    assert len(ws) == 1 and ws[0].filename == __file__

@@ -160,3 +160,32 @@ def test_verdicts_at_the_resolution_floor():
     assert _v("printed", 1e-20, 0.0, floor=1e-27).verdict() == "VIOLATED"
     v = _v("printed", 1.5, 1.0, stderr=float("nan"))
     assert "+-" not in v.report() and "measured f(x^T) - f* 1.5" in v.report()
+
+
+def test_cases_in_worker_processes_give_the_table_of_one_process():
+    """``run_cases(jobs=2)`` checks the theorems in forked workers; the table and the rate studies are
+    those of one process, row for row and in the same order (every case is deterministic)."""
+    import pandas as pd
+    from fedtheory.verification import run_cases
+    names = ["fedsps.theorem_3a", "localdescent.theorem_4_1", "feddeper.theorem_1"]
+    names = [n for n in names if n in CASES] + [n for n in sorted(CASES) if n not in names][:1]
+    one, s1 = run_cases(quick=True, theorems=names, progress=False)
+    two, s2 = run_cases(quick=True, theorems=names, progress=False, jobs=2)
+    assert len(one) >= len(names)
+    pd.testing.assert_frame_equal(one, two)
+    assert [(s["theorem"], s["label"], s["measured"]) for s in s1] == [(s["theorem"], s["label"], s["measured"])
+                                                                       for s in s2]
+
+
+def test_a_failing_case_in_a_worker_stops_the_parallel_run(monkeypatch):
+    """An error in one worker's case reaches the caller (and the other workers are stopped)."""
+    from fedtheory import verification
+    from fedtheory.theory import Case
+
+    def broken(problem, variant="printed", measurement=None, **kw):
+        raise RuntimeError("a broken theorem check")
+    monkeypatch.setitem(THEOREMS, "x.broken", broken)
+    monkeypatch.setitem(CASES, "x.broken", lambda quick: ([Case("c", "conforming", lambda: None, {},
+                                                                {"printed": True})], []))
+    with pytest.raises(RuntimeError, match="a broken theorem check"):
+        verification.run_cases(theorems=["x.broken", "fedsps.theorem_3a"], progress=False, jobs=2)

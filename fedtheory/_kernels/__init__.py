@@ -5,7 +5,7 @@ arrays (no jitclass, no function arguments, no ``fastmath``: it would break the 
 checks that detect divergence). Data are passed as a *data pack*::
 
     sparse (bool), A (m, d) dense or (0, 0), data/indices/indptr (CSR or empty),
-    b (m,), kind (int), client_ptr (n + 1,)
+    b (m,), kind (a tuple, oracles.kernel_form), client_ptr (n + 1,)
 
 The CSR ``indices``/``indptr`` are uint32 (int64 past 2**32 stored entries): an unsigned index
 needs none of the negative-index wraparound Numba adds to signed ones. ``data`` is empty for a
@@ -21,12 +21,14 @@ old helper inlined. :func:`sync_cache` runs at import: it hashes every kernel so
 clears the cache when the hash changed, wherever Numba keeps it (beside the sources, below
 ``NUMBA_CACHE_DIR``, or in the per-user cache of a read-only installation).
 
-``kind`` is the id of the problem's datafit component and ``reg`` (``problem.reg_pack()``) the id
-of its regularizer (:mod:`fedtheory.components`). Each component's kernels live in
+``kind`` is the id of the problem's datafit component in its static form (``kind[0]`` the id,
+the tuple's length naming the kernel and the storage: each datafit compiles with its own kernel
+only, :func:`.oracles.kernel_form`) and ``reg`` (``problem.reg_pack()``) the id of its
+regularizer (:mod:`fedtheory.components`). Each component's kernels live in
 :mod:`.datafits` (0 least squares, 1 logistic, 2 explicit quadratic: then the rows of client i
 are the d rows of Q_i and b holds c_i) and :mod:`.regularizers` (prox kernels); :mod:`.oracles`
 is the one module that dispatches on the ids (``client_grad``, ``client_value_grad``,
-``client_hvp``, ``prox_vec``), once per call. The local-step loops call only those.
+``client_hvp``, ``prox_vec``), at compile time for the datafit. The local-step loops call only those.
 """
 import hashlib
 from pathlib import Path

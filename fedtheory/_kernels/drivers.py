@@ -3,8 +3,9 @@
 Numba cannot cache a compiled function that receives another compiled function as an argument,
 so the segment loop cannot take an algorithm's rules as parameters. Instead a small module is
 generated for each algorithm from :data:`TEMPLATE`: it imports the algorithm file's plain rule
-functions (``local``, ``server`` and the optional ``extra_grads`` / ``comm``), compiles them with
-``cache=True`` and defines ``segment``, the loop over the rounds between two evaluations. The
+functions (``local``, ``server`` and the optional ``extra_grads`` / ``comm``) and defines
+``segment``, the loop over the rounds between two evaluations, into which they are inlined
+(``cache=True``). The
 module's file name carries a hash of the algorithm's source and of this package's sources, so an
 edit of either gives a new module (Numba's cache does not track the functions a cached function
 calls); rules defined in memory (a notebook cell) are compiled once per process, uncached. The
@@ -36,26 +37,32 @@ from numba import njit, objmode
 from fedtheory._kernels import rounds as _r
 
 _rules = importlib.import_module({module!r}) if {module!r} not in sys.modules else sys.modules[{module!r}]
-# the rules are compiled uncached and reached through wrappers defined here: their cache is this file's,
-# whose name carries the hash of every source they depend on (a cache kept beside the rules' own file
-# would outlive an edit of the kernels they call)
-_local_jit, _server_jit = njit(_rules.local), njit(_rules.server)
+# the rules are inlined (Numba IR) into ``segment``: their cache is this file's, whose name carries the hash
+# of every source they depend on (a cache kept beside the rules' own file would outlive an edit of the
+# kernels they call), and a rule is compiled with the segment only (a rule compiled on its own and then
+# linked into its caller was optimised twice: about 1.5 s of every algorithm's cold compile). A run with
+# a callback calls ``segment`` once per round.
+_local_jit, _server_jit = njit(inline="always")(_rules.local), njit(inline="always")(_rules.server)
 {imports}
 
+# (object-mode blocks of their own: written inside ``segment``'s branches they made Numba emit invalid
+# code, "Instruction does not dominate all uses")
 @njit(cache=True)
-def local(pk, rd, hp, st, rng):
-    return _local_jit(pk, rd, hp, st, rng)
+def trace_round(token, r, rd, x_start, m, st, completed):
+    with objmode():
+        _r.trace_hook(token, r, rd, x_start, m, st, completed)
 
 
 @njit(cache=True)
-def server(pk, rd, hp, st, m):
-    return _server_jit(pk, rd, hp, st, m)
+def trace_empty(token, r, rd, x_start, st):
+    with objmode():
+        _r.trace_hook(token, r, rd, x_start, None, st, True)
 
 
 @njit(cache=True)
 def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replicate, has_schedule, sched,
             sched_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters, eval_every,
-            eval_spent, eval_unit, budget, rounds, drawn_buf, drawn_len, iters, info, token):
+            eval_spent, eval_unit, budget, rounds, drawn_buf, drawn_len, iters, info, token, traced, want):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated by the runner's
     Python evaluation (``rounds.evaluate_hook(token, r, st)``, in object mode), which may stop
     the run.
@@ -66,9 +73,12 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
     round r; ``info[3:]`` hold the last finite model). ``counters``: grad_evals, sample_grads,
     comm_up, comm_down, updated in place; ``eval_spent`` (one entry) the evaluations' cost, which
     the hook updates; ``drawn_buf``/``drawn_len`` receive the participants of each round as
-    drawn; ``iters`` (r1 - r0 + 1, d) the models, when it has rows.
+    drawn; ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
+    (``traced`` empty: none) records the local paths flagged in ``want`` (local, personal,
+    prox_point) and is handed to the runner's trace (``rounds.trace_hook``, in object mode).
     """
     e3 = np.zeros((0, 0, 0))
+    e1 = np.zeros(0)
     pos = 0
     for r in range(r0, r1 + 1):
         j = r - r0
@@ -80,25 +90,49 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
         drawn_buf[pos:pos + nd] = drawn
         pos += nd
         drawn_len[j] = nd
-        rd = _r.make_round(pk, r - 1, clients, weights, idx, noise, lrs_tab[j, :K], u, wd, clip, t0s[j], e3, e3, e3)
         Sr = clients.shape[0]
+        tr = traced.shape[0] > 0 and traced[j] != 0
+        p_loc, p_per, p_prox = e3, e3, e3
+        if tr:
+            x_start = st.x.copy()
+            if want[0]:
+                p_loc = np.full((Sr, K + 1, pk.dim), np.nan)
+            if want[1]:
+                p_per = np.full((Sr, K + 1, pk.dim), np.nan)
+            if want[2]:
+                p_prox = np.full((Sr, K + 1, pk.dim), np.nan)
+        else:
+            x_start = e1
+        rd = _r.make_round(pk, r - 1, clients, weights, idx, noise, lrs_tab[j, :K], u, wd, clip, t0s[j], p_loc, p_per,
+                           p_prox)
         if Sr > 0:
-            m, bad = local(pk, rd, hp, st, rng_a)
-            if bad >= 0:
+            m, bad = _local_jit(pk, rd, hp, st, rng_a)
+            ok = bad < 0
+            st_new = st
+            if ok:
+                x_before = st.x.copy()
+                st_new = _server_jit(pk, rd, hp, st, m)
+            if tr:
+                trace_round(token, r, rd, x_start, m, st_new, ok)
+            if not ok:
                 info[0] = clients[bad // K]
                 info[1] = bad % K + 1
                 info[2] = K
                 return st, r, 2
-            x_before = st.x.copy()
-            st = server(pk, rd, hp, st, m)
+            st = st_new
+        elif tr:
+            trace_empty(token, r, rd, x_start, st)
         n_unique = np.unique(clients).shape[0] if mode == _r.WITH_REPLACEMENT else Sr
-        extra_calls, extra_rows = extra_grads(pk, rd, hp)
+        extra_calls, extra_rows = _extra_grads_jit(pk, rd, hp)
         counters[0] += Sr * K * calls + extra_calls
         if B > 0:
             counters[1] += calls * Sr * K * B + extra_rows
         else:
-            counters[1] += calls * pk.sizes[clients].sum() * K + extra_rows
-        dn, upc = comm(pk, rd, hp, st, n_unique, down, up)
+            rows = 0
+            for c in clients:
+                rows += pk.sizes[c]
+            counters[1] += calls * rows * K + extra_rows
+        dn, upc = _comm_jit(pk, rd, hp, st, n_unique, down, up)
         counters[2] += upc
         counters[3] += dn
         if iters.shape[0] > 0:
@@ -189,7 +223,7 @@ def driver(module):
     Returns
     -------
     module
-        With the compiled ``local``, ``server`` and ``segment``.
+        With the compiled ``segment`` (the rules inlined).
     """
     with _LOCK:
         digest = _sources_digest(module)
@@ -200,11 +234,9 @@ def driver(module):
         imports = []
         for hook, default in (("extra_grads", "no_extra_grads"), ("comm", "comm_per_participant")):
             if hasattr(mod, hook):
-                args = "pk, rd, hp" if hook == "extra_grads" else "pk, rd, hp, st, n_participants, down, up"
-                imports.append(f"_{hook}_jit = njit(_rules.{hook})\n\n\n@njit(cache=True)\ndef {hook}({args}):\n"
-                               f"    return _{hook}_jit({args})\n")
+                imports.append(f"_{hook}_jit = njit(inline='always')(_rules.{hook})")
             else:
-                imports.append(f"{hook} = _r.{default}")
+                imports.append(f"_{hook}_jit = _r.{default}")
         text = TEMPLATE.format(module=module, digest=digest, imports="\n".join(imports) + "\n")
         if _module_file(module) is None:       # rules defined in memory: Numba cannot cache them
             text = text.replace("cache=True", "cache=False")
@@ -218,7 +250,7 @@ def driver(module):
         drv = importlib.util.module_from_spec(spec)
         sys.modules[name] = drv
         spec.loader.exec_module(drv)
-        for f in ("local", "server", "segment", "extra_grads", "comm"):
+        for f in ("segment", "trace_round", "trace_empty"):
             if hasattr(getattr(drv, f), "_cache"):
                 _harden(getattr(drv, f))
         _DRIVERS[module, digest] = drv

@@ -3,7 +3,7 @@ Ditto, pFedProx, pFedMe), compiled with Numba; h = tau h0 is the problem's regul
 import numpy as np
 from numba import njit
 
-from .oracles import client_grad, client_hvp, prox_vec
+from .oracles import OP_GRAD, OP_HVP, client_grad, client_oracle, prox_vec
 from .trace import record
 from .vec import add_into, copy_into, count_nonfinite, end_step, nonfinite
 
@@ -37,30 +37,48 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
         copy_into(x, x0)
         record(path, s, 0, x)
         for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_g[s, k], x, l2, v)
-            if has_noise:
-                add_into(v, noise[s, k], 1.0)
-            for j in range(d):
-                xp[j] = x[j] - v[j] / lam
-            prox_vec(xp, t, reg, groups, m1, m2, rm)
-            record(path_prox, s, k, rm)
-            nrm = 0.0
-            for j in range(d):
-                rm[j] = x[j] - rm[j]
-                nrm += rm[j] * rm[j]
-            if hvp_mode == HVP_EXACT:
-                client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], x, rm, l2, hv)
-            elif hvp_mode == HVP_FD and nrm > 0.0:
-                delta = fd_eps / np.sqrt(nrm)
+            # the datafit is called from one site (oracles.client_oracle): e = 0 the gradient v at x;
+            # e = 1 the exact H Rm into hv, or the forward point's gradient into g2; e = 2 the gradient at
+            # x on the Hessian minibatch into hv (forward differences)
+            n_eval = 1
+            for e in range(3):
+                if e >= n_eval:
+                    break
+                op, pt, rws, dst = OP_GRAD, x, idx_g[s, k], v
+                if e == 1:
+                    rws = idx_h[s, k]
+                    if hvp_mode == HVP_EXACT:
+                        op, dst = OP_HVP, hv
+                    else:
+                        pt, dst = xp, g2
+                elif e == 2:
+                    rws, dst = idx_h[s, k], hv
+                client_oracle(sparse, A, data, indices, indptr, b, kind, op, start, end, rws, pt, rm, l2, dst)
+                if e > 0:
+                    continue
+                if has_noise:
+                    add_into(v, noise[s, k], 1.0)
                 for j in range(d):
-                    xp[j] = x[j] + delta * rm[j]
-                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], xp, l2, g2)
-                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_h[s, k], x, l2, hv)
+                    xp[j] = x[j] - v[j] / lam
+                prox_vec(xp, t, reg, groups, m1, m2, rm)
+                record(path_prox, s, k, rm)
+                nrm = 0.0
+                for j in range(d):
+                    rm[j] = x[j] - rm[j]
+                    nrm += rm[j] * rm[j]
+                if hvp_mode == HVP_EXACT:
+                    n_eval = 2
+                elif hvp_mode == HVP_FD and nrm > 0.0:
+                    delta = fd_eps / np.sqrt(nrm)
+                    for j in range(d):
+                        xp[j] = x[j] + delta * rm[j]
+                    n_eval = 3
+                else:
+                    for j in range(d):
+                        hv[j] = 0.0
+            if n_eval == 3:
                 for j in range(d):
                     hv[j] = (g2[j] - hv[j]) / delta
-            else:
-                for j in range(d):
-                    hv[j] = 0.0
             lr = lrs[k]
             nbad = np.int64(0)
             for j in range(d):

@@ -157,8 +157,9 @@ def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, client
         record(path_y, s, 0, y)
         record(path_v, s, 0, v)
         for k in range(K):
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k], y, l2, gy)
-            client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx_v[s, k], v, l2, gv)
+            for e in range(2):          # gy = g(y_k), gv = g(v_k) from one call site (see oracles.client_oracle)
+                client_grad(sparse, A, data, indices, indptr, b, kind, start, end, idx[s, k] if e == 0 else idx_v[s, k],
+                            y if e == 0 else v, l2, gy if e == 0 else gv)
             lr = lrs[k]
             nbad = np.int64(0)
             for j in range(d):

@@ -1,14 +1,16 @@
 r"""Client oracles and proxes for the loops: the one place that dispatches on component kernel ids.
 
-A problem hands the kernels its datafit's id ``kind`` (in the data pack) and its regularizer's id
-``reg`` (in ``problem.reg_pack()``). :func:`datafit_rows` and :func:`prox_vec` turn an id into the
-component's kernel (:mod:`.datafits`, :mod:`.regularizers`) once per call. The row loops of the
-margin datafits (least squares, logistic) are written once here, for dense and for CSR rows (one
-branch on the storage per call, never per row: a per-row branch made the CSR gradient four times
-slower); per row they call the datafit's scalar kernel through :func:`_row` (both inlined). The
+A problem hands the kernels its datafit's id ``kind`` (in the data pack, in its static form
+:func:`kernel_form`) and its regularizer's id ``reg`` (in ``problem.reg_pack()``).
+:func:`datafit_rows` turns the form into the component's kernel (:mod:`.datafits`) when Numba
+compiles the caller (a plain id: at every call), :func:`prox_vec` an id into the regularizer's
+prox (:mod:`.regularizers`) once per call. The row loops of the margin datafits (least squares,
+logistic) are written once here, for dense and for CSR rows (never a branch on the storage per
+row: a per-row branch made the CSR gradient four times slower); per row they call the datafit's
+scalar kernel through :func:`_row` (both inlined). The
 operation is a constant of each entry point (``client_grad``, ``client_value_grad``,
 ``client_hvp``), so Numba compiles the loops once per operation with the other operations' branches
-removed; the datafit is a loop-invariant branch inside the row loop.
+removed.
 
 A component registered without a Numba kernel (see :mod:`fedtheory.components`) gets an id of
 its own from the registry; the dispatch sends it to its NumPy code through ``objmode`` (correct
@@ -26,7 +28,7 @@ from .regularizers import (REG_GROUP, REG_L1, REG_L2, REG_NONE, REG_NUCLEAR, pro
 
 __all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "OP_VALUE_GRAD", "OP_HVP",
            "REG_L1", "REG_GROUP", "REG_NUCLEAR", "REG_L2", "REG_NONE", "client_grad", "client_value_grad",
-           "client_hvp", "datafit_rows", "kernel_form", "prox_vec"]
+           "client_hvp", "client_oracle", "datafit_rows", "kernel_form", "prox_vec"]
 
 
 # --------------------------------------------------------------------------- margin datafits
@@ -126,30 +128,34 @@ def _fallback_rows(kind, op, start, end, rows, x, v, out, val):
 
 # static forms: ``kernel_form(kind, sparse)`` is a tuple whose *length* names the kernel, so that the
 # compiled rules (``Pack.kind``) get one specialisation per datafit and storage, with no dispatch left
-FORM_FALLBACK, FORM_LS_DENSE, FORM_LS_CSR, FORM_LOGISTIC_DENSE, FORM_LOGISTIC_CSR, FORM_QUADRATIC_DENSE, \
-    FORM_QUADRATIC_CSR = range(1, 8)
+# (the margin datafits share their row loops: least squares and logistic differ in a scalar kernel, chosen
+# per row at run time, which costs nothing measurable, and one form each storage halves the compilations)
+FORM_FALLBACK, FORM_MARGIN_DENSE, FORM_MARGIN_CSR, FORM_QUADRATIC_DENSE, FORM_QUADRATIC_CSR = range(1, 6)
 
 
 def kernel_form(kind, sparse):
     """The static form of a datafit kernel id: a tuple of ``kind`` repeated n times, n naming the kernel
-    and the storage (``FORM_*``; 1 for a registered datafit without a Numba kernel).
+    and the storage (``FORM_*``: the margin datafits' dense or CSR row loops, the quadratic's dense or
+    CSR rows, or 1 for a registered datafit without a Numba kernel).
 
-    The kernels accept it wherever they accept ``kind``. A runtime id is dispatched at every call,
-    and the branches of the other datafits then keep Numba from pruning the reference counts of
-    the array arguments (about 80 ns a call, 3x a 10 x 10 quadratic gradient); the form's length
-    is part of the type, so each form is compiled with its one kernel (``Pack.kind``).
+    It is the ``kind`` the kernels receive (``problem.kernel_pack()``, ``Pack.kind``; a plain id is
+    accepted too and dispatched at run time). Its length is part of its Numba type, so each datafit
+    and storage is compiled with its one kernel: the other datafits' code is neither typed nor
+    compiled (a cold compile of ``corrected_local_sgd`` 1.9 s instead of 4.5 s), and nothing is
+    dispatched per call (a runtime dispatch kept Numba from pruning the reference counts of the
+    array arguments: about 80 ns a call, 3x a 10 x 10 quadratic gradient).
 
     Examples
     --------
     >>> from fedtheory._kernels.oracles import kernel_form, KIND_QUADRATIC
     >>> kernel_form(KIND_QUADRATIC, False)
-    (2, 2, 2, 2, 2, 2)
+    (2, 2, 2, 2)
     """
     kind = int(kind)
     if kind in (KIND_LEAST_SQUARES, KIND_LOGISTIC):
-        n = (FORM_LS_DENSE if kind == KIND_LEAST_SQUARES else FORM_LOGISTIC_DENSE) + bool(sparse)
+        n = FORM_MARGIN_CSR if sparse else FORM_MARGIN_DENSE
     elif kind == KIND_QUADRATIC:
-        n = FORM_QUADRATIC_DENSE + bool(sparse)
+        n = FORM_QUADRATIC_CSR if sparse else FORM_QUADRATIC_DENSE
     else:
         n = FORM_FALLBACK
     return (kind,) * n
@@ -170,21 +176,22 @@ def datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows
     return _runtime_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val)
 
 
+# The body below is inlined (Numba IR) at each call site. Inlined twice into one function, Numba's SSA
+# pass reports its variables as "not in scope" (NumbaIRAssumptionWarning): every kernel calls the
+# datafit from one call site (``client_oracle`` for a loop that needs a gradient and a Hessian product).
+# The test suite turns the warning into an error (setup.cfg), and tests/test_kernel_forms.py compiles
+# the kernels that need several oracles a step afresh.
 @overload(datafit_rows, inline="always")
 def _datafit_rows_impl(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
     if isinstance(kind, types.BaseTuple):
         form = len(kind)
-        if form in (FORM_LS_CSR, FORM_LOGISTIC_CSR):
-            margin = KIND_LEAST_SQUARES if form == FORM_LS_CSR else KIND_LOGISTIC
-
+        if form == FORM_MARGIN_CSR:
             def csr(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
-                return _margin_csr(data, indices, indptr, b, margin, op, start, end, rows, x, v, out, val)
+                return _margin_csr(data, indices, indptr, b, kind[0], op, start, end, rows, x, v, out, val)
             return csr
-        if form in (FORM_LS_DENSE, FORM_LOGISTIC_DENSE):
-            margin = KIND_LEAST_SQUARES if form == FORM_LS_DENSE else KIND_LOGISTIC
-
+        if form == FORM_MARGIN_DENSE:
             def dense(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
-                return _margin_dense(A, b, margin, op, start, end, rows, x, v, out, val)
+                return _margin_dense(A, b, kind[0], op, start, end, rows, x, v, out, val)
             return dense
         if form in (FORM_QUADRATIC_DENSE, FORM_QUADRATIC_CSR):
             csr_q = form == FORM_QUADRATIC_CSR
@@ -248,6 +255,19 @@ def client_hvp(sparse, A, data, indices, indptr, b, kind, start, end, rows, x, v
     for j in range(x.shape[0]):
         out[j] = l2 * v[j]
     datafit_rows(sparse, A, data, indices, indptr, b, kind, OP_HVP, start, end, rows, x, v, out, 0.0)
+
+
+@njit(cache=True, inline="always")
+def client_oracle(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, l2, out):
+    """``client_grad`` (op OP_GRAD) or ``client_hvp`` (OP_HVP) with the operation chosen at run time:
+    the one call site of a loop that needs both. The datafit's code is inlined once per call site,
+    and Numba's SSA pass flags the variables of a body inlined twice into one function, so a kernel
+    calls the datafit from one place (FedDeper's two gradients, pFedFBE's gradient and Hessian
+    product)."""
+    u = v if op == OP_HVP else x
+    for j in range(x.shape[0]):
+        out[j] = l2 * u[j]
+    datafit_rows(sparse, A, data, indices, indptr, b, kind, np.int64(op), start, end, rows, x, v, out, 0.0)
 
 
 # --------------------------------------------------------------------------- regularizers

@@ -116,23 +116,39 @@ def weigh(mode, drawn, w, S, replicate):
 
 
 @njit(cache=True)
-def draw_data(pk, rng, clients, K, B, replace):
+def draw_data(ptr, sizes, noise_level, dim, rng, clients, K, B, replace):
     """Minibatch rows (S, K, B) (uniforms then rows; (S, K, 0) for exact gradients) and noise
     (S, K, d) scaled by the problem's noise level ((0, 0, 0) without noise)."""
     Sr = clients.shape[0]
     if B > 0:
         u = rng.random((Sr, K, B))
-        idx = minibatch_rows(u, pk.ptr[:-1][clients], pk.sizes[clients], replace, np.empty((Sr, K, B), dtype=np.int64))
+        idx = minibatch_rows(u, ptr[:-1][clients], sizes[clients], replace, np.empty((Sr, K, B), dtype=np.int64))
     else:
         idx = np.zeros((Sr, K, 0), dtype=np.int64)
-    if pk.noise > 0:
-        noise = pk.noise * rng.standard_normal((Sr, K, pk.dim))
+    if noise_level > 0:
+        noise = noise_level * rng.standard_normal((Sr, K, dim))
     else:
         noise = np.zeros((0, 0, 0))
     return idx, noise
 
 
 @njit(cache=True)
+def _draw_round(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate,
+                has_schedule, scheduled, K, B, replace):
+    if has_schedule:
+        drawn = scheduled.copy()
+    else:
+        drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
+    clients, weights = weigh(mode, drawn, w, S, replicate)
+    idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace)
+    u = rng_a.random()
+    return drawn, clients, weights, idx, noise, u
+
+
+# The functions below that take the pack ``pk`` but not its datafit are inlined, or inlined wrappers of
+# functions over its arrays: a pack's type names its datafit (``Pack.kind``), and a function of ``pk``
+# is compiled once per datafit.
+@njit(cache=True, inline="always")
 def draw_round(pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, has_schedule, scheduled, K, B,
                replace):
     """One round's randomness, in the runner's stream order: the participants (the entry
@@ -141,17 +157,11 @@ def draw_round(pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, 
 
     Returns ``(drawn, clients, weights, idx, noise, u)``.
     """
-    if has_schedule:
-        drawn = scheduled.copy()
-    else:
-        drawn = draw_participants(mode, rng_c, pk.w.shape[0], S, cdf, participation)
-    clients, weights = weigh(mode, drawn, pk.w, S, replicate)
-    idx, noise = draw_data(pk, rng_d, clients, K, B, replace)
-    u = rng_a.random()
-    return drawn, clients, weights, idx, noise, u
+    return _draw_round(pk.w, pk.ptr, pk.sizes, pk.noise, pk.dim, mode, rng_c, rng_d, rng_a, S, cdf, participation,
+                       replicate, has_schedule, scheduled, K, B, replace)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def make_round(pk, rnd, clients, weights, idx, noise, lrs, u, wd, clip, t0, path_local, path_personal, path_prox):
     """The :data:`Round` record of one round."""
     return Round(rnd, clients, weights, pk.w[clients], idx, noise, lrs, u, wd, clip, lrs.shape[0],
@@ -206,19 +216,23 @@ def local_vr(pk, rd, x0, gscale, corr):
 
 
 @njit(cache=True)
+def _independent_stream(ptr, sizes, noise_level, clients, idx, noise, rng):
+    S, K, B = idx.shape
+    idx2 = idx
+    if B:
+        u = rng.random((S, K, B))
+        idx2 = minibatch_rows(u, ptr[:-1][clients], sizes[clients], False, np.empty((S, K, B), dtype=np.int64))
+    noise2 = noise
+    if noise.shape[0] > 0:
+        noise2 = noise_level * rng.standard_normal(noise.shape)
+    return idx2, noise2
+
+
+@njit(cache=True, inline="always")
 def independent_stream(pk, rd, rng):
     """A second set of minibatch rows and noise, independent of ``rd.idx``/``rd.noise``, from the
     auxiliary stream ``rng`` (two-minibatch methods); exact gradients keep the empty rows."""
-    S, K, B = rd.idx.shape
-    idx2 = rd.idx
-    if B:
-        u = rng.random((S, K, B))
-        idx2 = minibatch_rows(u, pk.ptr[:-1][rd.clients], pk.sizes[rd.clients], False,
-                              np.empty((S, K, B), dtype=np.int64))
-    noise2 = rd.noise
-    if rd.noise.shape[0] > 0:
-        noise2 = pk.noise * rng.standard_normal(rd.noise.shape)
-    return idx2, noise2
+    return _independent_stream(pk.ptr, pk.sizes, pk.noise, rd.clients, rd.idx, rd.noise, rng)
 
 
 @njit(cache=True)
@@ -305,6 +319,15 @@ def averaged_step(x, weights, Y, server_lr):
 
 # --------------------------------------------------------------------------- evaluation from a segment
 _EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runner)
+_TRACERS = {}            # token -> the running job's trace recorder
+
+
+def trace_hook(token, r, rd, x_start, m, st, completed):
+    """Called by a compiled segment, in object mode, after a traced round r: the runner records it
+    (the round record ``rd`` with its local paths, the model before the round, the messages ``m``
+    (None without participants) and the state after the server update; ``completed`` False: a
+    local iterate diverged, ``st`` is the state before the round)."""
+    _TRACERS[token](r, rd, x_start, m, st, completed)
 
 
 def evaluate_hook(token, r, st):
@@ -462,7 +485,7 @@ def sps_step(F, gg, ell, c, cap, eps=0.0):
     return min(max(F - ell, 0.0) / (c * (gg + eps)), cap)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def sps_factor(pk, rd):
     """The smoothing factors 2^{|B| / m_i} of the participants (2 with exact gradients, |B| = m_i)."""
     m = pk.sizes[rd.clients].astype(np.float64)

@@ -493,6 +493,11 @@ class Algorithm:
         :attr:`scalars` instead."""
         return {}
 
+    def run_ended(self, state, problem):
+        """Called once when a run ends, whatever ended it (the last round, ``tol``, a divergence, a
+        callback), with the final state: a warning that the evaluations emit is emitted here too when
+        no evaluation came after the round that raised it. Nothing by default."""
+
     # -- compiled rules (fedtheory._kernels.rounds, docs/add-your-own-algorithm.md) ----------
     @classmethod
     def rules_module(cls):

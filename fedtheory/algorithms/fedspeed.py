@@ -271,14 +271,19 @@ class FedSpeed(Algorithm):
         m = Messages(*(messages[f] for f in Messages._fields))
         return dict(server(pk, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)._asdict())
 
-    def history_extras(self, state, problem):
-        """``z_grad_sq`` (NaN while z is undefined); emits the FedSpeedServerWarning of a run once, at the
-        first evaluation after a round of server="alg1" under partial participation (the compiled
-        server rule flags the round in ``partial_warning``, which is updated in place)."""
+    def run_ended(self, state, problem):
+        """The FedSpeedServerWarning of a round of server="alg1" under partial participation, when no
+        evaluation emitted it (a run that diverged first)."""
         flag = state["partial_warning"]
         if flag[0] == 1:
             flag[0] = 2
             _warn_alg1_partial(int(flag[1]), problem.n_clients)
+
+    def history_extras(self, state, problem):
+        """``z_grad_sq`` (NaN while z is undefined); emits the FedSpeedServerWarning of a run once, at the
+        first evaluation after a round of server="alg1" under partial participation (the compiled
+        server rule flags the round in ``partial_warning``, which is updated in place)."""
+        self.run_ended(state, problem)
         z = state["z"]
         if z.shape[0] == 0:
             return {"z_grad_sq": np.nan}

@@ -57,17 +57,33 @@ class Quadratic(Datafit):
         M = data.M.toarray() if data.sparse else np.asarray(data.M)
         return M.reshape(data.n_clients, data.dim, data.dim), data.b.reshape(data.n_clients, data.dim)
 
+    def _sums(self, data):
+        """(sum_i w_i Q_i, sum_i w_i c_i), computed once per data (kept on it, with the arrays they
+        were computed from: replaced arrays or weights recompute them). The evaluation of a run
+        calls the objective every evaluated round; the per-client contraction was most of it."""
+        key = (data.M, data.b, data.weights)
+        got = getattr(data, "_quadratic_sums", None)
+        if got is None or any(a is not b for a, b in zip(got[0], key)):
+            Q, c = self._blocks(data)
+            got = (key, np.einsum("i,ijk->jk", data.weights, Q), data.weights @ c)
+            data._quadratic_sums = got
+        return got[1], got[2]
+
     def loss_value(self, data, x):
-        Q, c = self._blocks(data)
-        return data.weights @ (0.5 * np.einsum("j,ijk,k->i", x, Q, x) - c @ x)
+        H, cbar = self._sums(data)
+        return 0.5 * (x @ (H @ x)) - cbar @ x
 
     def loss_grad(self, data, x):
-        Q, c = self._blocks(data)
-        return np.einsum("i,ijk,k->j", data.weights, Q, x) - data.weights @ c
+        H, cbar = self._sums(data)
+        return H @ x - cbar
+
+    def loss_value_grad(self, data, x):
+        H, cbar = self._sums(data)
+        Hx = H @ x
+        return 0.5 * (x @ Hx) - cbar @ x, Hx - cbar
 
     def loss_hessian(self, data, x):
-        Q, _ = self._blocks(data)
-        return np.einsum("i,ijk->jk", data.weights, Q)
+        return self._sums(data)[0].copy()
 
     def cvxpy_loss(self, data, x):
         import cvxpy as cp
