@@ -419,12 +419,13 @@ class _Job:
             eval_every = 1                       # convergence is detected at evaluations
         self.eval_every = eval_every
         self.eval_spent = 0.0                    # cost of the evaluations so far (auto schedule)
-        self.eval_unit = EVAL_ROW_COST * float(problem.client_sizes.sum()) + EVAL_FIXED_COST
         self.reference, self.tol, self.record = reference, tol, record_iterates
         self.deep = bool(getattr(problem, "is_deep", False))
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,
                                         sampling, batch_replacement, tol)
+        self.eval_unit = (EVAL_ROW_COST * float(problem.client_sizes.sum()) + EVAL_FIXED_COST
+                          + float(alg_cls.eval_extra_cost))
         check_param("trace_max_mb", trace_max_mb, [Interval(float, 0, None, "neither")], "run")   # with or without trace
         self.oracles = None
         if backend == "torch":
@@ -759,7 +760,7 @@ class _Job:
         if self.const_lrs is not None and type(alg).round_schedule is Algorithm.round_schedule:
             K = self.local_steps                    # constant steps: K per round, t0 = r K
             return (r0, np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64),
-                    np.array(np.broadcast_to(self.const_lrs, (m, K))))     # a writable copy: one type
+                    np.repeat(self.const_lrs[None, :], m, axis=0))     # C order, writable: one type
         Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
         lrs = []
         for j, rr in enumerate(range(r0, r1 + 1)):

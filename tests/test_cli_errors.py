@@ -273,7 +273,8 @@ def test_python_api_unknown_names_suggest_the_close_ones():
 DIVERGING = CFG.replace("rounds = 3\neval_every = 1", "rounds = 40\nlocal_steps = 5\nlr = {lr}")
 
 
-@pytest.mark.parametrize("lr,where", [(30.0, r"round \d+: F\(x\) is not finite \(nan\)"),
+# (F at an overflowing iterate is inf or nan depending on the order of the evaluation's operations)
+@pytest.mark.parametrize("lr,where", [(30.0, r"round \d+: F\(x\) is not finite \((nan|inf)\)"),
                                       (1e100, r"round 1: client 0 produced a non-finite local iterate at local step \d of 5")])
 def test_a_diverged_run_exits_3_with_round_client_and_a_smaller_step(tmp_path, capsys, lr, where):
     import math

@@ -377,6 +377,10 @@ class Algorithm:
     traceables: ClassVar[dict] = {"local": ("path", "local iterates y_{i,k}, k = 0..K, of each participating "
                                                      "client (row s: client clients[s])")}
     scalars: ClassVar[dict] = {}
+    #: the cost of :meth:`history_extras` at an evaluation, in the unit of the default evaluation
+    #: schedule (per-sample gradients; ``fedtheory.runner.EVAL_FIXED_COST`` is the rest of an
+    #: evaluation's Python): the schedule keeps the evaluations within 25% of the training time
+    eval_extra_cost: ClassVar[float] = 0.0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -17,6 +17,7 @@ integer totals ``steps_total`` and ``capped_total``; the hyperparameters the rul
 """
 from __future__ import annotations
 
+from typing import ClassVar
 
 import numpy as np
 
@@ -64,6 +65,10 @@ def step_stats(G, C):
 
 class SPSBase(Algorithm):
     """Base of the FedSPS variants (not registered). Subclasses set ``_mode`` and the rule."""
+
+    # the step-size statistics of every evaluation (step_stats: about fifteen NumPy reductions, 40 us;
+    # benchmarks/RESULTS.md, "Compiled rounds"), 1.5x the fixed cost of an evaluation
+    eval_extra_cost: ClassVar[float] = 3000.0
 
     released_options_reason = (
         "its step size is a stochastic Polyak step computed from f_i and its gradient, "
