@@ -174,6 +174,11 @@ def _check_theorem(name, quick):
     return rows, studies
 
 
+def _ignore_sigint():
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def default_jobs():
     """Worker processes ``run_cases`` uses by default: the CPUs this process may run on, at most 4."""
     import os
@@ -201,8 +206,11 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
         from concurrent.futures import ProcessPoolExecutor, as_completed
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         order = sorted(checked, key=lambda n: -len(items[n]))          # the longest lists of cases first
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(checked)), mp_context=ctx)
+        pool = None
         try:
+            # the workers ignore Ctrl-C: this process stops them (no traceback from each of them)
+            pool = ProcessPoolExecutor(max_workers=min(jobs, len(checked)), mp_context=ctx,
+                                       initializer=_ignore_sigint)
             futures = {pool.submit(_check_theorem, n, quick): n for n in order}
             for fut in as_completed(futures):
                 name = futures[fut]
@@ -210,9 +218,10 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
                 bar.set_postfix_str(name, refresh=False)
                 bar.update(len(items[name]))
         except BaseException:                  # Ctrl-C or a failed case: stop the workers now, not after their cases
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            if pool is not None:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
     else:
