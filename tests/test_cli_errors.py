@@ -148,7 +148,10 @@ def test_ctrl_c_exits_130_with_one_line_for_every_command(files, capsys, monkeyp
 def test_sigint_to_a_running_verify_exits_130_without_traceback(tmp_path):
     """A real SIGINT while ``verify`` runs its cases (the process says when the cases start, so
     the signal lands inside the command, not before it)."""
-    code = ("import sys\nimport fedtheory.verification as v\nrun_cases = v.run_cases\n"
+    # (a process started in the background by a non-interactive shell inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: restore it, as a terminal would have it)
+    code = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "import sys\nimport fedtheory.verification as v\nrun_cases = v.run_cases\n"
             "def announced(*a, **k):\n    print('ready', flush=True)\n    return run_cases(*a, **k)\n"
             "v.run_cases = announced\nfrom fedtheory.__main__ import main\n"
             f"sys.exit(main(['verify', '--quick', '--out', {str(tmp_path / 'v')!r}]))")
