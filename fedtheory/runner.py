@@ -706,10 +706,9 @@ class _Job:
         n_unique = np.unique(clients).size if self.mode == "with_replacement" else Sr
         calls = self.calls
         if self.rules is not None:                 # the rules' cost hooks (python backend: as Python)
-            hooks = self.rules
             rd = ctx.round_record()
-            extra_calls, extra_rows = getattr(hooks, "extra_grads", _rk.no_extra_grads)(self.pk, rd, self.hp)
-            down, up = getattr(hooks, "comm", _rk.comm_per_participant)(
+            extra_calls, extra_rows = getattr(self.rules, "extra_grads", _rk.no_extra_grads)(self.pk, rd, self.hp)
+            down, up = getattr(self.rules, "comm", _rk.comm_per_participant)(
                 self.pk, rd, self.hp, alg.state_tuple(self.state), n_unique, alg.comm[0], alg.comm[1])
         else:
             extra_calls, extra_rows = alg.round_extra_grads(ctx)
