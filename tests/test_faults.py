@@ -41,10 +41,11 @@ seed = [0, 1, 2]
 """
 TINY_ROWS = 4                                  # rounds 0, 10, 20, 30
 
-# about a second per run: long enough to be mid-run when the driver is killed (at 9000 rounds a run
-# took 0.2 s, and on a loaded machine the whole sweep could finish between "one run stored" and the
-# interrupt)
-SLOW = """\
+# a few seconds per run: long enough to be mid-run when the driver is killed. The python backend
+# (the rules run as Python, round by round) keeps a run's time independent of how fast the compiled
+# path gets: at 60000 rounds a compiled run took 0.25 s, and the whole sweep finished between "one
+# run stored" and the interrupt; it also leaves the workers nothing to compile.
+_SLOW_BASE = """\
 [problem]
 name = "quadratic"
 n_clients = 6
@@ -52,14 +53,15 @@ dim = 4
 
 [run]
 algorithm = "fedavg"
-rounds = 60000
+rounds = 24000
 local_steps = 3
 lr = 0.1
-eval_every = 20000
-
+eval_every = 8000
+{backend}
 [grid]
 seed = [0, 1, 2, 3]
 """
+SLOW = _SLOW_BASE.format(backend='backend = "python"\n')
 SLOW_ROWS = 4
 
 
@@ -117,12 +119,20 @@ def _group(pgid):
             if int(g) == pgid and not st.startswith("Z")]
 
 
+def _sigint_default():
+    """In the child before exec: SIGINT to its default, so that Python installs its KeyboardInterrupt
+    handler. A process started in the background by a non-interactive shell inherits SIGINT
+    ignored, and a driver started from it would never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_driver(tmp_path, out, jobs="2"):
     cfg = tmp_path / "slow.toml"
     cfg.write_text(SLOW)
     log = open(tmp_path / "driver.err", "w+")
     cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "-j", jobs]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                            preexec_fn=_sigint_default)
     runs = out / "runs"
     t0 = time.monotonic()
     while time.monotonic() - t0 < 90:           # one run stored, the workers busy with the next ones
@@ -234,7 +244,8 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
     stops at its next round, within 5 s; a restart completes the grid."""
     distributed = pytest.importorskip("distributed")
     cfg = tmp_path / "slow.toml"
-    cfg.write_text(SLOW.replace("rounds = 60000", "rounds = 300000").replace("eval_every = 20000", "eval_every = 100000")
+    cfg.write_text(_SLOW_BASE.format(backend="").replace("rounds = 24000", "rounds = 300000")
+                   .replace("eval_every = 8000", "eval_every = 100000")
                    .replace("seed = [0, 1, 2, 3]", "seed = [0, 1]"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
@@ -246,7 +257,8 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
         cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(tmp_path / "d"),
                "--backend", "dask", "--scheduler", cluster.scheduler_address]
         for sig in (signal.SIGINT, signal.SIGKILL):
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_sigint_default)
             try:
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < 60 and not executing():
@@ -274,7 +286,8 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
 # ends with the same checks: every run of the grid exists exactly once, with the values of a clean
 # sweep, and a failure printed one line with the command that resumes the sweep.
 
-DASK = SLOW.replace("rounds = 60000", "rounds = 20000").replace("eval_every = 20000", "eval_every = 10000") \
+DASK = _SLOW_BASE.format(backend="").replace("rounds = 24000", "rounds = 20000") \
+           .replace("eval_every = 8000", "eval_every = 10000") \
            .replace("seed = [0, 1, 2, 3]", "seed = [0, 1, 2, 3, 4, 5]")
 DASK_ROWS = 3                                   # rounds 0, 10000, 20000
 
