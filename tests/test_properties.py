@@ -141,6 +141,33 @@ def test_minibatch_rows_valid(seed, B, m, replace):
                 assert len(set(out[s, k].tolist())) == B
 
 
+def _floyd(u, m):
+    """Floyd's algorithm as its docstring states it, in plain Python: for t = m - B .. m - 1 pick
+    floor(u (t + 1)), or t itself if that row is already taken."""
+    out = []
+    for t, v in zip(range(m - len(u), m), u):
+        c = min(int(v * (t + 1)), t)
+        out.append(t if c in out else c)
+    return out
+
+
+@given(seeds, st.integers(1, 12), st.integers(1, 40), st.integers(1, 6))
+def test_floyd_draws_are_the_stated_algorithm(seed, B, m, K):
+    """The compiled draws (minibatch rows and the client subset) give exactly the indices of Floyd's
+    algorithm as written: one seed, one trajectory, whatever the kernel's loop looks like. Small m
+    against B makes collisions (the branch that picks t itself) frequent."""
+    B = min(B, m)
+    rng = np.random.default_rng(seed)
+    u = rng.random((2, K, B))
+    starts = np.array([0, 1000])
+    out = minibatch_rows(u, starts, np.array([m, m]), False, np.empty((2, K, B), np.int64))
+    for s in range(2):
+        for k in range(K):
+            assert out[s, k].tolist() == [starts[s] + c for c in _floyd(u[s, k].tolist(), m)]
+    c = sample_clients(u[0, 0], m, np.empty(B, np.int64))
+    assert c.tolist() == sorted(_floyd(u[0, 0].tolist(), m))
+
+
 def test_minibatch_without_replacement_is_uniform():
     """Floyd's sampler: every row of a client is picked with probability B/m (chi-square, fixed seed)."""
     m, B, N = 7, 3, 20000

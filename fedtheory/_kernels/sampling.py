@@ -19,14 +19,14 @@ def minibatch_rows(u, starts, sizes, replace, out):
                 for t in range(B):
                     out[s, k, t] = st + min(int(u[s, k, t] * m), m - 1)
             else:
+                o = out[s, k]
                 for t in range(B):
                     j = m - B + t
-                    c = min(int(u[s, k, t] * (j + 1)), j)
-                    for p in range(t):
-                        if out[s, k, p] == st + c:
-                            c = j
-                            break
-                    out[s, k, t] = st + c
+                    c = st + min(int(u[s, k, t] * (j + 1)), j)
+                    taken = False
+                    for p in range(t):          # no early exit: the compiler vectorises the test
+                        taken |= o[p] == c
+                    o[t] = st + j if taken else c
     return out
 
 
@@ -40,11 +40,10 @@ def sample_clients(u, n, out):
     for t in range(S):
         j = n - S + t
         c = min(int(u[t] * (j + 1)), j)
+        taken = False
         for p in range(t):
-            if out[p] == c:
-                c = j
-                break
-        out[t] = c
+            taken |= out[p] == c
+        out[t] = j if taken else c
     for t in range(1, S):          # insertion sort: S is small
         v = out[t]
         p = t - 1
