@@ -59,6 +59,19 @@ def test_draws_follow_the_documented_streams(n, S, seed, part):
     assert a.random() == b.random()
 
 
+@settings(max_examples=60, deadline=None)
+@given(drawn=st.lists(st.integers(0, 6), min_size=1, max_size=12))
+def test_with_replacement_weights_merge_duplicates(drawn):
+    """A client drawn m times of S is one participant with weight m / S (``np.unique`` with counts),
+    and the number of distinct clients (the uplinks) is that of ``np.unique``; in any draw order."""
+    S = len(drawn)
+    a = np.array(drawn, dtype=np.int64)
+    clients, weights = rk.weigh(rk.WITH_REPLACEMENT, np.sort(a), np.full(7, 1 / 7), S, False)
+    u, counts = np.unique(a, return_counts=True)
+    assert clients.tolist() == u.tolist() and weights.tolist() == (counts / S).tolist()
+    assert rk.count_distinct(a) == len(u)
+
+
 @settings(max_examples=100, deadline=None)
 @given(n=st.integers(1, 7), data=st.data())
 def test_participants_extend_records_what_append_records(n, data):

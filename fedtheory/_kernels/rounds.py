@@ -73,12 +73,68 @@ def draw_participants(mode, rng, n, S, cdf, participation):
     ``participation`` (n uniforms).
     """
     if mode == FULL:
-        return np.arange(n)
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            out[i] = i
+        return out
     if mode == UNIFORM:
         return sample_clients(rng.random(S), n, np.empty(S, dtype=np.int64))
     if mode == WITH_REPLACEMENT:
-        return np.sort(np.searchsorted(cdf, rng.random(S), side="right")).astype(np.int64)
-    return np.flatnonzero(rng.random(n) < participation).astype(np.int64)
+        u = rng.random(S)
+        out = np.empty(S, dtype=np.int64)
+        for s in range(S):
+            out[s] = _search_right(cdf, u[s])
+        _insertion_sort(out)
+        return out
+    u = rng.random(n)
+    c = 0
+    for i in range(n):
+        c += u[i] < participation
+    out = np.empty(c, dtype=np.int64)
+    c = 0
+    for i in range(n):
+        if u[i] < participation:
+            out[c] = i
+            c += 1
+    return out
+
+
+# Plain loops in place of np.sort, np.searchsorted, np.unique and np.flatnonzero: the same results,
+# and Numba's generic implementations of those took about 2 s of every cold first run to compile.
+@njit(cache=True)
+def _search_right(a, v):
+    """``np.searchsorted(a, v, side="right")``: the number of entries of the sorted ``a`` that are <= v."""
+    lo, hi = 0, a.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _insertion_sort(a):
+    """Sort the integers ``a`` in place (a round's participants: a few)."""
+    for t in range(1, a.shape[0]):
+        v = a[t]
+        p = t - 1
+        while p >= 0 and a[p] > v:
+            a[p + 1] = a[p]
+            p -= 1
+        a[p + 1] = v
+
+
+@njit(cache=True)
+def count_distinct(a):
+    """The number of distinct entries of the integers ``a``."""
+    srt = a.copy()
+    _insertion_sort(srt)
+    k = 0
+    for i in range(srt.shape[0]):
+        k += i == 0 or srt[i] != srt[i - 1]
+    return k
 
 
 @njit(cache=True)
@@ -93,12 +149,18 @@ def weigh(mode, drawn, w, S, replicate):
     if mode == WITH_REPLACEMENT:
         if replicate:
             return drawn, np.full(S, 1.0 / S)
-        u = np.unique(drawn)
-        counts = np.zeros(u.shape[0])
-        j = 0
+        srt = drawn.copy()
+        _insertion_sort(srt)
+        k = 0
         for i in range(c):
-            while u[j] != drawn[i]:
+            k += i == 0 or srt[i] != srt[i - 1]
+        u = np.empty(k, dtype=np.int64)
+        counts = np.zeros(k)
+        j = -1
+        for i in range(c):
+            if i == 0 or srt[i] != srt[i - 1]:
                 j += 1
+                u[j] = srt[i]
             counts[j] += 1.0
         return u, counts / S
     if mode == FULL and c == n:
