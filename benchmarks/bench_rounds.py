@@ -30,6 +30,10 @@ worker (median and range).
      finiteness checks, no counters, no evaluation. A worker checks once that the floor follows
      ``ft.run``: fed the clients, weights and rows that a traced ``ft.run`` used, it must end at
      the same model (to rounding);
+   * the floor *drawing in the loop* (:func:`floor_rounds_drawing`): the same, with each round's
+     clients and minibatch rows drawn inside the compiled loop by the library's sampling kernels
+     (Floyd's algorithm, as ``ft.run`` draws them), reported beside the target's floor: ft.run /
+     this floor is the cost of the runner itself (counters, checks, records, evaluations);
    * the vectorised dense NumPy peer of ``bench_a9a.py`` (``numpy_vectorised``, imported; the
      faster of its matmul and einsum forms), which draws rows with replacement, so it is compared
      with ``ft.run(..., batch_replacement=True)`` as in ``bench_a9a.py``. The peer densifies the
@@ -141,7 +145,28 @@ def _make_floor():
                     c[j] += cacc[j]
         return x
 
-    return floor_rounds
+    from fedtheory._kernels.sampling import minibatch_rows, sample_clients
+
+    @njit(cache=False)
+    def floor_rounds_drawing(sparse, A, data, indices, indptr, b, kind, client_ptr, sizes, obj_w, rng, R, S, K, B,
+                             lr, l2, scaffold, x, c, ci):
+        """:func:`floor_rounds`, drawing each round's clients (Floyd's S-subset of S uniforms) and
+        minibatch rows (Floyd's algorithm per step, S K B uniforms) with the library's sampling
+        kernels from one Generator, inside the compiled loop: the floor plus the draws."""
+        n = obj_w.shape[0]
+        clients = np.empty((1, S), dtype=np.int64)
+        agg_w = np.empty((1, S))
+        for r in range(R):
+            sample_clients(rng.random(S), n, clients[0])
+            for s in range(S):
+                agg_w[0, s] = obj_w[clients[0, s]] * (n / S)
+            idx = minibatch_rows(rng.random((S, K, B)), client_ptr[:-1][clients[0]], sizes[clients[0]], False,
+                                 np.empty((S, K, B), dtype=np.int64))
+            floor_rounds(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, agg_w, obj_w,
+                         idx.reshape(1, S, K, B), lr, l2, scaffold, x, c, ci)
+        return x
+
+    return floor_rounds, floor_rounds_drawing
 
 
 def _draws(p, rounds, S, K, B, seed):
@@ -164,7 +189,16 @@ def _run_floor(floor, p, algo, clients, agg_w, idx, lr, l2):
     import numpy as np
     d, n = p.dim, p.n_clients
     x, c, ci = np.zeros(d), np.zeros(d), np.zeros((n, d))
-    return floor(*p.kernel_pack(), clients, agg_w, p.weights, idx, lr, l2, algo == "scaffold", x, c, ci)
+    return floor[0](*p.kernel_pack(), clients, agg_w, p.weights, idx, lr, l2, algo == "scaffold", x, c, ci)
+
+
+def _run_floor_drawing(floor, p, algo, R, S, K, B, lr, l2, seed=1):
+    import numpy as np
+    d, n = p.dim, p.n_clients
+    x, c, ci = np.zeros(d), np.zeros(d), np.zeros((n, d))
+    sparse, A, data, indices, indptr, b, kind = p.kernel_pack()[:7]
+    return floor[1](sparse, A, data, indices, indptr, b, kind, p.client_ptr, p.client_sizes, p.weights,
+                    np.random.default_rng(seed), R, S, K, B, lr, l2, algo == "scaffold", x, c, ci)
 
 
 # --------------------------------------------------------------------------------------------- worker
@@ -225,6 +259,7 @@ def worker(tree, data_dir, args):
     common = dict(local_steps=K, lr=LR, clients_per_round=S, batch_size=B)
     for algo in A9A_ALGS:
         _run_floor(floor, p, algo, *[a[:2] for a in draws], LR, L2)               # compile (first algo)
+        _run_floor_drawing(floor, p, algo, 2, S, K, B, LR, L2)
         if algo == A9A_ALGS[0]:
             out["floor_compile_s"] = time.perf_counter() - t0
         # the floor follows ft.run: the clients, weights and rows of a traced run give the same model
@@ -249,6 +284,7 @@ def worker(tree, data_dir, args):
                     "train_replacement_s": lambda: ft.run(p, algo, rounds=Ra, eval_every=Ra, batch_replacement=True,
                                                           **common),
                     "floor_s": lambda: _run_floor(floor, p, algo, *draws, LR, L2),
+                    "floor_draws_s": lambda: _run_floor_drawing(floor, p, algo, Ra, S, K, B, LR, L2),
                     "peer_matmul_s": lambda: numpy_vectorised(p, Rp, algo, 0, "matmul"),
                     "peer_einsum_s": lambda: numpy_vectorised(p, Rp, algo, 0, "einsum"),
                     # the peer densifies the data set on every call: that setup (a zero-round call) is
@@ -266,6 +302,8 @@ def worker(tree, data_dir, args):
         row["peer_us_per_round"] = 1e6 * (min(row["peer_matmul_s"], row["peer_einsum_s"]) - row["peer_setup_s"]) / Rp
         row["peer_form"] = "matmul" if row["peer_matmul_s"] <= row["peer_einsum_s"] else "einsum"
         row["run_over_floor"] = row["run_us_per_round"] / row["floor_us_per_round"]
+        row["floor_draws_us_per_round"] = 1e6 * row["floor_draws_s"] / Ra
+        row["run_over_floor_draws"] = row["run_us_per_round"] / row["floor_draws_us_per_round"]
         # the run's fixed cost (setup, its two evaluations: about 7 ms each on a9a) left out
         row["run_marginal_us_per_round"] = 1e6 * (row["train2_s"] - row["train_s"]) / Ra
         row["marginal_over_floor"] = row["run_marginal_us_per_round"] / row["floor_us_per_round"]
@@ -461,6 +499,7 @@ def summarise(workers, comp, ver, args):
                            ("run_marginal_us_per_round", "ft.run, marginal: (T(2R) - T(R)) / R (no fixed cost)"),
                            ("run_replacement_us_per_round", "ft.run, rows with replacement"),
                            ("floor_us_per_round", "compiled floor (same steps and aggregation, pre-drawn indices)"),
+                           ("floor_draws_us_per_round", "compiled floor drawing its clients and rows in the loop"),
                            ("peer_us_per_round", "vectorised NumPy peer (bench_a9a.py, rows with replacement)")):
             vals = []
             for algo in A9A_ALGS:
@@ -472,6 +511,8 @@ def summarise(workers, comp, ver, args):
         for key, label, tgt in (("run_over_floor", "ft.run / floor (paired median, range)", "run_over_floor"),
                                 ("marginal_over_floor", "ft.run marginal / floor (paired median, range)",
                                  "run_over_floor"),
+                                ("run_over_floor_draws", "ft.run / floor drawing in the loop (paired median, range)",
+                                 None),
                                 ("peer_over_run", "peer / ft.run with replacement (paired median, range)",
                                  "peer_over_run")):
             vals = []
