@@ -28,7 +28,7 @@ harden_all()            # a damaged Numba cache file is recompiled, never fatal
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
-EVAL_FIXED_COST = 2000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
+EVAL_FIXED_COST = 3000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 _COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
 
@@ -245,7 +245,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         uses a cost-based schedule: round r is evaluated when the evaluations so far, counting
         this one, cost at most 25% of the training work so far, both counted in per-sample
         gradients. An evaluation counts 4 per data row (F and its gradient over all the data,
-        each about twice a gradient's cost) plus 2000 for its fixed, per-call cost (leaving the
+        each about twice a gradient's cost) plus 3000 for its fixed, per-call cost (leaving the
         compiled loop, building the row), measured on the tiny problems where that part
         dominates. So the evaluation stays within a quarter of the training time beyond round 0
         and the last round, and the schedule is deterministic (it depends on counts, not time). With ``tol`` set, None
@@ -342,7 +342,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     >>> p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=0.5, seed=0)
     >>> res = ft.run(p, "fedavg", rounds=200, local_steps=5, lr=0.1)
     >>> res.status, res.history["round"].tolist()        # the cost-based evaluation schedule
-    ('max_rounds', [0, 44, 87, 130, 173, 200])
+    ('max_rounds', [0, 64, 127, 190, 200])
     >>> ft.run(p, "fedavg", rounds=20, local_steps=5, lr=0.1, eval_every=1).history.shape[0]
     21
     """

@@ -118,7 +118,7 @@ def test_zero_rounds(quad):
 
 
 def test_default_evaluation_schedule_costs_at_most_a_quarter_of_training(quad):
-    """eval_every=None: each evaluation (4 per data row plus a fixed 2000, in per-sample gradients)
+    """eval_every=None: each evaluation (4 per data row plus a fixed 3000, in per-sample gradients)
     is admitted only while the evaluations after round 0 cost at most 25% of the per-sample
     gradients spent training."""
     from fedtheory.runner import EVAL_FIXED_COST, EVAL_ROW_COST
