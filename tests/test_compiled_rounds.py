@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,3 +323,27 @@ def test_a_traced_round_that_diverges_is_recorded_on_the_fused_path():
     for x, y in zip(a.trace.rounds, b.trace.rounds):
         assert x.completed == y.completed and x.data.keys() == y.data.keys()
         assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)
+
+
+def test_sources_digest_is_read_once_and_follows_a_changed_file(tmp_path, monkeypatch):
+    """The driver's source digest is computed once per process while the files keep their size and
+    modification time, and again when one of them changes."""
+    from fedtheory._kernels import drivers
+    src = tmp_path / "digest_rules_mod.py"
+    src.write_text(RULES.replace("FACTOR", "0.5").replace("user_damped", "digest_damped"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    importlib.import_module("digest_rules_mod")
+    try:
+        first = drivers._sources_digest("digest_rules_mod")
+        reads = []
+        real = Path.read_bytes
+        monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or real(self))
+        assert drivers._sources_digest("digest_rules_mod") == first and reads == []
+        src.write_text(src.read_text().replace("0.5", "0.25"))
+        os.utime(src, ns=(1, 1))                        # a new stamp even within the clock's resolution
+        assert drivers._sources_digest("digest_rules_mod") != first and reads
+    finally:
+        from fedtheory.registry import ALGORITHMS
+        ALGORITHMS.pop("digest_damped", None)
+        sys.modules.pop("digest_rules_mod", None)

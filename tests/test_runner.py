@@ -1,6 +1,7 @@
 """Runner options: callback, tol, sampling schemes and their weights, noise, iterates, progress bar."""
 import numpy as np
 import pytest
+import pandas as pd
 
 import fedtheory as ft
 import problems
@@ -151,3 +152,18 @@ def test_fused_evaluation_equals_separate_passes():
         x = rng.normal(size=p.dim)
         F, gm = p.value_and_gradient_mapping_sq(x, 0.5)
         assert F == p.value(x) and gm == p.gradient_mapping_sq(x, 0.5), key
+
+
+def test_history_frame_is_pandas_frame_of_the_rows():
+    """The column-wise construction of the history gives the frame ``pd.DataFrame(rows)`` gives
+    (columns, order, dtypes, values), and rows with differing keys fall back to it (NaN filled)."""
+    from fedtheory.runner import _history_frame
+    same = [{"round": r, "value": 1.5 / (r + 1), "status": "ok", "flag": r % 2 == 0} for r in range(5)]
+    mixed = same[:2] + [{"round": 9, "extra": 2.0, "value": 0.1}]
+    for rows in (same, mixed, same[:1], []):
+        a, b = _history_frame(rows), pd.DataFrame(rows)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+        assert list(a.dtypes) == list(b.dtypes)
+    res = ft.run(problems.quadratic(4, 3, seed=0), "fedavg", rounds=300, lr=0.1)
+    rows = res.history.to_dict("records")
+    pd.testing.assert_frame_equal(_history_frame(rows), pd.DataFrame(rows), check_exact=True)

@@ -173,23 +173,47 @@ def _package_digest():
     return h.hexdigest()
 
 
+def _source_files(mod_file):
+    """The files whose text names a driver: the algorithm module's file and, in a package, every
+    ``.py`` file beside it (rules may call a sibling)."""
+    if not (mod_file.parent / "__init__.py").is_file():
+        return [str(mod_file)]
+    with os.scandir(mod_file.parent) as it:
+        return sorted(e.path for e in it if e.name.endswith(".py") and e.is_file())
+
+
+_DIGESTS = {}     # (module, the files' names, sizes and modification times) -> digest
+
+
 def _sources_digest(module):
     """SHA-256 (16 hex digits) of the algorithm module's file and of the other files of its package
-    (or, for a module without a file, of its rules' code), this package's files and the template."""
-    h = hashlib.sha256(_package_digest().encode())
+    (or, for a module without a file, of its rules' code), this package's files and the template.
+
+    The files are read and hashed once per process for as long as their sizes and modification
+    times stay the same (a run of a few rounds spent most of its fixed cost re-reading them)."""
     mod_file = _module_file(module)
-    if mod_file is not None:                   # its file, and its package's (rules may call a sibling)
-        files = sorted(mod_file.parent.glob("*.py")) if (mod_file.parent / "__init__.py").is_file() else [mod_file]
-        for f in files:
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-    else:
+    if mod_file is None:
+        h = hashlib.sha256(_package_digest().encode())
         mod = sys.modules[module]
         for name in ("local", "server", "extra_grads", "comm"):
             fn = getattr(mod, name, None)
             if fn is not None:
                 h.update(fn.__code__.co_code + repr(fn.__code__.co_consts).encode())
-    return h.hexdigest()[:16]
+        return h.hexdigest()[:16]
+    files = _source_files(mod_file)
+    stamp = []
+    for f in files:
+        st = os.stat(f)
+        stamp.append((f, st.st_size, st.st_mtime_ns))
+    key = (module, tuple(stamp))
+    got = _DIGESTS.get(key)
+    if got is None:
+        h = hashlib.sha256(_package_digest().encode())
+        for f in files:                        # its file, and its package's
+            h.update(os.path.basename(f).encode())
+            h.update(Path(f).read_bytes())
+        got = _DIGESTS[key] = h.hexdigest()[:16]
+    return got
 
 
 def _driver_dir():
