@@ -163,14 +163,17 @@ def _items(name, quick):
     return list(cases) + list(rates)
 
 
-def _check_theorem(name, quick):
-    """(rows, studies) of every default case of theorem ``name`` (one worker's share of ``run_cases``)."""
+def _check_theorem(name, quick, step=None):
+    """(rows, studies) of every default case of theorem ``name`` (a worker's share of ``run_cases``);
+    ``step()`` after each case (the progress bar of a single process)."""
     rows, studies = [], []
     for item in _items(name, quick):
         r, study = _check_item(name, item)
         rows += r
         if study is not None:
             studies.append(study)
+        if step is not None:
+            step()
     return rows, studies
 
 
@@ -227,14 +230,7 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
     else:
         for name in checked:
             bar.set_postfix_str(name, refresh=False)
-            rows, studies = [], []
-            for item in items[name]:
-                r, study = _check_item(name, item)
-                rows += r
-                if study is not None:
-                    studies.append(study)
-                bar.update(1)
-            results[name] = rows, studies
+            results[name] = _check_theorem(name, quick, step=lambda: bar.update(1))
     bar.close()
     rows, studies = [], []
     for name in names:

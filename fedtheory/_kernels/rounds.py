@@ -26,7 +26,7 @@ from numba.extending import register_jitable
 from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .oracles import client_grad, prox_vec
-from .sampling import minibatch_rows, sample_clients
+from .sampling import minibatch_rows, sample_clients, sort_small
 from .sps import sps_local_steps
 from ..exceptions import InvalidParameterError
 
@@ -84,7 +84,7 @@ def draw_participants(mode, rng, n, S, cdf, participation):
         out = np.empty(S, dtype=np.int64)
         for s in range(S):
             out[s] = _search_right(cdf, u[s])
-        _insertion_sort(out)
+        sort_small(out)
         return out
     u = rng.random(n)
     c = 0
@@ -115,22 +115,16 @@ def _search_right(a, v):
 
 
 @njit(cache=True)
-def _insertion_sort(a):
-    """Sort the integers ``a`` in place (a round's participants: a few)."""
-    for t in range(1, a.shape[0]):
-        v = a[t]
-        p = t - 1
-        while p >= 0 and a[p] > v:
-            a[p + 1] = a[p]
-            p -= 1
-        a[p + 1] = v
-
-
-@njit(cache=True)
 def count_distinct(a):
     """The number of distinct entries of the integers ``a``."""
     srt = a.copy()
-    _insertion_sort(srt)
+    sort_small(srt)
+    return _distinct_sorted(srt)
+
+
+@njit(cache=True)
+def _distinct_sorted(srt):
+    """The number of distinct entries of the sorted ``srt``."""
     k = 0
     for i in range(srt.shape[0]):
         k += i == 0 or srt[i] != srt[i - 1]
@@ -150,10 +144,8 @@ def weigh(mode, drawn, w, S, replicate):
         if replicate:
             return drawn, np.full(S, 1.0 / S)
         srt = drawn.copy()
-        _insertion_sort(srt)
-        k = 0
-        for i in range(c):
-            k += i == 0 or srt[i] != srt[i - 1]
+        sort_small(srt)
+        k = _distinct_sorted(srt)
         u = np.empty(k, dtype=np.int64)
         counts = np.zeros(k)
         j = -1

@@ -44,11 +44,18 @@ def sample_clients(u, n, out):
         for p in range(t):
             taken |= out[p] == c
         out[t] = j if taken else c
-    for t in range(1, S):          # insertion sort: S is small
-        v = out[t]
-        p = t - 1
-        while p >= 0 and out[p] > v:
-            out[p + 1] = out[p]
-            p -= 1
-        out[p + 1] = v
+    sort_small(out)
     return out
+
+
+@njit(cache=True)
+def sort_small(a):
+    """Sort the integers ``a`` in place by insertion (a round's participants: a few; cheaper to
+    compile than ``np.sort``)."""
+    for t in range(1, a.shape[0]):
+        v = a[t]
+        p = t - 1
+        while p >= 0 and a[p] > v:
+            a[p + 1] = a[p]
+            p -= 1
+        a[p + 1] = v
