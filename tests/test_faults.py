@@ -304,12 +304,21 @@ def _cluster(distributed, **kw):
 
 
 @pytest.fixture(scope="module")
-def dask_cluster():
-    """One LocalCluster of two process workers shared by the tests that kill workers or drivers (a
-    killed worker's nanny starts a new one); ``(cluster, client)``."""
+def _shared_dask_cluster():
     distributed = pytest.importorskip("distributed")
     with _cluster(distributed) as cluster, distributed.Client(cluster) as client:
         yield cluster, client
+
+
+@pytest.fixture
+def dask_cluster(_shared_dask_cluster):
+    """One LocalCluster of two process workers shared by the tests that kill workers or drivers;
+    ``(cluster, client)``, handed to each test once both workers are up again (a killed worker's
+    nanny starts a new one, and on a loaded machine a test could start with one worker, which then
+    held every queued run)."""
+    cluster, client = _shared_dask_cluster
+    client.wait_for_workers(2, timeout=120)
+    return cluster, client
 
 
 @contextlib.contextmanager
