@@ -54,6 +54,11 @@ REQUIRED = ("run_id", "round", "status", "seed", "version")
 CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 NOT_METRICS = frozenset(("run_id", "status", "seed", "version", "round"))
 _HOST = socket.gethostname().replace("~", "-") or "host"
+# _NO_THREADS: every read and conversion runs with use_threads=False. Arrow's thread pools can abort
+# the process at interpreter exit while a worker is busy ("terminate called without an active
+# exception", SIGABRT: apache/arrow#34314): `fedtheory plot DIR --y bad` exited with -6 instead of 2 in
+# 2 of 36 runs six at a time on 2 cores, and in 0 of 144 with the reads single-threaded. A run file
+# is a few hundred rows: the threads gained nothing.
 
 
 class StoreWarning(UserWarning):
@@ -329,7 +334,7 @@ class ResultsStore:
             with open(p, "rb") as f:
                 ino = os.fstat(f.fileno()).st_ino
                 try:
-                    table = pq.read_table(f)
+                    table = pq.read_table(f, use_threads=False)      # see _NO_THREADS
                 except Exception as e:           # truncated, not Parquet, bad pages
                     raise _Bad(f"unreadable ({_why(e)})") from None
             try:
@@ -357,7 +362,7 @@ class ResultsStore:
             ids = set(table.column("run_id").to_pylist())
             if ids != {rid}:
                 raise _Bad(f"mismatching run id: the file {p.name} holds rows of {sorted(map(str, ids))[:3]}")
-            df, _ = sanitize(table.replace_schema_metadata(None).to_pandas())
+            df, _ = sanitize(table.replace_schema_metadata(None).to_pandas(use_threads=False))
             return self._write_run(rid, df)      # adopt: rewritten with run metadata and checksum
         try:
             m = json.loads(meta)
@@ -378,7 +383,7 @@ class ResultsStore:
         if content_digest(bare) != m.get("sha256"):
             raise _Bad("checksum mismatch (content differs from the recorded sha256)")
         if _any_nonfinite(bare):                             # repair: finite rows, status diverged
-            return self._write_run(rid, sanitize(bare.to_pandas())[0])
+            return self._write_run(rid, sanitize(bare.to_pandas(use_threads=False))[0])
         return bare
 
     def _quarantine(self, p, reason, ino=None):
@@ -457,7 +462,7 @@ class ResultsStore:
             except TypeError:                    # pyarrow < 14
                 return pa.concat_tables(tables, promote=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+            df = pd.concat([t.to_pandas(use_threads=False) for t in tables], ignore_index=True)
             return pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
 
     def table(self):
@@ -465,7 +470,7 @@ class ResultsStore:
         including runs stored meanwhile by other writers."""
         self._scan()
         t = self._consolidated()
-        return pd.DataFrame() if t is None else t.to_pandas()
+        return pd.DataFrame() if t is None else t.to_pandas(use_threads=False)
 
     def commit(self):
         """Rewrite ``results.parquet`` from the run files (atomic replace, under ``DIR/.lock``)."""
