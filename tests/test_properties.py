@@ -2,11 +2,12 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import fedtheory as ft
 import problems
 from fedtheory._kernels.oracles import client_grad
+from fedtheory._kernels import sampling
 from fedtheory._kernels.sampling import minibatch_rows, sample_clients
 from fedtheory.algorithms.base import RoundContext
 from fedtheory.registry import get_algorithm
@@ -166,6 +167,25 @@ def test_floyd_draws_are_the_stated_algorithm(seed, B, m, K):
             assert out[s, k].tolist() == [starts[s] + c for c in _floyd(u[s, k].tolist(), m)]
     c = sample_clients(u[0, 0], m, np.empty(B, np.int64))
     assert c.tolist() == sorted(_floyd(u[0, 0].tolist(), m))
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=12), st.integers(1, 40))
+@example([0, 1, 1, 3], 2)           # t = 1, 2, 3 hit rows already taken (m-4, m-3, m-4): three collisions
+def test_floyd_draws_of_a_large_client_are_the_stated_algorithm(picks, m_small):
+    """A client of more than ``MARK_LIMIT`` rows takes the draw's other membership test (comparison
+    with the rows drawn so far, for every client of that call): the same indices. The uniforms are
+    chosen to pick rows near the top, so that rows already taken are hit often."""
+    B = len(picks)
+    m = sampling.MARK_LIMIT + 5
+    u = np.empty((2, 1, B))
+    for t, pick in enumerate(picks):
+        j = m - B + t
+        u[0, 0, t] = (j - pick + 0.5) / (j + 1)      # picks row j - pick
+    u[1, 0] = np.random.default_rng(len(picks)).random(B)
+    m2 = max(m_small, B)
+    out = minibatch_rows(u, np.array([0, 10 ** 6]), np.array([m, m2]), False, np.empty((2, 1, B), np.int64))
+    assert out[0, 0].tolist() == _floyd(u[0, 0].tolist(), m)
+    assert out[1, 0].tolist() == [10 ** 6 + c for c in _floyd(u[1, 0].tolist(), m2)]
 
 
 def test_minibatch_without_replacement_is_uniform():

@@ -54,9 +54,11 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
     first_bad = np.int64(-1)        # an int64, not a literal: one specialisation of end_step
     g, g2, xb = np.empty(d), np.empty(d), np.empty(d)
     has_noise = noise.shape[0] > 0 and direction != DIR_VR
-    has_anchor, has_corr = anchors.shape[0] > 0, corr.shape[0] > 0
+    # mu = 0 adds the exact zero mu (y - anchor): no prox term (only the sign of a zero could differ)
+    has_anchor, has_corr = anchors.shape[0] > 0 and mu != 0.0, corr.shape[0] > 0
     perturb = direction == DIR_SAM and alpha != 0.0 and rho != 0.0
     has_wd, clipping = wd != 0.0, clip > 0.0
+    plain = not (has_anchor or has_corr or has_wd) and gscale == 1.0      # y -= eta g: the same bits
     for s in range(S):
         start, end = client_ptr[clients[s]], client_ptr[clients[s] + 1]
         x0 = X0[s if X0.shape[0] > 1 else 0]
@@ -90,6 +92,10 @@ def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, c
                 pull = (mu if has_anchor else 0.0) + wd
                 for j in range(d):
                     y[j] -= lr * (c * g2[j] + pull * y[j])
+                    nbad += nonfinite(y[j])
+            elif plain:                 # local SGD: the step below with nothing added, in a tight loop
+                for j in range(d):
+                    y[j] -= lr * g[j]
                     nbad += nonfinite(y[j])
             else:                       # the paper's step (plus the decay wd y_k when it is set)
                 for j in range(d):

@@ -1,5 +1,11 @@
 """Turn uniform random numbers into minibatch row indices (shared by every backend)."""
+import numpy as np
 from numba import njit
+
+
+#: Largest client size for which Floyd's draw marks taken rows in a table of m flags (zeroed once per
+#: call, O(1) per test); a larger client compares with the rows drawn so far (O(B) per test).
+MARK_LIMIT = 1 << 16
 
 
 @njit(cache=True)
@@ -8,18 +14,35 @@ def minibatch_rows(u, starts, sizes, replace, out):
 
     With replacement each row is ``start + floor(u * m)``. Without replacement Floyd's
     algorithm draws a uniformly random B-subset of the m rows from the same B uniforms
-    (for t = m - B .. m - 1: pick floor(u (t + 1)), or t itself if already taken).
+    (for t = m - B .. m - 1: pick floor(u (t + 1)), or t itself if already taken). Whether a row is
+    taken is read from a table of flags (set, then cleared after each draw) when every client has
+    at most :data:`MARK_LIMIT` rows, else by comparing with the rows drawn so far: the same rows.
     """
     S, K, B = u.shape
+    big = 0
+    for s in range(S):
+        big = max(big, sizes[s])
+    use_mark = not replace and big <= MARK_LIMIT
+    mark = np.zeros(big if use_mark else 0, dtype=np.bool_)
     for s in range(S):
         m = sizes[s]
         st = starts[s]
         for k in range(K):
+            o = out[s, k]
             if replace:
                 for t in range(B):
-                    out[s, k, t] = st + min(int(u[s, k, t] * m), m - 1)
+                    o[t] = st + min(int(u[s, k, t] * m), m - 1)
+            elif use_mark:
+                for t in range(B):
+                    j = m - B + t
+                    c = min(int(u[s, k, t] * (j + 1)), j)
+                    if mark[c]:
+                        c = j
+                    mark[c] = True
+                    o[t] = st + c
+                for t in range(B):
+                    mark[o[t] - st] = False
             else:
-                o = out[s, k]
                 for t in range(B):
                     j = m - B + t
                     c = st + min(int(u[s, k, t] * (j + 1)), j)
