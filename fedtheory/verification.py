@@ -177,16 +177,18 @@ def _check_theorem(name, quick, step=None):
     return rows, studies
 
 
-def _ignore_sigint():
+def _worker_init(n_workers):
+    """A verify worker: Ctrl-C is left to the parent, BLAS to this worker's share of the CPUs."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from ._threads import limit_worker_threads
+    limit_worker_threads(n_workers)
 
 
 def default_jobs():
     """Worker processes ``run_cases`` uses by default: the CPUs this process may run on, at most 4."""
-    import os
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(4, n))
+    from ._threads import cpus
+    return max(1, min(4, cpus()))
 
 
 def run_cases(quick=False, theorems=None, progress=None, jobs=1):
@@ -212,8 +214,9 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
         pool = None
         try:
             # the workers ignore Ctrl-C: this process stops them (no traceback from each of them)
-            pool = ProcessPoolExecutor(max_workers=min(jobs, len(checked)), mp_context=ctx,
-                                       initializer=_ignore_sigint)
+            n_workers = min(jobs, len(checked))
+            pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init,
+                                       initargs=(n_workers,))
             futures = {pool.submit(_check_theorem, n, quick): n for n in order}
             for fut in as_completed(futures):
                 name = futures[fut]
