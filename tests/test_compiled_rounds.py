@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from numba import njit
 
 import fedtheory as ft
 import problems
@@ -347,3 +348,39 @@ def test_sources_digest_is_read_once_and_follows_a_changed_file(tmp_path, monkey
         from fedtheory.registry import ALGORITHMS
         ALGORITHMS.pop("digest_damped", None)
         sys.modules.pop("digest_rules_mod", None)
+
+
+@njit
+def _set_rows_nb(a, rows, v):
+    return rk.set_rows(a, rows, v)
+
+
+@njit
+def _add_rows_nb(a, rows, v):
+    return rk.add_rows(a, rows, v)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), d=st.integers(1, 4), rows=st.lists(st.integers(0, 5), min_size=0, max_size=8),
+       seed=st.integers(0, 2 ** 32 - 1))
+def test_rows_helpers_compiled_are_numpys_fancy_assignment(n, d, rows, seed):
+    """The compiled ``set_rows`` / ``add_rows`` (loops) write what NumPy's ``a[rows] = v`` and
+    ``a[rows] += v`` write, repeated rows included (the last one wins), for 1-D and 2-D states."""
+    rows = np.array([r % n for r in rows], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    a, v = rng.normal(size=(n, d)), rng.normal(size=(rows.shape[0], d))
+    for compiled, numpy_form in ((_set_rows_nb, rk.set_rows), (_add_rows_nb, rk.add_rows)):
+        want = numpy_form(a.copy(), rows, v)
+        got = compiled(a.copy(), rows, v)
+        assert np.array_equal(got, want)
+    a1, v1 = a[:, 0].copy(), v[:, 0].copy()
+    assert np.array_equal(_set_rows_nb(a1.copy(), rows, v1), rk.set_rows(a1.copy(), rows, v1))
+    flags = np.zeros(n, dtype=np.bool_)
+    assert np.array_equal(_set_rows_nb(flags.copy(), rows, True), rk.set_rows(flags.copy(), rows, True))
+
+
+def test_rows_helpers_compiled_refuse_a_shape_mismatch():
+    with pytest.raises(ValueError, match="one row per entry of rows"):
+        _set_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="one row per entry of rows"):
+        _add_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros((2, 3)))

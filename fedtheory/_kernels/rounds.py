@@ -20,8 +20,8 @@ three streams; the per-round path of the runner and the fused segment of
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
-from numba.extending import register_jitable
+from numba import njit, types
+from numba.extending import overload, register_jitable
 
 from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
@@ -371,6 +371,122 @@ def averaged_step(x, weights, Y, server_lr):
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
+# --------------------------------------------------------------------------- the participants' rows of a state
+def set_rows(a, rows, v):
+    """``a[rows] = v`` in place, and returns ``a``: the participants' rows (entries, for a 1-D ``a``)
+    of a per-client state written back by a server rule.
+
+    Called from Python (the python and torch backends) it is that NumPy (or torch) assignment.
+    Compiled, it is a loop: Numba's fancy-index assignment also compiles its shape-mismatch message,
+    about 2.8 s of a cold first run of every rule that used it. A client listed twice (sampling with
+    replacement, replicated) gets its last row, as in NumPy.
+
+    Parameters
+    ----------
+    a : ndarray of shape (n,) or (n, d)
+        The per-client state.
+    rows : ndarray of int, shape (S,)
+        The rows to write (``rd.clients``).
+    v : ndarray of shape (S,) or (S, d), or a scalar (1-D ``a``)
+        The new rows.
+
+    Returns
+    -------
+    ndarray
+        ``a``, written in place.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> set_rows(np.zeros((3, 2)), np.array([2, 0]), np.array([[1.0, 2.0], [3.0, 4.0]])).tolist()
+    [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+    """
+    a[rows] = v
+    return a
+
+
+def add_rows(a, rows, v):
+    """``a[rows] += v`` in place, and returns ``a`` (see :func:`set_rows`; a client listed twice gets
+    its old row plus its last row of ``v``, as in NumPy).
+
+    Parameters
+    ----------
+    a : ndarray of shape (n, d)
+        The per-client state.
+    rows : ndarray of int, shape (S,)
+        The rows to update (``rd.clients``).
+    v : ndarray of shape (S, d)
+        What is added.
+
+    Returns
+    -------
+    ndarray
+        ``a``, updated in place.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> add_rows(np.ones((2, 2)), np.array([1, 1]), np.array([[1.0, 1.0], [2.0, 2.0]])).tolist()
+    [[1.0, 1.0], [3.0, 3.0]]
+    """
+    a[rows] += v
+    return a
+
+
+@register_jitable
+def _rows_mismatch():
+    raise ValueError("set_rows/add_rows: the values have not one row per entry of rows, of the state's width")
+
+
+@overload(set_rows)
+def _set_rows_compiled(a, rows, v):
+    if a.ndim == 1 and isinstance(v, types.Array):
+        def set1(a, rows, v):
+            if v.shape[0] != rows.shape[0]:
+                _rows_mismatch()
+            for q in range(rows.shape[0]):
+                a[rows[q]] = v[q]
+            return a
+        return set1
+    if a.ndim == 1:
+        def set_scalar(a, rows, v):
+            for q in range(rows.shape[0]):
+                a[rows[q]] = v
+            return a
+        return set_scalar
+
+    def set2(a, rows, v):
+        d = a.shape[1]
+        if v.shape[0] != rows.shape[0] or v.shape[1] != d:
+            _rows_mismatch()
+        for q in range(rows.shape[0]):
+            i = rows[q]
+            for j in range(d):
+                a[i, j] = v[q, j]
+        return a
+    return set2
+
+
+@overload(add_rows)
+def _add_rows_compiled(a, rows, v):
+    def add2(a, rows, v):
+        S, d = rows.shape[0], a.shape[1]
+        if v.shape[0] != S or v.shape[1] != d:
+            _rows_mismatch()
+        new = np.empty((S, d))          # read every old row first: a repeated row takes its last sum
+        for q in range(S):
+            i = rows[q]
+            for j in range(d):
+                new[q, j] = a[i, j] + v[q, j]
+        for q in range(S):
+            i = rows[q]
+            for j in range(d):
+                a[i, j] = new[q, j]
+        return a
+    return add2
+
+
+
 # --------------------------------------------------------------------------- evaluation from a segment
 _EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runner)
 _TRACERS = {}            # token -> the running job's trace recorder
@@ -554,7 +670,7 @@ def sps_bookkeeping(memory, clients, new_memory, gammas, capped, steps_total, ca
     """The FedSPS family's server bookkeeping: the participants' step-size memory written back in place,
     the round's (step sizes, cap indicators) for the history's statistics, and the running totals of
     steps and capped steps. Returns ``(memory, (gammas, capped), steps_total, capped_total)``."""
-    memory[clients] = new_memory
+    set_rows(memory, clients, new_memory)
     return memory, (gammas, capped), steps_total + capped.size, capped_total + int(capped.sum())
 
 

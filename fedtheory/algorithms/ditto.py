@@ -36,7 +36,7 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x^{t+1} = x^t + sum_i omega_i (y_i - x^t); v_i <- v_i^+ for the participants (in place)."""
     v = st.v
-    v[rd.clients] = m.v
+    ops.set_rows(v, rd.clients, m.v)                   # v[S] = m.v (in place)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v)
 
 

@@ -53,9 +53,9 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """v_i <- (1 - lambda) v_{i,K} + lambda y_{i,K} (eq. 6, in place); x^{t+1} = x^t + sum_S omega_i (y_{i,K} - x^t)."""
     v = st.v
-    v[rd.clients] = (1 - hp.mix) * m.v + hp.mix * m.y
+    ops.set_rows(v, rd.clients, (1 - hp.mix) * m.v + hp.mix * m.y)
     seen = st.seen
-    seen[rd.clients] = True
+    ops.set_rows(seen, rd.clients, True)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v, seen)
 
 

@@ -42,7 +42,7 @@ def server(pk, rd, hp, st, m):
     """h -= a sum_S w_i Delta_i; x = x^t + sum_S omega_i Delta_i - h / a; grad_i updated in place."""
     x, a, Y = st.x, hp.alpha, m.y
     grad_i = st.grad_i
-    grad_i[rd.clients] = m.grad_i
+    ops.set_rows(grad_i, rd.clients, m.grad_i)
     h = st.h - a * (rd.cw @ (Y - x))
     return State(x + rd.weights @ (Y - x) - h / a, grad_i, h)
 

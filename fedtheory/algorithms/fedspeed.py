@@ -91,7 +91,7 @@ def server(pk, rd, hp, st, m):
         flag[1] = rd.S
     x, lam, w = st.x, hp.lam, rd.weights
     ghat = st.ghat
-    ghat[rd.clients] = m.ghat                                             # non-sampled keep theirs
+    ops.set_rows(ghat, rd.clients, m.ghat)             # non-sampled keep theirs
     gbar = pk.w @ ghat
     if hp.server == ALG1:
         xhat = m.y - lam * m.ghat                                         # line 14 upload

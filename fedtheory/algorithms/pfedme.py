@@ -36,7 +36,7 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x^{t+1} = (1 - beta) x^t + beta (x^t + sum_i omega_i (w_i - x^t)); theta_i <- theta_i^+ (in place)."""
     th = st.theta
-    th[rd.clients] = m.theta
+    ops.set_rows(th, rd.clients, m.theta)
     x = st.x
     mean_w = x + rd.weights @ (m.w - x)
     return State((1 - hp.beta) * x + hp.beta * mean_w, th)

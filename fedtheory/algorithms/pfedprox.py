@@ -36,7 +36,7 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t); personal_i <- x_{i,K} for the participants (in place)."""
     per = st.personal
-    per[rd.clients] = m.y
+    ops.set_rows(per, rd.clients, m.y)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), per)
 
 

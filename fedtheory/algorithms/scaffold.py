@@ -41,7 +41,7 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i (in place)."""
     c_i = st.c_i
-    c_i[rd.clients] += m.dc
+    ops.add_rows(c_i, rd.clients, m.dc)                 # c_i[S] += dc
     return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr), st.c + rd.cw @ m.dc, c_i)
 
 
