@@ -478,13 +478,8 @@ def _add_rows_compiled(a, rows, v):
             i = rows[q]
             for j in range(d):
                 new[q, j] = a[i, j] + v[q, j]
-        for q in range(S):
-            i = rows[q]
-            for j in range(d):
-                a[i, j] = new[q, j]
-        return a
+        return set_rows(a, rows, new)
     return add2
-
 
 
 # --------------------------------------------------------------------------- evaluation from a segment
