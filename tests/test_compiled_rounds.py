@@ -350,6 +350,130 @@ def test_sources_digest_is_read_once_and_follows_a_changed_file(tmp_path, monkey
         sys.modules.pop("digest_rules_mod", None)
 
 
+STALE_RULES = """
+from collections import namedtuple
+
+from fedtheory._kernels import rounds as ops
+
+from . import helpers
+
+State = namedtuple("StaleState", "x")
+Messages = namedtuple("StaleMessages", "y")
+SCALE = 1.0
+
+
+def local(pk, rd, hp, st, rng):
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    step = 0.5 * SCALE * helpers.SCALE2 * helpers.one()
+    return State(st.x + step * (rd.weights @ m.y - rd.weights.sum() * st.x))
+"""
+
+STALE_HELPERS = """
+from numba import njit
+
+SCALE2 = 1.0
+
+
+@njit
+def one():
+    return 1.0
+
+
+def kind(name):
+    return name in {"plain", "prox", "sam"}
+"""
+
+#: an edit of the rules' package: (file, old text, new text)
+STALE_EDITS = {
+    "a literal of a rule": ("rules.py", "0.5 * SCALE", "0.25 * SCALE"),
+    "a constant of the rules module": ("rules.py", "SCALE = 1.0", "SCALE = 2.0"),
+    "a constant of a sibling module": ("helpers.py", "SCALE2 = 1.0", "SCALE2 = 2.0"),
+    "a jitted helper of a sibling module": ("helpers.py", "return 1.0", "return 2.0"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(STALE_EDITS))
+def test_rules_edited_after_import_never_get_the_new_files_digest(tmp_path, monkeypatch, edit):
+    """A rules file (or a file of its package) edited while the old code is loaded: the driver that
+    old code compiles gets a digest of its own, not the one a process running the new files
+    computes (which would then load the old machine code from the disk cache); after a reload the
+    digest is the new files' one, the same in a fresh process with another string hash seed."""
+    import importlib
+
+    from fedtheory._kernels import drivers
+    name = "stalepkg_" + "".join(c for c in edit if c.isalnum())
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules.py").write_text(STALE_RULES)
+    (pkg / "helpers.py").write_text(STALE_HELPERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        rules = importlib.import_module(f"{name}.rules")
+        before = drivers._sources_digest(rules.__name__)
+        file, old, new = STALE_EDITS[edit]
+        text = (pkg / file).read_text()
+        assert old in text
+        (pkg / file).write_text(text.replace(old, new))
+        os.utime(pkg / file, ns=(1, 1))                   # a new stamp even within the clock's resolution
+        stale = drivers._sources_digest(rules.__name__)
+        assert stale != before                            # the files changed: not the old driver's name
+        importlib.reload(sys.modules[f"{name}.{file[:-3]}"])
+        fresh = drivers._sources_digest(rules.__name__)
+        assert fresh not in (stale, before)
+        out = subprocess.run(
+            [sys.executable, "-c", f"import {name}.rules as r; from fedtheory._kernels import drivers as d; "
+                                   f"print(d._sources_digest(r.__name__))"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=300,
+            env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.split()[-1] == fresh
+    finally:
+        for m in [m for m in sys.modules if m.startswith(name)]:
+            sys.modules.pop(m)
+
+
+@pytest.mark.slow
+def test_a_run_after_an_edit_without_reload_does_not_poison_the_next_process(tmp_path):
+    """The user's path: a notebook imports its rules, edits their file and runs again without a
+    reload (the old code runs, as Python has it); a new process (a sweep worker) with the edited
+    file must run the new rules, not the old machine code cached by the first process."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "poison_damped.py").write_text(RULES.replace("FACTOR", "0.5").replace("user_damped", "poison_damped"))
+    env = {**os.environ, "FEDTHEORY_DRIVER_DIR": str(tmp_path / "drivers"), "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{pkg}"}
+    first = """
+        import os, numpy as np, fedtheory as ft, problems, poison_damped
+        p = problems.quadratic(4, 3, seed=0)
+        f = poison_damped.__file__
+        text = open(f).read()
+        open(f, "w").write(text.replace("0.5 *", "0.25 *"))
+        os.utime(f, ns=(1, 1))
+        print(repr(float(ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1).x[0])))
+    """
+    second = """
+        import numpy as np, fedtheory as ft, problems, poison_damped
+        p = problems.quadratic(4, 3, seed=0)
+        fused = ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1)
+        twin = ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1, backend="python")
+        assert np.allclose(fused.x, twin.x, rtol=0, atol=1e-12), (fused.x, twin.x)
+        print(repr(float(fused.x[0])))
+    """
+    outs = []
+    for code in (first, second):
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                             cwd=tmp_path, env=env, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        outs.append(float(out.stdout.split()[-1]))
+    assert outs[0] != outs[1]
+
+
 @njit
 def _set_rows_nb(a, rows, v):
     return rk.set_rows(a, rows, v)

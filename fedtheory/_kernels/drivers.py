@@ -19,6 +19,7 @@ import os
 import sys
 import tempfile
 import threading
+import types
 from pathlib import Path
 
 from .cache import _harden
@@ -182,36 +183,118 @@ def _source_files(mod_file):
         return sorted(e.path for e in it if e.name.endswith(".py") and e.is_file())
 
 
-_DIGESTS = {}     # (module, the files' names, sizes and modification times) -> digest
+_DIGESTS = {}     # (module, the files' names, sizes and modification times, code digest) -> digest
+_RULE_NAMES = ("local", "server", "extra_grads", "comm")
+
+
+def _const_key(c):
+    """A text for a code object's constant that is the same in every process (a frozenset's repr
+    follows the string hash seed)."""
+    if isinstance(c, (frozenset, set)):
+        return "{" + ",".join(sorted(_const_key(v) for v in c)) + "}"
+    if isinstance(c, tuple):
+        return "(" + ",".join(_const_key(v) for v in c) + ")"
+    return repr(c) if not isinstance(c, types.CodeType) else "<code>"
+
+
+def _value_key(v):
+    """A text for a global constant the compiled code may freeze (a number, string, tuple of them or
+    NumPy array), else None."""
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return repr(v)
+    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        keys = [_value_key(w) for w in v]
+        return None if None in keys else "(" + ",".join(keys) + ")"
+    if type(v).__module__ == "numpy" and hasattr(v, "dtype"):     # an array or a NumPy scalar
+        import numpy as np
+        a = np.ascontiguousarray(v)
+        return f"{a.dtype.str}{a.shape}{hashlib.sha256(a.tobytes()).hexdigest()}"
+    return None
+
+
+def _code_digest(module):
+    """SHA-256 of the code the driver compiles, as it is in this process's memory.
+
+    The rules of ``module`` and every function of the module or of its package (the modules of the
+    same parent package: the files :func:`_source_files` hashes) that they reach through their
+    global names, transitively: bytecode, constants and names, the values of the global constants
+    they name (Numba freezes them) and the fields of the named tuples they name. A file edited
+    after its module was imported (and not reloaded) leaves this digest that of the old code, so
+    the driver the old code compiles is never stored under the digest of the new files (a later
+    process would load it)."""
+    mod = sys.modules[module]
+    home = module.rpartition(".")[0] if getattr(mod, "__file__", None) else ""
+    h = hashlib.sha256()
+    seen = set()
+
+    def ours(name):                           # the module, or a module of its package
+        return name == module or (home != "" and name.rpartition(".")[0] == home)
+
+    def visit(v, name=""):
+        fn = getattr(v, "py_func", v)                 # a jitted helper: its Python function
+        if id(fn) in seen:
+            return
+        value = _value_key(fn)
+        if value is not None:                         # a global constant: Numba freezes its value
+            h.update(f"{name}={value}".encode())
+            return
+        if isinstance(fn, types.FunctionType) and ours(fn.__module__):
+            seen.add(id(fn))
+            h.update(f"{fn.__module__}.{fn.__qualname__}".encode())
+            add_code(fn.__code__, fn.__globals__)
+        elif isinstance(fn, types.ModuleType) and ours(fn.__name__):
+            seen.add(id(fn))
+            for name, w in sorted(vars(fn).items(), key=lambda kv: kv[0]):
+                if not name.startswith("__"):
+                    visit(w, name)
+        elif isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields") and ours(fn.__module__):
+            seen.add(id(fn))
+            h.update(f"{fn.__qualname__}{fn._fields}".encode())
+
+    def add_code(code, glb):
+        h.update(code.co_code)
+        h.update(repr(code.co_names).encode())
+        h.update(_const_key(code.co_consts).encode())
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                add_code(c, glb)
+        for name in code.co_names:
+            if name in glb:
+                visit(glb[name], name)
+
+    for name in _RULE_NAMES:
+        visit(getattr(mod, name, None))
+    return h.hexdigest()
 
 
 def _sources_digest(module):
     """SHA-256 (16 hex digits) of the algorithm module's file and of the other files of its package
-    (or, for a module without a file, of its rules' code), this package's files and the template.
+    (or, for a module without a file, of its rules' code), this package's files and the template,
+    and of the code the driver compiles as it is in memory (:func:`_code_digest`: a file edited
+    after its import changes the files' hash but not the code that runs, and the pair is then one
+    no process with the new code computes).
 
     The files are read and hashed once per process for as long as their sizes and modification
     times stay the same (a run of a few rounds spent most of its fixed cost re-reading them)."""
     mod_file = _module_file(module)
+    code = _code_digest(module)
     if mod_file is None:
         h = hashlib.sha256(_package_digest().encode())
-        mod = sys.modules[module]
-        for name in ("local", "server", "extra_grads", "comm"):
-            fn = getattr(mod, name, None)
-            if fn is not None:
-                h.update(fn.__code__.co_code + repr(fn.__code__.co_consts).encode())
+        h.update(code.encode())
         return h.hexdigest()[:16]
     files = _source_files(mod_file)
     stamp = []
     for f in files:
         st = os.stat(f)
         stamp.append((f, st.st_size, st.st_mtime_ns))
-    key = (module, tuple(stamp))
+    key = (module, tuple(stamp), code)
     got = _DIGESTS.get(key)
     if got is None:
         h = hashlib.sha256(_package_digest().encode())
         for f in files:                        # its file, and its package's
             h.update(os.path.basename(f).encode())
             h.update(Path(f).read_bytes())
+        h.update(code.encode())
         got = _DIGESTS[key] = h.hexdigest()[:16]
     return got
 
