@@ -451,11 +451,14 @@ def test_a_run_after_an_edit_without_reload_does_not_poison_the_next_process(tmp
     first = """
         import os, numpy as np, fedtheory as ft, problems, poison_damped
         p = problems.quadratic(4, 3, seed=0)
+        before = ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1).x
         f = poison_damped.__file__
         text = open(f).read()
         open(f, "w").write(text.replace("0.5 *", "0.25 *"))
         os.utime(f, ns=(1, 1))
-        print(repr(float(ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1).x[0])))
+        after = ft.run(p, "poison_damped", rounds=4, local_steps=2, lr=0.1).x
+        assert np.array_equal(before, after)          # the loaded code runs, with its driver
+        print(repr(float(after[0])))
     """
     second = """
         import numpy as np, fedtheory as ft, problems, poison_damped
@@ -471,6 +474,7 @@ def test_a_run_after_an_edit_without_reload_does_not_poison_the_next_process(tmp
                              cwd=tmp_path, env=env, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         outs.append(float(out.stdout.split()[-1]))
+        assert len(list((tmp_path / "drivers").glob("*.py"))) == len(outs)     # one driver per code
     assert outs[0] != outs[1]
 
 
