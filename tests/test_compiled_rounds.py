@@ -204,6 +204,108 @@ def test_driver_follows_an_edit_of_the_rules(tmp_path):
     assert len([f for f in (tmp_path / "drivers").iterdir() if f.suffix == ".py"]) == 2
 
 
+SHARED_RULES_MODULE = (RULES.replace("FACTOR", "0.5").replace("user_damped", "shared_damped") + """
+
+@register
+@dataclass(frozen=True)
+class FedAvgOtherDefault(FedAvg):
+    # a built-in's subclass that changes no round, in a file whose rules are another class's
+    name: ClassVar[str] = "shared_fedavg"
+
+
+@register
+@dataclass(frozen=True)
+class ThirdStep(Damped):
+    # a subclass that changes the server update of a compiled class (with its per-round form)
+    name: ClassVar[str] = "shared_third"
+
+    def local_round(self, state, ctx):
+        Y, fail = ctx.local_sgd(state["x"])
+        return {"y": Y, "fail": fail}
+
+    def server_update(self, state, ctx, messages):
+        x = state["x"]
+        return {"x": x + (1 / 3) * (ctx.weights @ messages["y"] - ctx.weights.sum() * x)}
+
+
+@register
+@dataclass(frozen=True)
+class ThirdStepNoGlue(Damped):
+    name: ClassVar[str] = "shared_third_noglue"
+
+    def server_update(self, state, ctx, messages):
+        return state
+""").replace("from fedtheory.registry import register", "from fedtheory.registry import register\n"
+             "from fedtheory.algorithms.fedavg import FedAvg")
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_rules_shared_by_several_classes_run_only_where_bound(tmp_path, monkeypatch, declared):
+    """A file with compiled rules and several algorithm classes: the rules run only for the class that
+    declares ``compiled_rules = True`` (never for a built-in's subclass there, nor for a subclass
+    that changes the server update); undeclared, they run for none, and a class without a
+    round-by-round form says what to declare."""
+    from fedtheory.registry import ALGORITHMS
+    name = f"shared_rules_{int(declared)}"
+    text = SHARED_RULES_MODULE.replace("shared_", f"shared{int(declared)}_")
+    if declared:
+        text = text.replace("class Damped(Algorithm):\n", "class Damped(Algorithm):\n    compiled_rules = True\n")
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    mod = importlib.import_module(name)
+    tag = f"shared{int(declared)}_"
+    p = problems.quadratic(6, 4, heterogeneity=1.0, seed=0)
+    kw = dict(rounds=5, local_steps=2, lr=0.1, record_iterates=True, clients_per_round=3, seed=3)
+    try:
+        assert mod.FedAvgOtherDefault.rules_module() == "fedtheory.algorithms.fedavg"
+        assert np.array_equal(ft.run(p, tag + "fedavg", **kw).iterates, ft.run(p, "fedavg", **kw).iterates)
+        assert mod.ThirdStep.rules_module() is None
+        third = ft.run(p, tag + "third", **kw)
+        assert np.allclose(third.iterates, ft.run(p, tag + "third", backend="python", **kw).iterates,
+                           rtol=0, atol=1e-12)
+        why = "changes server_update of Damped" if declared else "bound to none of the algorithm classes"
+        with pytest.raises(NotImplementedError, match=why):
+            ft.run(p, tag + "third_noglue", **kw)
+        if declared:
+            assert mod.Damped.rules_module() == name
+            fused = ft.run(p, tag + "damped", **kw)
+            twin = ft.run(p, tag + "damped", backend="python", **kw)
+            assert np.allclose(fused.iterates, twin.iterates, rtol=0, atol=1e-12)
+            assert not np.allclose(fused.iterates, third.iterates)
+        else:
+            assert mod.Damped.rules_module() is None
+            with pytest.raises(NotImplementedError, match="bound to none of the algorithm classes.*compiled_rules"):
+                ft.run(p, tag + "damped", **kw)
+    finally:
+        for k in [k for k in ALGORITHMS if k.startswith(tag)]:
+            ALGORITHMS.pop(k)
+        sys.modules.pop(name, None)
+
+
+def test_compiled_rules_naming_a_module_without_rules_is_refused():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.base import Algorithm
+
+    @dataclass(frozen=True)
+    class Pointing(Algorithm):
+        name: ClassVar[str] = "pointing"
+        compiled_rules: ClassVar[str] = "fedtheory.algorithms.base"
+
+    with pytest.raises(TypeError, match="names the module 'fedtheory.algorithms.base', which does not define"):
+        Pointing.rules_module()
+
+    @dataclass(frozen=True)
+    class Wrong(Algorithm):
+        name: ClassVar[str] = "wrong"
+        compiled_rules: ClassVar[int] = 3
+
+    with pytest.raises(TypeError, match="must be True, False, None or a module's dotted name; got 3"):
+        Wrong.rules_module()
+
+
 def test_rules_defined_in_memory_run_uncached():
     """Rules in a module made in memory (a notebook, exec) run on the fused path, compiled once per
     process without a disk cache, and agree with their NumPy twin."""

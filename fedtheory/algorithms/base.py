@@ -48,6 +48,29 @@ def __getattr__(name):
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
+def _has_rules(mod):
+    """Whether the module defines the compiled rules: ``local``, ``server``, ``State``, ``Messages``."""
+    return all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
+        all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages"))
+
+
+def _algorithm_classes(mod):
+    """The algorithm classes defined in the module ``mod`` (not imported into it)."""
+    return [c for c in vars(mod).values()
+            if isinstance(c, type) and issubclass(c, Algorithm) and c.__module__ == mod.__name__]
+
+
+def _prepare_rules(name):
+    """``name``, after giving the rules module's named tuples their module-level names (pickle, and
+    with it Numba's disk cache, finds them under that name)."""
+    mod = sys.modules[name]
+    for t, nt in list(vars(mod).items()):
+        if isinstance(nt, type) and issubclass(nt, tuple) and hasattr(nt, "_fields") and \
+                nt.__module__ == mod.__name__ and getattr(mod, nt.__qualname__, None) is not nt:
+            nt.__qualname__ = t
+    return name
+
+
 def averaged_step(x, weights, Y, server_lr):
     """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x)."""
     return x + server_lr * (weights @ Y - weights.sum() * x)
@@ -359,6 +382,11 @@ class Algorithm:
         its value after each round. At every evaluated round the runner writes the value as the
         history column of that name, on every backend (a tensor is copied to the host). Empty by
         default: no column and no cost. ``fedtheory describe NAME`` lists them.
+    compiled_rules : bool, str or None
+        Not set by default. Which compiled rules the class runs (:meth:`rules_module`): ``True``
+        those of its own module, a module's dotted name that module's, ``False`` or ``None`` none
+        (the round-by-round form). Unset, a class defined alone in a module with rules runs them,
+        and a class that changes none of the round inherits its parent's choice.
     """
 
     name: ClassVar[str] = "algorithm"
@@ -434,11 +462,32 @@ class Algorithm:
         """Initial state: a dict with at least ``x``."""
         return {"x": copy(x0)}
 
-    def local_round(self, state, ctx):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def local_round(self, state, ctx):
+        raise NotImplementedError(self._missing_round("local_round"))
 
-    def local_round_reference(self, state, ctx):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def local_round_reference(self, state, ctx):
+        raise NotImplementedError(self._missing_round("local_round_reference"))
+
+    @classmethod
+    def _missing_round(cls, method):
+        """Why the round-by-round form's ``method`` is missing, and what to do."""
+        text = f"{cls.name!r} ({cls.__qualname__}) defines no {method} and runs no compiled rules"
+        for parent in cls.__mro__[1:]:
+            if parent is not Algorithm and issubclass(parent, Algorithm) and parent.rules_module() is not None:
+                changed = sorted({m for k in cls.__mro__[:cls.__mro__.index(parent)] for m in _ROUND_METHODS
+                                  if m in vars(k)})
+                return (f"{text}: it changes {', '.join(changed)} of {parent.__qualname__}, whose compiled rules (module "
+                        f"{parent.rules_module()!r}) run the local steps and the server update together; a "
+                        "subclass that changes part of the round writes its round-by-round form (local_round, "
+                        "local_round_reference) or compiled rules of its own (docs/add-your-own-algorithm.md).")
+        for klass in cls.__mro__:
+            mod = sys.modules.get(klass.__module__)
+            if klass is not Algorithm and issubclass(klass, Algorithm) and mod is not None and _has_rules(mod):
+                others = ", ".join(c.__qualname__ for c in _algorithm_classes(mod))
+                return (f"{text}: the compiled rules of its module {mod.__name__!r} are bound to none of the "
+                        f"algorithm classes defined there ({others}); set compiled_rules = True in the body of "
+                        "the class they implement (section 3 of docs/add-your-own-algorithm.md).")
+        return f"{text}: write {method} or the compiled rules (docs/add-your-own-algorithm.md)."
 
     def server_update(self, state, ctx, messages):
         """The server update on a round context's arrays (the torch backend): by default the
@@ -447,8 +496,8 @@ class Algorithm:
         pack overrides this method)."""
         import sys
         name = self.rules_module()
-        if name is None:            # pragma: no cover - an algorithm must define one or the other
-            raise NotImplementedError(f"{self.name!r} defines neither server_update nor a compiled server rule")
+        if name is None:
+            raise NotImplementedError(self._missing_round("server_update"))
         mod = sys.modules[name]
         m = mod.Messages(*(messages[f] for f in mod.Messages._fields))
         out = mod.server(None, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)
@@ -513,37 +562,57 @@ class Algorithm:
         over the named tuples ``State`` (the fields of :meth:`init`'s dict) and ``Messages``
         (those of :meth:`local_round_reference`'s dict). An algorithm without them runs through
         :meth:`local_round` and :meth:`server_update` round by round.
+
+        Which rules a class runs, walking its method resolution order from the class itself:
+
+        * a class that sets ``compiled_rules`` in its body decides: ``True`` (the rules of its own
+          module), a module's dotted name (that module's rules) or ``False`` / ``None`` (none: the
+          round-by-round form);
+        * else a class defined in a module with rules that defines no other algorithm class runs
+          them (one algorithm per file, as the built-in ones);
+        * else a class that defines a round method itself (``init``, ``local_round``,
+          ``local_round_reference``, ``server_update``) runs round by round: rules of its module
+          that several algorithm classes share are bound to none of them without a declaration;
+        * else the search goes on with its parent (a subclass that changes none of the round
+          inherits its parent's rules).
         """
-        cached = cls.__dict__.get("_rules_module_cached")    # found once per class (asked every round)
-        if cached is not None and cached in sys.modules:
-            return cached
-        found = cls._find_rules_module()          # not found: asked again (a module may define them later)
-        if found is not None:
-            cls._rules_module_cached = found
+        key = tuple(len(getattr(sys.modules.get(k.__module__), "__dict__", ())) for k in cls.__mro__)
+        cached = cls.__dict__.get("_rules_module_cached")    # asked every round: found again only when a
+        if cached is not None and cached[0] == key:          # module of the class's lineage changed
+            return cached[1]
+        found = cls._find_rules_module()
+        cls._rules_module_cached = (key, found)
         return found
 
     @classmethod
     def _find_rules_module(cls):
         """:meth:`rules_module` without its per-class cache."""
-        for klass in cls.__mro__:              # a subclass that changes none of the round inherits the rules
-            if klass is Algorithm:
+        for klass in cls.__mro__:
+            if klass is Algorithm or not issubclass(klass, Algorithm):
                 return None
+            if "compiled_rules" in vars(klass):
+                decl = vars(klass)["compiled_rules"]
+                if decl is None or decl is False:
+                    return None
+                name = klass.__module__ if decl is True else decl
+                if not isinstance(name, str):
+                    raise TypeError(f"{klass.__qualname__}.compiled_rules must be True, False, None or a module's "
+                                    f"dotted name; got {decl!r}.")
+                if name not in sys.modules:
+                    import importlib
+                    importlib.import_module(name)
+                if not _has_rules(sys.modules[name]):
+                    raise TypeError(
+                        f"{klass.__qualname__}.compiled_rules names the module {name!r}, which does not define the "
+                        "compiled rules: module-level functions local and server and the named tuples State and "
+                        "Messages (section 3 of docs/add-your-own-algorithm.md).")
+                return _prepare_rules(name)
             mod = sys.modules.get(klass.__module__)
-            if mod is not None and all(callable(getattr(mod, f, None)) for f in ("local", "server")):
-                cls = klass
-                break
+            if mod is not None and _has_rules(mod) and _algorithm_classes(mod) == [klass]:
+                return _prepare_rules(klass.__module__)
             if any(m in vars(klass) for m in _ROUND_METHODS):
-                return None                    # its own round, without rules: the per-round path
-        else:                                  # pragma: no cover - every algorithm derives from Algorithm
-            return None
-        if all(callable(getattr(mod, f, None)) for f in ("local", "server")) and \
-                all(hasattr(getattr(mod, t, None), "_fields") for t in ("State", "Messages")):
-            for t, nt in list(vars(mod).items()):   # the module's named tuples (State, Messages, ...)
-                if isinstance(nt, type) and issubclass(nt, tuple) and hasattr(nt, "_fields") and \
-                        nt.__module__ == mod.__name__ and getattr(mod, nt.__qualname__, None) is not nt:
-                    nt.__qualname__ = t        # found by pickle under its name: Numba's disk cache keys on it
-            return cls.__module__
-        return None
+                return None                    # its own round, without rules bound to it: the per-round path
+        return None                            # pragma: no cover - every algorithm derives from Algorithm
 
     @classmethod
     def params_class(cls):
