@@ -306,6 +306,32 @@ def test_compiled_rules_naming_a_module_without_rules_is_refused():
         Wrong.rules_module()
 
 
+@pytest.mark.parametrize("damage", ["not utf-8", "truncated", "syntax error", "empty"])
+def test_a_damaged_driver_file_is_written_anew(tmp_path, monkeypatch, damage):
+    """A generated driver file damaged on disk (bytes that are not UTF-8 included) is written anew
+    from the template when the driver is next needed, and loads."""
+    from fedtheory._kernels import drivers
+    name = "damaged_driver_rules_" + "".join(c for c in damage if c.isalnum())
+    (tmp_path / f"{name}.py").write_text(RULES.replace("FACTOR", "0.5").replace("user_damped", name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FEDTHEORY_DRIVER_DIR", str(tmp_path / "drivers"))
+    import importlib
+    importlib.import_module(name)
+    try:
+        first = drivers.driver(name)
+        path = Path(first.__file__)
+        good = path.read_bytes()
+        drivers._DRIVERS.clear()                 # as a new process: the driver is looked up on disk
+        path.write_bytes({"not utf-8": good[:200] + b"\xff\xfe\x00\x9c" + good[204:], "truncated": good[:len(good) // 2],
+                          "syntax error": good + b"\ndef (:\n", "empty": b""}[damage])
+        again = drivers.driver(name)
+        assert path.read_bytes() == good and callable(again.segment)
+    finally:
+        from fedtheory.registry import ALGORITHMS
+        ALGORITHMS.pop(name, None)
+        sys.modules.pop(name, None)
+
+
 def test_rules_defined_in_memory_run_uncached():
     """Rules in a module made in memory (a notebook, exec) run on the fused path, compiled once per
     process without a disk cache, and agree with their NumPy twin."""

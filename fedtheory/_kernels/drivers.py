@@ -323,6 +323,14 @@ def _driver_dir():
                   "set FEDTHEORY_DRIVER_DIR.")
 
 
+def _read_or_none(path):
+    """The text of ``path``, or None when it is missing or not UTF-8."""
+    try:
+        return path.read_bytes().decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def driver(module):
     """The generated driver module of the algorithm module ``module`` (imported, compiled lazily).
 
@@ -356,7 +364,7 @@ def driver(module):
             text = text.replace("cache=True", "cache=False")
         name = f"fedtheory_driver_{''.join(c if c.isalnum() else '_' for c in module)}_{digest}"
         path = _driver_dir() / f"{name}.py"
-        if not path.exists() or path.read_text() != text:
+        if _read_or_none(path) != text:              # missing, or damaged (any bytes): written anew
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(text)
             os.replace(tmp, path)                      # atomic: workers may race on the same file
