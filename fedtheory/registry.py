@@ -27,15 +27,19 @@ def register(cls):
     """Class decorator adding an :class:`~fedtheory.algorithms.base.Algorithm` to the registry.
 
     The class is registered under its ``name`` attribute; a name registered twice is a
-    ValueError. See ``docs/add-your-own-algorithm.md``.
+    ValueError, except by the same class defined again (the same module and qualified name: a
+    reloaded module, a re-run notebook cell), which replaces it. See
+    ``docs/add-your-own-algorithm.md``.
 
     Returns
     -------
     type
         The class itself, unchanged (so ``@register`` can decorate it).
     """
-    if cls.name in ALGORITHMS:
-        raise ValueError(f"algorithm {cls.name!r} is registered twice")
+    old = ALGORITHMS.get(cls.name)
+    if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"algorithm {cls.name!r} is registered twice ({old.__module__}.{old.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__})")
     ALGORITHMS[cls.name] = cls
     return cls
 

@@ -283,6 +283,25 @@ def test_rules_shared_by_several_classes_run_only_where_bound(tmp_path, monkeypa
         sys.modules.pop(name, None)
 
 
+@pytest.mark.parametrize("constraints", [{}, {"step": []}])
+def test_a_hyperparameter_without_constraints_is_named(constraints):
+    """An algorithm that declares a hyperparameter but no constraints for it (none, or an empty list
+    that would accept nothing) is told which one and what to write, not a KeyError."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.base import Algorithm
+
+    @dataclass(frozen=True)
+    class Unconstrained(Algorithm):
+        step: float = 0.5
+        name: ClassVar[str] = "unconstrained"
+
+    Unconstrained.constraints = constraints
+    with pytest.raises(TypeError, match="declares the hyperparameter 'step' without constraints"):
+        Unconstrained()
+
+
 def test_compiled_rules_naming_a_module_without_rules_is_refused():
     from dataclasses import dataclass
     from typing import ClassVar
@@ -330,6 +349,112 @@ def test_a_damaged_driver_file_is_written_anew(tmp_path, monkeypatch, damage):
         from fedtheory.registry import ALGORITHMS
         ALGORITHMS.pop(name, None)
         sys.modules.pop(name, None)
+
+
+RELOADED = """
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fedtheory._kernels import rounds as ops
+from fedtheory.algorithms.base import Algorithm, Interval
+from fedtheory.registry import register
+
+State = namedtuple("ReloadedState", "x")
+Messages = namedtuple("ReloadedMessages", "y")
+
+
+def local(pk, rd, hp, st, rng):
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+
+
+def server(pk, rd, hp, st, m):
+    return State(st.x + hp.step * (rd.weights @ m.y - rd.weights.sum() * st.x))
+
+
+@register
+@dataclass(frozen=True)
+class Reloaded(Algorithm):
+    FIELDS
+    name: ClassVar[str] = "reloaded_alg"
+    constraints: ClassVar[dict] = CONSTRAINTS
+
+    def local_round_reference(self, state, ctx):
+        x = state["x"]
+        Y = np.empty((ctx.S, x.shape[0]))
+        for s in range(ctx.S):
+            y = x.copy()
+            for k in range(ctx.K):
+                y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+            Y[s] = y
+        return {"y": Y}
+"""
+
+
+def test_a_reloaded_algorithm_with_other_hyperparameters_runs_them(tmp_path, monkeypatch):
+    """``importlib.reload`` of an algorithm's module whose hyperparameters changed (reordered, one
+    added): the class registers again and its compiled rules read the new fields by name."""
+    import importlib
+
+    from fedtheory.registry import ALGORITHMS
+    versions = [("step: float = 0.5\n    other: float = 0.2", ["step", "other"]),
+                ("other: float = 0.2\n    step: float = 0.5", ["other", "step"]),
+                ("other: float = 0.2\n    extra: int = 3\n    step: float = 0.5", ["other", "extra", "step"])]
+    p = problems.quadratic(6, 3, seed=1)
+    kw = dict(rounds=4, local_steps=2, lr=0.1, step=0.25, other=0.75)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    src = tmp_path / "reloaded_rules.py"
+    xs = []
+    try:
+        for fields, names in versions:
+            cons = "{" + ", ".join(f"{n!r}: [Interval({'int' if n == 'extra' else 'float'}, 0, None, 'left')]"
+                                   for n in names) + "}"
+            src.write_text(RELOADED.replace("FIELDS", fields).replace("CONSTRAINTS", cons))
+            os.utime(src, ns=(len(xs) + 1, len(xs) + 1))
+            mod = importlib.reload(sys.modules["reloaded_rules"]) if xs else importlib.import_module("reloaded_rules")
+            assert ALGORITHMS["reloaded_alg"] is mod.Reloaded and mod.Reloaded.params_class()._fields == tuple(names)
+            fused = ft.run(p, "reloaded_alg", **kw)
+            assert np.allclose(fused.x, ft.run(p, "reloaded_alg", backend="python", **kw).x, rtol=0, atol=1e-12)
+            xs.append(fused.x)
+        assert all(np.array_equal(x, xs[0]) for x in xs)        # step = 0.25 in every version
+        assert not np.array_equal(xs[0], ft.run(p, "reloaded_alg", **{**kw, "step": 0.75, "other": 0.25}).x)
+    finally:
+        ALGORITHMS.pop("reloaded_alg", None)
+        sys.modules.pop("reloaded_rules", None)
+
+
+def test_hyperparameter_types_unpickle_in_a_process_without_their_module():
+    """The hyperparameter tuple of an algorithm defined where no other process can import it (a
+    script's ``__main__``, a notebook) unpickles in any process: Numba's cache index of the shared
+    driver holds it, and one entry that does not unpickle made every other process discard that
+    driver's whole cache and recompile."""
+    import pickle
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.base import Interval
+    from fedtheory.algorithms.fedavg import FedAvg
+
+    @dataclass(frozen=True)
+    class SlowAvg(FedAvg):
+        server_lr: float = 0.5
+        tilt: float = 0.0
+        name: ClassVar[str] = "slow_avg_unregistered"
+        constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
+                                       "tilt": [Interval(float, None, None, "neither")]}
+
+    SlowAvg.__module__ = "a_module_no_other_process_has"
+    blob = pickle.dumps((SlowAvg.params_class(), SlowAvg().compiled_params()))
+    out = _run_py(f"""
+        import pickle
+        cls, hp = pickle.loads({blob!r})
+        print(cls._fields, hp)
+    """, {})
+    assert out.split("\n")[0] == "('server_lr', 'tilt') Params(server_lr=0.5, tilt=0.0)"
 
 
 def test_rules_defined_in_memory_run_uncached():

@@ -32,19 +32,34 @@ _PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algori
 
 
 def __getattr__(name):
-    """The hyperparameter tuple class of an algorithm from its encoded name (for unpickling)."""
-    if name.startswith("hp") and name not in ("hp",):
+    """The hyperparameter tuple class of the encoded name ``hp<base32 of the field names>`` (for
+    unpickling: made from the name alone, in any process, whatever module defined the algorithm)."""
+    if name.startswith("hp") and name != "hp":
         import base64
-        import functools
-        import importlib
         try:
             raw = base64.b32decode(name[2:] + "=" * (-len(name[2:]) % 8)).decode()
         except (ValueError, UnicodeDecodeError):
             raise AttributeError(name) from None
-        module, _, qual = raw.partition(":")
-        cls = functools.reduce(getattr, qual.split("."), importlib.import_module(module))
-        return cls.params_class()
+        fields = raw.split(",") if raw else []
+        if all(f.isidentifier() for f in fields):
+            return _params_tuple(tuple(fields))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _params_tuple(fields):
+    """The named-tuple class of hyperparameters with these field names (one per tuple of names,
+    shared by every algorithm whose compiled rules read those fields)."""
+    import base64
+    key = "hp" + base64.b32encode(",".join(fields).encode()).decode().rstrip("=")
+    nt = _PARAMS.get(key)
+    if nt is None:
+        from collections import namedtuple
+        nt = namedtuple("Params", fields)
+        nt.__module__, nt.__qualname__ = __name__, key
+        _PARAMS[key] = nt
+    return nt
+
+
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
@@ -412,7 +427,13 @@ class Algorithm:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            check_param(f.name, getattr(self, f.name), self.constraints[f.name], type(self).__name__)
+            allowed = self.constraints.get(f.name)
+            if not allowed:
+                raise TypeError(
+                    f"{type(self).__qualname__} declares the hyperparameter {f.name!r} without constraints: "
+                    f"constraints[{f.name!r}] must list what it accepts, e.g. [Interval(float, 0, None, "
+                    "'neither')] (docs/add-your-own-algorithm.md).")
+            check_param(f.name, getattr(self, f.name), allowed, type(self).__name__)
 
     @classmethod
     def hyperparameters(cls):
@@ -616,24 +637,15 @@ class Algorithm:
 
     @classmethod
     def params_class(cls):
-        """The named-tuple class of :meth:`compiled_params` (one per algorithm class, made once).
+        """The named-tuple class of :meth:`compiled_params`: one per tuple of field names.
 
-        It lives under an encoded name in :mod:`fedtheory.algorithms.base` (the module's
-        ``__getattr__`` rebuilds it from the name), so pickle, and with it Numba's disk cache of
-        every compiled function whose signature holds it, finds it in a new process before the
-        algorithm has run there."""
-        nt = cls.__dict__.get("_params_tuple")
-        if nt is None:
-            import base64
-            from collections import namedtuple
-            key = "hp" + base64.b32encode(f"{cls.__module__}:{cls.__qualname__}".encode()).decode().rstrip("=")
-            nt = _PARAMS.get(key)
-            if nt is None:
-                nt = namedtuple(f"{cls.__name__}Params", cls.params_fields())
-                nt.__module__, nt.__qualname__ = __name__, key
-                _PARAMS[key] = nt
-            cls._params_tuple = nt
-        return nt
+        It lives in :mod:`fedtheory.algorithms.base` under a name that encodes the field names (the
+        module's ``__getattr__`` rebuilds it from the name alone), so pickle, and with it Numba's
+        disk cache of every compiled function whose signature holds it, finds it in any process: a
+        subclass defined in a script or a notebook that runs a built-in's rules leaves that rules'
+        cache readable by every other process. A class redefined with other fields (a reload) gets
+        the tuple of its new fields."""
+        return _params_tuple(tuple(cls.params_fields()))
 
     @classmethod
     def params_fields(cls):
