@@ -13,3 +13,41 @@ from fedtheory.testing import ALL_CHECKS
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()])
 def test_common(name, check):
     check(name)
+
+
+def test_no_recompilation_check_counts_only_what_the_algorithm_compiles():
+    """``check_no_recompilation`` on an algorithm of the round-by-round form, in a process where other
+    code compiled more specialisations of the shared kernels (other layouts and types): it counts the
+    ones the algorithm's own runs add, so it passes whatever ran before it."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from numba import types
+
+    from fedtheory._kernels import local_steps as ls
+    from fedtheory.algorithms.base import averaged_step
+    from fedtheory.algorithms.fedavg import FedAvg
+    from fedtheory.registry import ALGORITHMS, register
+    from fedtheory.testing.checks import check_no_recompilation
+
+    for dt in (types.float32, types.float64):
+        for layout in ("A", "C"):
+            a = types.Array(dt, 1, layout)
+            ls.clip_coefficient.compile((a, types.float64, types.float64, a, types.boolean, a, types.boolean,
+                                         types.float64, a))
+    assert len(ls.clip_coefficient.signatures) >= 4
+
+    @register
+    @dataclass(frozen=True)
+    class PerRoundAvg(FedAvg):
+        name: ClassVar[str] = "per_round_avg_check"
+        compiled_rules: ClassVar[bool] = False
+
+        def server_update(self, state, ctx, messages):
+            return {"x": averaged_step(state["x"], ctx.weights, messages["y"], self.server_lr)}
+
+    try:
+        assert PerRoundAvg.rules_module() is None
+        check_no_recompilation("per_round_avg_check")
+    finally:
+        ALGORITHMS.pop("per_round_avg_check", None)

@@ -302,6 +302,32 @@ def test_a_hyperparameter_without_constraints_is_named(constraints):
         Unconstrained()
 
 
+def test_a_mixin_keeps_the_rules_unless_it_changes_the_round():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.fedavg import FedAvg
+
+    class Describes:
+        def summary(self):
+            return self.name
+
+    class OwnServer:
+        def server_update(self, state, ctx, messages):
+            return state
+
+    @dataclass(frozen=True)
+    class Kept(Describes, FedAvg):
+        name: ClassVar[str] = "mixin_kept"
+
+    @dataclass(frozen=True)
+    class Changed(OwnServer, FedAvg):
+        name: ClassVar[str] = "mixin_changed"
+
+    assert Kept.rules_module() == "fedtheory.algorithms.fedavg"
+    assert Changed.rules_module() is None
+
+
 def test_compiled_rules_naming_a_module_without_rules_is_refused():
     from dataclasses import dataclass
     from typing import ClassVar

@@ -609,8 +609,12 @@ class Algorithm:
     def _find_rules_module(cls):
         """:meth:`rules_module` without its per-class cache."""
         for klass in cls.__mro__:
-            if klass is Algorithm or not issubclass(klass, Algorithm):
+            if klass is Algorithm:
                 return None
+            if not issubclass(klass, Algorithm):       # a mixin: it may change the round, not bind rules
+                if any(m in vars(klass) for m in _ROUND_METHODS):
+                    return None
+                continue
             if "compiled_rules" in vars(klass):
                 decl = vars(klass)["compiled_rules"]
                 if decl is None or decl is False:
