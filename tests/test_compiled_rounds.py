@@ -328,6 +328,30 @@ def test_a_mixin_keeps_the_rules_unless_it_changes_the_round():
     assert Changed.rules_module() is None
 
 
+def test_a_float_hyperparameter_with_an_int_default_keeps_its_value():
+    """``server_lr: float = 1`` (an int default): the compiled rules read 0.5 as 0.5, by the field's
+    type, not int(0.5) = 0 by the default's."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.fedavg import FedAvg
+    from fedtheory.registry import ALGORITHMS, register
+
+    @register
+    @dataclass(frozen=True)
+    class IntDefault(FedAvg):
+        server_lr: float = 1
+        name: ClassVar[str] = "int_default_avg"
+
+    try:
+        assert IntDefault(server_lr=0.5).compiled_params().server_lr == 0.5
+        p = problems.quadratic(5, 3, seed=0)
+        kw = dict(rounds=3, local_steps=2, lr=0.1, server_lr=0.5)
+        assert np.array_equal(ft.run(p, "int_default_avg", **kw).x, ft.run(p, "fedavg", **kw).x)
+    finally:
+        ALGORITHMS.pop("int_default_avg", None)
+
+
 def test_compiled_rules_naming_a_module_without_rules_is_refused():
     from dataclasses import dataclass
     from typing import ClassVar

@@ -29,6 +29,7 @@ from ..exceptions import InvalidParameterError
 _EMPTY2 = np.zeros((0, 0))
 _ROUND_METHODS = ("init", "local_round", "local_round_reference", "server_update")
 _PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algorithm.params_class)
+_NUMERIC = {bool: bool, int: int, float: float, "bool": bool, "int": int, "float": float}
 
 
 def __getattr__(name):
@@ -666,12 +667,13 @@ class Algorithm:
         vals = []
         for f in dataclasses.fields(cls):          # one numeric type per field: one compiled specialisation
             v = getattr(self, f.name)
-            if isinstance(f.default, bool) or isinstance(v, (bool, np.bool_)):
+            kind = _NUMERIC.get(f.type if not isinstance(f.type, str) else f.type.strip())
+            if kind is None:                       # not annotated as a number: the default's type
+                kind = next((t for t in (bool, float, int) if isinstance(f.default, t)), None)
+            if kind is bool or isinstance(v, (bool, np.bool_)):
                 v = bool(v)
-            elif isinstance(f.default, float):
-                v = float(v)
-            elif isinstance(f.default, int):
-                v = int(v)
+            elif kind is not None:                 # ``step: float = 1`` reads 0.5 as 0.5, not int(0.5)
+                v = kind(v)
             vals.append(v)
         return nt(*vals)
 
