@@ -741,6 +741,32 @@ def test_rules_edited_after_import_never_get_the_new_files_digest(tmp_path, monk
             sys.modules.pop(m)
 
 
+def test_a_helper_module_beside_top_level_rules_is_in_the_digest(tmp_path, monkeypatch):
+    """Top-level rules (no package) calling a jitted helper of another top-level module beside them:
+    the helper's code is part of the driver's digest (an edit of it gives another driver in the
+    next process, which otherwise loaded the old helper compiled into the cached segment)."""
+    import importlib
+
+    from fedtheory._kernels import drivers
+    rules = STALE_RULES.replace("from . import helpers", "import tl_helpers as helpers")
+    (tmp_path / "tl_rules.py").write_text(rules)
+    (tmp_path / "tl_helpers.py").write_text(STALE_HELPERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("tl_rules")
+        before = drivers._sources_digest("tl_rules")
+        (tmp_path / "tl_helpers.py").write_text(STALE_HELPERS.replace("return 1.0", "return 0.5"))
+        importlib.reload(sys.modules["tl_helpers"])
+        after = drivers._sources_digest("tl_rules")
+        assert after != before
+        out = _run_py("import tl_rules; from fedtheory._kernels import drivers as d; print(d._sources_digest('tl_rules'))",
+                      {"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+        assert out.split()[-1] == after
+    finally:
+        for m in ("tl_rules", "tl_helpers"):
+            sys.modules.pop(m, None)
+
+
 @pytest.mark.slow
 def test_a_run_after_an_edit_without_reload_does_not_poison_the_next_process(tmp_path):
     """The user's path: a notebook imports its rules, edits their file and runs again without a

@@ -215,12 +215,49 @@ def _value_key(v):
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _library_dirs():
+    """The directories of installed code (the standard library, site-packages) and this package's."""
+    import site
+    import sysconfig
+    dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except AttributeError:                    # pragma: no cover - a virtualenv's old site module
+        pass
+    dirs.add(str(Path(__file__).resolve().parents[1]))
+    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
+
+
+_USER_MODULES = {}
+
+
+def _user_module(name):
+    """Whether the module ``name`` is the user's code: a file outside the installed libraries and
+    this package (a helper module beside the rules' file, another project of theirs), or a module
+    made in memory. Its functions the rules reach are compiled into the driver."""
+    got = _USER_MODULES.get(name)
+    if got is None:
+        m = sys.modules.get(name)
+        f = getattr(m, "__file__", None)
+        if m is None or name in sys.builtin_module_names:
+            got = False
+        elif f is None:
+            got = getattr(m, "__spec__", None) is None           # made in memory (not a builtin or frozen)
+        else:
+            got = not os.path.realpath(f).startswith(_library_dirs())
+        _USER_MODULES[name] = got
+    return got
+
+
 def _code_digest(module):
     """SHA-256 of the code the driver compiles, as it is in this process's memory.
 
-    The rules of ``module`` and every function of the module or of its package (the modules of the
-    same parent package: the files :func:`_source_files` hashes) that they reach through their
-    global names, transitively: bytecode, constants and names, the values of the global constants
+    The rules of ``module`` and every function of the module, of its package (the modules of the
+    same parent package: the files :func:`_source_files` hashes) or of another module of the user's
+    (:func:`_user_module`: a helper module beside a top-level rules file) that they reach through
+    their global names, transitively: bytecode, constants and names, the values of the global constants
     they name (Numba freezes them) and the fields of the named tuples they name. A file edited
     after its module was imported (and not reloaded) leaves this digest that of the old code, so
     the driver the old code compiles is never stored under the digest of the new files (a later
@@ -230,8 +267,8 @@ def _code_digest(module):
     h = hashlib.sha256()
     seen = set()
 
-    def ours(name):                           # the module, or a module of its package
-        return name == module or (home != "" and name.rpartition(".")[0] == home)
+    def ours(name):                           # the module, a module of its package, or another user module
+        return name == module or (home != "" and name.rpartition(".")[0] == home) or _user_module(name)
 
     def visit(v, name=""):
         fn = getattr(v, "py_func", v)                 # a jitted helper: its Python function
