@@ -623,12 +623,11 @@ def _main(argv):
     except UsageError as e:
         print(_one_line(e), file=sys.stderr)
         return 2
-    if args.imports:
-        import os
-
+    import os
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())          # as 'python -m fedtheory' does (the console script does not): for
+    if args.imports:                          # --import and for a configuration's import = [...] alike
         from .registry import import_modules
-        if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.append(os.getcwd())      # as 'python -m fedtheory' does (the console script does not)
         try:
             import_modules(args.imports)
         except (ImportError, ValueError) as e:

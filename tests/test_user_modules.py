@@ -250,6 +250,26 @@ def test_the_console_script_finds_a_module_in_the_current_directory():
     assert f"{NAME}: algorithm" in res.stdout
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_console_script_finds_a_configurations_import_in_the_current_directory(tmp_path, jobs):
+    """A configuration's top-level ``import = ["userpkg"]``, with the module in the current directory
+    and no --import: the console script searches the current directory for it as for --import,
+    in a sweep's workers too."""
+    import shutil
+    exe = shutil.which("fedtheory")
+    if exe is None:
+        pytest.skip("the fedtheory console script is not installed")
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('import = ["userpkg"]\n' + CFG)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([exe, "sweep", str(cfg), "--out", str(tmp_path / "out"), "-j", jobs, "-q"],
+                         capture_output=True, text=True, env=env, cwd=TESTS, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    import pandas as pd
+    df = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
+
+
 def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_path):
     """A class or a problem factory defined in a script (``__main__``) cannot be imported by a worker:
     the sweep says so and what to do, before it starts any worker; n_jobs=1 runs it."""
