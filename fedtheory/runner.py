@@ -15,7 +15,7 @@ from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
 from ._argcheck import Bool, Interval, NoneOk, Options, check_param
 from .algorithms.base import Algorithm, RoundContext
-from .arrays import HostView, is_tensor, to_numpy
+from .arrays import HostView, as_like, is_tensor, to_numpy
 from .exceptions import InvalidParameterError
 from .metrics import reference_metrics
 from .problem import FederatedProblem
@@ -454,7 +454,12 @@ class _Job:
         if self.oracles is None:
             self.state = alg.init(problem, self.x0)
         else:                                  # the same rules on tensors (fedtheory.arrays helpers)
-            self.state = alg.init(self.oracles, self.oracles.tensor(self.x0))
+            x0t = self.oracles.tensor(self.x0)
+            self.state = alg.init(self.oracles, x0t)
+            # an init written with NumPy (np.array(x0), np.zeros_like) gives NumPy arrays: its float
+            # arrays become tensors like x0 (integer arrays, counters and flags, stay as they are)
+            self.state = {k: as_like(v, x0t) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+                          for k, v in self.state.items()}
         missing = [k for k in alg.scalars if k not in self.state]
         if missing:
             raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "

@@ -287,3 +287,83 @@ def test_download_with_wrong_md5_is_rejected_and_removed(tmp_path, monkeypatch):
                                       r"c58f30108f718f92721af3b95e74349a"):
         problems.vision.load_cifar10()
     assert list((tmp_path / "cache" / "cifar10").iterdir()) == []
+
+
+def test_an_init_written_with_numpy_runs_on_torch():
+    """An algorithm whose ``init`` builds its state with NumPy (``np.zeros_like(x0)``, as a user
+    writes it) runs on the torch backend: its float arrays become tensors like x0, and the run
+    agrees with the numba backend."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.base import Algorithm, Interval
+    from fedtheory.registry import ALGORITHMS, register
+
+    @register
+    @dataclass(frozen=True)
+    class NumpyInitMomentum(Algorithm):
+        beta: float = 0.5
+        name: ClassVar[str] = "numpy_init_momentum"
+        constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")]}
+
+        def init(self, problem, x0):
+            x = np.array(x0, dtype=float)
+            return {"x": x, "m": np.zeros_like(x), "count": np.zeros(1, dtype=np.int64)}
+
+        def local_round(self, state, ctx):
+            Y, fail = ctx.local_sgd(state["x"])
+            return {"y": Y, "fail": fail}
+
+        def server_update(self, state, ctx, messages):
+            x, w = state["x"], ctx.weights
+            m = self.beta * state["m"] + (w @ messages["y"] - w.sum() * x)
+            return {"x": x + m, "m": m, "count": state["count"] + 1}
+
+    try:
+        _both(_least_squares(), "numpy_init_momentum")
+    finally:
+        ALGORITHMS.pop("numpy_init_momentum", None)
+
+
+def test_a_compiled_server_rule_that_torch_cannot_run_says_what_to_write():
+    """An algorithm in the compiled form only, whose ``server`` calls NumPy on the state: on torch
+    (which runs the rule as plain Python on tensors) the error says why and what to write."""
+    import sys
+    import types
+    src = '''
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import ClassVar
+import numpy as np
+from fedtheory._kernels import rounds as ops
+from fedtheory.algorithms.base import Algorithm
+from fedtheory.registry import register
+State = namedtuple("NpServerState", "x")
+Messages = namedtuple("NpServerMessages", "y")
+def local(pk, rd, hp, st, rng):
+    x = ops.row(st.x)
+    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
+    return Messages(Y), bad
+def server(pk, rd, hp, st, m):
+    d = rd.weights @ m.y - rd.weights.sum() * st.x
+    return State(st.x + d / max(1.0, np.sqrt(np.sum(d * d))))
+@register
+@dataclass(frozen=True)
+class NpServer(Algorithm):
+    name: ClassVar[str] = "np_server_rule"
+    constraints: ClassVar[dict] = {}
+    def local_round(self, state, ctx):
+        Y, fail = ctx.local_sgd(state["x"])
+        return {"y": Y, "fail": fail}
+'''
+    mod = types.ModuleType("np_server_rule_mod")
+    sys.modules[mod.__name__] = mod
+    from fedtheory.registry import ALGORITHMS
+    try:
+        exec(compile(src, "<np_server_rule>", "exec"), mod.__dict__)
+        with pytest.raises(TypeError, match="runs the compiled rule server .* as plain Python on tensors.*"
+                                            "needs a server_update of its own for torch"):
+            ft.run(_least_squares(), "np_server_rule", rounds=2, local_steps=2, lr=0.1, backend="torch", device="cpu")
+    finally:
+        ALGORITHMS.pop("np_server_rule", None)
+        sys.modules.pop(mod.__name__, None)

@@ -522,7 +522,14 @@ class Algorithm:
             raise NotImplementedError(self._missing_round("server_update"))
         mod = sys.modules[name]
         m = mod.Messages(*(messages[f] for f in mod.Messages._fields))
-        out = mod.server(None, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)
+        try:
+            out = mod.server(None, ctx.round_record(), self.compiled_params(), self.state_tuple(state), m)
+        except (TypeError, AttributeError) as e:
+            raise TypeError(
+                f"{self.name!r}: the torch backend runs the compiled rule server of {name!r} as plain Python on "
+                f"tensors, with pk None, and it failed ({type(e).__name__}: {e}). A rule that calls NumPy "
+                "functions on the state or reads the problem pack needs a server_update of its own for torch, "
+                "written with fedtheory.arrays (as FedAdam's).") from e
         return dict(out._asdict())
 
     def round_schedule(self, rnd, local_steps):
