@@ -460,6 +460,16 @@ class _Job:
             # arrays become tensors like x0 (integer arrays, counters and flags, stay as they are)
             self.state = {k: as_like(v, x0t) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
                           for k, v in self.state.items()}
+        rules_name = alg.rules_module()
+        if rules_name is not None:             # the rules' State is the init state, field for field
+            import sys
+            fields = sys.modules[rules_name].State._fields
+            if set(fields) != set(self.state):
+                raise ValueError(
+                    f"Algorithm {alg.name!r}: the State of its compiled rules (module {rules_name!r}) has the fields "
+                    f"{list(fields)}, its init state the keys {list(self.state)} (not in State: "
+                    f"{sorted(set(self.state) - set(fields))}; not in init: {sorted(set(fields) - set(self.state))}). "
+                    "They must be the same names (docs/add-your-own-algorithm.md).")
         missing = [k for k in alg.scalars if k not in self.state]
         if missing:
             raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "

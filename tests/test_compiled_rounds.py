@@ -374,6 +374,53 @@ def test_compiled_rules_naming_a_module_without_rules_is_refused():
     with pytest.raises(TypeError, match="must be True, False, None or a module's dotted name; got 3"):
         Wrong.rules_module()
 
+    @dataclass(frozen=True)
+    class Typo(Algorithm):
+        name: ClassVar[str] = "typo"
+        compiled_rules: ClassVar[str] = "fedtheory.algorithms.fedavgg"
+
+    with pytest.raises(TypeError, match="compiled_rules names the module 'fedtheory.algorithms.fedavgg', which "
+                                        "cannot be imported"):
+        Typo.rules_module()
+
+
+def test_an_opt_out_without_its_round_and_a_state_unlike_init_are_explained():
+    """``compiled_rules = False`` without a server update of its own, and rules whose State fields
+    are not the init state's keys: errors that name the cause, not an empty list or a KeyError."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fedtheory.algorithms.fedavg import FedAvg
+    from fedtheory.registry import ALGORITHMS, register
+
+    @register
+    @dataclass(frozen=True)
+    class OptOut(FedAvg):
+        name: ClassVar[str] = "opt_out_no_server"
+        compiled_rules: ClassVar[bool] = False
+
+    @register
+    @dataclass(frozen=True)
+    class OtherState(FedAvg):
+        name: ClassVar[str] = "other_state_keys"
+        compiled_rules: ClassVar[str] = "fedtheory.algorithms.fedavg"     # FedAvg's rules, with another init
+
+        def init(self, problem, x0):
+            return {"x": np.array(x0, dtype=float), "mom": np.zeros(len(x0))}
+
+    p = problems.quadratic(4, 3, seed=0)
+    try:
+        with pytest.raises(NotImplementedError, match="OptOut declares compiled_rules = False .* needs server_update"):
+            ft.run(p, "opt_out_no_server", rounds=2, local_steps=2, lr=0.1)
+        assert OtherState.rules_module() == "fedtheory.algorithms.fedavg"
+        for backend in ("numba", "python"):
+            with pytest.raises(ValueError, match=r"State of its compiled rules .* has the fields \['x'\], its init "
+                                                 r"state the keys \['x', 'mom'\] \(not in State: \['mom'\]"):
+                ft.run(p, "other_state_keys", rounds=2, local_steps=2, lr=0.1, backend=backend)
+    finally:
+        ALGORITHMS.pop("opt_out_no_server", None)
+        ALGORITHMS.pop("other_state_keys", None)
+
 
 @pytest.mark.parametrize("damage", ["not utf-8", "truncated", "syntax error", "empty"])
 def test_a_damaged_driver_file_is_written_anew(tmp_path, monkeypatch, damage):
@@ -836,7 +883,32 @@ def test_rows_helpers_compiled_are_numpys_fancy_assignment(n, d, rows, seed):
     assert np.array_equal(_set_rows_nb(flags.copy(), rows, True), rk.set_rows(flags.copy(), rows, True))
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), d=st.integers(1, 4), rows=st.lists(st.integers(0, 5), min_size=0, max_size=8),
+       seed=st.integers(0, 2 ** 32 - 1), form=st.sampled_from(["row", "scalar", "1-D add", "1-D add scalar"]))
+def test_rows_helpers_compiled_broadcast_as_numpy(n, d, rows, seed, form):
+    """The other forms NumPy's ``a[rows] = v`` / ``a[rows] += v`` accept, compiled: one d-vector for
+    every row, a scalar, and an addition to a 1-D per-client state (a counter), repeated rows included."""
+    rows = np.array([r % n for r in rows], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    a2 = rng.normal(size=(n, d))
+    cases = {"row": [(a2, rng.normal(size=d))], "scalar": [(a2, float(rng.normal()))],
+             "1-D add": [(a2[:, 0].copy(), rng.normal(size=rows.shape[0]))],
+             "1-D add scalar": [(a2[:, 0].copy(), 2.5), (np.arange(n, dtype=np.int64), 1)]}[form]
+    for a, v in cases:
+        helpers = ((_add_rows_nb, rk.add_rows),) if form.startswith("1-D") else \
+            ((_set_rows_nb, rk.set_rows), (_add_rows_nb, rk.add_rows))
+        for compiled, numpy_form in helpers:
+            want = numpy_form(a.copy(), rows, v)
+            got = compiled(a.copy(), rows, v)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_rows_helpers_compiled_refuse_a_shape_mismatch():
+    with pytest.raises(ValueError, match="one row per entry of rows"):
+        _set_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros(3))
+    with pytest.raises(ValueError, match="one row per entry of rows"):
+        _add_rows_nb(np.zeros(3), np.array([0, 1]), np.zeros(3))
     with pytest.raises(ValueError, match="one row per entry of rows"):
         _set_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="one row per entry of rows"):

@@ -387,8 +387,8 @@ def set_rows(a, rows, v):
         The per-client state.
     rows : ndarray of int, shape (S,)
         The rows to write (``rd.clients``).
-    v : ndarray of shape (S,) or (S, d), or a scalar (1-D ``a``)
-        The new rows.
+    v : ndarray of shape (S,) or (S, d), a d-vector (every row, 2-D ``a``), or a scalar
+        The new rows (broadcast as NumPy does).
 
     Returns
     -------
@@ -411,12 +411,12 @@ def add_rows(a, rows, v):
 
     Parameters
     ----------
-    a : ndarray of shape (n, d)
+    a : ndarray of shape (n,) or (n, d)
         The per-client state.
     rows : ndarray of int, shape (S,)
         The rows to update (``rd.clients``).
-    v : ndarray of shape (S, d)
-        What is added.
+    v : ndarray of shape (S,) or (S, d), a d-vector (every row, 2-D ``a``), or a scalar
+        What is added (broadcast as NumPy does).
 
     Returns
     -------
@@ -438,9 +438,14 @@ def _rows_mismatch():
     raise ValueError("set_rows/add_rows: the values have not one row per entry of rows, of the state's width")
 
 
+def _is_scalar(v):
+    return isinstance(v, (types.Number, types.Boolean))
+
+
 @overload(set_rows)
 def _set_rows_compiled(a, rows, v):
-    if a.ndim == 1 and isinstance(v, types.Array):
+    scalar = _is_scalar(v)
+    if a.ndim == 1 and not scalar:
         def set1(a, rows, v):
             if v.shape[0] != rows.shape[0]:
                 _rows_mismatch()
@@ -454,6 +459,25 @@ def _set_rows_compiled(a, rows, v):
                 a[rows[q]] = v
             return a
         return set_scalar
+    if scalar:                          # every listed row filled with the number
+        def set2_scalar(a, rows, v):
+            for q in range(rows.shape[0]):
+                i = rows[q]
+                for j in range(a.shape[1]):
+                    a[i, j] = v
+            return a
+        return set2_scalar
+    if v.ndim == 1:                     # every listed row set to the one d-vector (NumPy's broadcast)
+        def set2_row(a, rows, v):
+            d = a.shape[1]
+            if v.shape[0] != d:
+                _rows_mismatch()
+            for q in range(rows.shape[0]):
+                i = rows[q]
+                for j in range(d):
+                    a[i, j] = v[j]
+            return a
+        return set2_row
 
     def set2(a, rows, v):
         d = a.shape[1]
@@ -469,11 +493,55 @@ def _set_rows_compiled(a, rows, v):
 
 @overload(add_rows)
 def _add_rows_compiled(a, rows, v):
+    # every old row is read first, then written through set_rows: a repeated row takes its last sum
+    scalar = _is_scalar(v)
+    if a.ndim == 1:
+        if scalar:
+            def add1_scalar(a, rows, v):
+                S = rows.shape[0]
+                new = np.empty(S, a.dtype)
+                for q in range(S):
+                    new[q] = a[rows[q]] + v
+                return set_rows(a, rows, new)
+            return add1_scalar
+
+        def add1_vec(a, rows, v):
+            S = rows.shape[0]
+            if v.shape[0] != S:
+                _rows_mismatch()
+            new = np.empty(S, a.dtype)
+            for q in range(S):
+                new[q] = a[rows[q]] + v[q]
+            return set_rows(a, rows, new)
+        return add1_vec
+    if scalar:
+        def add2_scalar(a, rows, v):
+            S, d = rows.shape[0], a.shape[1]
+            new = np.empty((S, d), a.dtype)
+            for q in range(S):
+                i = rows[q]
+                for j in range(d):
+                    new[q, j] = a[i, j] + v
+            return set_rows(a, rows, new)
+        return add2_scalar
+    if v.ndim == 1:
+        def add2_row(a, rows, v):
+            S, d = rows.shape[0], a.shape[1]
+            if v.shape[0] != d:
+                _rows_mismatch()
+            new = np.empty((S, d), a.dtype)
+            for q in range(S):
+                i = rows[q]
+                for j in range(d):
+                    new[q, j] = a[i, j] + v[j]
+            return set_rows(a, rows, new)
+        return add2_row
+
     def add2(a, rows, v):
         S, d = rows.shape[0], a.shape[1]
         if v.shape[0] != S or v.shape[1] != d:
             _rows_mismatch()
-        new = np.empty((S, d))          # read every old row first: a repeated row takes its last sum
+        new = np.empty((S, d), a.dtype)
         for q in range(S):
             i = rows[q]
             for j in range(d):

@@ -494,6 +494,11 @@ class Algorithm:
     def _missing_round(cls, method):
         """Why the round-by-round form's ``method`` is missing, and what to do."""
         text = f"{cls.name!r} ({cls.__qualname__}) defines no {method} and runs no compiled rules"
+        off = next((k for k in cls.__mro__ if vars(k).get("compiled_rules", True) in (None, False)), None)
+        if off is not None:
+            return (f"{text}: {off.__qualname__} declares compiled_rules = {vars(off)['compiled_rules']!r} (the "
+                    f"round-by-round form), which needs {method}: write it, or drop the declaration to run the "
+                    "rules it would inherit (docs/add-your-own-algorithm.md).")
         for parent in cls.__mro__[1:]:
             if parent is not Algorithm and issubclass(parent, Algorithm) and parent.rules_module() is not None:
                 changed = sorted({m for k in cls.__mro__[:cls.__mro__.index(parent)] for m in _ROUND_METHODS
@@ -633,7 +638,11 @@ class Algorithm:
                                     f"dotted name; got {decl!r}.")
                 if name not in sys.modules:
                     import importlib
-                    importlib.import_module(name)
+                    try:
+                        importlib.import_module(name)
+                    except ImportError as e:
+                        raise TypeError(f"{klass.__qualname__}.compiled_rules names the module {name!r}, which "
+                                        f"cannot be imported ({type(e).__name__}: {e}).") from e
                 if not _has_rules(sys.modules[name]):
                     raise TypeError(
                         f"{klass.__qualname__}.compiled_rules names the module {name!r}, which does not define the "
