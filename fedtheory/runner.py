@@ -456,10 +456,12 @@ class _Job:
         else:                                  # the same rules on tensors (fedtheory.arrays helpers)
             x0t = self.oracles.tensor(self.x0)
             self.state = alg.init(self.oracles, x0t)
-            # an init written with NumPy (np.array(x0), np.zeros_like) gives NumPy arrays: its float
-            # arrays become tensors like x0 (integer arrays, counters and flags, stay as they are)
-            self.state = {k: as_like(v, x0t) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
-                          for k, v in self.state.items()}
+            # an init written with NumPy only (np.array(x0), np.zeros_like: the model comes back a NumPy
+            # array) has its float arrays made tensors like x0; integer arrays (counters, flags) stay.
+            # An init that returns the model as a tensor keeps the host arrays it chose (FedSPS's).
+            if isinstance(self.state.get("x"), np.ndarray):
+                self.state = {k: as_like(v, x0t) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+                              for k, v in self.state.items()}
         rules_name = alg.rules_module()
         if rules_name is not None:             # the rules' State is the init state, field for field
             import sys

@@ -51,3 +51,37 @@ def test_no_recompilation_check_counts_only_what_the_algorithm_compiles():
         check_no_recompilation("per_round_avg_check")
     finally:
         ALGORITHMS.pop("per_round_avg_check", None)
+
+
+def test_check_trace_says_when_the_twin_records_nothing():
+    """A NumPy twin that never calls ``ctx.record`` leaves its traced path empty (NaN): the check
+    says so, instead of a difference of nan."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import numpy as np
+
+    from fedtheory.algorithms.fedavg import FedAvg
+    from fedtheory.registry import ALGORITHMS, register
+    from fedtheory.testing.checks import check_trace
+
+    @register
+    @dataclass(frozen=True)
+    class Unrecorded(FedAvg):
+        name: ClassVar[str] = "unrecorded_twin"
+        compiled_rules: ClassVar[str] = "fedtheory.algorithms.fedavg"
+
+        def local_round_reference(self, state, ctx):
+            Y = np.empty((ctx.S, state["x"].shape[0]))
+            for s in range(ctx.S):
+                y = state["x"].copy()
+                for k in range(ctx.K):
+                    y = y - ctx.lrs[k] * ctx.grad(s, k, y)
+                Y[s] = y
+            return {"y": Y}
+
+    try:
+        with pytest.raises(AssertionError, match="left empty .* does local_round_reference call ctx.record"):
+            check_trace("unrecorded_twin")
+    finally:
+        ALGORITHMS.pop("unrecorded_twin", None)

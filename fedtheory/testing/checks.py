@@ -422,7 +422,13 @@ def check_trace(name):
                 if src == "path":
                     assert va.shape == (ra.S, ra.K + 1, ps[key].dim), (nm, va.shape)
                     assert np.all(np.isfinite(va[:, :ra.K])), f"{name}: {nm!r} has NaN entries"
-                err = np.nanmax(np.abs(va - vb)) if va.size else 0.0
+                gaps = np.isnan(va) != np.isnan(vb)
+                assert not gaps.any(), (
+                    f"{name} on {key}: traced {nm!r} is recorded by one backend and left empty (NaN) by the other "
+                    f"at {int(gaps.sum())} entries (round {t}; numba empty: {int(np.isnan(va).sum())}, python empty: "
+                    f"{int(np.isnan(vb).sum())}): does local_round_reference call ctx.record({nm!r}, s, k, y) "
+                    "at every step, as the kernels do?")
+                err = np.nanmax(np.abs(va - vb)) if va.size and not np.isnan(va).all() else 0.0
                 assert err <= 1e-12 * max(1.0, np.nanmax(np.abs(va)) if va.size else 1.0), \
                     f"{name} on {key}: traced {nm!r} differs between numba and python by {err:.3e} (round {t})"
         if "local" in a.trace.names and not cls.stateful_clients and name not in ("nfsgd", "fedpd"):
