@@ -31,6 +31,7 @@ import re
 import sys
 import threading
 import time
+from pathlib import Path
 
 
 from .config import build_problem, load, make_problem, run_call, run_id  # noqa: F401  (build_problem, make_problem: importable from here as before)
@@ -216,16 +217,44 @@ def _worker_init(n_workers=1):
 
 
 _POOL = {}          # n_workers -> this process's loky pool (kept between sweeps; idle workers exit)
+_POOL_CODE = {}     # n_workers -> the user's code files as they were when the pool started
 
 
-def _local_pool(n):
+def _user_files(modules=()):
+    """The user's source files a sweep's runs depend on, as ``(path, size, mtime_ns)``: the files of
+    ``modules`` (:func:`fedtheory.registry.user_modules`) and of their packages, and of every other
+    loaded module of the user's (:func:`fedtheory._kernels.drivers._user_module`: a helper beside
+    them), sorted."""
+    from ._kernels.drivers import _source_files, _user_module
+    paths = set()
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, "__file__", None)
+        if f and (name in modules or _user_module(name)):
+            paths.update(_source_files(Path(f)) if name in modules else [f])
+    out = []
+    for p in sorted(paths):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((os.path.realpath(p), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _local_pool(n, code=()):
     """A loky process pool of ``n`` workers started with :func:`_worker_init`, reused between
-    sweeps of this process (its own, not joblib's shared one); idle workers exit after 60 s."""
+    sweeps of this process (its own, not joblib's shared one); idle workers exit after 60 s.
+    ``code``: the user's files (:func:`_user_files`); when one changed since the pool started (an
+    edit, then ``importlib.reload``), its workers, which imported the old code, are replaced."""
     from joblib.externals.loky import ProcessPoolExecutor
     pool = _POOL.get(n)
     flags = getattr(pool, "_flags", None)
+    if pool is not None and _POOL_CODE.get(n) != code:
+        _stop_pool(pool)
+        pool = None
     if pool is None or flags is not None and (flags.broken is not None or flags.shutdown):
         pool = _POOL[n] = ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(n,), timeout=60)
+        _POOL_CODE[n] = code
     return pool
 
 
@@ -451,7 +480,7 @@ def _run_local(store, todo, n_jobs, warm, bar):
 
     from .registry import user_modules
     modules = user_modules()
-    pool = _local_pool(n)
+    pool = _local_pool(n, _user_files(modules))
     pending = set()
     queue = iter(todo)
     try:

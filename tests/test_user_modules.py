@@ -270,6 +270,72 @@ def test_the_console_script_finds_a_configurations_import_in_the_current_directo
     assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
 
 
+RELOAD_ALG = """
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fedtheory.algorithms.base import Algorithm
+from fedtheory.registry import register
+
+
+@register
+@dataclass(frozen=True)
+class ReloadSweep(Algorithm):
+    name: ClassVar[str] = "reload_sweep_alg"
+    constraints: ClassVar[dict] = {}
+
+    def local_round(self, state, ctx):
+        Y, fail = ctx.local_sgd(state["x"])
+        return {"y": Y, "fail": fail}
+
+    def local_round_reference(self, state, ctx):
+        raise NotImplementedError
+
+    def server_update(self, state, ctx, messages):
+        x, w = state["x"], ctx.weights
+        return {"x": x + FACTOR * (w @ messages["y"] - w.sum() * x)}
+"""
+
+
+def test_a_sweep_after_an_edit_and_reload_runs_the_new_code(tmp_path, monkeypatch):
+    """The local pool's workers outlive a sweep; after the user edits their module and reloads it,
+    the next sweep of the same process must run the new code (the workers are replaced), as the
+    in-process run does."""
+    import importlib
+
+    import fedtheory as ft
+    from fedtheory.config import build_problem, load, run_call
+    from fedtheory.registry import ALGORITHMS
+    from fedtheory.sweep import sweep
+    src = tmp_path / "reload_sweep_mod.py"
+    src.write_text(RELOAD_ALG.replace("FACTOR", "0.5"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    cfg_text = CFG.replace(NAME, "reload_sweep_alg")
+    try:
+        importlib.import_module("reload_sweep_mod")
+        finals = []
+        for i, factor in enumerate(("0.5", "0.25")):
+            if i:
+                src.write_text(RELOAD_ALG.replace("FACTOR", factor))
+                os.utime(src, ns=(10 ** 9 * (i + 1), 10 ** 9 * (i + 1)))
+                importlib.reload(sys.modules["reload_sweep_mod"])
+            cfg = load(cfg_text)
+            df = sweep(cfg, tmp_path / f"out{i}", n_jobs=2, progress=False)
+            for prob, rn in cfg.points():
+                alg, kw, _ = run_call(rn)
+                want = ft.run(build_problem(prob), alg, **kw).history["value"].to_numpy()
+                got = df[df.seed == rn["seed"]].sort_values("round")["value"].to_numpy()
+                assert np.array_equal(got, want), (factor, rn["seed"])
+            finals.append(df.sort_values(["seed", "round"])["value"].to_numpy())
+        assert not np.array_equal(finals[0], finals[1])
+    finally:
+        ALGORITHMS.pop("reload_sweep_alg", None)
+        sys.modules.pop("reload_sweep_mod", None)
+
+
 def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_path):
     """A class or a problem factory defined in a script (``__main__``) cannot be imported by a worker:
     the sweep says so and what to do, before it starts any worker; n_jobs=1 runs it."""
