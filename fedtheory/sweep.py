@@ -241,6 +241,40 @@ def _user_files(modules=()):
     return tuple(out)
 
 
+_CODE_FILE = "code-versions.json"
+
+
+def _record_code(directory, adding):
+    """Compare the user's code files (:func:`_user_files`, by content) with the versions the runs
+    stored in ``directory`` were computed with (``code-versions.json``, one entry per version);
+    record this version when runs are about to be added. Returns the files (names) that differ
+    from an earlier version: a resumed sweep then holds runs of two versions of the user's code,
+    which the run ids (a hash of the configuration) cannot tell apart."""
+    import hashlib
+    from .registry import user_modules
+    now = {}
+    for path, _, _ in _user_files(user_modules()):
+        try:
+            now[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            continue
+    target = Path(directory) / _CODE_FILE
+    try:
+        versions = json.loads(target.read_text())["versions"]
+        assert isinstance(versions, list) and all(isinstance(v, dict) for v in versions)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        versions = []                       # none recorded (an older store) or unreadable: nothing to compare
+    changed = sorted({os.path.basename(p) for v in versions for p in set(v) | set(now) if v.get(p) != now.get(p)})
+    if adding and now not in versions:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"versions": versions + [now]}, indent=1))
+            os.replace(tmp, target)
+        except OSError:                     # pragma: no cover - a read-only store still sweeps
+            pass
+    return changed
+
+
 def _local_pool(n, code=()):
     """A loky process pool of ``n`` workers started with :func:`_worker_init`, reused between
     sweeps of this process (its own, not joblib's shared one); idle workers exit after 60 s.
@@ -387,6 +421,11 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     if skipped:
         bar.write(f"sweep: {skipped} of {len(points)} runs already stored in {store.path}; skipping them",
                   file=sys.stderr)
+    changed = _record_code(store.dir, bool(todo))
+    if skipped and changed:
+        bar.write(f"sweep: warning: the runs stored in {store.dir} were computed with another version of your "
+                  f"code ({', '.join(changed)} changed since); they are kept, not recomputed. Sweep into a new "
+                  "output directory to run every point with this code.", file=sys.stderr)
 
     def stored():
         return len(wanted & store.finished())

@@ -336,6 +336,33 @@ def test_a_sweep_after_an_edit_and_reload_runs_the_new_code(tmp_path, monkeypatc
         sys.modules.pop("reload_sweep_mod", None)
 
 
+def test_a_resumed_sweep_over_runs_of_other_code_says_so(tmp_path, monkeypatch, capsys):
+    """Resuming a sweep into the same directory after an edit of the user's module keeps the stored
+    runs (their ids hash the configuration only) and warns that they come from another version of
+    the code, naming the file; a resume with the code unchanged does not warn."""
+    import importlib
+
+    from fedtheory.registry import ALGORITHMS
+    from fedtheory.sweep import sweep
+    src = tmp_path / "resume_code_mod.py"
+    src.write_text(RELOAD_ALG.replace("FACTOR", "0.5").replace("reload_sweep_alg", "resume_code_alg"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = CFG.replace(NAME, "resume_code_alg")
+    try:
+        importlib.import_module("resume_code_mod")
+        sweep(base.replace("seed = [0, 1]", "seed = [0]"), tmp_path / "out", n_jobs=1, progress=False)
+        sweep(base, tmp_path / "out", n_jobs=1, progress=False)           # resumed, same code
+        assert "another version of your code" not in capsys.readouterr().err
+        src.write_text(src.read_text().replace("0.5", "0.25"))
+        sweep(base.replace("seed = [0, 1]", "seed = [0, 1, 2]"), tmp_path / "out", n_jobs=1, progress=False)
+        err = capsys.readouterr().err
+        assert "2 of 3 runs already stored" in err
+        assert "computed with another version of your code (resume_code_mod.py changed since)" in err
+    finally:
+        ALGORITHMS.pop("resume_code_alg", None)
+        sys.modules.pop("resume_code_mod", None)
+
+
 def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_path):
     """A class or a problem factory defined in a script (``__main__``) cannot be imported by a worker:
     the sweep says so and what to do, before it starts any worker; n_jobs=1 runs it."""

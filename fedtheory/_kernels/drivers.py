@@ -241,8 +241,8 @@ def _user_module(name):
     if got is None:
         m = sys.modules.get(name)
         f = getattr(m, "__file__", None)
-        if m is None or name in sys.builtin_module_names:
-            got = False
+        if m is None or name in sys.builtin_module_names or name.startswith("fedtheory_driver_"):
+            got = False                                            # (a generated driver is not the user's)
         elif f is None:
             got = getattr(m, "__spec__", None) is None           # made in memory (not a builtin or frozen)
         else:
