@@ -448,48 +448,14 @@ def test_a_damaged_driver_file_is_written_anew(tmp_path, monkeypatch, damage):
         sys.modules.pop(name, None)
 
 
-RELOADED = """
-from collections import namedtuple
-from dataclasses import dataclass
-from typing import ClassVar
-
-import numpy as np
-
-from fedtheory._kernels import rounds as ops
-from fedtheory.algorithms.base import Algorithm, Interval
-from fedtheory.registry import register
-
-State = namedtuple("ReloadedState", "x")
-Messages = namedtuple("ReloadedMessages", "y")
-
-
-def local(pk, rd, hp, st, rng):
-    x = ops.row(st.x)
-    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
-    return Messages(Y), bad
-
-
-def server(pk, rd, hp, st, m):
-    return State(st.x + hp.step * (rd.weights @ m.y - rd.weights.sum() * st.x))
-
-
-@register
-@dataclass(frozen=True)
-class Reloaded(Algorithm):
-    FIELDS
-    name: ClassVar[str] = "reloaded_alg"
-    constraints: ClassVar[dict] = CONSTRAINTS
-
-    def local_round_reference(self, state, ctx):
-        x = state["x"]
-        Y = np.empty((ctx.S, x.shape[0]))
-        for s in range(ctx.S):
-            y = x.copy()
-            for k in range(ctx.K):
-                y = y - ctx.lrs[k] * ctx.grad(s, k, y)
-            Y[s] = y
-        return {"y": Y}
-"""
+#: RULES with a hyperparameter ``step`` (the fields and constraints filled in per version)
+RELOADED = (RULES.replace("import Algorithm\n", "import Algorithm, Interval\n")
+            .replace("FACTOR", "hp.step")
+            .replace('class Damped(Algorithm):\n    name: ClassVar[str] = "user_damped"\n'
+                     '    constraints: ClassVar[dict] = {}',
+                     'class Damped(Algorithm):\n    FIELDS\n    name: ClassVar[str] = "reloaded_alg"\n'
+                     '    constraints: ClassVar[dict] = CONSTRAINTS'))
+assert "FIELDS" in RELOADED and "Interval\n" in RELOADED
 
 
 def test_a_reloaded_algorithm_with_other_hyperparameters_runs_them(tmp_path, monkeypatch):
@@ -513,7 +479,7 @@ def test_a_reloaded_algorithm_with_other_hyperparameters_runs_them(tmp_path, mon
             src.write_text(RELOADED.replace("FIELDS", fields).replace("CONSTRAINTS", cons))
             os.utime(src, ns=(len(xs) + 1, len(xs) + 1))
             mod = importlib.reload(sys.modules["reloaded_rules"]) if xs else importlib.import_module("reloaded_rules")
-            assert ALGORITHMS["reloaded_alg"] is mod.Reloaded and mod.Reloaded.params_class()._fields == tuple(names)
+            assert ALGORITHMS["reloaded_alg"] is mod.Damped and mod.Damped.params_class()._fields == tuple(names)
             fused = ft.run(p, "reloaded_alg", **kw)
             assert np.allclose(fused.x, ft.run(p, "reloaded_alg", backend="python", **kw).x, rtol=0, atol=1e-12)
             xs.append(fused.x)
