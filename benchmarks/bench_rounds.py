@@ -27,7 +27,9 @@ worker (median and range).
      benchmark, not library code) doing only the same local steps, the same aggregation and for
      SCAFFOLD the same control-variate update, with the library's own gradient kernel
      (``client_grad``) and client and minibatch indices drawn before the timing; no sampling, no
-     finiteness checks, no counters, no evaluation. A worker checks once that the floor follows
+     finiteness checks, no counters, no evaluation. It is compiled with NumPy's error model, as the
+     library's local-step loops are: Numba's default model made each of its local steps pay a
+     reference count per array argument of the inlined gradient (about 2 us of an a9a round). A worker checks once that the floor follows
      ``ft.run``: fed the clients, weights and rows that a traced ``ft.run`` used, it must end at
      the same model (to rounding);
    * the floor *drawing in the loop* (:func:`floor_rounds_drawing`): the same, with each round's
@@ -91,16 +93,20 @@ TARGETS = {"speedup": 5.0, "default_over_training": 1.25, "run_over_floor": {"fe
 
 
 # ---------------------------------------------------------------------------------------------- floor
-def _make_floor():
+def _make_floor(error_model="numpy"):
     """Compile-on-first-call :func:`floor_rounds` (built in the worker: it calls the ``client_grad`` of
     the checkout being measured; ``cache=False`` so that a cached floor never keeps another
-    checkout's gradient kernel)."""
+    checkout's gradient kernel). Compiled with NumPy's error model, as the library's local-step
+    loops are (``oracles.loop_kernel``): with Numba's default ("python") model the raise paths of
+    its divisions kept a reference-count increment and decrement of each array argument of the
+    inlined gradient in every local step, about 3 us of an a9a round (``error_model="python"``
+    gives that weaker floor)."""
     import numpy as np
     from numba import njit
 
     from fedtheory._kernels.oracles import client_grad
 
-    @njit(cache=False)
+    @njit(cache=False, error_model=error_model)
     def floor_rounds(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, agg_w, obj_w, idx, lr, l2,
                      scaffold, x, c, ci):
         """R rounds of FedAvg (``scaffold`` False) or SCAFFOLD option II, in place on x, c, ci.
@@ -147,7 +153,7 @@ def _make_floor():
 
     from fedtheory._kernels.sampling import minibatch_rows, sample_clients
 
-    @njit(cache=False)
+    @njit(cache=False, error_model=error_model)
     def floor_rounds_drawing(sparse, A, data, indices, indptr, b, kind, client_ptr, sizes, obj_w, rng, R, S, K, B,
                              lr, l2, scaffold, x, c, ci):
         """:func:`floor_rounds`, drawing each round's clients (Floyd's S-subset of S uniforms) and

@@ -167,3 +167,34 @@ def test_every_submodule_imports_and_shadows_no_function():
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.strip()) > 90            # the walk found the package's modules
 
+
+
+_ORACLES = {"client_grad", "client_value_grad", "client_hvp", "client_oracle", "datafit_rows"}
+
+
+def test_every_loop_that_inlines_an_oracle_uses_numpys_error_model():
+    """A compiled loop that inlines a client oracle is a ``loop_kernel`` (NumPy's error model): with
+    Numba's default model the raise paths of its divisions kept a reference-count increment and
+    decrement of each array argument of the inlined oracle in every local step (about 3 us of an
+    a9a round, ``benchmarks/RESULTS.md``). A new kernel written with a plain ``njit`` fails here."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import fedtheory._kernels as kernels
+    checked, wrong = [], []
+    for info in pkgutil.iter_modules(kernels.__path__):
+        mod = importlib.import_module(f"fedtheory._kernels.{info.name}")
+        for name, obj in vars(mod).items():
+            if not isinstance(obj, CPUDispatcher) or obj.py_func.__module__ != mod.__name__:
+                continue
+            if obj.targetoptions.get("inline", "never") != "never":
+                continue                         # inlined: compiled with its caller's options
+            names = set(obj.py_func.__code__.co_names)
+            if names & _ORACLES:
+                checked.append(f"{info.name}.{name}")
+                if obj.targetoptions.get("error_model") != "numpy":
+                    wrong.append(f"{info.name}.{name}")
+    assert len(checked) >= 8, checked            # the local-step loops, the raw limit, the runtime dispatch
+    assert not wrong, f"compiled with Numba's default error model: {wrong}; decorate them with oracles.loop_kernel"

@@ -2,7 +2,10 @@
 
 Every kernel is a plain ``@njit(cache=True)`` function over contiguous float64/int64
 arrays (no jitclass, no function arguments, no ``fastmath``: it would break the NaN
-checks that detect divergence). Data are passed as a *data pack*::
+checks that detect divergence). A loop that inlines a client oracle is a ``@loop_kernel``
+(:data:`.oracles.loop_kernel`: the same with NumPy's error model, which spares each local step
+the reference counting that the raise paths of Numba's default model kept; a test checks every
+such loop). Data are passed as a *data pack*::
 
     sparse (bool), A (m, d) dense or (0, 0), data/indices/indptr (CSR or empty),
     b (m,), kind (a tuple, oracles.kernel_form), client_ptr (n + 1,)

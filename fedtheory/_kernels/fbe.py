@@ -1,9 +1,8 @@
 """Local steps on forward-backward envelopes and proximal local steps (pFedFBE, FedMiD, FedDualAvg,
 Ditto, pFedProx, pFedMe), compiled with Numba; h = tau h0 is the problem's regularizer (``prox_vec``)."""
 import numpy as np
-from numba import njit
 
-from .oracles import OP_GRAD, OP_HVP, client_grad, client_oracle, prox_vec
+from .oracles import OP_GRAD, OP_HVP, client_grad, client_oracle, loop_kernel, prox_vec
 from .trace import record
 from .vec import add_into, copy_into, count_nonfinite, end_step, nonfinite
 
@@ -12,7 +11,7 @@ HVP_EXACT = 1      # g = lam Rm - H Rm with the exact minibatch Hessian-vector p
 HVP_FD = 2         # forward difference (grad(x + delta Rm) - grad(x)) / delta, delta = fd_eps / ||Rm||
 
 
-@njit(cache=True)
+@loop_kernel
 def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx_g, idx_h, noise,
                     lrs, l2, x0, lam, tau, hvp_mode, fd_eps, reg, groups, m1, m2, out, path, path_prox):
     """K pFedFBE local steps (Algorithm 1, eq. 9) for every sampled client (h of ``prox_vec``).
@@ -90,7 +89,7 @@ def fbe_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
     return first_bad
 
 
-@njit(cache=True)
+@loop_kernel
 def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
                    anchors, mu, tau, dual, t0_thresh, reg, groups, m1, m2, out_x, out_z):
     """Proximal local SGD for h = tau h0 of ``prox_vec``, every sampled client from X0[s] (X0[0] when
@@ -136,7 +135,7 @@ def prox_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, client
     return first_bad
 
 
-@njit(cache=True)
+@loop_kernel
 def pfedme_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, x0,
                  lam_p, eta_p, inner, wd, tau, reg, groups, m1, m2, out_w, out_theta):
     """pFedMe's local rounds (T Dinh et al. 2020, with a prox for h): w_0 = theta_0 = x0; for each step k

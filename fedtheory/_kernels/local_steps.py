@@ -9,7 +9,7 @@ traces (:mod:`.trace`) when ``path`` is not empty.
 import numpy as np
 from numba import njit
 
-from .oracles import client_grad
+from .oracles import client_grad, loop_kernel
 from .trace import record
 from .vec import add_into, copy_into, end_step, nonfinite, sum_sq
 
@@ -18,7 +18,7 @@ DIR_SAM = 1        # d_k = (1 - alpha) g(y_k) + alpha g(y_k + r g(y_k)) (both wi
 DIR_VR = 2         # d_k = g(y_k; B_k) - g(y_0; B_k), the same minibatch, no noise (Mime)
 
 
-@njit(cache=True)
+@loop_kernel
 def corrected_local_sgd(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, lrs, l2, X0,
                         anchors, gscale, mu, corr, direction, alpha, rho, normalized, eps, wd, clip, out, path):
     """K corrected local SGD steps for every sampled client.
@@ -134,7 +134,7 @@ def clip_coefficient(g, gscale, mu, anchor, has_anchor, corr, has_corr, clip, u)
 perturbed_local_sgd = corrected_local_sgd
 
 
-@njit(cache=True)
+@loop_kernel
 def feddeper_local(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, idx_v, noise, noise_v,
                    lrs, l2, x0, V0, rho, coupling, out_y, out_v, path_y, path_v):
     """FedDeper's alternating local steps (Algorithm 1, lines 5-9) for every sampled client.

@@ -26,9 +26,20 @@ from .datafits import (KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC, OP_GRA
 from .regularizers import (REG_GROUP, REG_L1, REG_L2, REG_NONE, REG_NUCLEAR, prox_group, prox_l1, prox_l2,
                            prox_none, prox_nuclear)
 
+#: The decorator of every loop that inlines an oracle (the local-step kernels, the runtime dispatch):
+#: ``njit(cache=True, error_model="numpy")``. Under Numba's default ("python") error model each
+#: float division carries a branch that raises ZeroDivisionError, and with those raise paths in
+#: the row loops Numba's reference-count pruning left an atomic increment and decrement of every
+#: array argument of the inlined oracle in each local step (9 pairs a step in local SGD, found with
+#: a debugger's count of the calls): 3.3 us of the 27.5 us of an a9a round's local steps
+#: (``benchmarks/RESULTS.md``). NumPy's model gives inf or nan for a division by zero, as NumPy's
+#: float64 does in the python backend; the divisions of these loops are guarded (an empty client is
+#: refused when the problem is built), and a non-finite iterate is reported as divergence.
+loop_kernel = njit(cache=True, error_model="numpy")
+
 __all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "OP_VALUE_GRAD", "OP_HVP",
            "REG_L1", "REG_GROUP", "REG_NUCLEAR", "REG_L2", "REG_NONE", "client_grad", "client_value_grad",
-           "client_hvp", "client_oracle", "datafit_rows", "kernel_form", "prox_vec"]
+           "client_hvp", "client_oracle", "datafit_rows", "kernel_form", "loop_kernel", "prox_vec"]
 
 
 # --------------------------------------------------------------------------- margin datafits
@@ -161,7 +172,7 @@ def kernel_form(kind, sparse):
     return (kind,) * n
 
 
-@njit(cache=True)
+@loop_kernel
 def _runtime_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val):
     return datafit_rows(sparse, A, data, indices, indptr, b, kind, op, start, end, rows, x, v, out, val)
 

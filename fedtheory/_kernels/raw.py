@@ -1,11 +1,10 @@
 """The raw-gradient limit used by ``benchmarks/``: only the minibatch gradients, nothing else."""
 import numpy as np
-from numba import njit
 
-from .oracles import client_grad
+from .oracles import client_grad, loop_kernel
 
 
-@njit(cache=True)
+@loop_kernel
 def minibatch_gradients_only(sparse, A, data, indices, indptr, b, kind, client_ptr, idx, x, l2):
     """Compute the gradient of every minibatch in ``idx`` (shape (N, B)) at a fixed x.
 

@@ -25,7 +25,7 @@ from numba.extending import overload, register_jitable
 
 from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
-from .oracles import client_grad, prox_vec
+from .oracles import client_grad, loop_kernel, prox_vec
 from .sampling import minibatch_rows, sample_clients, sort_small
 from .sps import sps_local_steps
 from ..exceptions import InvalidParameterError
@@ -344,7 +344,7 @@ def local_fbe(pk, rd, x0, lam, hvp_mode, fd_eps, idx_h):
     return Y, bad
 
 
-@njit(cache=True)
+@loop_kernel
 def full_grads(pk, rd, x):
     """Exact client gradients grad f_i(x) of the participants, shape (S, d)."""
     G = np.empty((rd.S, pk.dim))
@@ -737,7 +737,7 @@ def sps_bookkeeping(memory, clients, new_memory, gammas, capped, steps_total, ca
     return memory, (gammas, capped), steps_total + capped.size, capped_total + int(capped.sum())
 
 
-@njit(cache=True)
+@loop_kernel
 def sps_last_grads(pk, rd, x0, gam):
     """FedSPS-Global's g_i at the last local iterate: the round replayed from ``x0`` with the fixed step
     ``gam`` (x <- x - gam g(x; xi_k), k < K - 1), then g(x_{K-1}; xi_{K-1}) (noise included), (S, d)."""

@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 
-from .oracles import client_value_grad
+from .oracles import client_value_grad, loop_kernel
 from .trace import record
 from .vec import copy_into, end_step, nonfinite
 
@@ -13,7 +13,7 @@ MODE_SMOOTH_LIT = 3   # literal smoothed cap: cap_i <- factor_i * cap_i every st
 MODE_FIXED = 4        # FedSPS-Global: a given gamma for every step
 
 
-@njit(cache=True)
+@loop_kernel
 def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clients, idx, noise, l2, x0,
                     mode, c, gamma_b, ell, c0, t0, c_round, K_round, gamma_fixed, factor, state,
                     eps, out, gammas, capped, last_val, last_gg, path):
