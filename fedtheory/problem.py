@@ -348,7 +348,8 @@ class FederatedProblem:
     def datafit_id(self):
         """Kernel id of the datafit, an int (``KIND_*`` of :mod:`fedtheory._kernels.oracles` for the
         built-ins); ``kind_name`` is its name."""
-        return self.datafit.code if self.datafit.code is not None else self.kernel_pack()[6][0]
+        code = self.datafit.native_code()
+        return code if code is not None else self.kernel_pack()[6][0]
 
     @property
     def kind(self):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 import scipy.sparse as sp
 
 import fedtheory as ft
@@ -168,3 +169,28 @@ def test_adding_a_datafit_is_one_file(restore_registries):
     p = ns["p"]
     assert p.kind >= 1000 and p.kind_name == "huber"
     assert "delta=1.0" in p.datafit.key()
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=st.integers(1, 4), seed=st.integers(0, 2**31 - 1), skew=st.floats(1e-9, 10.0))
+def test_quadratic_refuses_a_non_symmetric_or_indefinite_q(d, seed, skew):
+    """A client Q_i that is not symmetric (its gradient, its constants and its ground truth would
+    all be silently wrong) or not positive semi-definite is a DataError naming the client; the
+    symmetric positive semi-definite Q_i of the same draw is accepted."""
+    from fedtheory.components import Quadratic
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((d, d))
+    Q = B @ B.T + 0.1 * np.eye(d)                     # symmetric positive definite
+    c = [rng.standard_normal(d), rng.standard_normal(d)]
+    FederatedProblem.from_clients([Q, Q], c, Quadratic())
+    if d > 1:
+        S = np.zeros((d, d))
+        S[0, d - 1], S[d - 1, 0] = skew, -skew        # Q + S has the same quadratic form, no symmetry
+        with pytest.raises(DataError, match=r"Q_1 of client 1 must be symmetric"):
+            FederatedProblem.from_clients([Q, Q + S * np.abs(Q).max()], c, Quadratic())
+    v = rng.standard_normal(d)
+    lo = float(np.linalg.eigvalsh(Q)[0])
+    N = Q - (lo + skew * np.abs(Q).max()) * np.outer(v, v) / (v @ v)     # smallest eigenvalue < 0
+    if np.linalg.eigvalsh(N)[0] < -1e-9 * np.abs(N).max():
+        with pytest.raises(DataError, match=r"Q_0 of client 0 must be positive semi-definite"):
+            FederatedProblem.from_clients([N, Q], c, Quadratic())

@@ -147,3 +147,29 @@ def test_newton_polish_converges_when_F_cannot_resolve_the_decrease():
     start = xs + 1e-5 * rng.normal(size=6)
     x, it = _newton_smooth(RoundedUp(), start)
     assert np.linalg.norm(p.grad(x)) < 1e-14, (np.linalg.norm(p.grad(x)), it)
+
+
+def test_quasi_separable_logistic_data_are_never_an_attained_optimum():
+    """Quasi-complete separation with l2 = 0 (every margin >= 0 along a direction, some > 0: here a
+    zero row, or a feature seen in positive rows only): F decreases for ever along that direction,
+    so there is no minimiser, and the infimum is not 0. The global problem is refused with the
+    reason; a quasi-separable client is not attained, its client_f is NaN and it is not certified
+    (it was marked attained, with an arbitrary far-away x_i* and the problem certified)."""
+    a = np.array([[1.0, 0.3], [0.5, -1.0], [-0.7, 0.2], [0.2, 0.9], [-1.0, -0.4]])
+    y = np.array([1.0, -1.0, -1.0, 1.0, 1.0])            # overlapping: the optimum is attained
+    quasi = np.vstack([np.hstack([a, np.zeros((5, 1))]), [[0.0, 0.0, 1.0]]])   # feature 3: one positive row
+    yq = np.append(y, 1.0)
+    with pytest.raises(ValueError, match="no minimiser: its data are quasi-separable"):
+        validation.ground_truth(problems.logistic([quasi], [yq]), cache=False)
+    zero_row = np.vstack([np.array([[1.0, 0.0, 0.0], [-1.0, 0.5, 0.0]]), np.zeros((1, 3))])
+    with pytest.raises(ValueError, match="no minimiser: its data are quasi-separable"):
+        validation.ground_truth(problems.logistic([zero_row], [np.array([1.0, -1.0, 1.0])]), cache=False)
+    first = np.hstack([a, np.array([[1.0], [1.0], [0.0], [0.0], [0.0]])])   # feature 3: rows of both labels
+    p = problems.logistic([first, quasi], [y, yq])                                   # so the union overlaps
+    with pytest.warns(RuntimeWarning, match="not attained"):
+        gt = validation.ground_truth(p, cache=False, certify="warn")
+    assert gt.client_attained.tolist() == [True, False] and np.isnan(gt.client_f[1])
+    assert not gt.client_certified[1] and not gt.certified and "quasi-separable" in gt.reason
+    assert np.isnan(gt.client_x[1]).all()
+    # the global optimum of the overlapping union is attained: no direction leaves every margin >= 0
+    assert np.linalg.norm(gt.x) < 1e3 and gt.residual < 1e-9

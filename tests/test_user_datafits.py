@@ -277,3 +277,67 @@ def test_theorems_on_pseudo_huber_apply_or_say_why(theorem, applicable):
         assert v.holds in (True, False)
     else:
         assert v.reason.strip()
+
+
+def test_a_subclass_of_a_builtin_datafit_runs_its_own_code_not_the_parents_kernel():
+    """A subclass that changes the loss of a datafit with a Numba kernel inherits the class attribute
+    ``code`` but not the kernel's mathematics: it runs its own NumPy code on the numba backend (the
+    same iterates as the python backend), not the parent's kernel, and registers without a clash."""
+    from scipy.special import expit
+
+    from fedtheory.components import Logistic
+    import fedtheory as ft
+
+    class SteepLogistic(Logistic):
+        """l(z, t) = log(1 + exp(-2 t z)): the logistic loss of the doubled margin."""
+        name = "steep_logistic_test"
+
+        def loss(self, z, t):
+            return np.logaddexp(0.0, -2.0 * t * z)
+
+        def dloss(self, z, t):
+            return -2.0 * t * expit(-2.0 * t * z)
+
+        def d2loss(self, z, t):
+            s = expit(2.0 * t * z)
+            return 4.0 * s * (1.0 - s)
+
+        def torch_loss(self, z, t):
+            import torch
+            return torch.nn.functional.softplus(-2.0 * t * z)
+
+    register_datafit(SteepLogistic)
+    try:
+        rng = np.random.default_rng(3)
+        A = [rng.standard_normal((12, 3)) for _ in range(3)]
+        b = [np.sign(rng.standard_normal(12)) for _ in range(3)]
+        p = FederatedProblem.from_clients(A, b, SteepLogistic(l2=0.1))
+        parent = FederatedProblem.from_clients(A, b, Logistic(l2=0.1))
+        assert SteepLogistic.native_code() is None and p.datafit_id != parent.datafit_id
+        kw = dict(rounds=4, local_steps=3, lr=0.2, batch_size=4, clients_per_round=2, seed=1)
+        xn = ft.run(p, "fedavg", **kw).x
+        xp = ft.run(p, "fedavg", backend="python", **kw).x
+        xparent = ft.run(parent, "fedavg", **kw).x
+        np.testing.assert_allclose(xn, xp, rtol=0, atol=1e-12)
+        assert np.abs(xn - xparent).max() > 1e-3          # the parent's kernel would have given these
+    finally:
+        DATAFITS.pop("steep_logistic_test", None)
+
+
+def test_a_parameter_stored_under_another_name_is_an_error_that_says_so():
+    """The problem's hash (the ground truth's cache key), equality and repr read the constructor's
+    parameters from attributes of the same name: one stored as ``self._scale`` is a TypeError naming
+    it (it was an AttributeError about a missing 'scale' from deep inside the ground truth)."""
+    from fedtheory.components import LeastSquares
+
+    class Scaled(LeastSquares):
+        name = "scaled_private_test"
+
+        def __init__(self, l2=0.0, scale=2.0):
+            super().__init__(l2)
+            self._scale = float(scale)
+
+    p = FederatedProblem.from_clients([np.eye(2)] * 2, [np.ones(2)] * 2, Scaled())
+    with pytest.raises(TypeError, match=r"parameter\(s\) \['scale'\] must be stored as attributes of the same name"):
+        validation.ground_truth(p, cache=False)
+    assert "not stored under their names" in repr(p.datafit)

@@ -48,9 +48,32 @@ class Component:
     #: kernels then call the NumPy code of the component through the registry, slowly).
     code: ClassVar[int | None] = None
 
+    @classmethod
+    def native_code(cls):
+        """The kernel id the Numba kernels run this component with: ``code`` when the class itself
+        declares it, else None (the NumPy fallback). A subclass of a component with a kernel, say a
+        ``Logistic`` with its own ``loss``, inherits ``code`` but not the kernel's mathematics, so
+        it runs its own NumPy code until it declares ``code`` itself (a kernel of its own).
+
+        Examples
+        --------
+        >>> from fedtheory.components import Logistic
+        >>> class Tempered(Logistic):
+        ...     name = "tempered"
+        >>> Logistic.native_code(), Tempered.native_code()
+        (1, None)
+        """
+        return cls.__dict__.get("code")
+
     def params(self):
         """The constructor's parameters and their values (used by ``repr``, equality and hashing)."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        sig = inspect.signature(type(self).__init__).parameters.values()
+        names = [p.name for p in sig if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        missing = [p for p in names if not hasattr(self, p)]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: the constructor's parameter(s) {missing} must be stored as "
+                                 f"attributes of the same name (self.{missing[0]} = {missing[0]}): repr, equality and "
+                                 "the problem's hash (the ground truth's cache key) read them from there.")
         return {p: getattr(self, p) for p in names}
 
     def key(self):
@@ -64,7 +87,10 @@ class Component:
         return hash(self.key())
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        try:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        except TypeError:                     # a parameter stored under another name (params says which)
+            args = "<parameters not stored under their names>"
         return f"{type(self).__name__}({args})"
 
 
@@ -131,8 +157,8 @@ class Datafit(Component):
 
     def hash_token(self):
         """The datafit's part of the problem's hash (kernel id and l2 for the built-in datafits)."""
-        if self.code is not None and set(self.params()) == {"l2"}:
-            return f"{self.code}|{self.l2!r}"
+        if self.native_code() is not None and set(self.params()) == {"l2"}:
+            return f"{self.native_code()}|{self.l2!r}"
         return self.key()
 
     # ------------------------------------------------------------------ the loss part on a block of rows
@@ -247,6 +273,11 @@ class Datafit(Component):
         """Whether min_x sum_i w_i f_i(x) is attained (without a regularizer); True by default. The
         logistic loss overrides it: separable data without ridge approach the infimum 0 at infinity."""
         return True
+
+    def infimum(self, problem):
+        """The infimum of the loss part where :meth:`infimum_attained` is False and the datafit knows
+        it exactly, else None (the ground truth then certifies no client optimum value)."""
+        return None
 
     # ------------------------------------------------------------------ constants
     def _missing_curvature(self, what):

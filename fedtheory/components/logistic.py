@@ -29,16 +29,39 @@ class Logistic(MarginDatafit):
     sample_loss_floor = 0.0
 
     def infimum_attained(self, problem):
-        """False when l2 = 0 and some x has t_r a_r^T x >= 1 for every row (an LP, HiGHS): the loss
-        then approaches its infimum 0 along that direction and never attains it."""
+        r"""Whether the minimum is attained: always with l2 > 0; with l2 = 0 exactly when no
+        direction v has :math:`t_r a_r^\top v \ge 0` for every row and > 0 for some (the loss
+        decreases along such a v for ever, towards an infimum it never reaches). Complete
+        separation (every margin > 0) and quasi-complete separation (every margin >= 0, say with a
+        zero row or a feature seen in positive rows only) are both such directions.
+
+        An LP (HiGHS): maximise :math:`\sum_r t_r a_r^\top v` over :math:`0 \le t_r a_r^\top v \le 1`.
+        Its value is 0 without such a direction and at least 1 with one (scale v until a margin
+        reaches 1), so the test reads "value > 1/2", far from the solver's tolerances."""
         if self.l2 > 0:
             return True
+        import scipy.sparse as sps
+        from scipy.optimize import linprog
+        M, t = problem.M, problem.b
+        YA = sps.csr_matrix(M.multiply(t[:, None])) if problem.sparse else sps.csr_matrix(M * t[:, None])
+        m = YA.shape[0]
+        res = linprog(-np.asarray(YA.sum(axis=0)).ravel(), A_ub=sps.vstack([-YA, YA]).tocsr(),
+                      b_ub=np.concatenate([np.zeros(m), np.ones(m)]), bounds=[(None, None)] * problem.dim,
+                      method="highs")
+        if res.status != 0:                   # pragma: no cover - v = 0 is feasible and the value <= m
+            raise RuntimeError(f"logistic: the LP that decides whether the minimum is attained failed: {res.message}")
+        return bool(-res.fun <= 0.5)
+
+    def infimum(self, problem):
+        """The infimum of the loss part when it is not attained and known exactly: 0 under complete
+        separation (some x has t_r a_r^T x >= 1 for every row: an LP), else None (quasi-complete
+        separation: the infimum is that of the rows no direction separates, not computed here)."""
         from scipy.optimize import linprog
         M, t = problem.M, problem.b
         YA = M.multiply(t[:, None]).tocsr() if problem.sparse else M * t[:, None]
         res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(M.shape[0]),
                       bounds=[(None, None)] * problem.dim, method="highs")
-        return res.status != 0
+        return 0.0 if res.status == 0 else None
 
     def loss(self, z, t):
         return np.logaddexp(0.0, -t * z)

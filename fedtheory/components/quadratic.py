@@ -26,8 +26,27 @@ class Quadratic(Datafit):
     constant_hessian = True
 
     def check_data(self, data, caller):
+        """Each client's block is a d x d matrix Q_i, symmetric and positive semi-definite (to
+        1e-12 relative to its largest entry): the gradient Q_i x - c_i, the constants (eigenvalues of
+        one triangle) and the ground truth all assume it, and a non-symmetric Q_i would make each
+        of them silently wrong."""
         if np.any(data.client_sizes != data.dim):
             raise DataError(f"{caller}: each quadratic client needs a {data.dim}x{data.dim} Q_i.")
+        for i in range(data.n_clients):
+            A, _ = data.block(i)
+            Q = np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
+            scale = max(float(np.abs(Q).max(initial=0.0)), np.finfo(float).tiny)
+            asym = float(np.abs(Q - Q.T).max(initial=0.0))
+            if asym > 1e-12 * scale:
+                raise DataError(f"{caller}: Q_{i} of client {i} must be symmetric (largest |Q - Q^T| entry "
+                                f"{asym:.3e}, largest |Q| entry {scale:.3e}); pass (Q + Q^T) / 2 for the same "
+                                "quadratic form.")
+            try:
+                np.linalg.cholesky(Q + (1e-12 * scale * max(1, data.dim)) * np.eye(data.dim))
+            except np.linalg.LinAlgError:
+                lo = float(np.linalg.eigvalsh(Q)[0])
+                raise DataError(f"{caller}: Q_{i} of client {i} must be positive semi-definite (f_i convex); its "
+                                f"smallest eigenvalue is {lo:.3e} (largest |Q| entry {scale:.3e}).") from None
 
     def block_value(self, A, t, x):
         return 0.5 * x @ (A @ x) - t @ x

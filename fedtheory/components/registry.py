@@ -37,8 +37,8 @@ def _register(table, what, cls):
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or (name in table and _origin(table[name]) != _origin(cls)):
         raise ValueError(f"{what} {name!r} has no name or is registered twice ({cls} and {table.get(name)})")
-    if cls.code is not None:
-        clash = [c.name for c in table.values() if c.code == cls.code and c.name != name]
+    if cls.native_code() is not None:
+        clash = [c.name for c in table.values() if c.native_code() == cls.code and c.name != name]
         if clash or not 0 <= cls.code < _FIRST_FALLBACK_ID:
             raise ValueError(f"{what} {cls.name!r}: kernel id {cls.code} is taken by {clash} or out of "
                              f"range [0, {_FIRST_FALLBACK_ID})")
@@ -113,7 +113,7 @@ def make_datafit(spec, l2=0.0, where="FederatedProblem"):
             raise InvalidParameterError(f"{where}: give 'l2' to the datafit {spec!r}, not separately (got l2={l2!r}).")
         return spec
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        by_code = {c.code: c for c in DATAFITS.values() if c.code is not None}
+        by_code = {c.native_code(): c for c in DATAFITS.values() if c.native_code() is not None}
         spec = by_code[int(spec)].name if int(spec) in by_code else spec
     return get_datafit(spec, where)(l2=l2)
 
@@ -175,8 +175,8 @@ def kernel_id(component, data=None):
     """``(id, keep)``: the id the Numba kernels know ``component`` by, and an object the problem must
     keep alive while it uses the id (None for a component with a native kernel)."""
     from .base import Datafit
-    if component.code is not None:
-        return component.code, None
+    if component.native_code() is not None:
+        return component.native_code(), None
     what = "datafit" if isinstance(component, Datafit) else "regularizer"
     keep = _DatafitRows(component, data) if what == "datafit" else component
     code = next(_fallback_ids)
@@ -189,7 +189,7 @@ def kernel_fallback(what, code):
     found = _FALLBACKS[what].get(int(code))
     if found is None:
         table = DATAFITS if what == "datafit" else REGULARIZERS
-        native = sorted((c.code, n) for n, c in table.items() if c.code is not None)
+        native = sorted((c.native_code(), n) for n, c in table.items() if c.native_code() is not None)
         raise InvalidParameterError(f"Unknown {what} kernel id {code}: the kernels know {native} and the ids lent "
                                     f"to registered {what}s without a kernel (known {what}s: {sorted(table)}).")
     return found

@@ -72,8 +72,9 @@ class GroundTruth:
     client_residual : ndarray (n,)
         Gradient-mapping norm at each client minimiser.
     client_attained : ndarray of bool (n,)
-        False where the client's infimum is not attained: separable logistic data without
-        ridge (certified by an LP), where client_f is the exact infimum 0.
+        False where the client's infimum is not attained: (quasi-)separable logistic data without
+        ridge (decided by an LP), where client_f is the exact infimum 0 under complete separation
+        and NaN, with the client not certified, under quasi-complete separation.
     info : dict
         Solver statistics: CVXPY status and value, polish iterations, timings.
     certified : bool
@@ -268,9 +269,11 @@ def _certify(problem, solver, clients, progress, n_jobs, stages, tol=1e-9):
             warm.join()
     stages.update(1)
     if x is None:
-        raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: its data are linearly "
-                         "separable and l2 = 0, so F approaches its infimum 0 only as ||x|| -> inf. "
-                         "Use l2 > 0.")
+        why = ("its data are linearly separable and l2 = 0, so F approaches its infimum 0 only as ||x|| -> inf"
+               if info.get("infimum") == 0.0 else "its data are quasi-separable (along a direction every margin "
+               "t_r a_r^T x grows or stays, some grow) and l2 = 0, so F decreases for ever along it and never "
+               "attains its infimum")
+        raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: {why}. Use l2 > 0.")
     info["time_global"] = time.perf_counter() - t0
     n, d = problem.n_clients, problem.dim
     cf, cx = np.full(n, np.nan), np.full((n, d), np.nan)
@@ -290,8 +293,9 @@ def _certify(problem, solver, clients, progress, n_jobs, stages, tol=1e-9):
         info["time_clients"] = time.perf_counter() - t1
         if not catt.all():
             warnings.warn(f"ground_truth: the optimum of client(s) {np.flatnonzero(~catt)[:10].tolist()} "
-                          "is not attained (linearly separable logistic data with l2=0); client_f holds "
-                          "the infimum 0 and client_x NaN.", RuntimeWarning, stacklevel=3)
+                          "is not attained ((quasi-)separable logistic data with l2=0); client_f holds the "
+                          "infimum where it is known exactly (0 under complete separation; NaN, not certified, "
+                          "otherwise) and client_x NaN.", RuntimeWarning, stacklevel=3)
         if bad:
             i, why = bad[0]
             more = f" (and {len(bad) - 1} more client(s))" if len(bad) > 1 else ""
@@ -313,8 +317,10 @@ def _solve_clients(subs, solver, use_cvxpy, start, tol=1e-9):
     with threadpool_limits(1):
         for sub in subs:
             xi, inf_i = _solve(sub, solver, use_cvxpy=use_cvxpy, start=start, tol=tol)
-            if xi is None:          # infimum 0 not attained (separable logistic data): exact
-                out.append((0.0, None, inf_i["residual"], False, True, ""))
+            if xi is None:          # infimum not attained ((quasi-)separable logistic data)
+                inf = inf_i.get("infimum")
+                out.append((np.nan, None, inf_i["residual"], False, False, inf_i["note"] + " (nor "
+                            "computed)") if inf is None else (inf, None, inf_i["residual"], False, True, ""))
             else:
                 out.append((inf_i["f"], xi, inf_i["residual"], inf_i["attained"], inf_i["certified"],
                             inf_i["reason"]))
@@ -792,8 +798,11 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     if not problem.is_composite and not fit.infimum_attained(problem):
         # e.g. separable logistic data without ridge: the infimum 0 is approached along a separating
         # direction and never attained
-        info.update(stage1="separability LP", residual=0.0, attained=False,
-                    note="linearly separable data and l2 = 0: inf F = 0 is not attained")
+        inf = fit.infimum(problem)
+        info.update(stage1="separability LP", residual=0.0, attained=False, infimum=inf,
+                    note="linearly separable data and l2 = 0: inf F = 0 is not attained" if inf == 0.0 else
+                    "quasi-separable data (every margin >= 0 along a direction, some > 0) and l2 = 0: the "
+                    "infimum is not attained")
         return None, info
     x, ls = None, None
     if ls_direct:
