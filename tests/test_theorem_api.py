@@ -83,6 +83,49 @@ def test_conditions_on_the_algorithm_s_hyperparameters_are_reevaluated_or_not_ap
     assert "server_lr" not in w.run_kwargs and w.run_kwargs["beta"] == 0.2 and len(w.runs) == 1
 
 
+@pytest.mark.parametrize("reads", ["paper_name", "namespace", "dict_copy"])
+def test_a_hyperparameter_the_bound_reads_under_another_name_or_through_a_copy_is_not_applicable(
+        userpkg_theory, reads):
+    """The setup key that feeds a dropped hyperparameter is hidden whatever its name (the paper's
+    ``eta_g`` passed as ``server_lr=st["eta_g"]``), and a bound that copies the setup
+    (``SimpleNamespace(**st)``, ``dict(st)``) cannot read it either: NOT APPLICABLE, naming it. Both
+    gave a false VIOLATED before: the bound used eta_g = 2 while the algorithm run had no server step."""
+    from types import SimpleNamespace
+
+    from fedtheory.theory import check
+    key = "eta_g" if reads == "paper_name" else "server_lr"
+
+    def setup_paper(problem, rounds=10, lr=0.5, eta_g=1.0, seeds=1):
+        return dict(T=rounds, lr=lr, eta_g=eta_g, seeds=seeds, L=problem.info["L"], f_star=problem.info["f_star"])
+
+    def setup_named(problem, rounds=10, lr=0.5, server_lr=1.0, seeds=1):
+        return dict(T=rounds, lr=lr, server_lr=server_lr, seeds=seeds, L=problem.info["L"],
+                    f_star=problem.info["f_star"])
+    setup = setup_paper if key == "eta_g" else setup_named
+
+    def bound(st, m):
+        g = {"paper_name": lambda: st["eta_g"], "namespace": lambda: SimpleNamespace(**st).server_lr,
+             "dict_copy": lambda: dict(st)["server_lr"]}[reads]()
+        return (st["problem"].value(np.ones(3)) - st["f_star"]) / g
+
+    spec = TheoremSpec(
+        name="test.server_lr_renamed", algorithm="fedavg", statement="f(x^T) - f* <= (f(x^0) - f*) / eta_g",
+        setup=setup,
+        run_kwargs=lambda st: dict(rounds=st["T"], local_steps=1, lr=st["lr"], server_lr=st[key], x0=np.ones(3)),
+        measure=lambda st, runs: dict(values=[st["problem"].value(r.x) - st["f_star"] for r in runs["main"]]),
+        conditions=lambda st, m: [Condition("eta <= 1/L", st["lr"], 1 / st["L"], st["lr"] <= 1 / st["L"])],
+        variants={"printed": Variant("as stated", bound)})
+    p = _problem()
+    assert check(spec, p, **{key: 2.0}).verdict() == "holds"         # on FedAvg itself
+    w = check(spec, p, algorithm=USER_ALG, beta=0.0, **{key: 2.0})
+    assert w.verdict() == "NOT APPLICABLE" and w.algorithm == USER_ALG, w.report()
+    assert f"the theorem reads {'hyperparameter ' if key == 'server_lr' else ''}'{key}'" in w.reason
+    assert f"which '{USER_ALG}' does not have" in w.reason
+    if key == "eta_g":
+        assert "which sets hyperparameter(s) 'server_lr' of 'fedavg'" in w.reason
+    assert w.details["algorithm_substituted"]["dropped_hyperparameters"] == {"server_lr": 2.0}
+
+
 def test_a_run_argument_the_caller_overrides_is_what_the_conditions_read(userpkg_theory):
     """A theorem that sets server_lr = 1 itself (its setup does not take it): the caller's value for
     the algorithm run replaces it in the setup the conditions read."""

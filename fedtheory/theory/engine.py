@@ -270,6 +270,8 @@ class _Substitution:
         self.mine = get_algorithm(algorithm).hyperparameters()
         self.dropped = {}
         self.overridden = None                  # set from the main run's arguments (the first adapted)
+        self._hidden_keys = set()
+        self._feeds = {}                        # a setup key -> the dropped hyperparameters it sets
 
     def adapt(self, kwargs):
         """The spec's run arguments for the algorithm run (foreign hyperparameters dropped)."""
@@ -294,13 +296,46 @@ class _Substitution:
         return out
 
     def hide(self, setup):
-        """The setup with the dropped hyperparameters (by name) made unreadable."""
-        hidden = {k for k in self.dropped if k in setup}
+        """The setup with the dropped hyperparameters made unreadable: the keys of their names, and
+        the keys whose value reaches one through the spec's run arguments under another name (the
+        paper's ``eta_g`` passed as ``server_lr=st["eta_g"]``), found by changing each number of the
+        setup and seeing whether a dropped hyperparameter changes with it."""
+        hidden = {k for k in self.dropped if k in setup} | self._feeding(setup)
         return _HiddenKeys(setup, hidden, self) if hidden else setup
 
+    def _feeding(self, setup):
+        if not self.dropped:
+            return set()
+        out = set()
+        for k, v in setup.items():
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                continue
+            probe = dict(setup)
+            probe[k] = float(v) + abs(float(v)) + 1.0          # another number, whatever v is
+            try:
+                got = self.spec.run_kwargs(probe)
+            except Exception:                                   # noqa: BLE001 - this key cannot be probed
+                continue
+            fed = [h for h, w in self.dropped.items() if not _same(got.get(h, _UNSET), w)]
+            if fed:
+                out.add(k)
+                self._feeds[k] = fed
+        return out
+
+    def hidden_name(self, err):
+        """The hidden key a KeyError or AttributeError raised by the spec's code names, or None (a
+        spec that copied the setup, ``SimpleNamespace(**st)`` or ``dict(st)``, gets it without it)."""
+        name = getattr(err, "name", None) if isinstance(err, AttributeError) else (err.args[0] if err.args else None)
+        return name if isinstance(name, str) and name in self._hidden_keys else None
+
     def reason(self, key):
-        return (f"the theorem reads hyperparameter {key!r} of {self.spec.algorithm!r} (its conditions, measurement "
-                f"or bound depend on it), which {self.algorithm!r} does not have")
+        if key in self._feeds and key not in self.dropped:
+            what = (f"{key!r}, which sets hyperparameter(s) {', '.join(map(repr, self._feeds[key]))} of "
+                    f"{self.spec.algorithm!r} in its run arguments")
+        else:
+            what = f"hyperparameter {key!r} of {self.spec.algorithm!r}"
+        return (f"the theorem reads {what} (its conditions, measurement or bound depend on it), which "
+                f"{self.algorithm!r} does not have")
 
 
 def _same(a, b):
@@ -310,10 +345,21 @@ def _same(a, b):
         return False
 
 
+_UNSET = object()
+
+
 class _HiddenKeys(dict):
+    """A setup without its hidden keys: reading one (``st[k]``, ``st.get(k)``) raises
+    :class:`ForeignHyperparameter`; a copy (``dict(st)``, ``{**st}``, ``SimpleNamespace(**st)``,
+    ``st.items()``) lacks them, and the KeyError or AttributeError of a later read names them."""
+
     def __init__(self, data, hidden, sub):
-        super().__init__(data)
+        super().__init__({k: v for k, v in data.items() if k not in hidden})
         self._hidden, self._sub = hidden, sub
+        sub._hidden_keys = set(hidden)
+
+    def __contains__(self, key):
+        return key in self._hidden or super().__contains__(key)
 
     def __getitem__(self, key):
         if key in self._hidden:
@@ -489,9 +535,17 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         failed = [c for c in conds if c.role in var.requires and not c.ok]
         mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
         bound = float(var.bound(setup, m))
-    except ForeignHyperparameter as e:
-        v = not_applicable(e.args[0])
+    except (KeyError, AttributeError) as e:
+        if isinstance(e, ForeignHyperparameter):
+            why = e.args[0]
+        elif sub is not None and sub.hidden_name(e) is not None:
+            why = sub.reason(sub.hidden_name(e))
+        else:
+            raise
+        v = not_applicable(why)
         v.runs, v.run_kwargs = list(runs["main"]), dict(kwargs, seed=0)
+        v.details["algorithm_substituted"] = dict(spec_algorithm=spec.algorithm, algorithm=alg,
+                                                  dropped_hyperparameters=dict(sub.dropped), own=dict(sub.own))
         return v
     setup = full
     reason = "; ".join(f"fails {c.name}" for c in failed)
@@ -507,8 +561,9 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     if spec.details is not None:
         try:
             details.update(spec.details(setup if sub is None else sub.hide(setup), m))
-        except ForeignHyperparameter:
-            pass
+        except (KeyError, AttributeError) as e:
+            if not (isinstance(e, ForeignHyperparameter) or (sub is not None and sub.hidden_name(e) is not None)):
+                raise
     if sub is not None:
         details["algorithm_substituted"] = dict(spec_algorithm=spec.algorithm, algorithm=alg,
                                                 dropped_hyperparameters=dict(sub.dropped), own=dict(sub.own))
