@@ -126,35 +126,51 @@ def _check_item(name, item):
             prev = v.details.get("measurement") or prev
             done.append((variant, v))
         return case_rows(name, item, done, item.expect), None
-    meas, se, bounds = [], [], {var: [] for var in item.variants}       # a RateStudy
-    conds, rows = [], []
+    done = {var: [] for var in item.variants}                             # a RateStudy: each variant's checks
     for T in item.Ts:
         prev = None
         for variant in item.variants:
             v = fn(problem, variant=variant, measurement=prev, **item.kwargs_for(T))
             prev = v.details.get("measurement")
-            bounds[variant].append(v.bound)
-        meas.append(v.measured)
-        se.append(v.stderr)
-        conds.append(v)
-    fit = rate_fit(item, meas, conds)
-    slope, tail, ok_rate = fit["slope"], fit["rate"], fit["as_predicted"]
-    failing = failing_conditions([c for v in conds for c in v.conditions])
-    for variant in item.variants:
-        held = all(m <= b for m, b in zip(meas, bounds[variant]))
-        n_ok = min(sum(c.ok for c in v.conditions) for v in conds)
+            done[variant].append(v)
+    rows, fits = [], {}
+    for variant, vs in done.items():
+        meas = [v.measured for v in vs]                 # each variant's own quantity (Variant.values)
+        bounds = [v.bound for v in vs]
+        last = vs[-1]
+        n_ok = min(sum(c.ok for c in v.conditions) for v in vs)
+        na = [(T, v) for T, v in zip(item.Ts, vs) if not v.applicable]
+        fit = fits[variant] = (rate_fit(item, meas, vs) if not na else
+                               dict(rate=np.nan, slope=np.nan, predicted=np.nan, as_predicted=None, ci="-", n=0,
+                                    what="contraction factor" if item.form == "geometric" else "rate"))
+        verdicts = [v.verdict() for v in vs]
+        if na:                                          # no verdict where the theorem does not apply
+            T0, v0 = na[0]
+            verdict = f"NOT APPLICABLE: {v0.reason} (T = {', '.join(str(T) for T, _ in na)})"
+        elif "VIOLATED" in verdicts:
+            verdict = "VIOLATED"
+        elif "UNRESOLVED" in verdicts:
+            verdict = f"UNRESOLVED: {vs[verdicts.index('UNRESOLVED')].unresolved_reason}"
+        else:
+            verdict = "holds" + (VACUOUS_NOTE if vacuous(last.measured, last.bound) else "")
+        if not na:
+            if fit["as_predicted"] is None:
+                verdict += f", {fit['what']} not resolved (every measurement at rounding level)"
+            else:
+                verdict += f", {fit['what']} " + ("as predicted" if fit["as_predicted"] else "SLOWER than predicted")
         rows.append(dict(theorem=name, case=item.label, kind="rate", variant=variant,
-                         conditions_ok=f"{n_ok}/{len(conds[0].conditions)}", quantity=v.quantity or "-",
-                         measured=meas[-1], stderr=se[-1], bound=bounds[variant][-1],
-                         ratio=meas[-1] / bounds[variant][-1], fitted_rate=tail, rate_ci=fit["ci"],
-                         predicted_rate=fit["predicted"],
-                         verdict=("holds" if held else "VIOLATED")
-                         + (VACUOUS_NOTE if held and vacuous(meas[-1], bounds[variant][-1]) else "")
-                         + (f", {fit['what']} as predicted" if ok_rate
-                            else f", {fit['what']} SLOWER than predicted"),
-                         failing_conditions=failing))
-    study = dict(theorem=name, label=item.label, T=list(item.Ts), measured=meas, stderr=se, bounds=bounds,
-                 slope=slope, tail_slope=tail, predicted=fit["predicted"], note=item.note, form=item.form, fit=fit)
+                         conditions_ok=f"{n_ok}/{len(vs[0].conditions)}", quantity=last.quantity or "-",
+                         measured=last.measured, stderr=last.stderr, bound=last.bound,
+                         ratio=np.nan if na else last.ratio,
+                         fitted_rate=fit["rate"], rate_ci=fit["ci"], predicted_rate=fit["predicted"],
+                         verdict=verdict, failing_conditions=failing_conditions([c for v in vs for c in v.conditions])))
+    first = item.variants[0]
+    fit = fits[first]
+    study = dict(theorem=name, label=item.label, T=list(item.Ts), measured=[v.measured for v in done[first]],
+                 stderr=[v.stderr for v in done[first]], bounds={var: [v.bound for v in vs] for var, vs in done.items()},
+                 measured_by_variant={var: [v.measured for v in vs] for var, vs in done.items()},
+                 slope=fit["slope"], tail_slope=fit["rate"], predicted=fit["predicted"], note=item.note, form=item.form,
+                 fit=fit)
     return rows, study
 
 
@@ -262,12 +278,13 @@ def rate_fit(study, measured, verifications):
     if study.form == "geometric":
         above = np.array([v.measured > v.floor for v in verifications])
         f = fit_rate(T[above], m[above], "geometric")
-        ok = not (f.lo > predicted) and f.rate == f.rate
-        return dict(rate=f.rate, slope=f.rate, predicted=predicted, as_predicted=bool(ok), what="contraction factor",
+        ok = None if f.rate != f.rate else bool(not (f.lo > predicted))      # None: nothing above the floor
+        return dict(rate=f.rate, slope=f.rate, predicted=predicted, as_predicted=ok, what="contraction factor",
                     ci=f"[{f.lo:.4g}, {f.hi:.4g}]" if f.lo == f.lo else "-", lo=f.lo, hi=f.hi, n=f.n)
     whole = fit_rate(T, m)
     tail = fit_rate(T[-3:], m[-3:])
-    return dict(rate=tail.rate, slope=whole.rate, predicted=predicted, as_predicted=bool(tail.rate <= predicted + 0.25),
+    return dict(rate=tail.rate, slope=whole.rate, predicted=predicted,
+                as_predicted=None if tail.rate != tail.rate else bool(tail.rate <= predicted + 0.25),
                 what="rate", ci=f"[{tail.lo:.3g}, {tail.hi:.3g}]" if tail.lo == tail.lo else "-", lo=tail.lo,
                 hi=tail.hi, n=tail.n)
 

@@ -268,3 +268,60 @@ def test_a_declared_scalar_missing_from_the_state_is_an_error(userpkg_theory):
             ft.run(_problem(), "test_forgetful", rounds=2, lr=0.1)
     finally:
         ALGORITHMS.pop("test_forgetful", None)
+
+
+def test_rate_study_rows_judge_each_variant_on_its_own_checks():
+    """A rate study's row of a variant is that variant's verdicts over its T: NOT APPLICABLE when the
+    theorem does not apply (it was judged VIOLATED from the measurements), and a variant bounding
+    another quantity (``Variant.values``) compared with its own measurement (the printed row showed
+    the other variant's measurement and was VIOLATED); a ratio of a measurement <= 0 under a zero
+    bound is 0 (it was inf, the falsifier's "worst case")."""
+    from fedtheory.theory import CASES, SPECS, THEOREMS, Verification, register_cases
+    from fedtheory.theory.engine import gap_floor, register_spec
+    from fedtheory.verification import run_cases
+
+    def setup(problem, rounds=30, lr=1.0, seeds=1):
+        L, mu, xs = problem.info["L"], problem.info["mu"], problem.info["x_star"]
+        x0 = xs + 1.0
+        return dict(T=rounds, lr=lr, L=L, mu=mu, seeds=seeds, x0=x0, f_star=problem.info["f_star"],
+                    f0=problem.value(x0) - problem.info["f_star"], d0=float(np.sum((x0 - xs) ** 2)))
+
+    def dist(st, m):
+        return [float(np.sum((r.x - st["problem"].info["x_star"]) ** 2)) for r in m["runs"]["main"]]
+
+    name = "test.rate_rows"
+    register_spec(TheoremSpec(
+        name=name, algorithm="fedavg", statement="f(x^T) - f* <= (1 - mu eta)^T (f(x^0) - f*), eta <= 1/L",
+        setup=setup, run_kwargs=lambda st: dict(rounds=st["T"], local_steps=1, lr=st["lr"], x0=st["x0"]),
+        measure=lambda st, runs: {"values": [st["problem"].value(r.x) - st["f_star"] for r in runs["main"]]},
+        conditions=lambda st, m: [Condition("eta <= 1/L", st["lr"], 1 / st["L"], st["lr"] <= 1 / st["L"])],
+        variants={"printed": Variant("as stated", lambda st, m: (1 - st["mu"] * st["lr"]) ** st["T"] * st["f0"]),
+                  "dist": Variant("distance", lambda st, m: (1 - st["mu"] * st["lr"]) ** st["T"] * st["d0"],
+                                  values=dist, quantity="||x^T - x*||^2")},
+        quantity="f(x^T) - f*", floor=lambda st, m: gap_floor(st["f_star"], st["f0"] + st["f_star"])))
+    one_d = lambda: problems.quadratic(1, 1, L=0.1, mu=0.1, seed=0)       # noqa: E731
+    two_d = lambda: problems.quadratic(1, 2, L=1.0, mu=0.1, seed=0)       # noqa: E731
+
+    @register_cases(name)
+    def cases(quick=False):
+        return [], [RateStudy("outside", two_d, [2, 4, 6], lambda T: dict(rounds=T, lr=2.5), variants=("printed",),
+                              form="geometric", predicted_factor=0.9),
+                    RateStudy("two quantities", one_d, [5, 10, 15], lambda T: dict(rounds=T, lr=1.0),
+                              variants=("printed", "dist"), form="geometric", predicted_factor=0.9)]
+    try:
+        table, studies = run_cases(quick=True, theorems=[name], progress=False)
+        rows = {(r.case, r.variant): r for r in table.itertuples()}
+        out = rows["outside", "printed"]
+        assert out.verdict.startswith("NOT APPLICABLE: fails eta <= 1/L (T = 2, 4, 6)") and np.isnan(out.ratio)
+        for variant in ("printed", "dist"):
+            r = rows["two quantities", variant]
+            v = validation.verify(name, one_d(), variant=variant, rounds=15, lr=1.0)
+            assert r.verdict.startswith("holds") and v.verdict() == "holds"
+            assert r.measured == v.measured and r.bound == v.bound and r.quantity == v.quantity
+        assert rows["two quantities", "printed"].measured != rows["two quantities", "dist"].measured
+    finally:
+        for table_ in (SPECS, THEOREMS, CASES):
+            table_.pop(name, None)
+    zero = Verification("t", "printed", True, "", [], -2.8e-17, 0.0)
+    assert zero.ratio == 0.0 and zero.verdict() == "holds"
+    assert Verification("t", "printed", True, "", [], 1e-3, 0.0).ratio == float("inf")

@@ -109,9 +109,11 @@ class Verification:
 
     @property
     def ratio(self):
-        """measured / bound (0 for a zero measurement under a zero bound, inf for a positive one)."""
+        """measured / bound (0 for a measurement <= 0 under a zero bound, inf for a positive one)."""
         if self.bound == 0.0:
-            return 0.0 if self.measured == 0.0 else float("inf")
+            if self.measured != self.measured:
+                return float("nan")
+            return 0.0 if self.measured <= 0.0 else float("inf")
         return self.measured / self.bound
 
     @property
