@@ -452,7 +452,13 @@ def _falsify(args):
         f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None)
     except InvalidParameterError:
         raise
-    except (ValueError, HypothesisException) as e:        # no conforming space, or none could be drawn
+    except Exception as e:
+        case = getattr(e, "fedtheory_case", None)
+        if case is not None:                             # the user's theorem raised on a drawn case
+            raise UsageError(f"the theorem raised {type(e).__name__}: {e} (on the drawn case {case})") from None
+        if not isinstance(e, (ValueError, HypothesisException)):
+            raise
+        # no conforming space, or none could be drawn
         raise UsageError(f"{type(e).__name__}: {e}" if isinstance(e, HypothesisException) else str(e)) from None
     text = f.report()
     print(text)

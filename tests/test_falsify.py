@@ -102,6 +102,34 @@ def test_falsify_finds_and_shrinks_a_planted_false_bound(monkeypatch):
     assert f.replay().ratio == f.counterexample.ratio
 
 
+def test_an_error_in_the_users_theorem_is_raised_with_its_case_within_the_budget(monkeypatch, capsys):
+    """A theorem whose bound raises on some drawn cases: falsify raises that error (with a note naming
+    the case) after at most ``budget`` checks, and the command line says so in one line, exit 2.
+    Before, a failing check was not counted, its replay past the budget passed, and hypothesis
+    reported a "FlakyFailure" (the user's error never shown) after more checks than the budget."""
+    from fedtheory.__main__ import main
+    spec = _planted_spec()
+    calls = []
+
+    def bound(st_, m):
+        calls.append(st_["T"])
+        if st_["T"] >= 5:
+            raise ZeroDivisionError("user bound bug")
+        return 1.0
+    spec.variants["printed"] = Variant("raises from T = 5", bound)
+    monkeypatch.setitem(SPECS, spec.name, spec)
+    monkeypatch.setitem(THEOREMS, spec.name, lambda problem, variant=None, measurement=None, **kw:
+                        check(spec, problem, variant=variant, measurement=measurement, **kw))
+    with pytest.raises(ZeroDivisionError, match="user bound bug") as err:
+        validation.falsify(spec.name, budget=5, seed=0, progress=False)
+    assert len(calls) <= 5
+    assert any("raised by the theorem on the drawn case problem" in n for n in err.value.__notes__)
+    calls.clear()
+    assert main(["falsify", spec.name, "--budget", "5", "-q"]) == 2
+    assert len(calls) <= 5
+    assert "the theorem raised ZeroDivisionError: user bound bug (on the drawn case problem" in capsys.readouterr().err
+
+
 def test_conforms_decides_the_conditions_known_before_a_run():
     from fedtheory.theory.engine import conforms
     import problems

@@ -198,12 +198,19 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
         problem, params = case
         key = _key(problem, params)
         if key in seen:
+            if isinstance(seen[key], Exception):     # the theorem raised on this case: the same again (a
+                raise seen[key]                      # replay that passed made hypothesis report "flaky")
             return seen[key]
         if out.evaluations >= budget:
             return None
-        v = THEOREMS[name](problem, variant=variant, **params)
-        out.evaluations += 1
+        out.evaluations += 1                         # a case that raises counts against the budget too
         pbar.update(1)
+        try:
+            v = THEOREMS[name](problem, variant=variant, **params)
+        except Exception as e:
+            e.fedtheory_case = f"problem {problem!r}, parameters {params!r}"
+            seen[key] = e
+            raise
         if not v.applicable:
             out.skipped += 1
             res = None
@@ -234,6 +241,11 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
         search()
     except _Violated as e:
         out.counterexample = e.case
+    except Exception as e:
+        case = getattr(e, "fedtheory_case", None)
+        if case is not None and not any(case in n for n in getattr(e, "__notes__", ())):
+            e.add_note(f"falsify {name}: raised by the theorem on the drawn case {case}")
+        raise
     finally:
         pbar.close()
     return out
