@@ -323,5 +323,39 @@ def test_rate_study_rows_judge_each_variant_on_its_own_checks():
         for table_ in (SPECS, THEOREMS, CASES):
             table_.pop(name, None)
     zero = Verification("t", "printed", True, "", [], -2.8e-17, 0.0)
+    assert Verification("t", "printed", True, "", [], -5.6e-17, -3.3e-17).ratio == 0.0
     assert zero.ratio == 0.0 and zero.verdict() == "holds"
     assert Verification("t", "printed", True, "", [], 1e-3, 0.0).ratio == float("inf")
+
+
+def test_an_unknown_theorem_parameter_is_named_and_the_own_algorithm_takes_its_hyperparameters(userpkg_theory):
+    """A misspelt theorem parameter is an InvalidParameterError naming the theorem's parameters (it
+    was a raw TypeError from the setup), and naming the theorem's own algorithm accepts its
+    hyperparameters as naming another algorithm does (server_lr reaches the run)."""
+    from fedtheory.theory import check
+    spec, p = _server_lr_spec(), _problem()
+    inner = spec.setup
+    spec.setup = lambda problem, rounds=10, lr=0.5, seeds=1: inner(problem, rounds, lr, 1.0, seeds)
+    with pytest.raises(InvalidParameterError, match=r"'round' is not a parameter of the theorem \(rounds, lr, seeds\)"):
+        check(spec, p, round=5)
+    with pytest.raises(InvalidParameterError, match="goes with algorithm='fedavg'"):
+        check(spec, p, server_lr=0.5)
+    v = check(spec, p, algorithm="fedavg", server_lr=0.5)
+    assert v.algorithm == "fedavg" and v.run_kwargs["server_lr"] == 0.5 and v.conditions[0].value == 0.5
+    assert np.array_equal(ft.run(p, "fedavg", **v.run_kwargs).x, v.runs[0].x)
+
+
+def test_a_bound_below_zero_by_rounding_is_compared_not_refused(userpkg_theory):
+    """A bound that is negative by less than the measurement's floor (terms that cancel to rounding)
+    is compared with the measurement (holds, or UNRESOLVED at rounding level), never NOT APPLICABLE
+    with "a condition fails" while every condition holds; a bound below 0 by more stays refused."""
+    from fedtheory.theory import check
+    spec, p = _server_lr_spec(), _problem()
+    for shift, applicable in ((-1e-17, True), (-1.0, False)):
+        spec.variants["printed"] = Variant("shifted", lambda st, m, s=shift: s)
+        spec.floor = lambda st, m: 1e-14
+        spec.measure = lambda st, runs: dict(values=[0.0 * len(runs["main"])])      # at the optimum, say
+        v = check(spec, p, rounds=2)
+        assert v.applicable is applicable and all(c.ok for c in v.conditions), v.report()
+        if applicable:
+            assert v.verdict() in ("holds", "UNRESOLVED") and v.ratio in (0.0, float("inf"))

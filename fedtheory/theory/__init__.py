@@ -109,11 +109,12 @@ class Verification:
 
     @property
     def ratio(self):
-        """measured / bound (0 for a measurement <= 0 under a zero bound, inf for a positive one)."""
-        if self.bound == 0.0:
+        """measured / bound; under a bound <= 0 (zero, or below it by rounding) 0 for a measurement
+        at most the bound and inf for one above it, so that ratio <= 1 exactly when measured <= bound."""
+        if self.bound <= 0.0:
             if self.measured != self.measured:
                 return float("nan")
-            return 0.0 if self.measured <= 0.0 else float("inf")
+            return 0.0 if self.measured <= self.bound else float("inf")
         return self.measured / self.bound
 
     @property

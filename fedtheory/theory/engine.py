@@ -482,9 +482,11 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     var = spec.variants[variant]
     quantity = var.quantity or spec.quantity
     alg, sub = spec.algorithm, None
-    if algorithm is not None and _algorithm_name(algorithm, spec.name) != spec.algorithm:
+    takes = _setup_parameters(spec)
+    outside = [k for k in params if k not in takes]
+    if algorithm is not None and (_algorithm_name(algorithm, spec.name) != spec.algorithm or outside):
+        # another algorithm, or the theorem's own named with its hyperparameters the setup does not take
         alg = _algorithm_name(algorithm, spec.name)
-        takes = _setup_parameters(spec)
         own = {k: params.pop(k) for k in list(params) if k not in takes}
         sub = _Substitution(spec, alg, own)
         unknown = sorted(set(own) - set(sub.mine))
@@ -493,6 +495,12 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
             raise InvalidParameterError(
                 f"{spec.name} with algorithm {alg!r}: {', '.join(map(repr, unknown))} is neither a parameter of the "
                 f"theorem ({', '.join(takes)}) nor a hyperparameter of {alg!r} ({', '.join(sub.mine) or 'none'}).")
+
+    if sub is None and outside and not any(k.startswith("**") for k in takes):
+        from ..exceptions import InvalidParameterError
+        raise InvalidParameterError(
+            f"{spec.name}: {', '.join(map(repr, outside))} is not a parameter of the theorem ({', '.join(takes)}); "
+            f"a hyperparameter of its algorithm {spec.algorithm!r} goes with algorithm={spec.algorithm!r}.")
 
     def not_applicable(reason, conds=()):
         return Verification(spec.name, variant, False, reason, list(conds), float("nan"), float("nan"),
@@ -549,12 +557,14 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         return v
     setup = full
     reason = "; ".join(f"fails {c.name}" for c in failed)
-    if not failed and not (math.isfinite(bound) and bound >= 0):
+    floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
+    floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
+    # a bound below 0 by no more than the floor is 0 to rounding (a product of terms that cancel): the
+    # comparison goes on, and is UNRESOLVED where it rests on that rounding
+    if not failed and not (math.isfinite(bound) and bound >= -(floor if floor == floor else 0.0)):
         reason = (f"the bound is not a finite non-negative number ({bound:.4g}): a condition of the theorem "
                   "fails for these constants")
         failed = [None]
-    floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
-    floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
     details = {k: v for k, v in setup.items()}
     details["measurement"] = m
     details["variant_description"] = var.description
