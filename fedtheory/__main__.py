@@ -639,6 +639,12 @@ def _main(argv):
         except (ImportError, ValueError) as e:
             print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
             return 2
+        except Exception as e:                  # the user's module raised: its traceback, then exit 2 (an
+            import traceback                    # input error; 1 means a check failed or a counterexample)
+            traceback.print_exc()
+            print(f"fedtheory {args.cmd}: error: importing {', '.join(args.imports)} (--import) raised "
+                  f"{type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+            return 2
     _utf8_stdout()
     from . import _progress
     if args.quiet:

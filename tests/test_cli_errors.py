@@ -338,3 +338,17 @@ def _mkdir_works(path):
         return False
     path.rmdir()
     return True
+
+
+def test_a_user_module_that_raises_on_import_exits_2_with_its_traceback(tmp_path, monkeypatch, capsys):
+    """``--import`` of a module that raises (a bug in the user's file): its traceback, so that the user
+    can find the line, then one error line and exit 2 (an input error). It exited 1, the status of a
+    failed check or a counterexample."""
+    (tmp_path / "broken_user_mod.py").write_text("import math\nraise RuntimeError('typo in my module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["list", "--import", "broken_user_mod"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "broken_user_mod.py" in err
+    assert err.strip().splitlines()[-1] == ("fedtheory list: error: importing broken_user_mod (--import) raised "
+                                            "RuntimeError: typo in my module")
+    sys.modules.pop("broken_user_mod", None)
