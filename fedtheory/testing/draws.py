@@ -73,8 +73,9 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=log
     r"""``problems.quadratic`` with every argument drawn (a value or a strategy; the same problem,
     built from the components): exactly
     L-smooth, mu-strongly convex averages with heterogeneity :math:`\zeta_*^2` and gradient noise
-    of the given std. ``shared_minimizer=True``, or one client, forces heterogeneity 0. The construction is
-    kept as ``problem.info["recipe"]`` (a call that rebuilds it).
+    of the given std. ``shared_minimizer=True``, or one client, forces heterogeneity 0; ``dim=1``
+    forces mu = L (a 1 x 1 Hessian has one eigenvalue: draw ``dim`` from 2 up for a mu below L). The
+    construction is kept as ``problem.info["recipe"]`` (a call that rebuilds it), with the values used.
 
     Examples
     --------
