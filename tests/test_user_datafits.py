@@ -341,3 +341,42 @@ def test_a_parameter_stored_under_another_name_is_an_error_that_says_so():
     with pytest.raises(TypeError, match=r"parameter\(s\) \['scale'\] must be stored as attributes of the same name"):
         validation.ground_truth(p, cache=False)
     assert "not stored under their names" in repr(p.datafit)
+
+
+def test_a_datafit_of_another_form_is_not_certified_and_its_curvature_bound_is_explained():
+    """A datafit that is neither a margin datafit nor one with a constant Hessian (here a log-sum-exp of
+    the rows): nothing bounds the rounding error of its F, so its optimum is not certified, as
+    docs/ground-truth.md says (it was certified from a summation bound that does not cover its
+    value), and a 'curvature_bound' on it (which certifies margin datafits only) is explained rather
+    than asked for again."""
+    from scipy.special import logsumexp, softmax
+
+    from fedtheory.components import Datafit
+
+    class LogSumExpRows(Datafit):
+        name = "lse_rows_test"
+
+        def block_value(self, A, t, x):
+            return float(logsumexp(A @ x - t))
+
+        def block_grad(self, A, t, x):
+            return A.T @ softmax(A @ x - t)
+
+        def block_hessian(self, A, t, x):
+            p = softmax(A @ x - t)
+            return A.T @ (np.diag(p) - np.outer(p, p)) @ A
+
+        def cvxpy_block(self, A, t, x):
+            import cvxpy as cp
+            return cp.log_sum_exp(A @ x - t)
+
+    rng = np.random.default_rng(0)
+    A, t = [rng.normal(size=(6, 3)) for _ in range(2)], [rng.normal(size=6) for _ in range(2)]
+    p = FederatedProblem.from_clients(A, t, LogSumExpRows(l2=0.1))
+    with pytest.raises(UncertifiedOptimumError, match="neither a margin datafit .* nor one with a constant Hessian"):
+        validation.ground_truth(p, cache=False)
+    gt = validation.ground_truth(p, cache=False, certify="warn")
+    assert not gt.certified and np.isfinite(gt.f) and gt.residual < 1e-9
+    p.datafit.curvature_bound = 1.0
+    with pytest.raises(DataError, match="certifies the smoothness of a margin datafit .* only"):
+        p.datafit.smoothness(p.data)

@@ -282,6 +282,11 @@ class Datafit(Component):
     # ------------------------------------------------------------------ constants
     def _missing_curvature(self, what):
         from ..exceptions import DataError
+        if self.curvature_bound is not None and not isinstance(self, MarginDatafit):
+            return DataError(f"{what}: the datafit {self.name!r} declares a 'curvature_bound', which certifies "
+                             "the smoothness of a margin datafit (a loss of a_r^T x per row, subclass "
+                             "MarginDatafit) only; a datafit of another form certifies it with "
+                             "'constant_hessian' (an explicit Hessian), else its smoothness constant is unknown.")
         return DataError(f"{what}: the datafit {self.name!r} declares neither 'constant_hessian' nor a "
                          "'curvature_bound' (sup of the loss's second derivative per unit of ||a||^2), so "
                          "its smoothness constant cannot be certified; set 'curvature_bound' on the class.")

@@ -90,7 +90,8 @@ def eval_error(problem, x, eps=_EPS):
     Margin datafits: :math:`\sum_j \omega_j (|\ell'(z_j)| e_j + c_j e_j^2/2)` with e_j the
     margin errors (:func:`margin_error`) and c_j a bound on the curvature within e_j of z_j
     (:func:`curvature_near`), plus the
-    summation error of the total. Other datafits: the summation error only."""
+    summation error of the total. A datafit with a constant Hessian (a quadratic): the summation
+    error only. Any other datafit: inf (nothing bounds the error of its value; not certified)."""
     with np.errstate(over="ignore", invalid="ignore"):
         F = abs(float(problem.value(x)))
         m = problem.M.shape[0] if hasattr(problem, "M") else problem.dim
@@ -101,6 +102,8 @@ def eval_error(problem, x, eps=_EPS):
             d1 = np.abs(problem.datafit.dloss(z, problem.b))
             c = curvature_near(problem, z, e)
             total += float(problem._row_w @ (d1 * e + 0.5 * c * e * e))
+        elif not getattr(problem.datafit, "constant_hessian", False):
+            return np.inf
     return total if np.isfinite(total) else np.inf
 
 

@@ -866,8 +866,12 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
             why = (f"F cannot be evaluated in double precision to the tolerance near the least-squares "
                    f"solution (its rounding error there is up to {e_rank:.3g}); {why}; rescale the data")
     if not ok and "L" in info and not np.isfinite(f_err):
+        from ..components.base import MarginDatafit
         why = (f"the datafit {fit.name!r} declares no 'curvature_bound', so the rounding error of F near x* "
-               "cannot be bounded (nor L certified); set 'curvature_bound' on its class")
+               "cannot be bounded (nor L certified); set 'curvature_bound' on its class"
+               if isinstance(fit, MarginDatafit) else
+               f"the datafit {fit.name!r} is neither a margin datafit (MarginDatafit, with a 'curvature_bound') "
+               "nor one with a constant Hessian, so nothing bounds the rounding error of F near x*")
     info.update(f=f, f_lower=f_lower, f_upper=f_upper, f_eval_error=f_err, certified=ok, reason=why,
                 certificate=("QR residual" if ls is not None else "duality gap" if fit.squared_residual
                              and reg.sign_support and problem.is_composite and np.isfinite(f_lower)
