@@ -472,3 +472,21 @@ def test_constants_on_degenerate_data(kind, datafit):
         assert c.sigma_g_sq_kind == ref.sigma_g_sq_kind
     if kind == "all zero" and datafit == "least_squares":
         assert c.L == 0 and c.zeta_star_sq == 0 and c.gradient_diversity == 1.0
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), power=st.integers(-3, 3), col=st.integers(0, 2))
+def test_least_squares_with_a_column_an_exact_multiple_of_another_is_certified(seed, power, col):
+    """A column that is exactly 2^k times another (a unit change of one feature): the span is that of
+    the data without it, so F* is theirs, certified (it was refused: QR met a rounding-level pivot
+    along a direction the data do not have, and the refusal advised rescaling the data)."""
+    from fedtheory.components import LeastSquares
+    from fedtheory.problem import FederatedProblem
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((8, 3)) for _ in range(2)]
+    b = [rng.standard_normal(8) for _ in range(2)]
+    wide = [np.hstack([a, 2.0 ** power * a[:, [col]]]) for a in A]
+    base = validation.ground_truth(FederatedProblem.from_clients(A, b, LeastSquares()), cache=False, clients=False)
+    gt = validation.ground_truth(FederatedProblem.from_clients(wide, b, LeastSquares()), cache=False, clients=False)
+    assert gt.certified, gt.reason
+    assert abs(gt.f - base.f) <= 1e-14 * abs(base.f)

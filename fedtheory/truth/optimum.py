@@ -641,8 +641,9 @@ def _ls_reduce(problem):
 
     Identical rows a_j are merged (weights summed, targets averaged; their spread is the
     constant C, summed in extended precision); all-zero columns are dropped (x_j = 0); with
-    l2 = 0 duplicated columns keep their first copy (x_j + x_k only matters). Then the
-    sqrt(l2) I rows of the ridge."""
+    l2 = 0 duplicated columns, and columns that are an exact multiple of another, keep their first
+    copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`). Then the sqrt(l2) I rows of the
+    ridge."""
     M = _cert.dense_rows(problem)
     w, t = problem._row_w, np.asarray(problem.b, dtype=np.float64)
     U, inv = np.unique(M, axis=0, return_inverse=True)
@@ -655,12 +656,38 @@ def _ls_reduce(problem):
     if problem.l2 == 0 and keep.size > 1:
         _, first = np.unique(U[:, keep].T, axis=0, return_index=True)
         keep = keep[np.sort(first)]
+        keep = _drop_exact_multiples(U, keep)
     sw = np.sqrt(W)
     A, b = U[:, keep] * sw[:, None], tbar * sw
     if problem.l2:
         A = np.vstack([A, np.sqrt(problem.l2) * np.eye(keep.size)])
         b = np.concatenate([b, np.zeros(keep.size)])
     return A, b, C, keep
+
+
+def _drop_exact_multiples(U, keep):
+    """``keep`` without the columns that are an exact scalar multiple of an earlier kept column
+    (a_k = c a_j in every entry, bit for bit, in floating point): then a_j x_j + a_k x_k = a_j (x_j +
+    c x_k), so without a ridge x_k = 0 loses nothing and F* is unchanged, while QR would meet a
+    rounding-level pivot along a direction the data do not have. Candidates are grouped by the column
+    divided by its first nonzero entry; the multiple is then checked exactly."""
+    groups, out = {}, []
+    for j in keep:
+        col = U[:, j]
+        p = int(np.flatnonzero(col)[0])
+        with np.errstate(all="ignore"):
+            key = (p, (col / col[p]).tobytes())
+        dup = False
+        for i in groups.get(key, ()):
+            with np.errstate(all="ignore"):
+                c = col[p] / U[p, i]
+                dup = bool(np.isfinite(c) and np.array_equal(c * U[:, i], col))
+            if dup:
+                break
+        if not dup:
+            groups.setdefault(key, []).append(j)
+            out.append(j)
+    return np.asarray(out, dtype=keep.dtype)
 
 
 def _ls_solve(problem):
