@@ -886,13 +886,25 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
     if spread not in ("minmax", "std", None):
         raise ValueError(f"The 'spread' parameter of rate_plot must be one of {{'minmax', 'std', None}}. "
                          f"Got {spread!r} instead.")
+    for col in ("round", "run_id"):
+        if col not in df:
+            raise ValueError(f"rate_plot needs a {col!r} column (one row per evaluated round and run, each run with "
+                             f"its own run_id, as a sweep's results table has); the table has {sorted(df.columns)}.")
     if filters:
         df = filter_table(df, filters)
+    twice = df.duplicated(["round", "run_id"])
+    if twice.any():
+        r = df.loc[twice].iloc[0]
+        raise ValueError(f"rate_plot: run_id {r['run_id']!r} has several rows at round {r['round']}: each run (each "
+                         "seed of a configuration too) needs its own run_id, so that no row is dropped or merged.")
     logy = log_axis(y, df[y].to_numpy()) if logy is None else logy
     fig, ax = _figure(ax)
     curves = []
     for label, g in curve_groups(df, by, readable=True):
         piv = g.pivot_table(index="round", columns="run_id", values=y, aggfunc="first", dropna=False)
+        fin = np.isfinite(piv.to_numpy(dtype=float))
+        last = np.array([piv.index[np.flatnonzero(c)[-1]] if c.any() else piv.index[0] for c in fin.T])
+        ended = int(np.sum(last < piv.index[-1])) if piv.shape[1] > 1 else 0
         xs = pd.to_numeric(g.groupby("round")[x].mean(), errors="coerce").reindex(piv.index).to_numpy(dtype=float)
         vals = piv.to_numpy(dtype=float)
         import warnings
@@ -903,7 +915,13 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
             if spread == "std":
                 sd = np.nanstd(vals, axis=1)
                 lo, hi = mean - sd, mean + sd
-        curves.append((label or Y_LABELS.get(y, y), xs, mean, lo, hi, piv.shape[1]))
+        label = label or Y_LABELS.get(y, y)
+        if ended:                  # a seed's history ends (it diverged): no mean over the survivors beyond
+            t_end = last.min()
+            cut = piv.index.to_numpy() > t_end
+            mean, lo, hi = (np.where(cut, np.nan, a) for a in (mean, lo, hi))
+            label += f" (mean up to round {t_end:g}, where {ended} of {piv.shape[1]} seeds end)"
+        curves.append((label, xs, mean, lo, hi, piv.shape[1]))
     band_values = [a for c in curves for a in (c[3], c[4])] if spread else []
     xb = yb = None
     if bound is not None:
@@ -938,7 +956,7 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
         if np.isnan(mean).all():
             label += " (no value)"
         ax.plot(xs, shown, lw=1.6, marker=MARKERS[j % len(MARKERS)], ms=3.5, markevery=(j % step, step), **style,
-                label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 else ""))
+                label=label + (f" ({n_seeds} seeds)" if n_seeds > 1 and "seeds end)" not in label else ""))
         if spread and n_seeds > 1:
             with np.errstate(invalid="ignore"):
                 b_lo, b_hi = (np.clip(lo, *limits), np.clip(hi, *limits)) if logy else (lo, hi)

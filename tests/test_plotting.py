@@ -297,3 +297,34 @@ def test_a_point_between_gaps_is_drawn():
     assert list(alone[0].get_xdata()) == [0, 2] and list(alone[0].get_ydata()) == [1.0, 0.01]
     marks = [ln for ln in ax.lines if ln.get_label() == "_off_axis"]
     assert sorted(marks[0].get_xdata()) == [1, 3]
+
+
+def _hist_rows(scale, run_id, seed, rounds=range(11)):
+    r = np.asarray(list(rounds))
+    return pd.DataFrame({"round": r, "comm_up": 4 * r, "grad_evals": 10 * r, "grad_mapping_sq": scale * 0.5 ** r,
+                         "run_id": run_id, "param_algorithm": "fedavg", "param_seed": seed})
+
+
+def test_rate_plot_refuses_a_run_id_shared_by_two_runs_and_a_table_without_run_ids():
+    """Two seeds under one run_id were merged silently (the first row of each round kept: one seed
+    drawn as the mean); a table without run_id was a bare KeyError."""
+    from fedtheory.plotting import rate_plot
+    with pytest.raises(ValueError, match="run_id 'fedavg' has several rows at round 0"):
+        rate_plot(pd.concat([_hist_rows(1.0, "fedavg", 0), _hist_rows(100.0, "fedavg", 1)]), y="grad_mapping_sq")
+    with pytest.raises(ValueError, match="rate_plot needs a 'run_id' column"):
+        rate_plot(_hist_rows(1.0, "x", 0).drop(columns="run_id"), y="grad_mapping_sq")
+    fig = rate_plot(pd.concat([_hist_rows(1.0, "a", 0), _hist_rows(100.0, "b", 1)]), y="grad_mapping_sq")
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), 50.5 * 0.5 ** np.arange(11))
+
+
+def test_rate_plot_stops_the_mean_where_a_seed_ends_and_says_so():
+    """A seed whose history ends (a diverged run keeps its finite rows) left the mean of the survivors
+    beyond, a 100x drop the legend ('2 seeds') did not explain: the mean now stops there, labelled."""
+    from fedtheory.plotting import rate_plot
+    fig = rate_plot(pd.concat([_hist_rows(1.0, "a", 0), _hist_rows(100.0, "b", 1, rounds=range(5))]),
+                    y="grad_mapping_sq")
+    y = fig.axes[0].lines[0].get_ydata()
+    np.testing.assert_allclose(y[:5], 50.5 * 0.5 ** np.arange(5))
+    assert np.isnan(y[5:]).all()
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "FedAvg (mean up to round 4, where 1 of 2 seeds end)"]
