@@ -297,3 +297,27 @@ def test_kernel_cache_is_found_and_cleared_where_numba_keeps_it(tmp_path, env_di
         assert where == src / "__pycache__"
     assert out[1] == "1 True"                  # the compiled function's index is there; stamp written
     assert out[2] == "True 0"                  # a changed source clears every cached function there
+
+
+def test_strategy_ranges_reach_their_ends_and_refuse_what_they_cannot_draw():
+    """log_uniform draws lo and hi themselves (exp(log(lo)) rounds above lo: a boundary such as
+    lr = 1/L was never tried); quadratics' default mu is relative to L (with L < 0.5 it failed on a
+    mu the user never passed); a range a strategy cannot draw from is an error naming it (integers
+    (1.5, 3) drew 1, log_uniform(0, 1) was a math domain error)."""
+    from hypothesis import find
+
+    from fedtheory.testing import strategies as fts
+    for lo, hi in ((0.1, 10.0), (1e-3, 10.0), (0.1, 30.0)):
+        assert find(fts.log_uniform(lo, hi), lambda v: v <= lo) == lo
+        assert find(fts.log_uniform(lo, hi), lambda v: v >= hi) == hi
+    for L in (1e-3, 0.2, 1e3):
+        p = find(fts.quadratics(L=L, dim=3), lambda p: p.info["mu"] < 0.03 * p.info["L"])
+        assert p.info["L"] == pytest.approx(L, rel=1e-12) and 0.02 * L <= p.info["mu"] < 0.03 * L
+    for bad, msg in ((lambda: fts.integers(1.5, 3), "'lo' parameter .* must be an integer"),
+                     (lambda: fts.log_uniform(0, 1), "'lo' parameter .*log_uniform"),
+                     (lambda: fts.uniform(2.0, 1.0), "the range is empty"),
+                     (lambda: find(fts.around(np.zeros((2, 2)), radius=1.0), lambda x: True),
+                      "'center' parameter .* must be a non-empty vector"),
+                     (lambda: find(fts.unit_vectors(0), lambda u: True), "'dim' parameter .* int >= 1")):
+        with pytest.raises(ValueError, match=msg):
+            bad()

@@ -297,7 +297,7 @@ class _Substitution:
 
     def hide(self, setup):
         """The setup with the dropped hyperparameters made unreadable: the keys of their names, and
-        the keys whose value reaches one through the spec's run arguments under another name (the
+        the keys whose value reaches one through the theorem's run arguments under another name (the
         paper's ``eta_g`` passed as ``server_lr=st["eta_g"]``), found by changing each number of the
         setup and seeing whether a dropped hyperparameter changes with it."""
         hidden = {k for k in self.dropped if k in setup} | self._feeding(setup)
@@ -323,7 +323,7 @@ class _Substitution:
         return out
 
     def hidden_name(self, err):
-        """The hidden key a KeyError or AttributeError raised by the spec's code names, or None (a
+        """The hidden key a KeyError or AttributeError raised by the theorem's code names, or None (a
         spec that copied the setup, ``SimpleNamespace(**st)`` or ``dict(st)``, gets it without it)."""
         name = getattr(err, "name", None) if isinstance(err, AttributeError) else (err.args[0] if err.args else None)
         return name if isinstance(name, str) and name in self._hidden_keys else None
