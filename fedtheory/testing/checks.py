@@ -55,7 +55,9 @@ def suite_problems():
     As, ys = _rng_data(2, sparse=True, labels=True)
     Q, C, w, info = synthetic_quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0, hessian="distinct")
     return {
-        "least_squares": FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares"),
+        # non-uniform client weights (an algorithm that averages without ctx.weights is caught)
+        "least_squares": FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares",
+                                                       weights=np.arange(1.0, len(A) + 1.0) ** 2),
         "logistic": FederatedProblem.from_clients(Al, yl, Logistic(l2=0.05), name="logistic"),
         "logistic_csr": FederatedProblem.from_clients(As, ys, Logistic(l2=0.05), name="logistic"),
         "quadratic": FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, name="quadratic",
@@ -226,6 +228,15 @@ def check_backends_agree(name):
             agree(key, p, kw)
     for opts in option_grid(name)[1:]:
         agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts))
+    # a step-size schedule (a twin that reads lrs[0] for every step agrees under a constant lr) and noise
+    agree("logistic", problems_["logistic"], dict(batch_size=5, lr=_schedule(name)))
+    agree("noisy_quadratic", _noisy_quadratic(), _sampled(name, 4))
+
+
+def _schedule(name):
+    """A decreasing step-size schedule from the algorithm's test step size (0.05 without one)."""
+    lr0 = float(get_algorithm(name).test_params.get("lr", 0.05))
+    return lambda t: lr0 / (1.0 + 0.1 * t)
 
 
 def _fused_cases(name):
@@ -240,7 +251,7 @@ def _fused_cases(name):
                                     "batch_replacement": True}),
                   ("least_squares", {"sampling": "bernoulli", "participation": 0.5}),
                   ("noisy_quadratic", {"clients_per_round": 4})]
-    cases.append(("logistic", {"lr": lambda t: 0.05 / (1.0 + 0.1 * t)} if "lr" not in cls.test_params else {}))
+    cases.append(("logistic", {"lr": _schedule(name)}))
     if "weight_decay" in cls.released_options:
         cases.append(("logistic", {"weight_decay": 0.01}))
     if "clip_norm" in cls.released_options:
@@ -334,6 +345,24 @@ def check_fixed_point_or_drift(name):
         res = run(p, name, rounds=1, local_steps=5, x0=xs, **_params(name))
         drift = np.linalg.norm(res.x - xs)
         assert drift > 1e-6, f"{name} is declared inexact but x* is (nearly) fixed: drift {drift:.2e}"
+
+
+def check_client_weights_reach_the_iterates(name):
+    """The problem's client weights w_i reach the iterates: under full participation the same data
+    with non-uniform and with uniform weights (two objectives F = sum_i w_i f_i) give different
+    models after a few rounds. An algorithm that averages without ``ctx.weights`` gives the same
+    models on both (every other check uses uniform weights, where the two coincide)."""
+    from ..components import LeastSquares
+    A, b = _rng_data(0)
+    w = np.arange(1.0, len(A) + 1.0) ** 2
+    runs = []
+    for weights in (w, np.ones(len(A))):
+        p = FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares", weights=weights)
+        runs.append(run(p, name, rounds=3, local_steps=2, seed=1, **_params(name)).x)
+    diff = np.abs(runs[0] - runs[1]).max()
+    assert diff > 1e-8 * max(1.0, np.abs(runs[1]).max()), \
+        (f"{name}: the same data with client weights {w.tolist()} and with uniform weights give the same model "
+         f"(difference {diff:.3e}): the server does not weigh the clients by ctx.weights")
 
 
 def check_convergence_smoke(name):
@@ -439,7 +468,8 @@ def check_trace(name):
 
 ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
               check_backends_agree, check_fused_matches_per_round, check_reductions, check_fixed_point_or_drift,
-              check_convergence_smoke, check_history_schema, check_divergence_reported, check_trace)
+              check_client_weights_reach_the_iterates, check_convergence_smoke, check_history_schema,
+              check_divergence_reported, check_trace)
 
 
 def yield_checks(name):
