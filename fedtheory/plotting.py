@@ -629,18 +629,21 @@ def param_name(column):
     return name.replace("_", " ")
 
 
-def _value_text(v):
-    """A parameter value for a label: numbers with up to four significant digits, text as is."""
+def _value_text(v, exact=False):
+    """A parameter value for a label: numbers with up to four significant digits (``exact``: the
+    shortest text that reads back as the same float), text as is."""
+    def num(f):
+        return repr(float(f)) if exact else f"{f:.4g}"
     if isinstance(v, str):
         try:
             f = float(v)
         except ValueError:
             return v
-        return v if not np.isfinite(f) else f"{f:.4g}"
+        return v if not np.isfinite(f) else num(f)
     if isinstance(v, (bool, np.bool_)):
         return str(bool(v))
     if isinstance(v, (int, float, np.integer, np.floating)):
-        return f"{float(v):.4g}" if isinstance(v, (float, np.floating)) else str(v)
+        return num(v) if isinstance(v, (float, np.floating)) else str(v)
     return str(v)
 
 
@@ -781,19 +784,24 @@ def curve_groups(df, by=None, exclude=("param_seed",), readable=False):
         algs = df["param_algorithm"].unique() if "param_algorithm" in df else []
         return [(alg(algs[0]) if len(algs) == 1 else "", df)]
     keys = [df[c].map(_key) for c in by]
-    out = []
+    groups = []
     for key, g in df.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         parts = [(b.removeprefix("param_"), k) for b, k in zip(by, key) if k != "None"]
         if "param_algorithm" not in by and "param_algorithm" in g and g["param_algorithm"].nunique() == 1:
             parts.insert(0, ("algorithm", str(g["param_algorithm"].iloc[0])))
+        groups.append((parts, g))
+
+    def labels(exact):
         if readable:
-            label = ", ".join(alg(k) if b == "algorithm" else f"{param_name(b)} = {_value_text(k)}"
-                              for b, k in parts) or "(defaults)"
-        else:
-            label = ", ".join(k if b == "algorithm" else f"{b}={k}" for b, k in parts) or "(defaults)"
-        out.append((label, g))
-    return out
+            return [", ".join(alg(k) if b == "algorithm" else f"{param_name(b)} = {_value_text(k, exact)}"
+                              for b, k in parts) or "(defaults)" for parts, _ in groups]
+        return [", ".join(k if b == "algorithm" else f"{b}={k}" for b, k in parts) or "(defaults)"
+                for parts, _ in groups]
+    names = labels(False)
+    if len(set(names)) < len(names):          # four digits merged two settings (0.1 and 0.100004)
+        names = labels(True)
+    return [(label, g) for label, (_, g) in zip(names, groups)]
 
 
 def _figure(ax, figsize=(6.5, 4)):

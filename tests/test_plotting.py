@@ -328,3 +328,15 @@ def test_rate_plot_stops_the_mean_where_a_seed_ends_and_says_so():
     assert np.isnan(y[5:]).all()
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
         "FedAvg (mean up to round 4, where 1 of 2 seeds end)"]
+
+
+def test_legend_labels_of_distinct_settings_stay_distinct():
+    """Four significant digits merged lr = 0.1 and 0.100004 into one legend text for two curves; the
+    labels of a plot now keep the digits that tell them apart (and only then)."""
+    from fedtheory.plotting import curve_groups
+    t = pd.DataFrame({"run_id": list("abcd"), "param_algorithm": ["fedavg"] * 4,
+                      "param_lr": [0.1, 0.100004, 1e-5, 1.00004e-5]})
+    labels = [label for label, _ in curve_groups(t, readable=True)]
+    assert len(set(labels)) == 4 and "FedAvg, lr = 0.100004" in labels
+    t2 = t.assign(param_lr=[0.1, 0.2, 0.123456789, 0.3])
+    assert "FedAvg, lr = 0.1235" in [label for label, _ in curve_groups(t2, readable=True)]
