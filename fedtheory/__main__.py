@@ -416,7 +416,8 @@ def _verify(args):
         jobs = max(1, (os.cpu_count() or 1) + 1 + jobs)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness,
                        jobs=jobs)
-    return 1 if df.verdict.astype(str).str.startswith("UNEXPECTED").any() else 0
+    verdicts = df.verdict.astype(str)           # a violation no expectation covers fails the check too
+    return 1 if (verdicts.str.startswith("UNEXPECTED") | verdicts.str.startswith("VIOLATED")).any() else 0
 
 
 def _errata(args):

@@ -359,3 +359,37 @@ def test_a_bound_below_zero_by_rounding_is_compared_not_refused(userpkg_theory):
         assert v.applicable is applicable and all(c.ok for c in v.conditions), v.report()
         if applicable:
             assert v.verdict() in ("holds", "UNRESOLVED") and v.ratio in (0.0, float("inf"))
+
+
+def test_verify_exits_1_on_a_violated_row_that_no_expectation_covers(tmp_path):
+    """A rate study whose bound is false gives VIOLATED rows (no Case expectation covers a rate
+    study): `fedtheory verify` exits 1, as for UNEXPECTED (it exited 0)."""
+    from fedtheory.__main__ import main
+    from fedtheory.theory import CASES, SPECS, THEOREMS, register_cases
+    from fedtheory.theory.engine import gap_floor, register_spec
+
+    def setup(problem, rounds=30, lr=1.0, seeds=1):
+        x0 = problem.info["x_star"] + 1.0
+        return dict(T=rounds, lr=lr, mu=problem.info["mu"], seeds=seeds, x0=x0, f_star=problem.info["f_star"],
+                    f0=problem.value(x0) - problem.info["f_star"])
+
+    name = "test.false_rate"
+    register_spec(TheoremSpec(
+        name=name, algorithm="fedavg", statement="a false rate: (1 - mu eta)^(3T) (f(x^0) - f*)",
+        setup=setup, run_kwargs=lambda st: dict(rounds=st["T"], local_steps=1, lr=st["lr"], x0=st["x0"]),
+        measure=lambda st, runs: {"values": [st["problem"].value(r.x) - st["f_star"] for r in runs["main"]]},
+        conditions=lambda st, m: [],
+        variants={"printed": Variant("false", lambda st, m: (1 - st["mu"] * st["lr"]) ** (3 * st["T"]) * st["f0"])},
+        quantity="f(x^T) - f*", floor=lambda st, m: gap_floor(st["f_star"], st["f0"] + st["f_star"])))
+
+    @register_cases(name)
+    def cases(quick=False):
+        return [], [RateStudy("false", lambda: problems.quadratic(1, 2, L=1.0, mu=0.1, seed=0), [20, 30, 40],
+                              lambda T: dict(rounds=T, lr=1.0), variants=("printed",), form="geometric",
+                              predicted_factor=0.9)]
+    try:
+        assert main(["verify", "--theorem", name, "--quick", "--out", str(tmp_path / "v"), "-j", "1", "-q"]) == 1
+        assert "VIOLATED" in (tmp_path / "v" / "report.md").read_text()
+    finally:
+        for table_ in (SPECS, THEOREMS, CASES):
+            table_.pop(name, None)
