@@ -55,9 +55,7 @@ def suite_problems():
     As, ys = _rng_data(2, sparse=True, labels=True)
     Q, C, w, info = synthetic_quadratic(6, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=0, hessian="distinct")
     return {
-        # non-uniform client weights (an algorithm that averages without ctx.weights is caught)
-        "least_squares": FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares",
-                                                       weights=np.arange(1.0, len(A) + 1.0) ** 2),
+        "least_squares": FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares"),
         "logistic": FederatedProblem.from_clients(Al, yl, Logistic(l2=0.05), name="logistic"),
         "logistic_csr": FederatedProblem.from_clients(As, ys, Logistic(l2=0.05), name="logistic"),
         "quadratic": FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, name="quadratic",
@@ -228,9 +226,19 @@ def check_backends_agree(name):
             agree(key, p, kw)
     for opts in option_grid(name)[1:]:
         agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts))
-    # a step-size schedule (a twin that reads lrs[0] for every step agrees under a constant lr) and noise
+    # a step-size schedule (a twin that reads lrs[0] for every step agrees under a constant lr), noise,
+    # and non-uniform client weights
     agree("logistic", problems_["logistic"], dict(batch_size=5, lr=_schedule(name)))
     agree("noisy_quadratic", _noisy_quadratic(), _sampled(name, 4))
+    agree("weighted least_squares", _weighted_least_squares(), {})
+
+
+def _weighted_least_squares():
+    """The suite's least squares with client weights proportional to (i + 1)^2."""
+    from ..components import LeastSquares
+    A, b = _rng_data(0)
+    return FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares",
+                                         weights=np.arange(1.0, len(A) + 1.0) ** 2)
 
 
 def _schedule(name):
@@ -351,18 +359,15 @@ def check_client_weights_reach_the_iterates(name):
     """The problem's client weights w_i reach the iterates: under full participation the same data
     with non-uniform and with uniform weights (two objectives F = sum_i w_i f_i) give different
     models after a few rounds. An algorithm that averages without ``ctx.weights`` gives the same
-    models on both (every other check uses uniform weights, where the two coincide)."""
-    from ..components import LeastSquares
-    A, b = _rng_data(0)
-    w = np.arange(1.0, len(A) + 1.0) ** 2
-    runs = []
-    for weights in (w, np.ones(len(A))):
-        p = FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares", weights=weights)
-        runs.append(run(p, name, rounds=3, local_steps=2, seed=1, **_params(name)).x)
+    models on both (the other checks run mostly on uniform weights, where the two coincide)."""
+    weighted = _weighted_least_squares()
+    w = weighted.weights * (weighted.weights.size / weighted.weights.sum())
+    runs = [run(p, name, rounds=3, local_steps=2, seed=1, **_params(name)).x
+            for p in (weighted, suite_problems()["least_squares"])]
     diff = np.abs(runs[0] - runs[1]).max()
     assert diff > 1e-8 * max(1.0, np.abs(runs[1]).max()), \
-        (f"{name}: the same data with client weights {w.tolist()} and with uniform weights give the same model "
-         f"(difference {diff:.3e}): the server does not weigh the clients by ctx.weights")
+        (f"{name}: the same data with client weights {np.round(w, 3).tolist()} (times 1/n) and with uniform weights "
+         f"give the same model (difference {diff:.3e}): the server does not weigh the clients by ctx.weights")
 
 
 def check_convergence_smoke(name):
