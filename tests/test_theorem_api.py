@@ -393,3 +393,17 @@ def test_verify_exits_1_on_a_violated_row_that_no_expectation_covers(tmp_path):
     finally:
         for table_ in (SPECS, THEOREMS, CASES):
             table_.pop(name, None)
+
+
+def test_a_violation_within_the_seeds_sampling_noise_is_unresolved():
+    """An expectation bound compared with a mean over a few seeds: an excess within 2 standard errors
+    is sampling noise, UNRESOLVED (the falsifier's shrinker slid to such a case, 2 seeds, excess
+    1e-4 against a spread of 8e-4, and reported it as a counterexample); beyond it, VIOLATED; one
+    seed (no spread known) is judged against the rounding floor only."""
+    from fedtheory.theory import NOISE_SE, Verification
+    noisy = Verification("t", "corrected", True, "", [], 0.002112, 0.002004, stderr=0.0008)
+    assert noisy.verdict() == "UNRESOLVED" and "sampling noise" in noisy.unresolved_reason
+    assert noisy.noise == NOISE_SE * 0.0008
+    assert Verification("t", "corrected", True, "", [], 0.002112, 0.002004, stderr=1e-5).verdict() == "VIOLATED"
+    assert Verification("t", "corrected", True, "", [], 0.002112, 0.002004).verdict() == "VIOLATED"
+    assert Verification("t", "corrected", True, "", [], 0.002, 0.002004, stderr=0.0008).verdict() == "holds"

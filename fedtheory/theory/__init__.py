@@ -11,6 +11,9 @@ from typing import NamedTuple
 import numpy as np
 
 THEOREMS = {}
+#: A mean over seeds above an (expectation) bound by no more than this many standard errors is
+#: UNRESOLVED, not VIOLATED: the excess is within the sampling noise (:attr:`Verification.noise`).
+NOISE_SE = 2.0
 CASES = {}
 SPECS = {}
 
@@ -118,12 +121,20 @@ class Verification:
         return self.measured / self.bound
 
     @property
+    def noise(self):
+        """The sampling noise a violation must exceed: :data:`NOISE_SE` standard errors of the mean
+        over the seeds (0 with one seed, whose spread is unknown)."""
+        return NOISE_SE * self.stderr if self.stderr == self.stderr else 0.0
+
+    @property
     def resolved(self):
-        """False when the comparison of measured and bound rests on rounding (:attr:`floor`), or
-        the measurement itself cannot be resolved (``unresolved`` names why)."""
+        """False when the comparison of measured and bound rests on rounding (:attr:`floor`) or on
+        the seeds' sampling noise (:attr:`noise`: a mean over a few seeds above an expectation
+        bound by less than that is not a violation), or the measurement itself cannot be resolved
+        (``unresolved`` names why)."""
         if self.unresolved:
             return False
-        return bool(self.measured <= self.bound or self.measured - self.bound > self.floor)
+        return bool(self.measured <= self.bound or self.measured - self.bound > max(self.floor, self.noise))
 
     @property
     def holds(self):
@@ -148,6 +159,9 @@ class Verification:
             return self.unresolved
         if self.measured != self.measured or self.bound != self.bound:
             return "the measurement or the bound is not a number"
+        if self.noise > self.floor:
+            return (f"measured exceeds the bound by {self.measured - self.bound:.3g}, within {NOISE_SE:g} standard "
+                    f"errors ({self.noise:.3g}) of the mean over the seeds (sampling noise: more seeds resolve it)")
         return (f"measured exceeds the bound by {self.measured - self.bound:.3g}, within the resolution floor "
                 f"{self.floor:.3g} of the measurement (rounding level)")
 
