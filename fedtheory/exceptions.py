@@ -37,3 +37,8 @@ class UncertifiedOptimumError(ValueError):
 class UncertifiedOptimumWarning(RuntimeWarning):
     """``ground_truth(..., certify="warn")`` returned a result marked ``certified=False``: its F*
     is not known to the tolerance, and runs measured against it show suboptimality as NaN."""
+
+
+class DeclarationError(TypeError):
+    """An algorithm class declares something invalid (a hyperparameter without constraints): a
+    TypeError, raised when the class is used; the public check suite reports it as a failed check."""

@@ -222,3 +222,40 @@ def test_the_public_checks_catch_a_twin_that_ignores_the_schedule_and_a_server_t
     finally:
         for n in names:
             ALGORITHMS.pop(n, None)
+
+
+def test_an_invalid_declaration_fails_every_check_with_an_assertion_error():
+    """A hyperparameter without constraints: the checks that run the algorithm report it as the
+    failed check it is (AssertionError naming the algorithm and the hyperparameter), as the suite's
+    contract says, not a TypeError; the class itself still raises a TypeError (DeclarationError)."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pytest
+
+    from fedtheory.exceptions import DeclarationError
+    from fedtheory.registry import ALGORITHMS, get_algorithm, register
+    from fedtheory.testing import yield_checks
+
+    @dataclass(frozen=True)
+    class Unconstrained(get_algorithm("fedprox")):
+        extra: float = 1.0
+        name: ClassVar[str] = "test_unconstrained"
+        compiled_rules: ClassVar = None
+        reductions: ClassVar[list] = []
+
+    register(Unconstrained)
+    try:
+        with pytest.raises(TypeError, match="'extra' without constraints"):
+            Unconstrained()
+        assert issubclass(DeclarationError, TypeError)
+        failed = []
+        for check in yield_checks("test_unconstrained"):       # any other exception fails this test
+            try:
+                check("test_unconstrained")
+            except AssertionError as e:
+                assert "test_unconstrained" in str(e)
+                failed.append(check.__name__)
+        assert len(failed) >= 9, failed            # those that run it (the others have nothing to compare)
+    finally:
+        ALGORITHMS.pop("test_unconstrained", None)

@@ -430,7 +430,8 @@ class Algorithm:
         for f in dataclasses.fields(self):
             allowed = self.constraints.get(f.name)
             if not allowed:
-                raise TypeError(
+                from ..exceptions import DeclarationError
+                raise DeclarationError(
                     f"{type(self).__qualname__} declares the hyperparameter {f.name!r} without constraints: "
                     f"constraints[{f.name!r}] must list what it accepts, e.g. [Interval(float, 0, None, "
                     "'neither')] (docs/add-your-own-algorithm.md).")

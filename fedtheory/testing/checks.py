@@ -471,10 +471,27 @@ def check_trace(name):
                 f"{name}: the local path does not start at the broadcast model"
 
 
-ALL_CHECKS = (check_param_validation, check_determinism, check_no_recompilation,
-              check_backends_agree, check_fused_matches_per_round, check_reductions, check_fixed_point_or_drift,
-              check_client_weights_reach_the_iterates, check_convergence_smoke, check_history_schema,
-              check_divergence_reported, check_trace)
+def _failing_on_declarations(check):
+    """``check`` with an invalid declaration of the algorithm (:class:`DeclarationError`, e.g. a
+    hyperparameter without constraints) reported as the failed check it is: AssertionError."""
+    import functools
+
+    from ..exceptions import DeclarationError
+
+    @functools.wraps(check)
+    def wrapped(name):
+        try:
+            return check(name)
+        except DeclarationError as e:
+            raise AssertionError(f"{name}: {e}") from e
+    return wrapped
+
+
+ALL_CHECKS = tuple(_failing_on_declarations(c) for c in (
+    check_param_validation, check_determinism, check_no_recompilation,
+    check_backends_agree, check_fused_matches_per_round, check_reductions, check_fixed_point_or_drift,
+    check_client_weights_reach_the_iterates, check_convergence_smoke, check_history_schema,
+    check_divergence_reported, check_trace))
 
 
 def yield_checks(name):
