@@ -146,82 +146,55 @@ def test_lfgd_fixed_point_closed_form(E):
     assert (gap < 1e-12) if E == 1 else (gap > 1e-4)
 
 
-def test_the_public_checks_catch_a_twin_that_ignores_the_schedule_and_a_server_that_ignores_the_weights():
-    """Two broken copies of a correct round-by-round algorithm (server momentum), each passing every
-    check before: a NumPy twin that uses the first step size at every local step (it agrees under a
-    constant step size) and a server that averages without ctx.weights (every suite problem had
-    uniform weights)."""
+def test_the_public_checks_catch_a_twin_that_ignores_the_schedule_and_a_server_that_ignores_the_weights(
+        forget_user_modules):
+    """Two broken copies of the user package's server heavy ball, each passing every check before: a
+    NumPy twin that uses the first step size at every local step (it agrees under a constant step
+    size) and a server that averages without ctx.weights (every suite problem had uniform weights)."""
     from dataclasses import dataclass
     from typing import ClassVar
 
     import numpy as np
     import pytest
 
-    from fedtheory.algorithms.base import Algorithm, Interval
-    from fedtheory.registry import ALGORITHMS, register
+    from fedtheory import registry
     from fedtheory.testing.checks import check_backends_agree, check_client_weights_reach_the_iterates
+    registry.import_modules(["userpkg"])
+    heavy_ball = registry.get_algorithm("userpkg_heavyball")
+
+    class FirstStepOnly:
+        """The round context with every local step size replaced by the first."""
+        def __init__(self, ctx):
+            self._ctx, self.lrs = ctx, np.full_like(ctx.lrs, ctx.lrs[0])
+
+        def __getattr__(self, name):
+            return getattr(self._ctx, name)
 
     @dataclass(frozen=True)
-    class Momentum(Algorithm):
-        beta: float = 0.5
-        name: ClassVar[str] = "test_momentum_ok"
-        reference: ClassVar[str] = "a test"
-        constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")]}
-        comm: ClassVar[tuple] = (1, 1)
-        test_params: ClassVar[dict] = {"lr": 0.1}
-
-        def init(self, problem, x0):
-            x = np.array(x0, dtype=float)
-            return {"x": x, "m": np.zeros_like(x)}
-
-        def local_round(self, state, ctx):
-            Y, fail = ctx.local_sgd(state["x"])
-            return {"y": Y, "fail": fail}
-
-        def step(self, ctx, k):
-            return ctx.lrs[k]
+    class FirstLrTwin(heavy_ball):
+        name: ClassVar[str] = "test_first_lr_twin"
+        reductions: ClassVar[list] = []
 
         def local_round_reference(self, state, ctx):
-            x = state["x"]
-            Y = np.empty((ctx.S, x.shape[0]))
-            for s in range(ctx.S):
-                y = x.copy()
-                for k in range(ctx.K):
-                    y = y - self.step(ctx, k) * ctx.grad(s, k, y)
-                Y[s] = y
-            return {"y": Y}
-
-        def server_update(self, state, ctx, messages):
-            x, w = state["x"], ctx.weights
-            m = self.beta * state["m"] + (w @ messages["y"] - w.sum() * x)
-            return {**state, "x": x + m, "m": m}
+            return super().local_round_reference(state, FirstStepOnly(ctx))
 
     @dataclass(frozen=True)
-    class FirstLrTwin(Momentum):
-        name: ClassVar[str] = "test_first_lr_twin"
-
-        def step(self, ctx, k):
-            return ctx.lrs[0]
-
-    @dataclass(frozen=True)
-    class MeanServer(Momentum):
+    class MeanServer(heavy_ball):
         name: ClassVar[str] = "test_mean_server"
+        reductions: ClassVar[list] = []
 
         def server_update(self, state, ctx, messages):
             x = state["x"]
-            m = self.beta * state["m"] + (messages["y"].mean(axis=0) - x)
-            return {**state, "x": x + m, "m": m}
-    names = [register(c).name for c in (Momentum, FirstLrTwin, MeanServer)]
-    try:
-        check_backends_agree("test_momentum_ok")
-        check_client_weights_reach_the_iterates("test_momentum_ok")
-        with pytest.raises(AssertionError, match="numba vs python differ"):
-            check_backends_agree("test_first_lr_twin")
-        with pytest.raises(AssertionError, match="the server does not weigh the clients by ctx.weights"):
-            check_client_weights_reach_the_iterates("test_mean_server")
-    finally:
-        for n in names:
-            ALGORITHMS.pop(n, None)
+            new = messages["y"].mean(axis=0) + self.beta * (x - state["x_prev"])
+            return {**state, "x": new, "x_prev": x, "server_step": ((new - x) ** 2).sum() ** 0.5}
+    registry.register(FirstLrTwin)
+    registry.register(MeanServer)
+    check_backends_agree("userpkg_heavyball")
+    check_client_weights_reach_the_iterates("userpkg_heavyball")
+    with pytest.raises(AssertionError, match="numba vs python differ"):
+        check_backends_agree("test_first_lr_twin")
+    with pytest.raises(AssertionError, match="the server does not weigh the clients by ctx.weights"):
+        check_client_weights_reach_the_iterates("test_mean_server")
 
 
 def test_an_invalid_declaration_fails_every_check_with_an_assertion_error():
