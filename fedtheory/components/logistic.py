@@ -42,8 +42,7 @@ class Logistic(MarginDatafit):
             return True
         import scipy.sparse as sps
         from scipy.optimize import linprog
-        M, t = problem.M, problem.b
-        YA = sps.csr_matrix(M.multiply(t[:, None])) if problem.sparse else sps.csr_matrix(M * t[:, None])
+        YA = _signed_rows(problem)
         m = YA.shape[0]
         res = linprog(-np.asarray(YA.sum(axis=0)).ravel(), A_ub=sps.vstack([-YA, YA]).tocsr(),
                       b_ub=np.concatenate([np.zeros(m), np.ones(m)]), bounds=[(None, None)] * problem.dim,
@@ -57,9 +56,8 @@ class Logistic(MarginDatafit):
         separation (some x has t_r a_r^T x >= 1 for every row: an LP), else None (quasi-complete
         separation: the infimum is that of the rows no direction separates, not computed here)."""
         from scipy.optimize import linprog
-        M, t = problem.M, problem.b
-        YA = M.multiply(t[:, None]).tocsr() if problem.sparse else M * t[:, None]
-        res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(M.shape[0]),
+        YA = _signed_rows(problem)
+        res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(YA.shape[0]),
                       bounds=[(None, None)] * problem.dim, method="highs")
         return 0.0 if res.status == 0 else None
 
@@ -93,3 +91,10 @@ class Logistic(MarginDatafit):
     def cvxpy_loss_rows(self, z, t, w):
         import cvxpy as cp
         return cp.sum(cp.multiply(w, cp.logistic(-cp.multiply(t, z))))
+
+
+def _signed_rows(problem):
+    """The rows t_r a_r as a CSR matrix (their products with x are the margins t_r a_r^T x)."""
+    import scipy.sparse as sps
+    M, t = problem.M, problem.b
+    return sps.csr_matrix(M.multiply(t[:, None]) if problem.sparse else M * t[:, None])
