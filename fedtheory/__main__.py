@@ -490,8 +490,8 @@ def _plot(args):
         df = ResultsStore(src).table()            # the run files: current even after a killed sweep
     elif path.exists():
         try:
-            import pyarrow.parquet as pq
-            df = pq.read_table(path, use_threads=False).to_pandas(use_threads=False)   # results._NO_THREADS
+            from .results import _read_table
+            df = _read_table(path).to_pandas(use_threads=False)      # results._NO_THREADS
         except Exception as e:                      # pyarrow's errors for a file that is not Parquet
             raise UsageError(f"{path}: not a results table (a Parquet file written by 'fedtheory sweep'): "
                              f"{_one_line(e)}") from None

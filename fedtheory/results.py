@@ -54,11 +54,29 @@ REQUIRED = ("run_id", "round", "status", "seed", "version")
 CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 NOT_METRICS = frozenset(("run_id", "status", "seed", "version", "round"))
 _HOST = socket.gethostname().replace("~", "-") or "host"
-# _NO_THREADS: every read and conversion runs with use_threads=False. Arrow's thread pools can abort
-# the process at interpreter exit while a worker is busy ("terminate called without an active
-# exception", SIGABRT: apache/arrow#34314): `fedtheory plot DIR --y bad` exited with -6 instead of 2 in
-# 2 of 36 runs six at a time on 2 cores, and in 0 of 144 with the reads single-threaded. A run file
-# is a few hundred rows: the threads gained nothing.
+# _NO_THREADS: every read goes through _read_table (no thread of Arrow's pools is ever started) and every
+# conversion runs with use_threads=False. Arrow's thread pools can abort the process at interpreter
+# exit while a worker is alive ("terminate called without an active exception", SIGABRT:
+# apache/arrow#34314): `fedtheory plot DIR --y bad` exited with -6 instead of 2 in 2 of 36 runs six
+# at a time on 2 cores, and in 0 of 144 with the reads single-threaded. `use_threads=False` alone
+# was not enough: `pq.read_table` still pre-buffers through the I/O pool (ReadRangeCache ->
+# ReadAsync), and a CI run lost a sweep process to the same abort. A run file is a few hundred rows:
+# the threads gained nothing.
+
+
+def _read_table(source):
+    """An Arrow table from a Parquet file (a path or a binary file object) without starting any thread
+    of Arrow's pools: ``ParquetFile(pre_buffer=False).read(use_threads=False)`` (see ``_NO_THREADS``).
+
+    >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
+    >>> pq.write_table(pa.table({"x": [1.0, 2.0]}), path)
+    >>> _read_table(path).column("x").to_pylist()
+    [1.0, 2.0]
+    """
+    import pyarrow.parquet as pq
+    with pq.ParquetFile(source, pre_buffer=False) as f:
+        return f.read(use_threads=False)
 
 
 class StoreWarning(UserWarning):
@@ -327,14 +345,13 @@ class ResultsStore:
 
     def _load(self, p):
         """``(table, None, ino)`` for a good run file, ``(None, reason, ino)`` for a bad one."""
-        import pyarrow.parquet as pq
         rid = p.name[:-len(".parquet")]
         ino = None
         try:
             with open(p, "rb") as f:
                 ino = os.fstat(f.fileno()).st_ino
                 try:
-                    table = pq.read_table(f, use_threads=False)      # see _NO_THREADS
+                    table = _read_table(f)                          # see _NO_THREADS
                 except Exception as e:           # truncated, not Parquet, bad pages
                     raise _Bad(f"unreadable ({_why(e)})") from None
             try:

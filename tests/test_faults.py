@@ -722,6 +722,47 @@ def test_two_concurrent_sweep_processes_on_one_store(tmp_path):
     assert not (out / ".lock").exists()            # the commit lock leaves no file behind
 
 
+NO_POOL_THREADS = """
+import os, sys
+import pyarrow                                     # its jemalloc thread starts here, before the count
+from pathlib import Path
+from fedtheory.results import ResultsStore, _read_table
+
+def native_threads():
+    return len(os.listdir("/proc/self/task"))
+
+before = native_threads()
+out = Path(sys.argv[1])
+store = ResultsStore(out)                          # loads every run file another process wrote
+df = store.table()
+store.commit()
+_read_table(out / "results.parquet").to_pandas(use_threads=False)
+print(before, native_threads(), len(df))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts native threads through /proc")
+def test_store_reads_start_no_arrow_pool_thread(tmp_path, reference):
+    """Arrow's pool threads can abort a process at exit ("terminate called without an active
+    exception", SIGABRT; apache/arrow#34314): a CI run lost one of two concurrent sweeps that way,
+    after reading the other's run files. A process that loads a store another process wrote, reads
+    its table, commits and reads results.parquet starts no native thread (pq.read_table with
+    use_threads=False started two: its pre-buffering reads through Arrow's I/O pool)."""
+    from fedtheory.results import ResultsStore
+    out = tmp_path / "store"
+    writer = ResultsStore(out)
+    for rid, g in reference.groupby("run_id", sort=True):
+        writer.add(rid, g.reset_index(drop=True))
+    writer.commit()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", NO_POOL_THREADS, str(out)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    before, after, rows = map(int, r.stdout.split())
+    assert rows == len(reference)
+    assert after == before, f"{after - before} native thread(s) started by the store's reads"
+
+
 EXCLUSIVE = """
 import sys, time
 from pathlib import Path
