@@ -494,9 +494,21 @@ def _cvxpy_solve(problem, solver):
 
 
 def _newton_smooth(problem, x, max_iter=200):
-    """Damped Newton with Armijo backtracking on F.
+    """Damped Newton with Armijo backtracking on F, regularised where the Hessian fails it.
 
-    Where the predicted decrease g^T H^{-1} g is near F's rounding error (below 1e-10 max(1, |F|)),
+    The step solves H s = g (Cholesky; least squares when H is singular). Where that step is no
+    Newton step for g (g has a part outside the range of a singular H, as at a Huber kink where
+    a sample leaves the quadratic zone: the old polish stopped there, 0.48 of the initial residual
+    left) or no step length decreases F along it, the step solves the regularised system
+    (H + lambda I) s = g instead, lambda = c ||g|| and ten times larger until F decreases
+    (Levenberg-Marquardt; lambda proportional to ||g|| keeps the fast local convergence of the
+    regularised Newton method also where the minimisers are not unique, Li, Fukushima, Qi and
+    Yamashita 2004). c starts at 1, shrinks tenfold after a regularised step that F accepts in
+    full and grows tenfold after one it refuses, so that steps along a direction where F is
+    linear (every sample in Huber's linear zone) grow to the distance F needs whatever the scale
+    of the data.
+
+    Where the predicted decrease g^T s is near F's rounding error (below 1e-10 max(1, |F|)),
     the full step is taken when it lowers the gradient norm: F cannot tell better from worse there.
     Stops when no step decreases F any more (machine precision) or, once the gradient is below
     1e-10 L (1 + ||x||), when 5 iterations in a row have not halved the smallest gradient norm
@@ -508,38 +520,37 @@ def _newton_smooth(problem, x, max_iter=200):
     best_x, best = x, _norm(g)
     stall = 0
     it = 0
+    c = 1.0
     for it in range(1, max_iter + 1):
         if best == 0:
             break
         H = problem.hessian(x)
+        ng = _norm(g)
+        lam = 0.0
         try:                            # H is symmetric positive semidefinite: Cholesky when definite
             step = cho_solve(cho_factor(H, check_finite=False), g, check_finite=False)
         except np.linalg.LinAlgError:
             step = np.linalg.lstsq(H, g, rcond=None)[0]
-        dec = float(g @ step)
+            if not _norm(H @ step - g) <= 1e-3 * ng:     # g is not in range(H): no Newton step
+                lam = c * ng
         xn = None
-        if dec <= 1e-10 * max(1.0, abs(f)):
-            # F can barely resolve the predicted decrease (F's rounding error, a sum over all
-            # samples, is of that order): an Armijo test on F accepts or refuses by rounding noise,
-            # which made the iterates crawl at tiny steps on some CPUs. The full Newton step is
-            # taken when it lowers the gradient norm; otherwise the line search below decides.
-            xt = x - step
-            gt = problem.grad(xt)
-            if _norm(gt) < _norm(g):
-                xn, fn, gn = xt, problem.value(xt), gt
+        while xn is None and lam <= 1e30 * max(1.0, ng):    # else no regularised step decreases F
+            if lam > 0:
+                try:
+                    step = cho_solve(cho_factor(H + lam * np.eye(problem.dim), check_finite=False), g,
+                                     check_finite=False)
+                except np.linalg.LinAlgError:        # lam below H's rounding: more regularisation
+                    lam *= 10
+                    continue
+            xn, fn, gn, t = _newton_step(problem, x, f, g, ng, step)
+            if xn is None and lam > 0:
+                lam, c = 10 * lam, 10 * c
+            elif xn is None:
+                lam = max(c * ng, np.finfo(np.float64).tiny)
         if xn is None:
-            t = 1.0
-            while True:
-                xn = x - t * step
-                fn = problem.value(xn)
-                if fn <= f - 1e-4 * t * dec or (t == 1.0 and fn <= f):
-                    break
-                t *= 0.5
-                if t < 1e-14:
-                    break
-            if t < 1e-14:
-                break
-            gn = problem.grad(xn)
+            break
+        if lam > 0:
+            c = max(c / 10, 1e-30) if t == 1.0 else c
         x, f, g = xn, fn, gn
         ng = _norm(g)
         if ng < best:
@@ -549,6 +560,29 @@ def _newton_smooth(problem, x, max_iter=200):
         if stall >= 5 and best < 1e-10 * max(1.0, _scale_L(problem, x) * (1 + _norm(x))):
             break
     return best_x, it
+
+
+def _newton_step(problem, x, f, g, ng, step):
+    """(x+, F(x+), grad F(x+), step length) along ``-step`` (see :func:`_newton_smooth`), or Nones
+    when no step length down to 1e-14 decreases F."""
+    dec = float(g @ step)
+    if dec <= 1e-10 * max(1.0, abs(f)):
+        # F can barely resolve the predicted decrease (F's rounding error, a sum over all
+        # samples, is of that order): an Armijo test on F accepts or refuses by rounding noise,
+        # which made the iterates crawl at tiny steps on some CPUs. The full step is taken when
+        # it lowers the gradient norm; otherwise the line search below decides.
+        xt = x - step
+        gt = problem.grad(xt)
+        if _norm(gt) < ng:
+            return xt, problem.value(xt), gt, 1.0
+    t = 1.0
+    while t >= 1e-14:
+        xn = x - t * step
+        fn = problem.value(xn)
+        if fn <= f - 1e-4 * t * dec or (t == 1.0 and fn <= f):
+            return xn, fn, problem.grad(xn), t
+        t *= 0.5
+    return None, None, None, None
 
 
 def _active_set_lasso(problem, x, L, max_outer=50):
