@@ -186,3 +186,18 @@ def test_cli_falsify_exits_0_without_counterexample_and_2_on_a_bad_name(capsys):
     assert main(["falsify", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fedtheory falsify: error: unknown theorem 'nope'") and err.count("\n") == 1
+
+
+def test_a_search_that_misses_a_registered_counterexample_says_it_is_no_proof():
+    """FedSPS Theorem 6(a) as printed fails on a registered counterexample (s = 1000, tau = 1e4),
+    far outside the small cases its space draws: a search that finds nothing must not read as the
+    bound holding. The report names the registered counterexample; the corrected variant, which
+    has none, gets the plain line."""
+    printed = validation.falsify("fedsps.theorem_6a", variant="printed", budget=2, seed=0)
+    assert printed.counterexample is None
+    text = printed.report()
+    assert "no counterexample found; not a proof: the registered counterexample(s) 'docs/papers/fedsps.md, §8" in text
+    assert "fedtheory.theory.case('fedsps.theorem_6a', LABEL)" in text
+    corrected = validation.falsify("fedsps.theorem_6a", variant="corrected", budget=2, seed=0)
+    assert corrected.counterexample is None
+    assert "no counterexample found\n" in corrected.report() + "\n" and "not a proof" not in corrected.report()

@@ -92,13 +92,30 @@ class Falsification:
             lines += [f"COUNTEREXAMPLE (shrunk): measured {v.measured:.4g} > bound {v.bound:.4g} "
                       f"(ratio {v.ratio:.4g})", self.counterexample.describe()]
         else:
-            lines.append("no counterexample found")
+            known = _registered_counterexamples(self.name, self.variant)
+            lines.append("no counterexample found" + (
+                "; not a proof: the registered counterexample(s) " + "; ".join(map(repr, known)) +
+                f" of this variant lie(s) outside what the search drew (`fedtheory verify` runs them; "
+                f"fedtheory.theory.case({self.name!r}, LABEL) returns one to replay)" if known else ""))
         if self.worst is not None and self.worst is not self.counterexample:
             lines += [f"largest measured/bound: {self.worst.ratio:.4g}", self.worst.describe()]
         return "\n".join(lines)
 
     def __str__(self):
         return self.report()
+
+
+def _registered_counterexamples(name, variant):
+    """Labels of the registered cases (:data:`fedtheory.theory.CASES`) that are documented
+    counterexamples of ``variant`` of theorem ``name`` (``expect[variant]`` is False)."""
+    from . import CASES
+    if name not in CASES:
+        return []
+    try:
+        cases = CASES[name](True)[0]
+    except Exception:                       # a user's case declaration that fails: no note, the search stands
+        return []
+    return [c.label for c in cases if c.kind == "counterexample" and c.expect.get(variant) is False]
 
     def figure(self):
         """measured/bound of every evaluation in order (log scale), the counterexample marked.
