@@ -173,6 +173,56 @@ def test_fedpd_rule_with_skipped_communication():
         assert np.abs(res.iterates[t + 1] - xbar).max() <= 1e-12
 
 
+def test_fedpd_start_previous_is_the_released_codes_loop():
+    """start="previous": the authors' FedPD_SGD (their optimizer.py) swaps the model and the anchor at
+    the start of each round, so local SGD continues from the client's last local solution, anchored
+    at x_{0,i}. The loop below is that reading (exact gradients, silent rounds replayed from the
+    communication counts), with the test's own gradient formula; the default start differs."""
+    A, b = _data("logistic", False, seed=8)
+    g = _grad_fn("logistic", A, b, 0.01)
+    n, R, K, lr, eta, p_skip = len(A), 10, 3, 0.05, 2.0, 0.5
+    kw = dict(rounds=R, local_steps=K, lr=lr, eta=eta, p=p_skip, seed=3, record_iterates=True, eval_every=1)
+    prob = _problem("logistic", A, b, 0.01)
+    res = ft.run(prob, "fedpd", start="previous", **kw)
+    talked = np.diff(np.r_[0, res.history.comm_up.to_numpy()[1:]]) > 0
+    assert 0 < talked.sum() < R
+    x0, lam, last = np.zeros((n, 4)), np.zeros((n, 4)), np.zeros((n, 4))
+    for t in range(R):
+        for i in range(n):
+            xi = last[i].copy()
+            for _ in range(K):
+                xi = xi - lr * (g(i, xi) + lam[i] + (xi - x0[i]) / eta)
+            last[i] = xi
+            lam[i] = lam[i] + (xi - x0[i]) / eta
+            x0[i] = xi + eta * lam[i]
+        xbar = x0.mean(axis=0)
+        if talked[t]:
+            x0[:] = xbar
+        assert np.abs(res.iterates[t + 1] - xbar).max() <= 1e-12
+    assert np.abs(res.state["last"] - last).max() <= 1e-12
+    default = ft.run(prob, "fedpd", **kw)
+    assert np.abs(default.iterates[-1] - res.iterates[-1]).max() > 1e-3        # a different method
+
+
+def test_fedpd_start_previous_agrees_across_paths_and_backends():
+    """start="previous" with minibatches and silent rounds: the fused and per-round paths bit for bit
+    (every state), the python backend to 1e-12, and torch to 1e-12 (float64)."""
+    A, b = _data("logistic", False, seed=8)
+    p = _problem("logistic", A, b, 0.01)
+    kw = dict(rounds=12, local_steps=3, lr=0.05, eta=2.0, p=0.5, seed=3, batch_size=4, record_iterates=True,
+              start="previous")
+    fused = ft.run(p, "fedpd", **kw)
+    per_round = ft.run(p, "fedpd", callback=lambda r, x: False, **kw)
+    assert np.array_equal(fused.iterates, per_round.iterates)
+    for k in ("dual", "anchor", "synced", "last"):
+        assert np.array_equal(fused.state[k], per_round.state[k]), k
+    python = ft.run(p, "fedpd", backend="python", **kw)
+    assert np.abs(python.iterates - fused.iterates).max() <= 1e-12
+    pytest.importorskip("torch")
+    torch_run = ft.run(p, "fedpd", backend="torch", **kw)
+    assert np.abs(np.asarray(torch_run.iterates) - fused.iterates).max() <= 1e-12
+
+
 def test_fedpd_fused_rounds_match_per_round_with_silent_rounds():
     """The fused path (compiled rounds between evaluations) follows the per-round path exactly when
     rounds are skipped (p > 0): per-client anchors after a silent round, the synced flag, and

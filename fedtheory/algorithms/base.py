@@ -189,13 +189,18 @@ class RoundContext:
         """
         return self._local_sgd(x0[None], (x0 if anchor is None else anchor)[None], gscale, mu, corr)
 
-    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
-        """Local SGD with one start per sampled client: y_0 = X0[s], prox anchor X0[s].
+    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None, anchors=None):
+        """Local SGD with one start per sampled client: y_0 = X0[s], prox anchor X0[s] (or
+        ``anchors``: one vector for every client, or one row per sampled client).
 
-        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - X0[s]) + corr_s).
+        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor_s) + corr_s).
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
-        return self._local_sgd(X0, X0, gscale, mu, corr)
+        if anchors is None:
+            anchors = X0
+        elif np.ndim(anchors) == 1:
+            anchors = anchors[None]
+        return self._local_sgd(X0, anchors, gscale, mu, corr)
 
     def round_record(self):
         """This round as the compiled rules' :data:`~fedtheory._kernels.rounds.Round` record (the

@@ -131,9 +131,11 @@ class TorchRoundContext(RoundContext):
         anchor = x0 if anchor is None else self._vec(anchor)
         return self._sgd_loop(lambda s: x0, float(gscale), float(mu), lambda s: anchor, corr)
 
-    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None):
+    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None, anchors=None):
         X0 = self._vec(X0)
-        return self._sgd_loop(lambda s: X0[s], float(gscale), float(mu), lambda s: X0[s], corr)
+        A = X0 if anchors is None else self._vec(anchors)
+        anchor = (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
+        return self._sgd_loop(lambda s: X0[s], float(gscale), float(mu), anchor, corr)
 
     def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         anchor = x0 if anchor is None else self._vec(anchor)
