@@ -1,7 +1,9 @@
 r"""Mime and MimeLite with SGD momentum (Karimireddy et al. 2021), docs/baselines.md, Mime / MimeLite.
 
 The server holds a momentum s (0 at start). Each sampled client computes its full gradient
-:math:`\nabla f_i(x)` at the server model; Mime also receives :math:`c = \frac1S\sum_{j\in S}\nabla f_j(x)`.
+:math:`\nabla f_i(x)` at the server model; Mime also receives
+:math:`c = \sum_{j\in S}\omega_j\nabla f_j(x) / \sum_{j\in S}\omega_j` (the paper's
+:math:`\frac1S\sum_{j\in S}\nabla f_j(x)` for uniform objective weights).
 Local steps, with s frozen during the round:
 
 .. math::
@@ -9,8 +11,10 @@ Local steps, with s frozen during the round:
     \text{Mime: } g = \nabla F_i(y;B) - \nabla F_i(x;B) + c, \qquad \text{MimeLite: } g = \nabla F_i(y;B),
     \qquad y \leftarrow y - \eta_l\bigl((1-\beta) g + \beta s\bigr),
 
-then :math:`s \leftarrow (1-\beta)\frac1S\sum_i\nabla f_i(x) + \beta s` and
-:math:`x \leftarrow \frac1S\sum_i y_i` (weights :math:`\omega_i`). Communication: MimeLite 2 down
+then :math:`s \leftarrow (1-\beta)\bar g + \beta s` with :math:`\bar g` the same normalised average
+as c (a convex combination: the momentum never takes the random scale of
+:math:`\sum_S\omega_i`) and :math:`x \leftarrow x + \sum_{i\in S}\omega_i (y_i - x)` (FedAvg's server,
+the mean of the local models for uniform weights). Communication: MimeLite 2 down
 (x, s) and 2 up (y_i, grad f_i(x)); Mime 3 down (x, s, c) and 2 up. Gradient work: the full client
 gradient at x once per round, plus one (MimeLite) or two (Mime) minibatch gradients per step.
 """
