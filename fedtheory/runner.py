@@ -326,7 +326,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         sampling mode. With replacement an entry lists the S draws with their duplicates, as
         ``res.sampled`` records them; without replicated duplicates a client listed m times
         runs once with weight m/S, exactly as a sampled draw. A mapping (e.g. a dict of
-        rounds) is rejected: pass ``[d[t] for t in range(rounds)]``.
+        rounds) is rejected: pass ``[d[t] for t in range(rounds)]``. For a method defined for
+        full participation only (FedPD, NFSGD) every entry lists all n clients, in any order,
+        and is read in client order.
     **hyperparameters
         The algorithm's own hyperparameters (e.g. ``mu`` for fedprox).
 
@@ -639,6 +641,7 @@ class _Job:
         ctx = self.context_cls(p if self.oracles is None else self.oracles, r - 1, clients, weights, idx, noise,
                                lrs, u, self.rng_aux, self.weight_decay, self.clip_norm)
         ctx.t0 = t0
+        ctx.batch_replacement = self.batch_replacement
         if self.trace is not None and self.trace.wants(r - 1):
             ctx.want = self.trace.paths
         return ctx

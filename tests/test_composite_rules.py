@@ -64,7 +64,7 @@ def _round(p, K, lrs):
     n = p.n_clients
     e3 = np.zeros((0, 0, 0))
     return pk, ops.make_round(pk, 0, np.arange(n), p.weights.copy(), np.zeros((n, K, 0), dtype=np.int64), e3, lrs,
-                              0.5, 0.0, 0.0, 0, e3, e3, e3)
+                              0.5, 0.0, 0.0, 0, e3, e3, e3, False)
 
 
 @pytest.mark.parametrize("server_prox", ["eta_g*eta_l", "eta_g*eta_l*K"])

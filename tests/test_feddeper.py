@@ -134,3 +134,41 @@ def test_options_star_coupling_stale_and_independent():
 
 
 # Theorems 1 and 2: tests/test_feddeper_theory.py
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+@pytest.mark.parametrize("alg, hp", [("feddeper", dict(rho=0.05, mix=0.5, minibatch="independent")),
+                                     ("pfedfbe", dict(lam=20.0, hvp_batch="independent"))])
+def test_the_independent_second_minibatch_is_drawn_from_the_clients_own_rows(alg, hp, backend):
+    """The second minibatch of FedDeper (minibatch="independent") and pFedFBE (hvp_batch="independent")
+    is drawn as the run draws the first: with replacement when batch_replacement=True. It was always
+    drawn without, and with batch_size above a client's row count (allowed with replacement)
+    Floyd's draw returned other clients' rows (and wrote out of bounds: a double free at B = 200).
+    Only client 0 runs here, so client 2's data must not reach the model."""
+    import problems
+
+    def make(scale_last):
+        rng = np.random.default_rng(0)
+        sizes = [3, 3, 19]
+        A = [rng.normal(size=(m, 2)) for m in sizes]
+        b = [rng.normal(size=m) for m in sizes]
+        A[2], b[2] = A[2] * scale_last, b[2] * scale_last
+        return problems.least_squares(A, b, l2=0.01)
+
+    for B in (2, 5, 40):
+        xs = [ft.run(make(s), alg, rounds=4, local_steps=2, lr=0.05, batch_size=B, batch_replacement=True,
+                     client_schedule=[[0]] * 4, seed=0, backend=backend, **hp).x for s in (1.0, 10.0)]
+        assert np.array_equal(xs[0], xs[1]), (B, xs)
+    # with replacement the draws are not Floyd's: the same seed without replacement gives another model
+    kw = dict(rounds=4, local_steps=2, lr=0.05, batch_size=2, client_schedule=[[0]] * 4, seed=0, backend=backend, **hp)
+    assert not np.array_equal(ft.run(make(1.0), alg, batch_replacement=True, **kw).x,
+                              ft.run(make(1.0), alg, batch_replacement=False, **kw).x)
+
+
+def test_minibatch_rows_refuses_a_draw_without_replacement_larger_than_a_client():
+    from fedtheory._kernels.sampling import minibatch_rows
+    u = np.full((1, 1, 4), 0.5)
+    with pytest.raises(ValueError, match="larger than a client's rows"):
+        minibatch_rows(u, np.array([0]), np.array([3]), False, np.empty((1, 1, 4), dtype=np.int64))
+    out = minibatch_rows(u, np.array([0]), np.array([3]), True, np.empty((1, 1, 4), dtype=np.int64))
+    assert out.min() >= 0 and out.max() < 3

@@ -109,7 +109,7 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
         else:
             x_start = e1
         rd = _r.make_round(pk, r - 1, clients, weights, idx, noise, lrs_tab[j, :K], u, wd, clip, t0s[j], p_loc, p_per,
-                           p_prox)
+                           p_prox, replace)
         if Sr > 0:
             m, bad = _local_jit(pk, rd, hp, st, rng_a)
             ok = bad < 0

@@ -36,9 +36,10 @@ Pack = namedtuple("Pack", "sparse A data indices indptr b kind ptr l2 reg_weight
 
 #: One round (``round`` is 0-based; ``cw`` the objective weights w_i of the participants; ``lrs`` the
 #: K step sizes; ``u`` the round's coin; ``wd``/``clip`` the run's decay and clipping, 0 for none;
-#: ``path_*`` (S, K + 1, d) buffers of traced local paths, or (0, 0, 0)).
+#: ``path_*`` (S, K + 1, d) buffers of traced local paths, or (0, 0, 0); ``replace`` whether the
+#: run draws minibatch rows with replacement, ``run(batch_replacement=...)``).
 Round = namedtuple("Round", "round clients weights cw idx noise lrs u wd clip K S t0 "
-                            "path_local path_personal path_prox")
+                            "path_local path_personal path_prox replace")
 
 # sampling modes of draw_round
 FULL, UNIFORM, WITH_REPLACEMENT, BERNOULLI = 0, 1, 2, 3
@@ -216,10 +217,11 @@ def draw_round(pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, 
 
 
 @njit(cache=True, inline="always")
-def make_round(pk, rnd, clients, weights, idx, noise, lrs, u, wd, clip, t0, path_local, path_personal, path_prox):
+def make_round(pk, rnd, clients, weights, idx, noise, lrs, u, wd, clip, t0, path_local, path_personal, path_prox,
+               replace):
     """The :data:`Round` record of one round."""
     return Round(rnd, clients, weights, pk.w[clients], idx, noise, lrs, u, wd, clip, lrs.shape[0],
-                 clients.shape[0], t0, path_local, path_personal, path_prox)
+                 clients.shape[0], t0, path_local, path_personal, path_prox, replace)
 
 
 @njit(cache=True)
@@ -270,12 +272,12 @@ def local_vr(pk, rd, x0, gscale, corr):
 
 
 @njit(cache=True)
-def _independent_stream(ptr, sizes, noise_level, clients, idx, noise, rng):
+def _independent_stream(ptr, sizes, noise_level, clients, idx, noise, rng, replace):
     S, K, B = idx.shape
     idx2 = idx
     if B:
         u = rng.random((S, K, B))
-        idx2 = minibatch_rows(u, ptr[:-1][clients], sizes[clients], False, np.empty((S, K, B), dtype=np.int64))
+        idx2 = minibatch_rows(u, ptr[:-1][clients], sizes[clients], replace, np.empty((S, K, B), dtype=np.int64))
     noise2 = noise
     if noise.shape[0] > 0:
         noise2 = noise_level * rng.standard_normal(noise.shape)
@@ -285,8 +287,9 @@ def _independent_stream(ptr, sizes, noise_level, clients, idx, noise, rng):
 @njit(cache=True, inline="always")
 def independent_stream(pk, rd, rng):
     """A second set of minibatch rows and noise, independent of ``rd.idx``/``rd.noise``, from the
-    auxiliary stream ``rng`` (two-minibatch methods); exact gradients keep the empty rows."""
-    return _independent_stream(pk.ptr, pk.sizes, pk.noise, rd.clients, rd.idx, rd.noise, rng)
+    auxiliary stream ``rng`` (two-minibatch methods), drawn as the run draws ``rd.idx`` (with or
+    without replacement, ``rd.replace``); exact gradients keep the empty rows."""
+    return _independent_stream(pk.ptr, pk.sizes, pk.noise, rd.clients, rd.idx, rd.noise, rng, rd.replace)
 
 
 @njit(cache=True)

@@ -22,6 +22,8 @@ def minibatch_rows(u, starts, sizes, replace, out):
     big = 0
     for s in range(S):
         big = max(big, sizes[s])
+        if not replace and B > sizes[s]:      # Floyd's draw would index before the client's rows
+            raise ValueError("minibatch_rows: a minibatch without replacement larger than a client's rows")
     use_mark = not replace and big <= MARK_LIMIT
     mark = np.zeros(big if use_mark else 0, dtype=np.bool_)
     for s in range(S):

@@ -139,6 +139,7 @@ class RoundContext:
         self.K = lrs.shape[0]
         self.S = clients.shape[0]
         self.t0 = 0                   # global step counter of the round's first local step (set by the runner)
+        self.batch_replacement = False    # minibatch rows drawn with replacement (set by the runner)
         self.want = frozenset()       # local paths to record (set by the runner for trace=...)
         self.traced = {}              # name -> (S, K + 1, d) recorded local iterates
 
@@ -209,20 +210,22 @@ class RoundContext:
         from .._kernels.rounds import Round
         return Round(self.round, self.clients, self.weights, self.problem.weights[self.clients], self.idx,
                      self.noise, self.lrs, self.u, self.weight_decay, float(self.clip_norm or 0.0), self.K, self.S,
-                     self.t0, self.path("local"), self.path("personal"), self.path("prox_point"))
+                     self.t0, self.path("local"), self.path("personal"), self.path("prox_point"),
+                     self.batch_replacement)
 
     def independent_stream(self):
         """A second set of minibatch rows (S, K, B) and noise (S, K, d), independent of ``idx`` and
-        ``noise``, drawn from the run's auxiliary stream (two-minibatch methods: FedDeper, pFedFBE).
-        With exact gradients (B = 0) the rows are empty as well."""
+        ``noise``, drawn from the run's auxiliary stream (two-minibatch methods: FedDeper, pFedFBE)
+        as the run draws ``idx``: with or without replacement (``batch_replacement``). With exact
+        gradients (B = 0) the rows are empty as well."""
         from .._kernels.sampling import minibatch_rows
         p = self.problem
         S, K, B = self.idx.shape
         idx2 = self.idx
         if B:
             u = self.rng.random((S, K, B))
-            idx2 = minibatch_rows(u, p.client_ptr[:-1][self.clients], p.client_sizes[self.clients], False,
-                                  np.empty((S, K, B), dtype=np.int64))
+            idx2 = minibatch_rows(u, p.client_ptr[:-1][self.clients], p.client_sizes[self.clients],
+                                  self.batch_replacement, np.empty((S, K, B), dtype=np.int64))
         noise2 = self.noise
         if self.noise.shape[0] > 0:
             noise2 = p.noise * self.rng.standard_normal(self.noise.shape)
