@@ -191,7 +191,10 @@ def constants(problem, gt=None):
         top = float(np.abs(Hs).max(initial=0.0))           # relative: data of size 1e-150 alike
         hessians_equal = bool(np.allclose(Hs, Hs[0], rtol=1e-12, atol=1e-14 * top))
     if hessians_equal:
-        sigma_g, sg_kind = zeta, "exact"   # grad f_i - grad F is constant in x
+        # grad f_i - grad F_smooth is constant in x: its value at x*. (zeta alone is that only where
+        # grad F_smooth(x*) = 0: not for a composite problem, where it is -(a subgradient of h))
+        D = G - w @ G
+        sigma_g, sg_kind = float(w @ np.sum(D * D, axis=1)), "exact"
     elif all(r is not None for r in radii):
         # each grad f_i lies in a ball of radius R_i = slope bound * max row norm of client i (+ the
         # common l2 x, which cancels)
