@@ -25,7 +25,10 @@ The verdict (``certified``) holds when, with :math:`\tau` the tolerance (default
 
 1. F* is finite and :math:`F^* \le F(0) + \text{f\_eval\_error}` (a larger value is impossible);
 2. ``f_upper - f_lower <= tau s`` where a lower bound is known, else
-   ``rel_residual <= KKT_RTOL`` (1e-10; no bound on F* then, only a small residual);
+   ``rel_residual <= KKT_RTOL`` (1e-10; no bound on F* then, only a small residual) and no
+   decrease of F by more than ``tau s`` along a weakly curved direction of the Hessian
+   (``optimum._flat_descent``: a small residual proves nothing where the Hessian is nearly
+   singular);
 3. ``f_eval_error <= tau s`` (otherwise runs, which evaluate F in double precision, could not
    measure suboptimality to the tolerance either).
 """

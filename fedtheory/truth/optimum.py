@@ -777,6 +777,29 @@ def _ls_solve(problem):
     return x_full, (A, b, Q, C, keep, x_rank)
 
 
+def _flat_descent(problem, x, f):
+    """The largest decrease of F found along the weakly curved directions at ``x`` (eigenvectors of
+    the smooth part's Hessian with eigenvalue <= sqrt(eps) lambda_max), each way, at steps
+    10^-8 .. 10^12 times 1 + ||x||; with ``(lambda, lambda_max, step)`` of the best. ``(0.0, None)``
+    when no direction is weakly curved (the residual then bounds the error up to kappa < 1e8)."""
+    try:
+        with np.errstate(all="ignore"):
+            lam, U = np.linalg.eigh(problem.hessian(x))
+    except (np.linalg.LinAlgError, ValueError, NotImplementedError):
+        return 0.0, None
+    top = max(float(lam[-1]), 0.0) if lam.size else 0.0
+    flat = np.flatnonzero(lam <= np.sqrt(np.finfo(np.float64).eps) * top)
+    best, where = 0.0, None
+    steps = (1.0 + _norm(x)) * 10.0 ** np.arange(-8, 13)
+    with np.errstate(all="ignore"):
+        for k in flat:
+            for t in np.concatenate([steps, -steps]):
+                drop = f - float(problem.value(x + t * U[:, k]))
+                if drop > best:
+                    best, where = drop, (float(lam[k]), top, abs(float(t)))
+    return best, where
+
+
 def _bracket(problem, x, L, ls=None):
     """(f, f_lower, f_upper) at x: f = F(x) (extended-precision residuals for least squares and
     lasso, where f = f_upper; otherwise in double precision, and the bracket is widened by the
@@ -920,6 +943,17 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     f, f_lower, f_upper = _bracket(problem, x, L, ls)
     f_err = _cert.eval_error(problem, x)
     ok, why = _cert.verdict(f, f0, f_lower, f_upper, info["rel_residual"], f_err, tol)
+    if ok and not np.isfinite(f_lower):
+        # a small residual is no bound on F - F* where the Hessian is nearly singular: search the
+        # weakly curved directions for a point with a lower F
+        drop, where = _flat_descent(problem, x, f)
+        if drop > tol * max(1.0, abs(f)) + 2 * f_err:
+            ok, why = False, (f"the relative KKT residual is {info['rel_residual']:.3g}, but F decreases by "
+                              f"{drop:.3g} along a direction where the Hessian at x_hat is nearly singular "
+                              f"(lambda = {where[0]:.3g}, lambda_max = {where[1]:.3g}; at a step of "
+                              f"{where[2]:.3g}): the minimiser lies far along it or is not attained "
+                              "(nearly collinear columns, nearly separable data?), and no lower bound on F* "
+                              "is known")
     if not ok and ls is not None and ls[5] is not None and np.isfinite(f):
         # the solution of the largest numerical rank: is F even computable near it?
         e_rank = _cert.eval_error(problem, ls[5])
