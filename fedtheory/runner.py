@@ -654,7 +654,8 @@ class _Job:
             msgs = alg.local_round(state, ctx) if self.backend != "python" else alg.local_round_reference(state, ctx)
             bad = _first_nonfinite(msgs, ctx)
             if bad is None:
-                self.state = alg.server_update(state, ctx, msgs)
+                self.state = (alg.torch_server_update(state, ctx, msgs) if self.backend == "torch"
+                              else alg.server_update(state, ctx, msgs))
             return msgs, bad
         rd, st = ctx.round_record(), alg.state_tuple(state)
         msgs = alg.local_round_reference(state, ctx)          # python: the NumPy twin, then the same rule

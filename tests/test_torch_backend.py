@@ -5,6 +5,8 @@ import io
 import pickle
 import tarfile
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -367,3 +369,34 @@ class NpServer(Algorithm):
     finally:
         ALGORITHMS.pop("np_server_rule", None)
         sys.modules.pop(mod.__name__, None)
+
+
+_NESTEROV_MODULE = 'from dataclasses import dataclass\nfrom typing import ClassVar\n\nimport numpy as np\n\nfrom fedtheory.algorithms.base import Algorithm, Interval\nfrom fedtheory.registry import register\n\n\n@register\n@dataclass(frozen=True)\nclass FedAvgM(Algorithm):\n    r"""FedAvg with server momentum.\n\n    .. math:: m^{t+1} = \\beta m^t + \\sum_i \\omega_i (y_{i,K} - x^t), \\quad x^{t+1} = x^t + \\eta_g m^{t+1}\n\n    Parameters\n    ----------\n    beta : float, default 0.9\n        Server momentum in [0, 1).\n    server_lr : float, default 1\n        Global step size eta_g > 0.\n\n    References\n    ----------\n    Hsu, Qi, Brown 2019, Algorithm 1 with server momentum.\n    """\n\n    beta: float = 0.9\n    server_lr: float = 1.0\n\n    name: ClassVar[str] = "test_torch_fedavgm"\n    reference: ClassVar[str] = "Hsu, Qi, Brown 2019, Alg. 1 (server momentum)"\n    constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")],\n                                   "server_lr": [Interval(float, 0, None, "neither")]}\n    comm: ClassVar[tuple] = (1, 1)\n    test_params: ClassVar[dict] = {"lr": 0.1, "beta": 0.5}\n    reductions: ClassVar[list] = [({"beta": 0.0}, "fedavg", {})]\n\n    def init(self, problem, x0):\n        x = np.array(x0, dtype=float)\n        return {"x": x, "m": np.zeros_like(x)}\n\n    def local_round(self, state, ctx):\n        Y, fail = ctx.local_sgd(state["x"])                  # K local SGD steps (Numba kernel)\n        return {"y": Y, "fail": fail}\n\n    def local_round_reference(self, state, ctx):\n        x = state["x"]\n        Y = np.empty((ctx.S, x.shape[0]))\n        for s in range(ctx.S):\n            y = x.copy()                                     # y_{i,0} = x^t\n            ctx.record("local", s, 0, y)\n            for k in range(ctx.K):\n                y = y - ctx.lrs[k] * ctx.grad(s, k, y)       # y <- y - eta_l g_i(y; xi)\n                ctx.record("local", s, k + 1, y)\n            Y[s] = y\n        return {"y": Y}\n\n    def server_update(self, state, ctx, messages):\n        x, w = state["x"], ctx.weights\n        m = self.beta * state["m"] + (w @ messages["y"] - w.sum() * x)   # m <- beta m + sum_i omega_i Delta_i\n        return {**state, "x": x + self.server_lr * m, "m": m}\n\nfrom collections import namedtuple\n\nfrom fedtheory._kernels import rounds as ops\n\nState = namedtuple("FedAvgMState", "x m")\nMessages = namedtuple("FedAvgMMessages", "y")\n\n\ndef local(pk, rd, hp, st, rng):\n    """K local SGD steps from y_{i,0} = x^t."""\n    x = ops.row(st.x)\n    Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())\n    return Messages(Y), bad\n\n\ndef server(pk, rd, hp, st, m):\n    """m <- beta m + sum_i omega_i (y_i - x^t); x <- x + eta_g m."""\n    mom = hp.beta * st.m + (rd.weights @ m.y - rd.weights.sum() * st.x)\n    return State(st.x + hp.server_lr * (hp.beta * mom + (rd.weights @ m.y - rd.weights.sum() * st.x)), mom)   # Nesterov variant\n\n\n@register\n@dataclass(frozen=True)\nclass FedAvgMCompiled(FedAvgM):\n    """FedAvgM with compiled rules (``local`` and ``server`` of its module)."""\n\n    name: ClassVar[str] = "test_torch_fedavgm_nesterov"\n    reductions: ClassVar[list] = []\n    compiled_rules: ClassVar[bool] = True      # the rules above are this class\'s round\n\n    def local_round(self, state, ctx):        # the torch backend\'s glue\n        Y, fail = ctx.local_sgd(state["x"])\n        return {"y": Y, "fail": fail}\n\n\nassert FedAvgMCompiled.rules_module() is not None          # it has compiled rules: the fused path\nassert FedAvgM.rules_module() is None                      # the per-round form keeps its own round\n'
+
+
+def test_torch_runs_a_subclass_own_compiled_server_not_the_inherited_server_update(tmp_path, monkeypatch):
+    """docs/add-your-own-algorithm.md, section 3: a class with compiled rules that subclasses a
+    round-by-round one inherits its server_update. Its own compiled server (here a Nesterov step)
+    ran on numba and python, but torch ran the parent's server_update: 0.17 apart, silently, and the
+    public check suite compared numba with python only. Torch runs the subclass's rule now, and
+    check_backends_agree compares torch too."""
+    import importlib
+    from fedtheory.registry import ALGORITHMS
+    from fedtheory.testing.checks import check_backends_agree
+    (tmp_path / "test_torch_nesterov_mod.py").write_text(_NESTEROV_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = dict(ALGORITHMS)
+    try:
+        importlib.import_module("test_torch_nesterov_mod")
+        p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+        kw = dict(rounds=10, local_steps=5, lr=0.1, beta=0.5, clients_per_round=4, seed=0, record_iterates=True)
+        a = ft.run(p, "test_torch_fedavgm_nesterov", **kw)
+        c = ft.run(p, "test_torch_fedavgm_nesterov", backend="torch", **kw)
+        parent = ft.run(p, "test_torch_fedavgm", **kw)
+        assert np.abs(a.iterates - np.asarray(c.iterates)).max() <= 1e-12
+        assert np.abs(parent.iterates - a.iterates).max() > 1e-2          # the two rules differ
+        check_backends_agree("test_torch_fedavgm_nesterov")
+    finally:
+        ALGORITHMS.clear()
+        ALGORITHMS.update(saved)
+        sys.modules.pop("test_torch_nesterov_mod", None)

@@ -525,6 +525,18 @@ class Algorithm:
                         "the class they implement (section 3 of docs/add-your-own-algorithm.md).")
         return f"{text}: write {method} or the compiled rules (docs/add-your-own-algorithm.md)."
 
+    def torch_server_update(self, state, ctx, messages):
+        """The server update the torch backend runs: :meth:`server_update` where the class (or a
+        subclass of the one that binds its compiled rules) defines it, else the compiled rule
+        ``server`` on tensors. A subclass with rules of its own that inherits its parent's
+        ``server_update`` runs its own ``server``, as the numba and python backends do (it ran
+        the parent's)."""
+        owner = type(self)._rules_owner()
+        definer = next((k for k in type(self).__mro__ if "server_update" in vars(k)), Algorithm)
+        if owner is not None and definer is not owner and definer in owner.__mro__[1:]:
+            return Algorithm.server_update(self, state, ctx, messages)
+        return self.server_update(state, ctx, messages)
+
     def server_update(self, state, ctx, messages):
         """The server update on a round context's arrays (the torch backend): by default the
         module's compiled rule ``server`` run as plain Python on the context's
@@ -630,17 +642,28 @@ class Algorithm:
     @classmethod
     def _find_rules_module(cls):
         """:meth:`rules_module` without its per-class cache."""
+        return cls._find_rules()[0]
+
+    @classmethod
+    def _rules_owner(cls):
+        """The class of the method resolution order whose compiled rules the algorithm runs (the one
+        :meth:`rules_module` stops at), or None without rules."""
+        return cls._find_rules()[1] if cls.rules_module() is not None else None
+
+    @classmethod
+    def _find_rules(cls):
+        """``(rules module name or None, the class that binds it or None)``."""
         for klass in cls.__mro__:
             if klass is Algorithm:
-                return None
+                return None, None
             if not issubclass(klass, Algorithm):       # a mixin: it may change the round, not bind rules
                 if any(m in vars(klass) for m in _ROUND_METHODS):
-                    return None
+                    return None, None
                 continue
             if "compiled_rules" in vars(klass):
                 decl = vars(klass)["compiled_rules"]
                 if decl is None or decl is False:
-                    return None
+                    return None, None
                 name = klass.__module__ if decl is True else decl
                 if not isinstance(name, str):
                     raise TypeError(f"{klass.__qualname__}.compiled_rules must be True, False, None or a module's "
@@ -657,13 +680,13 @@ class Algorithm:
                         f"{klass.__qualname__}.compiled_rules names the module {name!r}, which does not define the "
                         "compiled rules: module-level functions local and server and the named tuples State and "
                         "Messages (section 3 of docs/add-your-own-algorithm.md).")
-                return _prepare_rules(name)
+                return _prepare_rules(name), klass
             mod = sys.modules.get(klass.__module__)
             if mod is not None and _has_rules(mod) and _algorithm_classes(mod) == [klass]:
-                return _prepare_rules(klass.__module__)
+                return _prepare_rules(klass.__module__), klass
             if any(m in vars(klass) for m in _ROUND_METHODS):
-                return None                    # its own round, without rules bound to it: the per-round path
-        return None                            # pragma: no cover - every algorithm derives from Algorithm
+                return None, None              # its own round, without rules bound to it: the per-round path
+        return None, None                      # pragma: no cover - every algorithm derives from Algorithm
 
     @classmethod
     def params_class(cls):

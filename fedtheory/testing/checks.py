@@ -211,15 +211,25 @@ def option_grid(name):
 def check_backends_agree(name):
     """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12), with
     the test parameters on every suite problem and with every combination of the algorithm's
-    discrete options (:func:`option_grid`) on a sampled, minibatched problem."""
-    def agree(key, p, kw):
+    discrete options (:func:`option_grid`) on a sampled, minibatched problem. Where torch is
+    installed, the torch backend (its ``local_round`` glue and the server it runs) agrees too
+    (1e-10, float64) on the quadratic and on the sampled, minibatched logistic problem."""
+    def agree(key, p, kw, backend="python", tol=1e-12):
         args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
         a = run(p, name, backend="numba", **args)
-        b = run(p, name, backend="python", **args)
-        err = np.abs(a.iterates - b.iterates).max()
-        assert err <= 1e-12 * max(1.0, np.abs(a.iterates).max()), \
-            f"{name} on {key} {kw}: numba vs python differ by {err:.3e}"
+        b = run(p, name, backend=backend, **args)
+        err = np.abs(a.iterates - np.asarray(b.iterates)).max()
+        assert err <= tol * max(1.0, np.abs(a.iterates).max()), \
+            f"{name} on {key} {kw}: numba vs {backend} differ by {err:.3e}"
     problems_ = suite_problems()
+    try:
+        import torch  # noqa: F401
+        with_torch = True
+    except ImportError:
+        with_torch = False
+    if with_torch:
+        agree("quadratic", problems_["quadratic"], {}, "torch", 1e-10)
+        agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5), "torch", 1e-10)
     for key, p in problems_.items():
         extra = {} if key == "quadratic" else {"batch_size": 5}
         for kw in ({}, dict(**_sampled(name, 3), **extra)):
