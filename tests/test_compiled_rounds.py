@@ -685,14 +685,33 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    step = 0.5 * SCALE * helpers.SCALE2 * helpers.one()
+    step = 0.5 * SCALE * helpers.SCALE2 * helpers.one() * helpers.scaled(1.0) * helpers.closure_one() * helpers.CFG.c
     return State(st.x + step * (rd.weights @ m.y - rd.weights.sum() * st.x))
 """
 
 STALE_HELPERS = """
+from collections import namedtuple
+
 from numba import njit
 
 SCALE2 = 1.0
+Cfg = namedtuple("Cfg", "c")
+CFG = Cfg(1.0)
+
+
+@njit
+def scaled(v, c=1.0):
+    return v * c
+
+
+def make(c):
+    @njit
+    def value():
+        return c
+    return value
+
+
+closure_one = make(1.0)
 
 
 @njit
@@ -709,7 +728,11 @@ STALE_EDITS = {
     "a literal of a rule": ("rules.py", "0.5 * SCALE", "0.25 * SCALE"),
     "a constant of the rules module": ("rules.py", "SCALE = 1.0", "SCALE = 2.0"),
     "a constant of a sibling module": ("helpers.py", "SCALE2 = 1.0", "SCALE2 = 2.0"),
-    "a jitted helper of a sibling module": ("helpers.py", "return 1.0", "return 2.0"),
+    "a jitted helper of a sibling module": ("helpers.py", "    return 1.0", "    return 2.0"),
+    # what Numba freezes besides globals: default arguments, closure cells, named-tuple constants
+    "a default argument of a helper": ("helpers.py", "def scaled(v, c=1.0)", "def scaled(v, c=2.0)"),
+    "a closure cell": ("helpers.py", "closure_one = make(1.0)", "closure_one = make(2.0)"),
+    "a named-tuple constant": ("helpers.py", "CFG = Cfg(1.0)", "CFG = Cfg(2.0)"),
 }
 
 

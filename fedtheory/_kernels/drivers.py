@@ -205,9 +205,12 @@ def _value_key(v):
     NumPy array), else None."""
     if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
         return repr(v)
-    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+    if isinstance(v, tuple):                   # a named tuple's instance too: its type, fields and values
         keys = [_value_key(w) for w in v]
-        return None if None in keys else "(" + ",".join(keys) + ")"
+        if None in keys:
+            return None
+        head = f"{type(v).__qualname__}{v._fields}" if hasattr(v, "_fields") else ""
+        return head + "(" + ",".join(keys) + ")"
     if type(v).__module__ == "numpy" and hasattr(v, "dtype"):     # an array or a NumPy scalar
         import numpy as np
         a = np.ascontiguousarray(v)
@@ -258,7 +261,8 @@ def _code_digest(module):
     same parent package: the files :func:`_source_files` hashes) or of another module of the user's
     (:func:`_user_module`: a helper module beside a top-level rules file) that they reach through
     their global names, transitively: bytecode, constants and names, the values of the global constants
-    they name (Numba freezes them) and the fields of the named tuples they name. A file edited
+    they name (Numba freezes them: named-tuple instances included), their default arguments and
+    closure cells, and the fields of the named tuples they name. A file edited
     after its module was imported (and not reloaded) leaves this digest that of the old code, so
     the driver the old code compiles is never stored under the digest of the new files (a later
     process would load it)."""
@@ -282,6 +286,20 @@ def _code_digest(module):
             seen.add(id(fn))
             h.update(f"{fn.__module__}.{fn.__qualname__}".encode())
             add_code(fn.__code__, fn.__globals__)
+            # what Numba freezes besides the globals: default arguments and closure cells
+            for i, d in enumerate(fn.__defaults__ or ()):
+                h.update(f"default{i}:".encode())
+                visit(d, f"default{i}")
+            for k, d in sorted((fn.__kwdefaults__ or {}).items()):
+                h.update(f"kwdefault {k}:".encode())
+                visit(d, k)
+            for k, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                try:
+                    c = cell.cell_contents
+                except ValueError:                    # an empty cell
+                    continue
+                h.update(f"cell {k}:".encode())
+                visit(c, k)
         elif isinstance(fn, types.ModuleType) and ours(fn.__name__):
             seen.add(id(fn))
             for name, w in sorted(vars(fn).items(), key=lambda kv: kv[0]):
