@@ -775,7 +775,10 @@ class _Job:
 
     def _schedule_table(self, r0, r1):
         """``(r0, Ks, t0s, lrs)`` of rounds r0..r1: local steps, first global step and the step sizes
-        (zero-padded rows); an ``lr`` schedule is called once per global step, as on the per-round path."""
+        (zero-padded rows); an ``lr`` schedule is called once per global step, as on the per-round path.
+        Rounds from the first whose step sizes the schedule gets wrong are left out (the table ends
+        before it, and the segment with it): the error is raised when that round is about to run, as
+        on the per-round path, not for a round a stopped run (tol, divergence) never reaches."""
         alg, m = self.alg, r1 - r0 + 1
         if self.const_lrs is not None and type(alg).round_schedule is Algorithm.round_schedule:
             K = self.local_steps                    # constant steps: K per round, t0 = r K
@@ -785,8 +788,14 @@ class _Job:
         lrs = []
         for j, rr in enumerate(range(r0, r1 + 1)):
             Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
-            lrs.append(_step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
-        tab = np.zeros((r1 - r0 + 1, int(Ks.max())))
+            try:
+                lrs.append(_step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
+            except InvalidParameterError:
+                if j == 0:                          # the round about to run: the per-round path's error
+                    raise
+                Ks, t0s = Ks[:j], t0s[:j]
+                break
+        tab = np.zeros((len(lrs), int(Ks.max())))
         for j, a in enumerate(lrs):
             tab[j, :a.shape[0]] = a
         return r0, Ks, t0s, tab

@@ -188,3 +188,27 @@ def test_a_full_participation_method_runs_a_permuted_schedule_as_full_participat
     perm = ft.run(p, name, client_schedule=[[3, 1, 0, 2], [2, 3, 1, 0], [0, 1, 2, 3], [1, 0, 3, 2], [3, 2, 1, 0]], **kw)
     assert np.array_equal(full.iterates, perm.iterates)
     assert all(np.array_equal(s, np.arange(4)) for s in perm.sampled)
+
+
+def test_a_schedule_that_fails_past_where_a_run_stops_does_not_stop_the_fused_run():
+    """The fused path reads the step sizes of a whole segment ahead (up to 4096 rounds). A schedule
+    that underflows to 0 at step ~3075 raised there, although the run converges (tol) after 19
+    rounds, as the per-round path and the python backend finish. The error now comes when the
+    round that needs the bad step is about to run: here never; and at once for a schedule bad
+    from the first round on, on both paths alike."""
+    p = problems.quadratic(4, 3, L=1.0, mu=0.5, seed=0)
+
+    def lr(t):
+        return 0.5 if t < 2000 else 0.5 * 0.5 ** (t - 2000)
+    kw = dict(rounds=2000, local_steps=2, lr=lr, tol=1e-12)
+    fused = ft.run(p, "fedavg", **kw)
+    per_round = ft.run(p, "fedavg", callback=lambda r, x: False, **kw)
+    assert fused.status == per_round.status == "converged" and fused.rounds == per_round.rounds < 100
+    assert np.array_equal(fused.x, per_round.x)
+    # a run that reaches the bad steps fails at the same round on both paths
+    msgs = []
+    for extra in ({}, {"callback": lambda r, x: False}):
+        with pytest.raises(ft.InvalidParameterError) as e:
+            ft.run(p, "fedavg", rounds=2000, local_steps=2, lr=lr, eval_every=2000, **extra)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "global steps" in msgs[0]
