@@ -585,6 +585,10 @@ class Regularizer(Component):
     smooth: ClassVar[bool] = False
     #: Capability: h0 is strongly convex (a positive weight makes the objective strongly convex).
     strongly_convex: ClassVar[bool] = False
+    #: Capability: h0's modulus of strong convexity (1 for ||x||^2 / 2; 0 when not strongly convex):
+    #: ground truth's certificate adds weight times it to the datafit's mu (the strong-convexity
+    #: bracket on F*).
+    convexity_modulus: ClassVar[float] = 0.0
     #: Capability: :meth:`prox_t` is exact (closed form or a finite algorithm): ground truth polishes a
     #: composite problem by accelerated proximal gradient with it.
     closed_form_prox: ClassVar[bool] = True

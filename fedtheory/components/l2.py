@@ -23,6 +23,7 @@ class L2(Regularizer):
     code = REG_L2
     smooth = True
     strongly_convex = True
+    convexity_modulus = 1.0
 
     def h0(self, x):
         return 0.5 * (x @ x)

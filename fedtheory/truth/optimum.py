@@ -826,6 +826,8 @@ def _bracket(problem, x, L, ls=None):
         f = float(problem.value(x))
         fe = _cert.eval_error(problem, x)                       # F(x) in double: the bracket widens by it
         mu = strong_convexity(problem)
+        if problem.is_composite:                                # a strongly convex h adds its modulus
+            mu += problem.regularizer.weight * float(getattr(problem.regularizer, "convexity_modulus", 0.0) or 0.0)
         if problem.datafit.constant_hessian:                    # eigvalsh's error: d eps ||H||
             mu -= (problem.dim + 2) * eps * L
         if not (mu > 0 and np.isfinite(mu)):
@@ -862,6 +864,11 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
             info["L"] = str(e)
         except (ValueError, np.linalg.LinAlgError):          # eigvalsh of a matrix with inf entries
             L = np.inf
+    if L == 0 and problem.is_composite:
+        # no curvature (all-zero rows, no ridge): the smooth part is constant, and any step is valid
+        # for the proximal polish and its gradient-mapping residual (1/L divided by zero)
+        L = 1.0
+        info["L"] = "the smooth part has no curvature (L = 0): the proximal polish uses L = 1"
     if L is None and problem.is_composite:
         return np.zeros(problem.dim), dict(info, f=np.nan, f_lower=np.nan, f_upper=np.nan, residual=np.nan,
                                            rel_residual=np.nan, f_eval_error=np.inf, attained=True,
