@@ -58,6 +58,10 @@ class Options:
     """A constraint accepting one of a fixed set of values."""
 
     def __init__(self, *values):
+        for v in values:
+            if isinstance(v, (type, set, frozenset, list, dict)):
+                raise TypeError(f"Options takes the accepted values themselves, e.g. Options('last', 'plain'); "
+                                f"got {v!r} among them (a type or a collection is never a value it accepts).")
         self.values = values
 
     def accepts(self, v):

@@ -36,12 +36,40 @@ def register(cls):
     type
         The class itself, unchanged (so ``@register`` can decorate it).
     """
+    _check_declaration(cls)
     old = ALGORITHMS.get(cls.name)
     if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
         raise ValueError(f"algorithm {cls.name!r} is registered twice ({old.__module__}.{old.__qualname__} and "
                          f"{cls.__module__}.{cls.__qualname__})")
     ALGORITHMS[cls.name] = cls
     return cls
+
+
+def _check_declaration(cls):
+    """A registered algorithm names itself and keeps its hyperparameters apart from run's own
+    parameters: ``run(..., lr=0.3)`` sets the run's step size, so a hyperparameter ``lr`` could never
+    be set (silently), and ``reference`` would be read as the run's. Two exceptions
+    :func:`fedtheory.run` documents: ``weight_decay``, for an algorithm that lists it among its
+    ``released_options``, and ``q``, the with-replacement sampling probabilities, which the run and
+    the algorithm share (LFD's)."""
+    import dataclasses
+
+    from .algorithms.base import Algorithm
+    from .exceptions import DeclarationError
+    from .runner import _run_parameters
+    if not any("name" in vars(k) for k in cls.__mro__ if k is not Algorithm) or not isinstance(cls.name, str) \
+            or not cls.name:
+        raise DeclarationError(f"{cls.__qualname__} sets no name: give the class a name (name: ClassVar[str] = "
+                               f"'my_method'), the key of fedtheory.run(problem, 'my_method', ...).")
+    if not dataclasses.is_dataclass(cls):
+        return
+    run_params = set(_run_parameters()) - {"problem", "algorithm", "hyperparameters", "q"}
+    clashes = [f.name for f in dataclasses.fields(cls) if f.name in run_params
+               and not (f.name == "weight_decay" and "weight_decay" in getattr(cls, "released_options", ()))]
+    if clashes:
+        raise DeclarationError(f"{cls.__qualname__} declares the hyperparameter(s) {clashes}, which are parameters "
+                               f"of fedtheory.run itself: run(..., {clashes[0]}=...) would set the run's, never the "
+                               "algorithm's. Rename them (e.g. server_lr for a server step size).")
 
 
 def algorithms():

@@ -196,3 +196,45 @@ def test_sampling_without_clients_per_round_is_rejected(p):
 def test_participation_without_bernoulli_is_rejected(p):
     with pytest.raises(InvalidParameterError, match=r"'participation' parameter of run is the probability of sampling='bernoulli'"):
         ft.run(p, "fedavg", rounds=1, clients_per_round=2, participation=0.5)
+
+
+@pytest.mark.parametrize("field", ["lr", "seed", "reference", "batch_size"])
+def test_a_hyperparameter_named_like_a_run_parameter_is_refused_at_registration(field):
+    """run(..., lr=0.3) sets the run's step size: a hyperparameter lr was registered, listed by
+    describe, and could never be set (its default ran, silently); reference raised an
+    AttributeError. Registration refuses the name now, naming it."""
+    import dataclasses
+    from typing import ClassVar
+
+    from fedtheory.algorithms.base import Algorithm, Interval
+    from fedtheory.exceptions import DeclarationError
+    from fedtheory.registry import ALGORITHMS, register
+    cls = dataclasses.make_dataclass("Clash", [(field, float, dataclasses.field(default=1.0))], bases=(Algorithm,),
+                                     frozen=True, namespace={"name": "test_clash",
+                                                             "constraints": {field: [Interval(float, 0, None, "left")]}})
+    cls.__annotations__["name"] = ClassVar[str]
+    with pytest.raises(DeclarationError, match=rf"hyperparameter\(s\) \['{field}'\], which are parameters of fedtheory.run"):
+        register(cls)
+    assert "test_clash" not in ALGORITHMS
+
+
+def test_an_algorithm_without_a_name_is_refused_at_registration():
+    """A class that sets no name was registered as 'algorithm', the base class's."""
+    import dataclasses
+
+    from fedtheory.algorithms.base import Algorithm
+    from fedtheory.exceptions import DeclarationError
+    from fedtheory.registry import ALGORITHMS, register
+    cls = dataclasses.make_dataclass("Nameless", [], bases=(Algorithm,), frozen=True)
+    with pytest.raises(DeclarationError, match="sets no name"):
+        register(cls)
+    assert "algorithm" not in ALGORITHMS
+
+
+def test_options_given_a_type_or_a_set_says_how_it_is_used():
+    """Options(str, {"last", "plain"}) was accepted and then rejected every value, its default too,
+    with "must be a str among {<class 'str'>, {...}}"."""
+    from fedtheory.algorithms.base import Options
+    with pytest.raises(TypeError, match=r"Options takes the accepted values themselves, e.g. Options\('last', 'plain'\)"):
+        Options(str, {"last", "plain"})
+    assert Options("last", "plain").accepts("plain")

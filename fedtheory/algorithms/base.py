@@ -22,7 +22,7 @@ import numpy as np
 from .._kernels.fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .._kernels.local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .._kernels.sps import sps_local_steps
-from .._argcheck import Interval, check_param  # noqa: F401  (Interval: for algorithms' constraints)
+from .._argcheck import Bool, Interval, NoneOk, Options, check_param  # noqa: F401  (for algorithms' constraints)
 from ..arrays import copy
 from ..exceptions import InvalidParameterError
 
