@@ -352,7 +352,11 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
                record_iterates, backend, device, eval_every, callback, sampling, q, participation,
                batch_replacement, reference, tol, trace, trace_max_mb, trace_rounds, hyperparameters,
                weight_decay=weight_decay, clip_norm=clip_norm, client_schedule=client_schedule)
-    job.evaluate(0)
+    _, bad0 = job.evaluate(0)
+    if bad0 is not None:      # nothing to measure progress against: the history would start empty
+        raise InvalidParameterError(f"run: at the starting point x0 {bad0}: a run from there has no history to "
+                                    "measure (the rounds would run and report it only at their end). Start from a "
+                                    "point where F is finite (the 'x0' parameter of run), or rescale the data.")
     bar = None
     if progress:
         from tqdm.auto import tqdm

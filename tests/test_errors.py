@@ -238,3 +238,13 @@ def test_options_given_a_type_or_a_set_says_how_it_is_used():
     with pytest.raises(TypeError, match=r"Options takes the accepted values themselves, e.g. Options\('last', 'plain'\)"):
         Options(str, {"last", "plain"})
     assert Options("last", "plain").accepts("plain")
+
+
+@pytest.mark.parametrize("rounds", [0, 30])
+def test_a_start_where_f_is_not_finite_is_refused_before_any_round(rounds):
+    """x0 = 1e160: F(x0) overflows. rounds=0 returned an empty (0, 0) history (res.history["round"]
+    raised KeyError), and 30 rounds ran before 'round 30: F(x) is not finite'."""
+    p = problems.quadratic(4, 3, seed=0)
+    with np.errstate(all="ignore"), pytest.raises(InvalidParameterError, match=r"at the starting point x0 F\(x\) is "
+                                                                               r"not finite \(inf\).*'x0' parameter"):
+        ft.run(p, "fedavg", rounds=rounds, x0=np.full(3, 1e160))
