@@ -426,6 +426,15 @@ class _Job:
         self.eval_every = eval_every
         self.eval_spent = 0.0                    # cost of the evaluations so far (auto schedule)
         self.reference, self.tol, self.record = reference, tol, record_iterates
+        if callback is not None and not callable(callback):
+            raise InvalidParameterError(f"The 'callback' parameter of run must be None or a function "
+                                        f"callback(round, x). Got {type(callback).__name__} {callback!r} instead.")
+        if reference is not None and not (hasattr(reference, "f") and hasattr(reference, "x")):
+            raise InvalidParameterError(
+                "The 'reference' parameter of run must be None or a ground truth with 'f' and 'x' (e.g. "
+                f"validation.ground_truth(problem)). Got {type(reference).__name__} {reference!r} instead"
+                + (" (reference = true in a configuration file; fedtheory.run takes the ground truth "
+                   "itself)" if isinstance(reference, bool) else "") + ".")
         self.deep = bool(getattr(problem, "is_deep", False))
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,
@@ -594,6 +603,10 @@ class _Job:
         d = self.problem.dim
         if x0 is None:
             return self.problem.initial_point() if self.deep else np.zeros(d)
+        kind = np.asarray(to_numpy(x0)).dtype.kind
+        if kind not in "iuf":                                       # strings, booleans, complex, objects
+            raise InvalidParameterError(f"The 'x0' parameter of run must be an array of real numbers. Got an array "
+                                        f"of dtype {np.asarray(to_numpy(x0)).dtype} instead.")
         x0 = np.array(to_numpy(x0), dtype=np.float64, order="C")     # a contiguous copy
         if x0.shape != (d,):
             raise InvalidParameterError(f"The 'x0' parameter of run must be an array of shape ({d},). "

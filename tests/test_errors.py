@@ -248,3 +248,23 @@ def test_a_start_where_f_is_not_finite_is_refused_before_any_round(rounds):
     with np.errstate(all="ignore"), pytest.raises(InvalidParameterError, match=r"at the starting point x0 F\(x\) is "
                                                                                r"not finite \(inf\).*'x0' parameter"):
         ft.run(p, "fedavg", rounds=rounds, x0=np.full(3, 1e160))
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(reference=True), r"'reference' parameter of run must be None or a ground truth.*reference = true in a "
+                           r"configuration file"),
+    (dict(reference=0.5), r"'reference' parameter of run must be None or a ground truth with 'f' and 'x'"),
+    (dict(callback=5), r"'callback' parameter of run must be None or a function callback\(round, x\)\. Got int 5"),
+    (dict(x0=["1", "2", "3"]), r"'x0' parameter of run must be an array of real numbers\. Got an array of dtype <U1"),
+    (dict(x0=[True, False, True]), r"'x0' parameter of run must be an array of real numbers\. Got an array of "
+                                   r"dtype bool"),
+    (dict(x0=np.array([1j, 2, 3])), r"'x0' parameter of run must be an array of real numbers\. Got an array of "
+                                    r"dtype complex128"),
+])
+def test_run_arguments_of_the_wrong_kind_are_named_before_any_round(kw, match):
+    """reference=True (the TOML key's meaning) raised AttributeError: 'bool' object has no attribute
+    'f'; callback=5 a bare TypeError after round 1 had run; string and boolean x0 were converted, and
+    a complex one lost its imaginary part with a warning only."""
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(InvalidParameterError, match=match):
+        ft.run(p, "fedavg", rounds=2, **kw)
