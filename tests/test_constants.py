@@ -82,3 +82,13 @@ def test_sigma_g_of_a_composite_problem_with_equal_client_hessians_is_the_brute_
             G = np.array([p.client_grad(i, x) for i in range(4)])
             brute = float(w @ np.sum((G - w @ G) ** 2, axis=1))
             assert abs(c.sigma_g_sq - brute) <= 1e-12 * max(1.0, brute), (p.name, c.sigma_g_sq, brute)
+
+
+def test_feddeper_constants_refuse_unequal_client_weights():
+    """FedDeper's constants average the clients uniformly (its theorems state F = (1/n) sum f_i):
+    weights [0.9, 0.05, 0.05] gave the uniform problem's beta, B^2_min and G^2 without a word."""
+    import pytest
+    p = problems.quadratic(3, 2, heterogeneity=1.0, seed=0, weights=[0.9, 0.05, 0.05])
+    with pytest.raises(ValueError, match="FedDeper's assumptions are stated for F = \\(1/n\\) sum_i f_i"):
+        validation.feddeper_constants(p)
+    assert validation.feddeper_constants(problems.quadratic(3, 2, heterogeneity=1.0, seed=0))["beta"] > 0

@@ -262,5 +262,11 @@ def feddeper_constants(problem, batch_size=None):
     (1.0, 2.0)
     """
     from ..constants import feddeper_assumptions as problem_constants
+    w = np.asarray(problem.weights, dtype=np.float64)
+    if not np.allclose(w, 1.0 / w.size, rtol=1e-12, atol=0.0):
+        raise ValueError(f"feddeper_constants: FedDeper's assumptions are stated for F = (1/n) sum_i f_i, and "
+                         f"{problem.name!r} weighs its clients unequally (weights from {w.min():.3g} to "
+                         f"{w.max():.3g}); its constants (which average the clients uniformly) would not be this "
+                         "problem's. Build the problem with equal client weights.")
     beta, s2, B2, G2, notes = problem_constants(problem, batch_size)
     return dict(beta=beta, sigma_sq=s2, B_sq_min=B2, G_sq=G2, notes=notes)
