@@ -19,6 +19,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+def _registered_counterexamples(name, variant):
+    """Labels of the registered cases (:data:`fedtheory.theory.CASES`) that are documented
+    counterexamples of ``variant`` of theorem ``name`` (``expect[variant]`` is False)."""
+    from . import CASES
+    if name not in CASES:
+        return []
+    try:
+        cases = CASES[name](True)[0]
+    except Exception:                       # a user's case declaration that fails: no note, the search stands
+        return []
+    return [c.label for c in cases if c.kind == "counterexample" and c.expect.get(variant) is False]
+
+
 @dataclass
 class FalsifyCase:
     """One conforming case of a search: ``problem``, ``params`` (``validation.verify`` arguments),
@@ -103,19 +116,6 @@ class Falsification:
 
     def __str__(self):
         return self.report()
-
-
-def _registered_counterexamples(name, variant):
-    """Labels of the registered cases (:data:`fedtheory.theory.CASES`) that are documented
-    counterexamples of ``variant`` of theorem ``name`` (``expect[variant]`` is False)."""
-    from . import CASES
-    if name not in CASES:
-        return []
-    try:
-        cases = CASES[name](True)[0]
-    except Exception:                       # a user's case declaration that fails: no note, the search stands
-        return []
-    return [c.label for c in cases if c.kind == "counterexample" and c.expect.get(variant) is False]
 
     def figure(self):
         """measured/bound of every evaluation in order (log scale), the counterexample marked.
