@@ -45,6 +45,14 @@ def register(cls):
     return cls
 
 
+#: The named parameters of :func:`fedtheory.run` (a test keeps them equal to its signature): an
+#: algorithm's hyperparameter may not take one of these names (:func:`_check_declaration`).
+RUN_PARAMETERS = ("rounds", "local_steps", "lr", "clients_per_round", "batch_size", "seed", "x0", "record_iterates",
+                  "backend", "device", "eval_every", "callback", "progress", "sampling", "q", "participation",
+                  "batch_replacement", "reference", "tol", "trace", "trace_max_mb", "trace_rounds", "weight_decay",
+                  "clip_norm", "client_schedule")
+
+
 def _check_declaration(cls):
     """A registered algorithm names itself and keeps its hyperparameters apart from run's own
     parameters: ``run(..., lr=0.3)`` sets the run's step size, so a hyperparameter ``lr`` could never
@@ -56,14 +64,13 @@ def _check_declaration(cls):
 
     from .algorithms.base import Algorithm
     from .exceptions import DeclarationError
-    from .runner import _run_parameters
     if not any("name" in vars(k) for k in cls.__mro__ if k is not Algorithm) or not isinstance(cls.name, str) \
             or not cls.name:
         raise DeclarationError(f"{cls.__qualname__} sets no name: give the class a name (name: ClassVar[str] = "
                                f"'my_method'), the key of fedtheory.run(problem, 'my_method', ...).")
     if not dataclasses.is_dataclass(cls):
         return
-    run_params = set(_run_parameters()) - {"problem", "algorithm", "hyperparameters", "q"}
+    run_params = set(RUN_PARAMETERS) - {"q"}
     clashes = [f.name for f in dataclasses.fields(cls) if f.name in run_params
                and not (f.name == "weight_decay" and "weight_decay" in getattr(cls, "released_options", ()))]
     if clashes:

@@ -268,3 +268,11 @@ def test_run_arguments_of_the_wrong_kind_are_named_before_any_round(kw, match):
     p = problems.quadratic(4, 3, seed=0)
     with pytest.raises(InvalidParameterError, match=match):
         ft.run(p, "fedavg", rounds=2, **kw)
+
+
+def test_the_registrys_run_parameter_names_are_runs_signature():
+    """registry.RUN_PARAMETERS (the names a hyperparameter may not take) lists exactly run's own."""
+    from fedtheory.registry import RUN_PARAMETERS
+    from fedtheory.runner import _run_parameters
+    assert set(RUN_PARAMETERS) == set(_run_parameters()) - {"problem", "algorithm", "hyperparameters"}
+    assert len(RUN_PARAMETERS) == len(set(RUN_PARAMETERS))
