@@ -20,8 +20,8 @@ import numpy as np
 
 
 def _registered_counterexamples(name, variant):
-    """Labels of the registered cases (:data:`fedtheory.theory.CASES`) that are documented
-    counterexamples of ``variant`` of theorem ``name`` (``expect[variant]`` is False)."""
+    """Labels of the registered cases (:data:`fedtheory.theory.CASES`) on which ``variant`` of theorem
+    ``name`` is documented to fail (``expect[variant]`` is False: its documented counterexamples)."""
     from . import CASES
     if name not in CASES:
         return []
@@ -29,7 +29,7 @@ def _registered_counterexamples(name, variant):
         cases = CASES[name](True)[0]
     except Exception:                       # a user's case declaration that fails: no note, the search stands
         return []
-    return [c.label for c in cases if c.kind == "counterexample" and c.expect.get(variant) is False]
+    return [c.label for c in cases if c.expect.get(variant) is False]      # documented to fail there
 
 
 @dataclass
