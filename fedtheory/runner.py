@@ -776,6 +776,24 @@ class _Job:
                 self.status, self.message = "callback_stop", f"callback asked to stop after round {r}"
                 return
 
+    def _segment(self, *args):
+        """The driver's compiled ``segment``; a rules module that Numba cannot compile (a rule with
+        another signature, one returning something other than its named tuple, a plain Python helper)
+        is a TypeError naming the module and the form the rules take, with Numba's message."""
+        try:
+            return self.driver.segment(*args)
+        except Exception as e:
+            from ._kernels.drivers import compile_error_text
+            said = compile_error_text(e)
+            if said is None or self.rules is None or self.rules.__name__.startswith("fedtheory."):
+                raise
+            raise TypeError(
+                f"{self.alg.name!r}: Numba cannot compile the rules of module {self.rules.__name__!r}. They must "
+                "be local(pk, rd, hp, st, rng) -> (Messages(...), bad) and server(pk, rd, hp, st, m) -> State(...), "
+                "in the NumPy subset Numba compiles; a helper they call needs @njit (or numba's register_jitable) "
+                "(section 3 of docs/add-your-own-algorithm.md). backend='python' runs the same rules as plain "
+                f"Python and shows their own error. Numba said: {said}") from None
+
     @property
     def fused(self):
         """Whether the rounds between evaluations run as one compiled call (numba backend, compiled
@@ -850,7 +868,7 @@ class _Job:
                     np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
                 self._chunk = (r0, drawn_buf, drawn_len, iters)
                 t_start, e_start = time.perf_counter(), self._eval_time
-                st, r_end, code = self.driver.segment(
+                st, r_end, code = self._segment(
                     self.pk, self.hp, st, self.rng_clients, self.rng_data, self.rng_aux, smp.code, smp.S, smp.cdf,
                     smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r0, r1, Ks, t0s,
                     lrs_tab, self.B, self.batch_replacement, self.weight_decay, float(self.clip_norm or 0.0),

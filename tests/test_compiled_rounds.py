@@ -902,3 +902,43 @@ def test_rows_helpers_compiled_refuse_a_shape_mismatch():
         _set_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="one row per entry of rows"):
         _add_rows_nb(np.zeros((3, 2)), np.array([0, 1]), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("mistake", ["local without rng", "a plain Python helper"])
+def test_a_users_rule_mistake_names_the_rule_and_its_form(tmp_path, monkeypatch, mistake):
+    """A local rule without its rng argument ran on the python backend (which never calls local) and
+    raised a raw Numba TypingError, with ANSI codes and a path into the generated driver, on numba;
+    a server calling a plain helper gave 'NameError: name ... is not defined' from Numba. Both now
+    name the module and the form the rules take (a DeclarationError at once for a wrong signature,
+    on every backend; a TypeError with Numba's own message for code Numba cannot compile)."""
+    import importlib
+
+    from fedtheory.exceptions import DeclarationError
+    from fedtheory.registry import ALGORITHMS
+    name = "mistake_" + "".join(c for c in mistake if c.isalnum())
+    src = RULES.replace("FACTOR", "0.5").replace("user_damped", name)
+    if mistake == "local without rng":
+        src = src.replace("def local(pk, rd, hp, st, rng):", "def local(pk, rd, hp, st):")
+    else:
+        src = src.replace("def server(pk, rd, hp, st, m):\n    return State(st.x + 0.5 *",
+                          "def shrink(v):\n    return v\n\n\ndef server(pk, rd, hp, st, m):\n    return State(st.x + shrink(0.5) *")
+        assert "shrink(0.5)" in src
+    (tmp_path / f"{name}.py").write_text(src)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FEDTHEORY_DRIVER_DIR", str(tmp_path / "drivers"))
+    try:
+        importlib.import_module(name)
+        p = problems.quadratic(4, 3, seed=0)
+        if mistake == "local without rng":
+            for backend in ("numba", "python"):
+                with pytest.raises(DeclarationError, match=rf"the compiled rule local of module '{name}' takes "
+                                                           r"\(pk, rd, hp, st\); it must take five arguments"):
+                    ft.run(p, name, rounds=2, backend=backend)
+        else:
+            with pytest.raises(TypeError, match=rf"(?s)Numba cannot compile the rules of module '{name}'.*needs @njit.*"
+                                                r"Numba said: .*shrink"):
+                ft.run(p, name, rounds=2)
+            assert ft.run(p, name, rounds=2, backend="python").status == "max_rounds"    # plain Python: fine
+    finally:
+        ALGORITHMS.pop(name, None)
+        sys.modules.pop(name, None)

@@ -254,6 +254,17 @@ def _user_module(name):
     return got
 
 
+def compile_error_text(e):
+    """Numba's message for ``e`` (colour codes removed, at most 3000 characters) when it is a Numba
+    compilation error (a rule Numba cannot type), else None."""
+    from numba.core.errors import NumbaError
+    if not isinstance(e, NumbaError):
+        return None
+    import re
+    said = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    return said if len(said) <= 3000 else said[:3000] + " [...]"
+
+
 def _code_digest(module):
     """SHA-256 of the code the driver compiles, as it is in this process's memory.
 

@@ -13,6 +13,7 @@ The runner owns the loop, the randomness and the bookkeeping (see :mod:`fedtheor
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
@@ -80,6 +81,18 @@ def _prepare_rules(name):
     """``name``, after giving the rules module's named tuples their module-level names (pickle, and
     with it Numba's disk cache, finds them under that name)."""
     mod = sys.modules[name]
+    for rule in ("local", "server"):           # the python backend never calls local: check its form here
+        fn = getattr(getattr(mod, rule), "py_func", getattr(mod, rule))
+        try:
+            params = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):        # pragma: no cover - a builtin or C function
+            continue
+        want = ["pk", "rd", "hp", "st", "rng"] if rule == "local" else ["pk", "rd", "hp", "st", "m"]
+        if len(params) != 5:
+            from ..exceptions import DeclarationError
+            raise DeclarationError(f"the compiled rule {rule} of module {name!r} takes ({', '.join(params)}); it must "
+                                   f"take five arguments, {rule}({', '.join(want)}) (section 3 of "
+                                   "docs/add-your-own-algorithm.md).")
     for t, nt in list(vars(mod).items()):
         if isinstance(nt, type) and issubclass(nt, tuple) and hasattr(nt, "_fields") and \
                 nt.__module__ == mod.__name__ and getattr(mod, nt.__qualname__, None) is not nt:
