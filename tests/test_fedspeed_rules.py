@@ -149,6 +149,27 @@ def test_fedadmm_rule_partial_participation():
         assert np.abs(res.iterates[t + 1] - x).max() <= 1e-12
 
 
+def _fedpd_reference(g, n, K, lr, eta, talked, iterates, warm_start=False):
+    """FedPD's loop (spec/fedspeed.md §3.8) with exact gradients, the rounds in ``talked`` communicating:
+    each round's iterate checked against ``iterates`` to 1e-12. ``warm_start``: the local steps start
+    from the client's last local solution (the authors' released code) instead of its anchor.
+    Returns the last local solutions."""
+    x0, lam, last = np.zeros((n, 4)), np.zeros((n, 4)), np.zeros((n, 4))
+    for t in range(len(talked)):
+        for i in range(n):
+            xi = (last[i] if warm_start else x0[i]).copy()
+            for _ in range(K):
+                xi = xi - lr * (g(i, xi) + lam[i] + (xi - x0[i]) / eta)
+            last[i] = xi
+            lam[i] = lam[i] + (xi - x0[i]) / eta
+            x0[i] = xi + eta * lam[i]
+        xbar = x0.mean(axis=0)
+        if talked[t]:
+            x0[:] = xbar
+        assert np.abs(iterates[t + 1] - xbar).max() <= 1e-12
+    return last
+
+
 def test_fedpd_rule_with_skipped_communication():
     A, b = _data("logistic", False, seed=8)
     g = _grad_fn("logistic", A, b, 0.01)
@@ -158,19 +179,7 @@ def test_fedpd_rule_with_skipped_communication():
     # replay the communication coins: the per-round communication count says which rounds talked
     talked = np.diff(np.r_[0, res.history.comm_up.to_numpy()[1:]]) > 0
     assert 0 < talked.sum() < R                # the seed gives both kinds of round
-    x0 = np.zeros((n, 4))
-    lam = np.zeros((n, 4))
-    for t in range(R):
-        for i in range(n):
-            xi = x0[i].copy()
-            for _ in range(K):
-                xi = xi - lr * (g(i, xi) + lam[i] + (xi - x0[i]) / eta)
-            lam[i] = lam[i] + (xi - x0[i]) / eta
-            x0[i] = xi + eta * lam[i]
-        xbar = x0.mean(axis=0)
-        if talked[t]:
-            x0[:] = xbar
-        assert np.abs(res.iterates[t + 1] - xbar).max() <= 1e-12
+    _fedpd_reference(g, n, K, lr, eta, talked, res.iterates)
 
 
 def test_fedpd_start_previous_is_the_released_codes_loop():
@@ -186,19 +195,7 @@ def test_fedpd_start_previous_is_the_released_codes_loop():
     res = ft.run(prob, "fedpd", start="previous", **kw)
     talked = np.diff(np.r_[0, res.history.comm_up.to_numpy()[1:]]) > 0
     assert 0 < talked.sum() < R
-    x0, lam, last = np.zeros((n, 4)), np.zeros((n, 4)), np.zeros((n, 4))
-    for t in range(R):
-        for i in range(n):
-            xi = last[i].copy()
-            for _ in range(K):
-                xi = xi - lr * (g(i, xi) + lam[i] + (xi - x0[i]) / eta)
-            last[i] = xi
-            lam[i] = lam[i] + (xi - x0[i]) / eta
-            x0[i] = xi + eta * lam[i]
-        xbar = x0.mean(axis=0)
-        if talked[t]:
-            x0[:] = xbar
-        assert np.abs(res.iterates[t + 1] - xbar).max() <= 1e-12
+    last = _fedpd_reference(g, n, K, lr, eta, talked, res.iterates, warm_start=True)
     assert np.abs(res.state["last"] - last).max() <= 1e-12
     default = ft.run(prob, "fedpd", **kw)
     assert np.abs(default.iterates[-1] - res.iterates[-1]).max() > 1e-3        # a different method

@@ -648,20 +648,16 @@ class Algorithm:
         cached = cls.__dict__.get("_rules_module_cached")    # asked every round: found again only when a
         if cached is not None and cached[0] == key:          # module of the class's lineage changed
             return cached[1]
-        found = cls._find_rules_module()
-        cls._rules_module_cached = (key, found)
+        found, owner = cls._find_rules()
+        cls._rules_module_cached = (key, found, owner)
         return found
-
-    @classmethod
-    def _find_rules_module(cls):
-        """:meth:`rules_module` without its per-class cache."""
-        return cls._find_rules()[0]
 
     @classmethod
     def _rules_owner(cls):
         """The class of the method resolution order whose compiled rules the algorithm runs (the one
-        :meth:`rules_module` stops at), or None without rules."""
-        return cls._find_rules()[1] if cls.rules_module() is not None else None
+        :meth:`rules_module` stops at), or None without rules (cached with :meth:`rules_module`)."""
+        cls.rules_module()
+        return cls.__dict__["_rules_module_cached"][2]
 
     @classmethod
     def _find_rules(cls):
