@@ -212,3 +212,47 @@ def test_a_schedule_that_fails_past_where_a_run_stops_does_not_stop_the_fused_ru
             ft.run(p, "fedavg", rounds=2000, local_steps=2, lr=lr, eval_every=2000, **extra)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1] and "global steps" in msgs[0]
+
+
+def _partial_participation():
+    from fedtheory.registry import ALGORITHMS
+    return sorted(n for n, c in ALGORITHMS.items() if not getattr(c, "full_participation_only", False))
+
+
+NORMALISING = {"mime", "fedsps_global"}      # average by w_i / sum_{j in S} w_j in their own rules
+
+
+@pytest.mark.parametrize("name", _partial_participation())
+def test_a_round_whose_participants_all_have_weight_zero(name):
+    """A problem with zero-weight clients, a round whose participants all have w_i = 0: the
+    normalised weights w_i / sum_S w_j were 0/0, every model nan, and the run reported "diverged"
+    (Bernoulli sampling and schedules alike). Now every participant weighs 0 (the averaging
+    methods keep x; the round is otherwise run), on every backend alike, and the two methods whose
+    own rules normalise by the participants' total weight say why they cannot."""
+    from fedtheory.registry import ALGORITHMS
+    rng = np.random.default_rng(0)
+    A, y = rng.standard_normal((6, 8, 4)), rng.choice([-1.0, 1.0], size=(6, 8))
+    # logistic losses are >= 0: the Polyak steps of the FedSPS family (lower bound 0) move too
+    p = problems.logistic(list(A), list(y), l2=0.1, weights=[0.5, 0.5, 0, 0, 0, 0])
+    kw = dict(ALGORITHMS[name].test_params, rounds=3, record_iterates=True,
+              client_schedule=[[2, 3], [0, 4], [5, 1]])
+    backends = ["numba", "python"] + (["torch"] if _torch_installed() else [])
+    if name in NORMALISING:
+        for backend in backends:
+            with pytest.raises(ValueError, match="weight w_i = 0"):
+                ft.run(p, name, backend=backend, **kw)
+        return
+    runs = {b: ft.run(p, name, backend=b, **kw) for b in backends}
+    for b, res in runs.items():
+        assert res.status == "max_rounds", (b, res.status)
+        assert np.all(np.isfinite(res.iterates))
+        # round 1 (clients 2 and 3, weight 0) leaves the global model where it was
+        assert np.array_equal(res.iterates[1], res.iterates[0]), b
+        # later rounds, with a positive-weight participant, move it
+        assert not np.array_equal(res.iterates[2], res.iterates[1]), b
+        np.testing.assert_allclose(res.iterates, runs["numba"].iterates, rtol=1e-10, atol=1e-12)
+
+
+def _torch_installed():
+    import importlib.util
+    return importlib.util.find_spec("torch") is not None

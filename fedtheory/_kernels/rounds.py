@@ -136,7 +136,9 @@ def _distinct_sorted(srt):
 def weigh(mode, drawn, w, S, replicate):
     """(clients, aggregation weights) of the drawn participants (see ``fedtheory.run``): uniform
     w_i n / S; with replacement 1/S per draw, or a client drawn m times once with weight m / S;
-    every client in order under full participation w; otherwise w_i / sum of the participants' w."""
+    every client in order under full participation w; otherwise w_i / sum of the participants' w,
+    and 0 for every participant when that sum is 0 (clients of weight 0 only: the global model of
+    the averaging methods does not move, as in a round without participants)."""
     n = w.shape[0]
     c = drawn.shape[0]
     if mode == UNIFORM:
@@ -167,7 +169,10 @@ def weigh(mode, drawn, w, S, replicate):
     if c == 0:
         return drawn, np.zeros(0)
     wc = w[drawn]
-    return drawn, wc / wc.sum()
+    total = wc.sum()
+    if total == 0.0:                # every participant has w_i = 0: no weight to aggregate (not 0/0)
+        return drawn, wc
+    return drawn, wc / total
 
 
 @njit(cache=True)
@@ -372,6 +377,25 @@ def averaged_step(x, weights, Y, server_lr):
     """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x) (plain Python when called
     from Python, on NumPy arrays or torch tensors; compiled inside a compiled rule)."""
     return x + server_lr * (weights @ Y - weights.sum() * x)
+
+
+@register_jitable
+def participant_total(weights):
+    """sum_{j in S} omega_j, the total weight of a round's participants, for a server average
+    normalised by it (plain Python when called from Python, on NumPy arrays or torch tensors;
+    compiled inside a compiled rule).
+
+    Raises ValueError when it is 0 (every participant has objective weight w_i = 0): the
+    normalised average (Mime's c and momentum, FedSPS-Global's step, FedSPS-Normalized's model)
+    is then undefined, and its 0/0 would end the run as "diverged".
+    """
+    total = weights.sum()
+    if total == 0:
+        raise ValueError("every participant of this round has objective weight w_i = 0, so the "
+                         "algorithm's server average normalised by sum_j w_j is undefined (0/0): give "
+                         "every client a positive weight, or sample so that each round has a client of "
+                         "positive weight")
+    return total
 
 
 # --------------------------------------------------------------------------- the participants' rows of a state

@@ -62,7 +62,7 @@ def server(pk, rd, hp, st, m):
     ell = st.ell[rd.clients]
     F, gg = m.last_val, m.last_gg
     num = np.maximum(F - ell, 0.0)
-    w = rd.weights / rd.weights.sum()
+    w = rd.weights / ops.participant_total(rd.weights)
     steps_a = np.empty(F.shape[0])
     for s in range(F.shape[0]):
         steps_a[s] = ops.sps_step(F[s], gg[s], ell[s], hp.c, hp.gamma_b)
@@ -196,7 +196,7 @@ class FedSPSGlobal(SPSBase):
         F, gg = messages["last_val"], messages["last_gg"]
         num = np.maximum(F - ell, 0.0)
         w = to_numpy(ctx.weights)
-        w = w / w.sum()
+        w = w / ops.participant_total(w)
         ga = float(w @ np.array([sps(f, q, e, self.c, self.gamma_b) for f, q, e in zip(F, gg, ell)]))
         mg = float(w @ gg)
         gb = self.gamma_b if mg == 0 else min(float(w @ num) / (self.c * mg), self.gamma_b)

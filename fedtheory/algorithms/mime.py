@@ -42,7 +42,7 @@ def local(pk, rd, hp, st, rng):
     b = hp.beta
     Gx = ops.full_grads(pk, rd, st.x)
     if hp.variant == MIME:
-        c = rd.weights @ Gx / rd.weights.sum()                           # c = sum_S omega_i grad f_i(x) / sum omega
+        c = rd.weights @ Gx / ops.participant_total(rd.weights)          # c = sum_S omega_i grad f_i(x) / sum omega
         Y, bad = ops.local_vr(pk, rd, st.x, 1 - b, ops.tile_row((1 - b) * c + b * st.s, rd.S))
     else:
         x = ops.row(st.x)
@@ -53,7 +53,7 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x <- x + sum_S omega_i (y_i - x);  s <- (1-b) gbar + b s, gbar = sum_S omega_i grad f_i(x) / sum omega."""
     w = rd.weights
-    gbar = w @ m.gx / w.sum()
+    gbar = w @ m.gx / ops.participant_total(w)
     return State(st.x + w @ (m.y - st.x), (1 - hp.beta) * gbar + hp.beta * st.s)
 
 
@@ -122,7 +122,7 @@ class Mime(Algorithm):
             corr = broadcast_rows(b * state["s"], ctx.S)
             Y, fail = ctx.local_sgd(x, gscale=1 - b, corr=corr)
         else:
-            c = ctx.weights @ Gx / ctx.weights.sum()
+            c = ctx.weights @ Gx / ops.participant_total(ctx.weights)
             corr = broadcast_rows((1 - b) * c + b * state["s"], ctx.S)
             Y, fail = ctx.local_sgd_anchored(x, 1 - b, corr)
         return {"y": Y, "gx": Gx, "fail": fail}
@@ -130,7 +130,7 @@ class Mime(Algorithm):
     def local_round_reference(self, state, ctx):
         x, b, s_mom = state["x"], self.beta, state["s"]
         Gx = self._full_grads(state, ctx)
-        c = ctx.weights @ Gx / ctx.weights.sum()
+        c = ctx.weights @ Gx / ops.participant_total(ctx.weights)
         Y = np.empty((ctx.S, x.shape[0]))
         for s in range(ctx.S):
             y = x.copy()
