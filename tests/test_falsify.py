@@ -32,6 +32,25 @@ def test_feddeper_theorem_2_space_is_applicable(case):
     assert all(c.ok for c in v.conditions if c.role == "stated")
 
 
+def test_theorem_4_7_space_draws_the_period_E():
+    """Theorem 4.7 holds for every period E (condition (28) has E in it); its space fixed E = 1, so
+    a search never ran NFSGD with local steps. Drawn now from 1..8, and such cases are applicable
+    (they satisfy the stated (28)) and hold."""
+    seen = []
+
+    @settings(max_examples=25, database=None, deadline=None, derandomize=True)
+    @given(fts.theorem_cases("localdescent.theorem_4_7"))
+    def draw(case):
+        seen.append(case)
+    draw()
+    periods = {params["local_steps"] for _, params in seen}
+    assert len(periods) >= 3 and max(periods) > 1
+    problem, params = max(seen, key=lambda c: c[1]["local_steps"])
+    v = validation.verify("localdescent.theorem_4_7", problem, **params)
+    assert v.applicable and all(c.ok for c in v.conditions if c.role == "stated"), v.reason
+    assert v.verdict() == "holds"
+
+
 # ------------------------------------------------------------------ the falsifier --
 def test_falsify_finds_and_shrinks_the_feddeper_theorem_2_erratum():
     f = validation.falsify("feddeper.theorem_2", variant="printed", budget=40, seed=0, progress=False)
