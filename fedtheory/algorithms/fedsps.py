@@ -72,7 +72,11 @@ class FedSPS(SPSBase):
     ``step_max``, ``step_capped_frac`` (fraction of steps at the cap), ``step_intra_cv`` and
     ``step_inter_cv`` (within-client and across-client std/mean, Fig. 7) of the last round
     before each evaluation, and ``step_capped_frac_total``, the fraction of all steps so far
-    that were capped.
+    that were capped. Once a run reaches exact interpolation (every f_i - ell_i^* and
+    ||g||^2 of a step are rounding residues, a 0/0 in exact arithmetic) these statistics are
+    rounding noise: the ratio of the residues, or the cap where ||g||^2 rounds to exactly 0, and
+    they differ between backends and CPUs (the models agree, since the steps move x by the
+    gradient's residue only).
 
     References
     ----------
