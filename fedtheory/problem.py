@@ -47,6 +47,11 @@ def _as_client_arrays(A, b, caller, datafit=None):
     dims = set()
     blocks, targets, sizes = [], [], []
     for i, (a, t) in enumerate(zip(A, b)):
+        for what, arr in (("design matrix", a), ("targets", t)):
+            kind = arr.dtype.kind if hasattr(arr, "dtype") else np.asarray(arr).dtype.kind
+            if kind in "cOSUV":         # a cast would drop an imaginary part, or fail deep inside NumPy
+                raise DataError(f"{caller}: client {i}: the {what} must be real numbers; got dtype "
+                                f"{getattr(arr, 'dtype', np.asarray(arr).dtype)}.")
         if sp.issparse(a):
             a = sp.csr_matrix(a, dtype=np.float64)
             if a.ndim != 2:
@@ -62,6 +67,9 @@ def _as_client_arrays(A, b, caller, datafit=None):
         if a.shape[0] == 0:
             raise DataError(f"{caller}: client {i} is empty (0 samples); every client needs "
                             "at least one sample.")
+        if a.shape[1] == 0:
+            raise DataError(f"{caller}: client {i}: the design matrix has 0 columns; the model needs "
+                            "at least one coordinate.")
         if t.ndim != 1 or t.shape[0] != a.shape[0]:
             raise DataError(f"{caller}: client {i}: design matrix has {a.shape[0]} rows but "
                             f"the target vector has shape {t.shape}.")

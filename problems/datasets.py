@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from fedtheory._argcheck import Interval, check_param
+
 from .logistic import logistic
 from .partition import partition_indices
 
@@ -164,7 +166,10 @@ def _to_pm1(y, name):
 
 def _federate(X, y, part_labels, n_clients, partition, seed, l2, name, weights, **pkw):
     parts = partition_indices(part_labels, n_clients, partition, seed=seed, **pkw)
-    if weights == "samples":
+    if isinstance(weights, str):
+        if weights != "samples":
+            raise ValueError(f"The 'weights' parameter of problems.{name.split(':')[0]} must be None, \"samples\" "
+                             f"(w_i proportional to the client sizes) or {n_clients} numbers. Got {weights!r} instead.")
         w = np.array([len(p) for p in parts], dtype=float)
     else:
         w = weights
@@ -211,6 +216,9 @@ def libsvm(name, n_clients=10, partition="iid", l2=0.0, seed=0, data_dir=None, m
     >>> p.n_clients, p.dim, p.sparse
     (100, 123, True)
     """
+    if max_samples is not None:
+        check_param("max_samples", max_samples, [Interval(int, max(1, n_clients) if isinstance(n_clients, int)
+                                                          else 1, None)], "problems.libsvm")
     X, y = load_libsvm(name, data_dir=data_dir, download=download)
     if max_samples is not None and max_samples < X.shape[0]:
         keep = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_samples, replace=False))

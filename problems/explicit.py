@@ -3,7 +3,7 @@ import numpy as np
 
 from fedtheory.components import Quadratic
 from fedtheory._argcheck import Interval, check_param
-from fedtheory.problem import FederatedProblem
+from fedtheory.problem import FederatedProblem, _check_weights
 
 
 def explicit_quadratic(Q, c, noise=0.0, weights=None, name="explicit_quadratic"):
@@ -58,7 +58,7 @@ def explicit_quadratic(Q, c, noise=0.0, weights=None, name="explicit_quadratic")
     if not np.allclose(Qa, Qa.transpose(0, 2, 1), rtol=0, atol=1e-12 * max(1.0, np.abs(Qa).max())):
         raise ValueError(f"The 'Q' parameter of {where} must be symmetric.")
     check_param("noise", noise, [Interval(float, 0, None, "left")], where)
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float) / np.sum(weights)
+    w = _check_weights(weights, n, where)
     eig_i = np.array([np.linalg.eigvalsh(q)[[0, -1]] for q in Qa])
     if eig_i[:, 0].min() < -1e-12 * max(1.0, eig_i[:, 1].max()):
         raise ValueError(f"The 'Q' parameter of {where} must be positive semi-definite for every "

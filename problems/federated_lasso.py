@@ -19,7 +19,7 @@ def federated_lasso(setting="II", n_clients=30, dim=1024, samples=128, l1=0.1, n
     ----------
     setting : {"I", "II"}
     n_clients, dim, samples : int
-        30, 1024, 128 in the paper.
+        30, 1024, 128 in the paper; dim >= 33 in setting (I) (the signal has d - 32 ones), >= 11 in (II).
     l1 : float
         tau = 0.1 in the paper.
     normalization : {"half_mse", "mse"}
@@ -44,7 +44,9 @@ def federated_lasso(setting="II", n_clients=30, dim=1024, samples=128, l1=0.1, n
     check_param("setting", setting, [Options("I", "II")], c)
     check_param("normalization", normalization, [Options("half_mse", "mse")], c)
     check_param("n_clients", n_clients, [Interval(int, 1, None)], c)
-    check_param("dim", dim, [Interval(int, 11, None)], c)
+    # setting (I) zeroes the last 32 coordinates of a ones vector (at least one 1); (II) places 8 ones
+    # and two more coordinates after them
+    check_param("dim", dim, [Interval(int, 33 if setting == "I" else 11, None)], c)
     check_param("samples", samples, [Interval(int, 1, None)], c)
     rng = np.random.default_rng(seed)
     W = np.zeros((n_clients, dim))

@@ -54,6 +54,11 @@ def matrix_completion(n_clients=30, shape=(32, 32), samples=128, l_nuc=0.1, shar
     check_param("samples", samples, [Interval(int, 1, None)], c)
     check_param("l_nuc", l_nuc, [Interval(float, 0, None, "left")], c)
     check_param("normalization", normalization, [Options("half_mse", "mse")], c)
+    check_param("noise_std", noise_std, [Interval(float, 0, None, "left")], c)
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 2 for v in shape)):
+        raise ValueError(f"The 'shape' parameter of {c} must be a pair of ints (m1, m2), each >= 2 (a rank "
+                         f"below min(m1, m2) is shared). Got {shape!r} instead.")
     m1, m2 = int(shape[0]), int(shape[1])
     r = min(m1, m2)
     if not 0 < shared_rank < r:

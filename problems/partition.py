@@ -7,6 +7,7 @@ too). Every client receives at least ``min_size`` samples or a ValueError says w
 import numpy as np
 
 from fedtheory._argcheck import Interval, check_param
+from fedtheory.exceptions import DataError
 
 PARTITIONS = ("iid", "dirichlet_per_class", "dirichlet_per_client", "shards", "quantity_skew")
 
@@ -123,6 +124,12 @@ def partition_indices(labels, n_clients, partition="iid", seed=0, alpha=0.5,
     [5, 5, 5, 5]
     """
     labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise DataError(f"partition_indices: 'labels' must be one label per sample, a 1-D array; got shape "
+                        f"{labels.shape} (one-hot labels: pass labels.argmax(axis=1))")
+    if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
+        raise DataError(f"partition_indices: 'labels' must be finite; got {int(np.sum(~np.isfinite(labels)))} "
+                        f"NaN or infinite label(s) of {labels.shape[0]}")
     m = labels.shape[0]
     check_param("n_clients", n_clients, [Interval(int, 1, m)], "partition_indices")
     check_param("alpha", alpha, [Interval(float, 0, None, "neither")], "partition_indices")

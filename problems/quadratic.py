@@ -30,7 +30,8 @@ def quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=0.0, seed=
         Number of clients and dimension.
     L, mu : float
         Largest and smallest eigenvalue of the average Hessian, 0 < mu <= L (mu == L
-        required when dim == 1).
+        required when dim == 1), and mu >= 100 dim eps L (about 2.2e-14 dim L): the stored Hessian's
+        eigenvalues are exact only to about dim eps L.
     heterogeneity : float, default 0
         zeta_*^2 >= 0 (squared gradient dissimilarity at x*). Must be 0 with
         ``shared_minimizer=True``.

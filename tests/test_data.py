@@ -118,3 +118,82 @@ def test_download_verifies_checksum(tmp_path, monkeypatch, data_dir):
         assert not list((tmp_path / "cache" / "libsvm").glob("w8a*"))
     finally:
         srv.shutdown()
+
+
+# ------------------------------------------------------- inputs a cast or a default silently changed --
+def test_partition_labels_must_be_one_finite_label_per_sample():
+    """One-hot labels gave 18 indices for 6 samples (up to index 17); NaN labels were dropped from the
+    split although every sample is to be covered."""
+    from problems.partition import partition_indices
+    onehot = np.eye(3)[[0, 1, 2, 0, 1, 2]]
+    for scheme in ("dirichlet_per_class", "dirichlet_per_client", "shards"):
+        with pytest.raises(ft.DataError, match="1-D array; got shape \\(6, 3\\)"):
+            partition_indices(onehot, 2, scheme)
+    with pytest.raises(ft.DataError, match="must be finite; got 2 NaN"):
+        partition_indices(np.array([0.0, 1.0, np.nan, 0.0, np.nan, 1.0]), 2, "dirichlet_per_class")
+    parts = partition_indices(onehot.argmax(axis=1), 2, "dirichlet_per_class", seed=0)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(6))
+
+
+def test_group_ids_must_be_integers_of_at_least_minus_one():
+    rng = np.random.default_rng(0)
+    A, b = [rng.normal(size=(6, 4))], [rng.normal(size=6)]
+    with pytest.raises(ft.DataError, match="integer group ids"):
+        problems.group_lasso(A, b, l1=1.0, groups=[0.7, 0.2, 1.9, 1.1])       # was read as [0, 0, 1, 1]
+    with pytest.raises(ft.DataError, match=">= -1"):
+        problems.group_lasso(A, b, l1=1.0, groups=[-2, -2, -7, 0])             # was 3 unpenalised coordinates
+    p = problems.group_lasso(A, b, l1=1.0, groups=[0.0, 0.0, 1.0, -1.0])       # integral floats are ids
+    assert p.h_value(np.array([3.0, 4.0, 0.0, 5.0])) == pytest.approx(5.0)
+
+
+def test_federated_lasso_setting_one_needs_the_signal_it_documents():
+    """Setting (I) has w = [1_{d-32}, 0_32]: dim 11..32 gave fewer ones, or none at dim = 32."""
+    with pytest.raises(ft.InvalidParameterError, match="'dim' .* \\[33, inf\\)"):
+        problems.federated_lasso("I", n_clients=2, dim=32, samples=8)
+    p = problems.federated_lasso("I", n_clients=2, dim=33, samples=8)
+    assert p.dim == 33
+    problems.federated_lasso("II", n_clients=2, dim=11, samples=8)
+
+
+def test_quadratic_refuses_what_it_cannot_build_exactly():
+    # zeta^2 > 0 with one client of positive weight: 0/0 in the construction, reported as NaN targets
+    with pytest.raises(ValueError, match="two clients of positive weight"):
+        problems.quadratic(2, 3, heterogeneity=1.0, weights=[1.0, 0.0])
+    # mu below the rounding of the stored Hessian's eigenvalues (about d eps L): not its strong convexity
+    with pytest.raises(ValueError, match="'mu' must be at least 100 d eps L"):
+        problems.quadratic(3, 6, mu=1e-16)
+    with pytest.raises(ft.InvalidParameterError, match="'shared_minimizer' .* must be a bool"):
+        problems.quadratic(3, 2, shared_minimizer="no")
+    with pytest.raises(ft.DataError, match="'weights' must be 3"):
+        problems.quadratic(3, 2, hessian="distinct", weights=[1, 1])
+    with pytest.raises(ft.DataError, match="'weights' must be 3"):
+        problems.explicit_quadratic(np.eye(2), np.ones((3, 2)), weights=[1, 1])
+    p = problems.quadratic(3, 6, mu=1e-6, seed=0)
+    assert np.linalg.eigvalsh(p.hessian(np.zeros(6)))[0] == pytest.approx(1e-6, rel=1e-6)
+
+
+def test_problem_data_must_be_real_with_a_coordinate():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(4, 2))
+    with pytest.raises(ft.DataError, match="design matrix must be real numbers; got dtype complex128"):
+        problems.least_squares([A + 1j], [np.ones(4)])
+    with pytest.raises(ft.DataError, match="targets must be real numbers"):
+        problems.logistic([A], [np.array([1, -1, 1, -1]) + 0.5j])
+    with pytest.raises(ft.DataError, match="0 columns"):
+        problems.least_squares([np.zeros((3, 0))], [np.ones(3)])
+
+
+def test_matrix_completion_checks_its_shape_and_noise():
+    for shape in ((2.7, 3.9), (1, 5), 5):
+        with pytest.raises(ValueError, match="'shape' parameter .* pair of ints"):
+            problems.matrix_completion(n_clients=2, shape=shape, samples=10, shared_rank=1)
+    with pytest.raises(ft.InvalidParameterError, match="'noise_std'"):
+        problems.matrix_completion(n_clients=2, shape=(4, 4), samples=10, shared_rank=1, noise_std=float("nan"))
+
+
+def test_libsvm_checks_max_samples_and_weights(data_dir):
+    for bad in (0, -5):
+        with pytest.raises(ft.InvalidParameterError, match="'max_samples'"):
+            problems.libsvm("mushrooms", n_clients=3, max_samples=bad, data_dir=data_dir)
+    with pytest.raises(ValueError, match="'weights' parameter of problems.libsvm .* Got 'sample'"):
+        problems.libsvm("mushrooms", n_clients=3, weights="sample", data_dir=data_dir)

@@ -78,8 +78,13 @@ def test_minibatch_on_quadratic_rejected():
 def test_composite_problem_rejected_by_smooth_methods():
     rng = np.random.default_rng(0)
     lasso = problems.lasso([rng.normal(size=(5, 3))], [rng.normal(size=5)], l1=0.1)
-    with pytest.raises(IncompatibleProblemError, match=r"'fedavg' handles smooth objectives only.*0\.1 \|\|x\|\|_1"):
+    with pytest.raises(IncompatibleProblemError,
+                       match=r"'fedavg' handles smooth objectives only.*0\.1 h_0\(x\), h_0 the regularizer 'l1'"):
         ft.run(lasso, "fedavg", rounds=1)
+    # a nuclear norm was described as "||x||_1"
+    mc = problems.matrix_completion(n_clients=2, shape=(4, 4), samples=10, shared_rank=1)
+    with pytest.raises(IncompatibleProblemError, match=r"h_0 the regularizer 'nuclear'"):
+        ft.run(mc, "scaffold", rounds=1)
 
 
 def test_torch_backend_without_torch_names_the_extra(p, monkeypatch):

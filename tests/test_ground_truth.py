@@ -207,3 +207,62 @@ def test_a_strongly_convex_regularizer_gives_the_strong_convexity_bracket():
     assert np.isfinite(reg.f_lower) and reg.f_upper - reg.f_lower <= 1e-9 * max(1.0, abs(reg.f))
     assert abs(reg.f - ridge.f) <= 1e-12 * max(1.0, abs(ridge.f))
     assert np.abs(reg.client_f - ridge.client_f).max() <= 1e-12 * max(1.0, np.abs(ridge.client_f).max())
+
+
+def test_rows_of_a_zero_weight_client_do_not_decide_whether_the_minimum_is_attained():
+    """Logistic, l2 = 0: client 0 (weight 1) is separable, client 1 (weight 0, not part of F) is not.
+    The separability LP read every row, found none separating, and a minimiser that does not exist
+    was certified (x* = [9619, -2861], F* = 0). Rows of weight 0 are left out of the LP now: the
+    documented "no minimiser" refusal, as without the client."""
+    A0 = np.array([[1.0, 0.5], [2.0, -1.0], [-1.0, 0.3], [-2.0, 1.0]])
+    y0 = np.array([1.0, 1.0, -1.0, -1.0])                      # separated by x = (1, 0)
+    A1, y1 = np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([1.0, -1.0])
+    p = problems.logistic([A0, A1], [y0, y1], l2=0.0, weights=[1.0, 0.0])
+    assert p.value(np.array([100.0, 0.0])) < 1e-40             # inf F = 0, approached, never attained
+    with pytest.raises(ValueError, match="no minimiser: its data are linearly separable"):
+        validation.ground_truth(p, cache=False)
+    # quasi-separable: the zero rows of client 0 stay on the boundary, client 1 breaks separation
+    A0q = np.vstack([A0, [[0.0, 1.0], [0.0, 1.0]]])
+    y0q = np.r_[y0, 1.0, -1.0]
+    pq = problems.logistic([A0q, np.array([[-1.0, 0.0], [1.0, 0.0]])], [y0q, np.array([1.0, -1.0])], l2=0.0,
+                           weights=[1.0, 0.0])
+    with pytest.raises(ValueError, match="no minimiser: its data are quasi-separable"):
+        validation.ground_truth(pq, cache=False, clients=False)
+    # with a positive weight the same client makes the minimum attained (and certified)
+    ok = problems.logistic([A0, A1], [y0, y1], l2=0.0, weights=[1.0, 0.5])
+    gt = validation.ground_truth(ok, cache=False, clients=False)
+    assert np.all(np.isfinite(gt.x)) and np.linalg.norm(ok.grad(gt.x)) < 1e-10
+
+
+def test_a_badly_scaled_separability_lp_is_solved_not_a_runtime_error():
+    """Two nearly collinear columns of scales 1e5 and 1e-1: HiGHS failed on the separability LP
+    ("Solve error") and ground_truth raised a bare RuntimeError. The LP's columns are equilibrated
+    now, and these data (completely separable) get the documented "no minimiser" refusal."""
+    X = np.array(np.array([[-1.8950941720767818, 58941.92507150469, 0.3716042094866597, 0.15801042470656032], [-0.3417294476238055, -45994.881569663325, -0.24403343433351288, -0.12330222947822415], [0.7738045799337923, 15259.432108187322, 0.14247537856169784, 0.040907203916124395], [0.5403909464383887, -43272.8560467692, -1.2660068064585215, -0.11600507370434732], [0.5166500726645507, 50255.63616936753, -0.019283637224550603, 0.13472438175943513], [-2.171407396081257, -36914.85231299217, -0.6225072533094268, -0.09896065465922364], [-0.27388836614103773, 36281.6958915765, -0.6565846455422846, 0.09726330061084447], [-1.3176297388465676, 7772.327038330497, -0.48449204755070396, 0.020835910852429952], [-1.8433021410608323, 33133.74261645664, -0.6847099776889374, 0.08882432558144125], [-2.046235349764072, 6913.860953355771, -0.28135561040897783, 0.018534550818726056], [-2.327474923714538, 54648.406983398374, 0.45916837413374567, 0.1465004406706107], [-0.9053617974783416, 23383.75778020041, 0.09593349303090885, 0.0626867462091938], [-0.19414386049795973, 23399.179104856164, -0.9360536610278318, 0.06272808741234512], [1.4048593103652411, 18850.821114643713, -0.15713705707868028, 0.0505349332713069], [0.2388331056184624, 48909.19318623439, 0.5863509076545463, 0.13111486226389324], [-1.2431583815539755, -6218.628305410315, 0.028363606431114873, -0.01667078396909188], [0.8464094592992258, -11927.521044979498, 0.2566464654486257, -0.03197507824369982], [-0.031918738134400354, -11954.041534894122, 0.01159031479690462, -0.032046173883450484], [1.1010833667150715, 32232.80949404596, 0.2736933064177977, 0.0864091206973017], [-1.9088484140337794, -37672.30490276163, 1.264646365313465, -0.10099121958119613], [2.3005705925636875, 24560.246530633354, -0.3823346089676805, 0.06584065553374314], [-0.5461040718486042, 15927.30942133396, 0.08389583866835759, 0.042697637090369556], [0.7989064978994352, 20856.253575753373, -1.1120493348080742, 0.055911059594714346], [1.1835356598397095, -49653.58111291401, 0.4312723785902282, -0.1331104036778867]]))
+    y = np.array(np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, -1.0]))
+    ptr = [0, 8, 17, 24]
+    p = problems.logistic([X[ptr[i]:ptr[i + 1]] for i in range(3)], [y[ptr[i]:ptr[i + 1]] for i in range(3)],
+                          l2=0.0)
+    with pytest.raises(ValueError, match="no minimiser: its data are linearly separable"):
+        validation.ground_truth(p, cache=False, clients=False)
+
+
+def test_a_failed_separability_lp_is_an_uncertified_optimum(monkeypatch):
+    """Any other failure of the LP is an UncertifiedOptimumError naming it, never a raw error."""
+    import scipy.optimize
+    from fedtheory.exceptions import UncertifiedOptimumError
+
+    class Failed:
+        status, message, fun = 4, "Solve error", 0.0
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: Failed())
+    p = problems.logistic([np.array([[1.0, 0.0], [0.0, 1.0]])], [np.array([1.0, -1.0])], l2=0.0)
+    with pytest.raises(UncertifiedOptimumError, match="linear program .* failed .*HiGHS status 4"):
+        validation.ground_truth(p, cache=False, clients=False)
+
+
+def test_a_quadratic_with_huge_constants_is_not_an_overflow_error():
+    """L = 1e200: the strong-convexity bracket squared a Python float and raised OverflowError; F* is
+    representable (about -3.8e199) and is certified."""
+    p = problems.quadratic(2, 3, L=1e200, mu=1e199, seed=0)
+    gt = validation.ground_truth(p, cache=False, clients=False)
+    assert gt.f == pytest.approx(p.info["f_star"], rel=1e-12)

@@ -500,7 +500,8 @@ class Algorithm:
         if problem.is_composite:
             raise IncompatibleProblemError(
                 f"{self.name!r} handles smooth objectives only, but problem {problem.name!r} has "
-                f"a non-smooth part h(x) = {problem.reg_weight} ||x||_1; use a composite method.")
+                f"a non-smooth part h(x) = {problem.reg_weight} h_0(x), h_0 the regularizer "
+                f"{problem.regularizer.name!r}; use a composite method.")
 
     def init(self, problem, x0):
         """Initial state: a dict with at least ``x``."""

@@ -25,7 +25,7 @@ class GroupL2(Regularizer):
 
     def __init__(self, weight=0.0, groups=None):
         super().__init__(weight)
-        self.groups = None if groups is None else np.ascontiguousarray(groups, dtype=np.int64)
+        self.groups = None if groups is None else _group_ids(groups)
 
     def check(self, dim, caller):
         g = self.groups
@@ -74,3 +74,19 @@ class GroupL2(Regularizer):
         groups = np.arange(dim) // 2
         groups[-1] = -1
         return cls(weight=0.3, groups=groups)
+
+
+def _group_ids(groups):
+    """The group ids as int64, refusing what a cast would change: ids that are not integers (0.7 was
+    read as group 0) and ids below -1 (only -1 marks an unpenalised coordinate)."""
+    g = np.asarray(groups)
+    if g.dtype.kind not in "iub":
+        if g.dtype.kind != "f" or not np.all(np.isfinite(g)) or not np.all(g == np.round(g)):
+            raise DataError(f"group: 'groups' must be integer group ids (0, 1, ..., or -1 for an unpenalised "
+                            f"coordinate); got {groups!r}")
+    g = np.ascontiguousarray(g, dtype=np.int64)
+    if g.size and g.min() < -1:
+        raise DataError(f"group: 'groups' ids must be >= -1 (-1 marks an unpenalised coordinate); got "
+                        f"{int(g.min())} in {groups!r}")
+    return g
+

@@ -40,25 +40,21 @@ class Logistic(MarginDatafit):
         reaches 1), so the test reads "value > 1/2", far from the solver's tolerances."""
         if self.l2 > 0:
             return True
-        import scipy.sparse as sps
-        from scipy.optimize import linprog
         YA = _signed_rows(problem)
+        if YA.shape[0] == 0:                  # no row of positive weight: F is the constant 0
+            return True
         m = YA.shape[0]
-        res = linprog(-np.asarray(YA.sum(axis=0)).ravel(), A_ub=sps.vstack([-YA, YA]).tocsr(),
-                      b_ub=np.concatenate([np.zeros(m), np.ones(m)]), bounds=[(None, None)] * problem.dim,
-                      method="highs")
-        if res.status != 0:                   # pragma: no cover - v = 0 is feasible and the value <= m
-            raise RuntimeError(f"logistic: the LP that decides whether the minimum is attained failed: {res.message}")
+        res = _linprog(-np.asarray(YA.sum(axis=0)).ravel(), _vstack(-YA, YA),
+                       np.concatenate([np.zeros(m), np.ones(m)]), "whether the minimum is attained")
         return bool(-res.fun <= 0.5)
 
     def infimum(self, problem):
         """The infimum of the loss part when it is not attained and known exactly: 0 under complete
         separation (some x has t_r a_r^T x >= 1 for every row: an LP), else None (quasi-complete
         separation: the infimum is that of the rows no direction separates, not computed here)."""
-        from scipy.optimize import linprog
         YA = _signed_rows(problem)
-        res = linprog(np.zeros(problem.dim), A_ub=-YA, b_ub=-np.ones(YA.shape[0]),
-                      bounds=[(None, None)] * problem.dim, method="highs")
+        res = _linprog(np.zeros(problem.dim), -YA, -np.ones(YA.shape[0]), "whether the data are separable",
+                       feasibility=True)
         return 0.0 if res.status == 0 else None
 
     def loss(self, z, t):
@@ -94,7 +90,36 @@ class Logistic(MarginDatafit):
 
 
 def _signed_rows(problem):
-    """The rows t_r a_r as a CSR matrix (their products with x are the margins t_r a_r^T x)."""
+    """The rows t_r a_r of positive weight as a CSR matrix (their products with x are the margins
+    t_r a_r^T x). Rows of a client with weight w_i = 0 are not part of F: kept, they could make
+    separable data look inseparable (and certify a minimiser that does not exist)."""
     import scipy.sparse as sps
     M, t = problem.M, problem.b
-    return sps.csr_matrix(M.multiply(t[:, None]) if problem.sparse else M * t[:, None])
+    YA = sps.csr_matrix(M.multiply(t[:, None]) if problem.sparse else M * t[:, None])
+    keep = np.flatnonzero(np.asarray(problem._row_w) > 0)
+    return YA if keep.size == YA.shape[0] else YA[keep]
+
+
+def _vstack(a, b):
+    import scipy.sparse as sps
+    return sps.vstack([a, b]).tocsr()
+
+
+def _linprog(c, A_ub, b_ub, what, feasibility=False):
+    """HiGHS on the separability LPs over free v, with the columns of ``A_ub`` equilibrated (v = D u,
+    D_jj = 1 / max_r |A_rj|: the same feasible margins and the same optimal value; badly scaled
+    columns made HiGHS fail with "Solve error"). ``feasibility``: an infeasible LP is an answer
+    (status 2), not a failure. Any other failure raises UncertifiedOptimumError."""
+    import scipy.sparse as sps
+    from scipy.optimize import linprog
+    from ..exceptions import UncertifiedOptimumError
+    A_ub = sps.csr_matrix(A_ub)
+    scale = np.asarray(abs(A_ub).max(axis=0).todense()).ravel() if A_ub.shape[0] else np.ones(A_ub.shape[1])
+    d = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 1.0)
+    res = linprog(np.asarray(c) * d, A_ub=A_ub @ sps.diags(d), b_ub=b_ub, bounds=[(None, None)] * A_ub.shape[1],
+                  method="highs")
+    if res.status == 0 or (feasibility and res.status == 2):
+        return res
+    raise UncertifiedOptimumError(f"logistic (l2 = 0): the linear program that decides {what} failed "
+                                  f"(HiGHS status {res.status}: {res.message}); the optimum is not certified. "
+                                  "Rescale the features, or add a ridge l2 > 0 (the minimum is then attained).")

@@ -2,7 +2,7 @@ r"""Explicit quadratics: :math:`f_i(x) = \frac12 x^\top Q_i x - c_i^\top x + \fr
 import numpy as np
 
 from .._kernels.datafits import KIND_QUADRATIC
-from .._argcheck import Interval, Options, check_param
+from .._argcheck import Bool, Interval, Options, check_param
 from ..exceptions import DataError
 from .base import Datafit
 from .registry import register_datafit
@@ -145,6 +145,13 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
     check_param("heterogeneity", heterogeneity, [Interval(float, 0, None, "left")], c)
     check_param("noise", noise, [Interval(float, 0, None, "left")], c)
     check_param("hessian", hessian, [Options("shared", "distinct")], c)
+    check_param("shared_minimizer", shared_minimizer, [Bool()], c)
+    check_param("seed", seed, [Interval(int, 0, None)], c)
+    if 0 < mu < 100 * dim * np.finfo(float).eps * L:
+        # the stored Hessian U diag(s) U^T carries rounding errors of about d eps L in its eigenvalues
+        raise ValueError(f"{c}: 'mu' must be at least 100 d eps L = {100 * dim * np.finfo(float).eps * L:.3g} "
+                         f"(d = {dim}, L = {L}): the eigenvalues of the stored Hessian are exact only to about "
+                         f"d eps L, so a smaller mu is not the problem's strong convexity; got mu={mu}.")
     if dim == 1 and mu != L:
         raise ValueError(f"{c}: with dim=1 the Hessian has one eigenvalue, so mu must equal L; "
                          f"got mu={mu}, L={L}.")
@@ -153,6 +160,15 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
                          f"'heterogeneity' must be 0; got {heterogeneity}.")
     if heterogeneity > 0 and n_clients < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs n_clients >= 2; got n_clients=1.")
+    if weights is not None:
+        wa = np.asarray(weights, dtype=float)
+        if wa.shape != (n_clients,) or not np.all(np.isfinite(wa)) or np.any(wa < 0) or not wa.sum() > 0:
+            raise DataError(f"{c}: 'weights' must be {n_clients} non-negative finite numbers with a positive "
+                            f"sum; got {weights!r}.")
+        if heterogeneity > 0 and np.count_nonzero(wa) < 2:
+            raise ValueError(f"{c}: 'heterogeneity' > 0 needs two clients of positive weight (zeta_*^2 = "
+                             f"sum_i w_i ||grad f_i(x*)||^2 with sum_i w_i grad f_i(x*) = 0 is 0 when one "
+                             f"client carries all the weight); got weights={weights!r}.")
     rng = np.random.default_rng(seed)
     n, d = n_clients, dim
     w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float) / np.sum(weights)

@@ -821,7 +821,7 @@ def _bracket(problem, x, L, ls=None):
                 k = A.shape[1] + 2
                 e = k * _cert._EPS_LD * (np.abs(A) @ np.abs(x) + np.abs(b))     # margin rounding (longdouble)
                 err = _norm(np.abs(A).T @ e) + k * _cert._EPS_LD * _norm(np.abs(A).T @ np.abs(np.asarray(r, float)))
-                dual = max(dual, primal - (_norm(sub) + err) ** 2 / (2 * problem.l2))
+                dual = max(dual, primal - np.float64(_norm(sub) + err) ** 2 / (2 * problem.l2))
             return primal, min(dual, primal), primal
         f = float(problem.value(x))
         fe = _cert.eval_error(problem, x)                       # F(x) in double: the bracket widens by it
@@ -847,7 +847,7 @@ def _bracket(problem, x, L, ls=None):
             wt = problem._row_w * (c * e + (problem.M.shape[0] + 2) * eps * np.abs(problem.datafit.dloss(z, problem.b)))
             err = float(_norm(np.asarray(abs(problem.M).T @ wt).ravel()))
             err *= 2 if problem.is_composite else 1
-        lower = min(fp, f) - fe - (_norm(s) + err) ** 2 / (2 * mu)
+        lower = min(fp, f) - fe - np.float64(_norm(s) + err) ** 2 / (2 * mu)
     return f, (lower if np.isfinite(lower) else np.nan), f + fe
 
 
