@@ -266,3 +266,21 @@ def test_a_quadratic_with_huge_constants_is_not_an_overflow_error():
     p = problems.quadratic(2, 3, L=1e200, mu=1e199, seed=0)
     gt = validation.ground_truth(p, cache=False, clients=False)
     assert gt.f == pytest.approx(p.info["f_star"], rel=1e-12)
+
+
+@pytest.mark.parametrize("l2", [0.0, 0.1])
+def test_least_squares_with_an_all_zero_row_is_certified(l2):
+    """A row a_j = 0 with a target b_j != 0 adds the constant b_j^2 / 2 to F. Kept in the QR system it
+    made the certificate's basis of range(A) one dimension too large, and the exact F* was refused
+    (bracket [0, F*]). It now goes into the constant, with the merged rows' spread."""
+    A = np.array([[0.0, 1, 0, 1], [0, 0, 0, 0], [1, 0, 1, 1], [0, 0, 0, 0]])
+    b = np.array([-0.8482, -0.4172, 1.7104, 0.3])
+    p = problems.least_squares([A[:2], A[2:]], [b[:2], b[2:]], l2=l2)
+    gt = validation.ground_truth(p, cache=False, clients=False)
+    # the exact F*: weighted rows (1/2 per client, 1/2 per row within a client), the ridge as rows
+    Aw = np.vstack([A * 0.5, np.sqrt(l2) * np.eye(4)])
+    bw = np.r_[b * 0.5, np.zeros(4)]
+    x = np.linalg.lstsq(Aw, bw, rcond=None)[0]
+    f_exact = 0.5 * np.sum((Aw @ x - bw) ** 2)
+    assert gt.f == pytest.approx(f_exact, rel=1e-13)
+    assert gt.f == pytest.approx(p.value(x), rel=1e-13)

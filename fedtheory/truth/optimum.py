@@ -674,7 +674,9 @@ def _ls_reduce(problem):
     min F = min of the reduced objective + C.
 
     Identical rows a_j are merged (weights summed, targets averaged; their spread is the
-    constant C, summed in extended precision); all-zero columns are dropped (x_j = 0); with
+    constant C, summed in extended precision); all-zero rows go into C as well (they do not depend
+    on x; kept, they widened the certificate's range basis beyond range(A)); all-zero columns are
+    dropped (x_j = 0); with
     l2 = 0 duplicated columns, and columns that are an exact multiple of another, keep their first
     copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`). Then the sqrt(l2) I rows of the
     ridge."""
@@ -685,7 +687,12 @@ def _ls_reduce(problem):
     W = np.bincount(inv, weights=w, minlength=U.shape[0])
     tbar = np.bincount(inv, weights=w * t, minlength=U.shape[0]) / np.where(W > 0, W, 1.0)
     dev = t.astype(np.longdouble) - tbar[inv].astype(np.longdouble)
-    C = 0.5 * float(np.sum(w.astype(np.longdouble) * dev * dev))
+    C = np.sum(w.astype(np.longdouble) * dev * dev)
+    zero = ~np.any(U != 0, axis=1)          # a_j = 0: its (merged) term W tbar^2 / 2 is a constant too
+    if zero.any():
+        C += np.sum(W[zero].astype(np.longdouble) * tbar[zero].astype(np.longdouble) ** 2)
+        U, W, tbar = U[~zero], W[~zero], tbar[~zero]
+    C = 0.5 * float(C)
     keep = np.flatnonzero(np.any(U != 0, axis=0))
     if problem.l2 == 0 and keep.size > 1:
         _, first = np.unique(U[:, keep].T, axis=0, return_index=True)
