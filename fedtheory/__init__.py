@@ -75,9 +75,11 @@ def describe(name, conditions=True):
     from .registry import ALGORITHMS
     if name in algorithms():
         cls = ALGORITHMS[name]
+        # ``comm`` may depend on the hyperparameters (a property, e.g. Mime's variant): its defaults'
+        comm = cls.comm if isinstance(cls.comm, tuple) else cls().comm
         return {"name": cls.name, "kind": "algorithm", "reference": cls.reference,
                 "hyperparameters": cls.hyperparameters(),
-                "communication_per_client": {"down": cls.comm[0], "up": cls.comm[1]},
+                "communication_per_client": {"down": comm[0], "up": comm[1]},
                 "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
                 "scalars": dict(cls.scalars),
                 "doc": _summary(cls.__doc__)}

@@ -144,7 +144,12 @@ def _step_sizes(lr, t0, K, const=None):
         return const
     if callable(lr):
         t = t0 + np.arange(K)
-        lrs = np.array([float(lr(int(s))) for s in t])
+        vals = [lr(int(s)) for s in t]
+        try:
+            lrs = np.array([float(v) for v in vals])
+        except (TypeError, ValueError):
+            raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range (0, inf). "
+                                        f"Got {vals!r} for global steps {t.tolist()}.") from None
         if not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
             raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range "
                                         f"(0, inf). Got {lrs.tolist()} for global steps {t.tolist()}.")
@@ -436,6 +441,9 @@ class _Job:
                 + (" (reference = true in a configuration file; fedtheory.run takes the ground truth "
                    "itself)" if isinstance(reference, bool) else "") + ".")
         self.deep = bool(getattr(problem, "is_deep", False))
+        if reference is not None and not self.deep:
+            from .truth.optimum import check_reference
+            check_reference(problem, reference, "run")
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,
                                         sampling, batch_replacement, tol)

@@ -281,3 +281,75 @@ def test_the_registrys_run_parameter_names_are_runs_signature():
     from fedtheory.runner import _run_parameters
     assert set(RUN_PARAMETERS) == set(_run_parameters()) - {"problem", "algorithm", "hyperparameters"}
     assert len(RUN_PARAMETERS) == len(set(RUN_PARAMETERS))
+
+
+# ------------------------------------------------- a user's walk one step off the documented path --
+def test_a_ground_truth_of_another_problem_is_refused():
+    """validation.constants(p2, gt_of_p1) gave zeta_*^2 = 2.03 (true 1.0) and run(p2, reference=gt_of_p1)
+    a final suboptimality of 0.013 (true 0), without a word; another dimension was a raw broadcasting
+    error."""
+    import validation
+    p1 = problems.quadratic(4, 3, heterogeneity=1.0, seed=0)
+    p2 = problems.quadratic(4, 3, heterogeneity=1.0, seed=1)
+    gt1, gt2 = validation.ground_truth(p1, cache=False), validation.ground_truth(p2, cache=False)
+    with pytest.raises(ft.InvalidParameterError, match="'reference' parameter of run is the ground truth of another"):
+        ft.run(p2, "fedavg", rounds=2, reference=gt1)
+    with pytest.raises(ft.InvalidParameterError, match="'gt' parameter of constants is the ground truth of another"):
+        validation.constants(p2, gt1)
+    with pytest.raises(ft.InvalidParameterError, match="dimension 5"):
+        ft.run(problems.quadratic(4, 5, seed=0), "fedavg", rounds=2, reference=gt1)
+    # the same problem built again (same data hash), and a reference built by hand, are accepted
+    again = problems.quadratic(4, 3, heterogeneity=1.0, seed=1)
+    res = ft.run(again, "fedavg", rounds=2, reference=gt2)
+    assert np.isfinite(res.history["suboptimality"]).all()
+    assert validation.constants(again, gt2).zeta_star_sq == pytest.approx(1.0, rel=1e-12)
+
+    class Mine:
+        x, f = p2.info["x_star"], p2.info["f_star"]
+    ft.run(p2, "fedavg", rounds=2, reference=Mine())
+    Mine.x = p1.info["x_star"]                    # F(x) no longer its f: most likely another problem's
+    with pytest.warns(UserWarning, match="does not match this problem"):
+        ft.run(p2, "fedavg", rounds=2, reference=Mine())
+
+
+@pytest.mark.parametrize("name", ["fedsps", "fedsps_dec", "fedsps_normalized", "fedsps_global"])
+def test_fedsps_lower_bound_must_be_finite(name):
+    """A NaN lower bound ran on numba (max_rounds, some model) and diverged on python; inf froze the model."""
+    p = problems.quadratic(3, 3, seed=0)
+    for bad in (float("nan"), float("inf"), -float("inf"), [0.0, float("nan"), 0.0]):
+        with pytest.raises(ft.InvalidParameterError, match="'lower_bound' parameter of .* must be a finite float"):
+            ft.run(p, name, rounds=2, lower_bound=bad)
+    with pytest.raises(ft.InvalidParameterError, match="Got shape \\(2,\\)"):
+        ft.run(p, name, rounds=2, lower_bound=[0.0, 0.0])
+
+
+def test_describe_every_algorithm():
+    """describe('mime') raised "'property' object is not subscriptable" (its comm depends on its variant)."""
+    from fedtheory.registry import ALGORITHMS
+    for name in ALGORITHMS:
+        d = ft.describe(name)
+        assert set(d["communication_per_client"]) == {"down", "up"}, name
+    assert ft.describe("mime")["communication_per_client"] == {"down": 2, "up": 2}      # mimelite, the default
+
+
+def test_nfsgd_refuses_a_graph_given_with_a_mixing_matrix():
+    from fedtheory.topology import mixing_matrix
+    p = problems.quadratic(4, 3, seed=0)
+    W = mixing_matrix("complete", 4, p.weights, 0.5, 0)
+    with pytest.raises(ft.InvalidParameterError, match="graph parameters must be left at their defaults"):
+        ft.run(p, "nfsgd", rounds=2, W=W, topology="torus")
+    ft.run(p, "nfsgd", rounds=2, W=W)
+
+
+def test_more_parameters_a_user_can_get_wrong():
+    import validation
+    p = problems.quadratic(4, 3, seed=0)
+    with pytest.raises(ft.InvalidParameterError, match="'lr' schedule of run must return floats.*'fast'"):
+        ft.run(p, "fedavg", rounds=2, lr=lambda t: "fast")
+    lasso = problems.lasso([np.random.default_rng(0).normal(size=(6, 3))], [np.ones(6)], l1=0.1)
+    with pytest.raises(ft.InvalidParameterError, match="'solver' parameter of ground_truth must be a CVXPY solver"):
+        validation.ground_truth(lasso, cache=False, solver="NOPE")
+    with pytest.raises(ft.InvalidParameterError, match="'solver' parameter of ground_truth must be a str"):
+        validation.ground_truth(lasso, cache=False, solver=3)
+    with pytest.raises(ft.DataError, match="one integer group id per coordinate"):
+        problems.group_lasso([np.ones((5, 4))], [np.ones(5)], l1=0.1, groups=[[0], [1, 2, 3]])

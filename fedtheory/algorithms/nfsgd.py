@@ -60,7 +60,8 @@ class NFSGD(Algorithm):
     W : array (n, n), optional
         Mixing matrix; checked to be non-negative, row-stochastic, reversible with respect to
         the client weights (symmetric and doubly stochastic for uniform weights) and with
-        zeta < 1. None builds it from ``topology``.
+        zeta < 1. None builds it from ``topology``; with a W, ``topology``, ``er_p`` and
+        ``graph_seed`` must stay at their defaults (a graph passed with W is refused, not ignored).
     topology : {"ring", "complete", "torus", "erdos_renyi"}, default "ring"
         Graph with Metropolis-Hastings weights (see :mod:`fedtheory.topology`).
     er_p : float, default 0.5
@@ -109,6 +110,12 @@ class NFSGD(Algorithm):
         q = problem.weights
         if self.W is None:
             return mixing_matrix(self.topology, problem.n_clients, q, self.er_p, self.graph_seed)
+        graph = {k: getattr(self, k) for k, v in (("topology", "ring"), ("er_p", 0.5), ("graph_seed", 0))
+                 if getattr(self, k) != v}
+        if graph:                        # a W replaces the graph: a graph given with it would be ignored
+            raise InvalidParameterError(f"NFSGD: the 'W' parameter is the mixing matrix itself, so the graph "
+                                        f"parameters must be left at their defaults; got {graph} with W. Pass "
+                                        f"either W or topology (er_p, graph_seed).")
         try:
             return check_mixing(self.W, q, "W")
         except ValueError as e:

@@ -37,13 +37,19 @@ sps = sps_step
 
 def lower_bounds(value, problem, name):
     """Per-client lower bounds ell_i* (scalar broadcast, or an array of length n)."""
-    ell = np.asarray(value, dtype=np.float64)
-    if ell.ndim == 0:
-        return np.full(problem.n_clients, float(ell))
-    if ell.shape != (problem.n_clients,) or not np.all(np.isfinite(ell)):
-        raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a float or a finite array "
-                                    f"of shape ({problem.n_clients},). Got shape {ell.shape} instead.")
-    return ell
+    try:
+        ell = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        ell = None
+    if ell is None or (ell.ndim != 0 and ell.shape != (problem.n_clients,)):
+        got = f"shape {np.shape(value)}" if ell is not None else repr(value)
+        raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a finite float or a finite "
+                                    f"array of shape ({problem.n_clients},). Got {got} instead.")
+    if not np.all(np.isfinite(ell)):
+        raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a finite float or a finite "
+                                    f"array of shape ({problem.n_clients},) (ell_i^* bounds every sample loss "
+                                    f"of client i from below). Got {value!r} instead.")
+    return np.full(problem.n_clients, float(ell)) if ell.ndim == 0 else ell
 
 
 def step_stats(G, C):

@@ -79,7 +79,13 @@ class GroupL2(Regularizer):
 def _group_ids(groups):
     """The group ids as int64, refusing what a cast would change: ids that are not integers (0.7 was
     read as group 0) and ids below -1 (only -1 marks an unpenalised coordinate)."""
-    g = np.asarray(groups)
+    try:
+        g = np.asarray(groups)
+    except ValueError:                  # ragged nesting, e.g. [[0], [1, 2, 3]]
+        g = np.asarray(None)
+    if g.ndim != 1:
+        raise DataError(f"group: 'groups' must be one integer group id per coordinate (a flat list, -1 for an "
+                        f"unpenalised coordinate), not the groups' members; got {groups!r}")
     if g.dtype.kind not in "iub":
         if g.dtype.kind != "f" or not np.all(np.isfinite(g)) or not np.all(g == np.round(g)):
             raise DataError(f"group: 'groups' must be integer group ids (0, 1, ..., or -1 for an unpenalised "

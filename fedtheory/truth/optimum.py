@@ -44,7 +44,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..constants import smoothness, strong_convexity
-from ..exceptions import DataError, UncertifiedOptimumError, UncertifiedOptimumWarning
+from ..exceptions import DataError, InvalidParameterError, UncertifiedOptimumError, UncertifiedOptimumWarning
 from ..problem import FederatedProblem
 from . import certificate as _cert
 from .certificate import describe
@@ -96,6 +96,9 @@ class GroundTruth:
         Why the result is not certified ('' when it is).
     client_certified : ndarray of bool (n,)
         The same verdict for every client optimum f_i* (all True when certified).
+    problem_hash : str
+        ``problem.data_hash()`` of the problem it is the optimum of: ``run(reference=...)`` and
+        :func:`validation.constants` refuse it for another problem ('' for one built by hand).
     """
 
     x: np.ndarray
@@ -114,6 +117,7 @@ class GroundTruth:
     tol: float = 1e-9
     reason: str = ""
     client_certified: np.ndarray = None
+    problem_hash: str = ""
 
     @property
     def accuracy(self):
@@ -150,6 +154,35 @@ class GroundTruth:
             lines.append(f"client optima f_i*: not computed (n={cf.size})")
         lines += [f"info: {k} = {v}" for k, v in self.info.items()]
         return "\n".join(lines)
+
+
+def check_reference(problem, reference, caller, name="reference"):
+    """Refuse a ground truth that is not ``problem``'s optimum: another dimension, or (a
+    :class:`GroundTruth`) another problem's data hash. A reference built by hand (an object with
+    ``f`` and ``x``, no hash) is checked by its value: F(x) must be its ``f``, else a warning.
+    Suboptimality, distances and the heterogeneity constants measured against another problem's
+    x* and F* are silently wrong numbers."""
+    x = np.asarray(reference.x, dtype=np.float64) if getattr(reference, "x", None) is not None else None
+    if x is None or x.shape != (problem.dim,):
+        raise InvalidParameterError(f"The '{name}' parameter of {caller} must be the ground truth of this "
+                                    f"problem (dimension {problem.dim}); got one whose x has shape "
+                                    f"{None if x is None else x.shape}.")
+    own = getattr(reference, "problem_hash", "")
+    if not hasattr(problem, "data_hash"):
+        return
+    if own:
+        if own != problem.data_hash():
+            raise InvalidParameterError(
+                f"The '{name}' parameter of {caller} is the ground truth of another problem (data hash "
+                f"{own[:12]}..., this problem {problem.data_hash()[:12]}...): its x* and F* would make every "
+                f"suboptimality and constant wrong. Compute validation.ground_truth(problem) for this one.")
+        return
+    with np.errstate(all="ignore"):
+        fx = float(problem.value(x))
+    f = float(reference.f)
+    if not (np.isfinite(fx) and abs(fx - f) <= 1e-6 * max(1.0, abs(f))):
+        warnings.warn(f"{caller}: the '{name}' given (F* = {f!r}) does not match this problem at its x* "
+                      f"(F(x*) = {fx!r}); is it the optimum of another problem?", UserWarning, stacklevel=3)
 
 
 def _cache_path(problem, cache_dir):
@@ -214,6 +247,9 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         raise TypeError(f"ground_truth expects a FederatedProblem, got {type(problem).__name__}.")
     from .._argcheck import Interval, Options, check_param
     check_param("certify", certify, [Options("raise", "warn")], "ground_truth")
+    if not isinstance(solver, str):
+        raise InvalidParameterError(f"The 'solver' parameter of ground_truth must be a str, the name of a CVXPY "
+                                    f"solver (default 'CLARABEL'). Got {solver!r} instead.")
     check_param("tol", tol, [Interval(float, 0, 1, "neither")], "ground_truth")
     path = _cache_path(problem, cache_dir)
     if cache and path.is_file():
@@ -222,6 +258,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
         # only certified entries are written, to the tolerance they record
         if gt is not None and (not clients or gt.info.get("clients_computed", False)) and gt.tol <= tol:
             gt.info["cached"] = True
+            gt.problem_hash = problem.data_hash()
             return gt
     from .._progress import bar, enabled
     big = problem.n_clients >= 100 or float(problem.client_sizes.sum()) * problem.dim >= 1e7
@@ -232,6 +269,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     finally:
         stages.close()
     gt.info["cached"] = False
+    gt.problem_hash = problem.data_hash()
     if not gt.certified:
         msg = (f"ground_truth: the optimum of {describe(problem)} is not certified to tol={tol:g}: "
                f"{gt.reason} (residual {gt.residual:.3g}, relative residual {gt.rel_residual:.3g}, "
@@ -486,6 +524,9 @@ def _cvxpy_solve(problem, solver):
     objective = problem.datafit.cvxpy_objective(problem.data, x)
     h = problem.regularizer.cvxpy_objective(x)
     prob = cp.Problem(cp.Minimize(objective if h is None else objective + h))
+    if solver.upper() not in cp.installed_solvers():
+        raise InvalidParameterError(f"The 'solver' parameter of ground_truth must be a CVXPY solver installed "
+                                    f"here, one of {cp.installed_solvers()}. Got {solver!r} instead.")
     with warnings.catch_warnings():
         # "optimal_inaccurate" is recorded in info["cvxpy_status"]; the polish certifies the point
         warnings.simplefilter("ignore", UserWarning)
@@ -921,6 +962,8 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
         try:
             x, status, val = _cvxpy_solve(problem, solver)
             info.update(cvxpy_status=status, cvxpy_value=float(val) if val is not None else None)
+        except InvalidParameterError:
+            raise
         except Exception as e:  # solver failure: fall back to the polish from a start point
             info["cvxpy_status"] = f"failed: {type(e).__name__}: {e}"
         info["time_cvxpy"] = time.perf_counter() - t0

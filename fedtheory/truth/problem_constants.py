@@ -148,6 +148,9 @@ def constants(problem, gt=None):
     >>> round(c.L, 12), round(c.mu, 12), round(c.zeta_star_sq, 12), c.sigma_g_sq_kind
     (2.0, 0.5, 0.3, 'exact')
     """
+    if gt is not None:
+        from .optimum import check_reference
+        check_reference(problem, gt, "constants", "gt")
     gt = gt if gt is not None else ground_truth(problem)
     with np.errstate(over="ignore", invalid="ignore"):
         try:
