@@ -196,6 +196,12 @@ class TheoremSpec:
         than the floor is UNRESOLVED, never VIOLATED. Default: :func:`comparison_floor`.
         A measurement may also set ``"unresolved"`` to a reason (a quantity it divides by is
         at rounding level): the verdict is then UNRESOLVED whatever the comparison.
+    rounding : callable, optional
+        ``rounding(setup, measurement) -> {(where, key): delta}``: the rounding of the bound's own
+        inputs (``where`` is ``"setup"`` or ``"measure"``; e.g. f(x^0) - f*, resolved to
+        :func:`gap_floor`, or a squared gradient norm, to :func:`grad_sq_floor`). The floor grows
+        by how far those deltas move the variant's bound (:func:`propagated_floor`): a bound whose
+        f(x^0) - f* term is rounding is not a bound of 0 (nor a negative one).
     assumptions : tuple of str
         Capabilities the theorem's function class needs from the problem's components
         (``"smooth"``, ``"strongly_convex"``; :func:`fedtheory.components.capabilities`), each
@@ -225,6 +231,7 @@ class TheoremSpec:
     floor: Callable | None = None
     assumptions: tuple = ()
     cases: Callable | None = None
+    rounding: Callable | None = None
 
 
 def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
@@ -426,6 +433,47 @@ def distance_floor(scale_x, amplification=1.0):
     return (FLOOR_ULPS * EPS * float(scale_x) * float(amplification)) ** 2
 
 
+def point_scale(problem, x0, L, x_star=None):
+    """The size of the points of a run, for rounding floors: max(||x*||, ||x^0||, max_i
+    ||grad f_i(0)||/L) (a gradient L x - c rounds at about eps (L ||x|| + ||c||))."""
+    z = np.zeros(problem.dim)
+    g0 = max(float(np.linalg.norm(problem.client_grad(i, z))) for i in range(problem.n_clients))
+    xs = 0.0 if x_star is None else float(np.linalg.norm(x_star))
+    x0n = 0.0 if x0 is None else float(np.linalg.norm(np.asarray(x0, dtype=float)))
+    return max(xs, x0n, g0 / L if L > 0 else 0.0)
+
+
+def grad_sq_floor(scale_x, L):
+    """Resolution floor of a squared gradient norm ||grad f(x)||^2 at points of size ``scale_x``:
+    ``(FLOOR_ULPS * eps * L * scale_x)^2`` (:func:`distance_floor` of ``L scale_x``).
+
+    Examples
+    --------
+    >>> grad_sq_floor(1.0, 2.0) == (64 * EPS * 2.0) ** 2
+    True
+    """
+    return distance_floor(float(scale_x) * float(L))
+
+
+def propagated_floor(bound, setup, m, deltas):
+    """How far the rounding ``deltas`` of the bound's inputs ({(where, key): delta}, ``where``
+    "setup" or "measure") can move ``bound(setup, m)``: for each input the larger change under
+    +delta and -delta, summed over the inputs."""
+    base = float(bound(setup, m))
+    total = 0.0
+    for (where, key), delta in deltas.items():
+        worst = 0.0
+        for sgn in (1.0, -1.0):
+            st2 = dict(setup, **{key: setup[key] + sgn * delta}) if where == "setup" else setup
+            m2 = dict(m, **{key: m[key] + sgn * delta}) if where == "measure" else m
+            with np.errstate(all="ignore"):
+                b = float(bound(st2, m2))
+            if math.isfinite(b) and math.isfinite(base):
+                worst = max(worst, abs(b - base))
+        total += worst
+    return total
+
+
 def assumption_failures(problem, assumptions):
     """The assumptions (``(capability, assumption name)`` pairs) the problem's components do not
     declare (:func:`fedtheory.components.capabilities`), as a list of names."""
@@ -543,6 +591,8 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         failed = [c for c in conds if c.role in var.requires and not c.ok]
         mean, se = mean_stderr(var.values(setup, m) if var.values is not None else m["values"])
         bound = float(var.bound(setup, m))
+        propagated = (propagated_floor(var.bound, setup, m, spec.rounding(setup, m))
+                      if spec.rounding is not None and math.isfinite(bound) else 0.0)
     except (KeyError, AttributeError) as e:
         if isinstance(e, ForeignHyperparameter):
             why = e.args[0]
@@ -559,6 +609,7 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     reason = "; ".join(f"fails {c.name}" for c in failed)
     floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
     floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
+    floor += propagated
     # a bound below 0 by no more than the floor is 0 to rounding (a product of terms that cancel): the
     # comparison goes on, and is UNRESOLVED where it rests on that rounding
     if not failed and not (math.isfinite(bound) and bound >= -(floor if floor == floor else 0.0)):

@@ -42,7 +42,8 @@ import numpy as np
 
 from ..constants import feddeper_assumptions as problem_constants, quadratic_BG  # noqa: F401  (defined with the data constants, re-exported)
 from . import Case, Condition, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, grad_sq_floor,
+                     point_scale, register_spec)
 
 VARIANTS = ("printed", "corrected")
 
@@ -284,6 +285,39 @@ def _terms1(st, m):
                           st["sigma2"], st["B2"], m["phi0"], m["grad_T"], st["grad_0"])
 
 
+def _scale(st):
+    p = st["problem"]
+    xs = st.get("x_star")
+    if xs is None and p.info:
+        xs = p.info.get("x_star")
+    return point_scale(p, st["x0"], st["beta"], xs)
+
+
+def _floor1(st, m):
+    """Resolution floor of (1/T) sum ||grad f(x^t)||^2: (eps beta max(||x*||, ||x^0||, ...))^2."""
+    return grad_sq_floor(_scale(st), st["beta"])
+
+
+def _rounding1(st, m):
+    """Theorem 1's inputs and their rounding: Gamma = f(x^0) - f* (eps max(|f(x^0)|, |f*|)), the squared
+    gradient norms at x^0 and x^T (the gradient floor) and phi^0 (a squared distance)."""
+    g = grad_sq_floor(_scale(st), st["beta"])
+    return {("setup", "Gamma"): gap_floor(st["f_star"], st["f_star"] + st["Gamma"]), ("setup", "grad_0"): g,
+            ("measure", "grad_T"): g, ("measure", "phi0"): distance_floor(_scale(st))}
+
+
+def _floor2(st, m):
+    """Resolution floor of the mean ||v - x*||^2: a step's rounding amplified by beta/mu at the fixed point."""
+    return distance_floor(_scale(st), st["beta"] / st["mu"])
+
+
+def _rounding2(st, m):
+    """Theorem 2's inputs: the squared distances phi, phi~ and the squared gradient norms eps."""
+    dist = distance_floor(_scale(st), st["beta"] / st["mu"])
+    return {("measure", "phi"): dist, ("measure", "phi_tilde"): dist,
+            ("measure", "eps"): grad_sq_floor(_scale(st), st["beta"])}
+
+
 def _bound1(corrected):
     return lambda st, m: float(sum(v for k, v in _terms1(st, m).items() if corrected or k not in _DROPPED))
 
@@ -341,7 +375,7 @@ SPEC_1 = register_spec(TheoremSpec(
                     r"f(x^T)\rVert^2 - \lVert\nabla f(x^0)\rVert^2)}{T}",
                     "the proof drops two O(1/T) terms when it telescopes: the round-0 drift of the personalized "
                     "paths and the end-point gradient term"),),
-    cases=_space(1),
+    cases=_space(1), floor=_floor1, rounding=_rounding1,
     pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
          "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
          "bracket, not exact); the corrected variant also needs the round-0 personalized drift phi^0. Not "
@@ -462,7 +496,7 @@ SPEC_2 = register_spec(TheoremSpec(
                     r" + \frac{2\epsilon}{\mu^2}\quad(\mu > 0)",
                     "the last step uses ||x - x*||^2 <= ||grad f(x)||^2/beta^2, which is false for a beta-smooth f "
                     "(the inequality goes the other way); ||x - x*|| <= ||grad f(x)||/mu needs strong convexity"),),
-    cases=_space(2),
+    cases=_space(2), floor=_floor2, rounding=_rounding2,
     pep=("Personalized models, and a right-hand side made of quantities measured along the run (the proof's "
          "xi^t and epsilon), not a function of the constants: there is no fixed bound to set beside a worst "
          "case. Not registered.")))

@@ -47,7 +47,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, RateStudy, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, point_scale,
+                     register_spec)
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -265,6 +266,25 @@ def _conditions(st, m):
             + [Condition(*c, role="informational") for c in info])
 
 
+def _scale(st):
+    p = st["problem"]
+    xs = p.info.get("x_star") if p.info else None
+    return point_scale(p, st["x0"], st["L"], xs)
+
+
+def _floor(st, m):
+    """Resolution floor of (1/T) sum ||grad F(z^t)||^2: (eps L max(||x*||, ||x^0||, ...))^2."""
+    return grad_sq_floor(_scale(st), st["L"])
+
+
+def _rounding(st, m):
+    """The bound's inputs from the run: F(z^1) - F* (to eps max(|F(z^1)|, |F*|)) and the squared
+    gradient norms A0, B0 (to the gradient floor); a bound built of their rounding is not 0."""
+    g = grad_sq_floor(_scale(st), st["L"])
+    return {("measure", "F1gap"): gap_floor(st["f_star"], st["f_star"] + m["F1gap"]),
+            ("measure", "A0"): g, ("measure", "B0"): g}
+
+
 def _bounds(st, m):
     return bounds(st["L"], st["lam"], st["lr"], st["K"], st["alpha"], st["rho"], st["n"], st["T"],
                   m["F1gap"], m["A0"], m["B0"], st["sigma_g_sq"], st["sigma_l_sq"])
@@ -313,7 +333,7 @@ SPEC = register_spec(TheoremSpec(
               "corrected": Variant("derived plus the variance term the proof drops (erratum E3; a diagnostic "
                                    "estimate, not a proven bound)", _bound("corrected"), ("stated", "hidden"))},
     details=lambda st, m: {"bounds": _bounds(st, m)},
-    cases=_space,
+    cases=_space, floor=_floor, rounding=_rounding,
     reference="Sun et al., FedSpeed (ICLR 2023), Theorem 4.4 and Corollary 4.5; docs/papers/fedspeed.md, §4",
     errata=(Erratum("derived", "E1, E2", "Theorem 4.4, eqs. (6)-(7)",
                     r"\frac{2(F(z^1)-F^*)}{\lambda\kappa T} + \frac{64\eta_l L^2 K A_0}{\kappa T} + "

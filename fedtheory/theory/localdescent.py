@@ -73,7 +73,8 @@ import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, register_spec
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, point_scale,
+                     register_spec)
 from ..trace import virtual_average
 from .tightness.pepit_adapter import tightness_case
 
@@ -337,6 +338,30 @@ def _f_star(problem):
         from ..truth import ground_truth
         fs = ground_truth(problem).f
     return fs
+
+
+def _x_star(problem):
+    """x* for the rounding scale (the problem's own, else its ground truth; None when there is none)."""
+    xs = problem.info.get("x_star") if problem.info else None
+    if xs is None:
+        try:
+            from ..truth import ground_truth
+            xs = ground_truth(problem).x
+        except (ValueError, ArithmeticError):
+            return None
+    return np.asarray(xs, dtype=float)
+
+
+def _nonconvex_floor(st, m):
+    """Resolution floor of (1/T) sum_t ||grad f(xbar^(t))||^2: (eps L max(||x*||, ||x^0||, ...))^2."""
+    return grad_sq_floor(point_scale(st["problem"], st["x0"], st["L"], _x_star(st["problem"])), st["L"])
+
+
+def _nonconvex_rounding(st, m):
+    """The f(x^0) - f* of bounds (24) and (29) is resolved to eps max(|f(x^0)|, |f*|) only: near x^0 = x*
+    it rounds to 0 or below, which is not a bound of 0 (a run at x* measures rounding too)."""
+    fs = _f_star(st["problem"])
+    return {("setup", "f0"): gap_floor(fs, st["f0"] + fs)}
 
 
 def _x0(problem, x0):
@@ -957,6 +982,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
     extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     cases=_space("4.4"),
+    floor=_nonconvex_floor, rounding=_nonconvex_rounding,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
               "docs/papers/localdescent.md, §4.3",
     errata=(Erratum("corrected", "§4.3", "Theorem 4.4, eq. (23) (proof: step (165))",
@@ -1042,6 +1068,7 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     default_variant="corrected",
     details=lambda st, m: {"lam_traj": m["lam_traj"]},
     cases=_space("4.7"),
+    floor=_nonconvex_floor, rounding=_nonconvex_rounding,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
     errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T",
