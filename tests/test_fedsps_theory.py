@@ -384,3 +384,24 @@ def test_theorem_6b_shape_failure_below_the_theorems_own_terms_is_not_a_violatio
     pl = r.details["plateaus"]
     assert pl[1] / pl[0] > 1e3 and pl[0] > 1e6 * r.details["plateau_floor"]      # a resolved, failed shape
     assert r.verdict() == "UNRESOLVED" and "below the theorem's own terms" in r.report()
+
+
+def test_a_converged_run_stays_in_the_pinned_regime():
+    """Theorem 6(a) on a conforming interpolating quadratic held at R = 20 and 200 and was NOT
+    APPLICABLE at R = 2000, "fails every step at gamma_b": once f_i - ell_i* is a rounding residue
+    (||x - x*|| ~ sqrt(eps)) the Polyak ratio is noise and steps drop below the cap. Such steps count
+    as the theorem's regime now; a step below the cap with a resolved numerator still does not."""
+    import validation
+    from fedtheory.theory.fedsps import _gamma_stats
+    p = problems.quadratic(3, 2, L=1.0, mu=0.5, hessian="distinct", shared_minimizer=True, seed=0)
+    x0 = np.array(p.info["x_star"]) + 1.0
+    v = validation.verify("fedsps.theorem_6a", p, rounds=2000, local_steps=2, seeds=1, x0=x0)
+    m = v.details["measurement"]
+    assert m["gamma_min"] < v.details["gamma_b"] and m["pinned_frac"] == 1.0
+    assert v.verdict() == "holds", v.reason
+    # a resolved step below the cap is not pinned: a short run (no step at rounding) read against a
+    # larger cap has none pinned
+    short = validation.verify("fedsps.theorem_6a", p, rounds=20, local_steps=2, seeds=1, x0=x0)
+    st = dict(short.details, problem=p)
+    assert _gamma_stats(short.runs, short.details["gamma_b"], st)["pinned_frac"] == 1.0
+    assert _gamma_stats(short.runs, 2 * short.details["gamma_b"], st)["pinned_frac"] == 0.0
