@@ -336,8 +336,9 @@ def test_nfsgd_refuses_a_graph_given_with_a_mixing_matrix():
     from fedtheory.topology import mixing_matrix
     p = problems.quadratic(4, 3, seed=0)
     W = mixing_matrix("complete", 4, p.weights, 0.5, 0)
-    with pytest.raises(ft.InvalidParameterError, match="graph parameters must be left at their defaults"):
-        ft.run(p, "nfsgd", rounds=2, W=W, topology="torus")
+    for graph in (dict(topology="torus"), dict(topology="ring"), dict(graph_seed=0)):     # ring: the default
+        with pytest.raises(ft.InvalidParameterError, match="graph parameters must be left"):
+            ft.run(p, "nfsgd", rounds=2, W=W, **graph)
     ft.run(p, "nfsgd", rounds=2, W=W)
 
 

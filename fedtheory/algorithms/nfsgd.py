@@ -105,6 +105,17 @@ class NFSGD(Algorithm):
     test_params: ClassVar[dict] = {"lr": 0.1}
     reductions: ClassVar[list] = [({"topology": "complete"}, "lfd", {})]
 
+    @classmethod
+    def create(cls, run_parameters=(), **kwargs):
+        """As :meth:`Algorithm.create`, refusing a graph passed together with ``W`` (even the default
+        ``topology="ring"``, which would be ignored)."""
+        graph = sorted(k for k in ("topology", "er_p", "graph_seed") if k in kwargs)
+        if kwargs.get("W") is not None and graph:
+            raise InvalidParameterError(f"NFSGD: the 'W' parameter is the mixing matrix itself, so the graph "
+                                        f"parameters must be left out; got {graph} with W. Pass either W or "
+                                        f"topology (er_p, graph_seed).")
+        return super().create(run_parameters, **kwargs)
+
     def mixing(self, problem):
         """The (checked) mixing matrix for ``problem``'s clients and weights."""
         q = problem.weights
