@@ -217,8 +217,7 @@ def libsvm(name, n_clients=10, partition="iid", l2=0.0, seed=0, data_dir=None, m
     (100, 123, True)
     """
     if max_samples is not None:
-        check_param("max_samples", max_samples, [Interval(int, max(1, n_clients) if isinstance(n_clients, int)
-                                                          else 1, None)], "problems.libsvm")
+        check_param("max_samples", max_samples, [Interval(int, 1, None)], "problems.libsvm")
     X, y = load_libsvm(name, data_dir=data_dir, download=download)
     if max_samples is not None and max_samples < X.shape[0]:
         keep = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_samples, replace=False))

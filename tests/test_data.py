@@ -193,7 +193,7 @@ def test_matrix_completion_checks_its_shape_and_noise():
 
 def test_libsvm_checks_max_samples_and_weights(data_dir):
     for bad in (0, -5):
-        with pytest.raises(ft.InvalidParameterError, match="'max_samples'"):
+        with pytest.raises(ft.InvalidParameterError, match="'max_samples' .* \\[1, inf\\)"):
             problems.libsvm("mushrooms", n_clients=3, max_samples=bad, data_dir=data_dir)
     with pytest.raises(ValueError, match="'weights' parameter of problems.libsvm .* Got 'sample'"):
         problems.libsvm("mushrooms", n_clients=3, weights="sample", data_dir=data_dir)
