@@ -499,17 +499,21 @@ def _plot(args):
         raise UsageError(f"no results table at {path} (run 'fedtheory sweep CONFIG --out {args.dir}' first)")
     if not len(df):
         raise UsageError(f"{path}: no runs stored yet (run 'fedtheory sweep CONFIG --out {args.dir}')")
-    if args.y is not None and args.y not in df.columns:
-        skip = {"run_id", "status", "seed", "version", "round"}
-        metrics = [c for c in df.columns if not c.startswith("param_") and c not in skip
-                   and pd.api.types.is_numeric_dtype(df[c])]
+    skip = {"run_id", "status", "seed", "version", "round"}
+    numeric = [c for c in df.columns if not c.startswith("param_") and pd.api.types.is_numeric_dtype(df[c])]
+    metrics = [c for c in numeric if c not in skip]
+    if args.y is not None and args.y not in metrics:
         raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}")
+    axes = ("round", "comm_up", "grad_evals")
+    from .plotting import X_ALIASES
+    if args.x is not None and X_ALIASES.get(args.x, args.x) not in numeric:
+        raise UsageError(f"--x {args.x}: not a numeric column of {path}; e.g. {', '.join(c for c in axes if c in numeric)}")
+    xs = [args.x] if args.x else [c for c in axes if c in numeric] or ["round"]
     out = Path(_out_file(args.out) if args.out is not None else (src if src.is_dir() else src.parent) / "rates.png")
     try:
-        fig = results_figure(df, y=args.y, title=args.title, filters=args.filter,
-                             xs=[args.x] if args.x else ("round", "comm_up", "grad_evals"))
+        fig = results_figure(df, y=args.y, title=args.title, filters=args.filter, xs=xs)
     except ValueError as e:          # a --filter naming no parameter, or matching no run
-        raise UsageError(f"--filter: {e}") from None
+        raise UsageError(f"--filter: {e}" if args.filter else f"plot: {e}") from None
     fig.savefig(out, dpi=150)
     print(f"figure: {out}")
     return 0

@@ -419,8 +419,8 @@ def log_ticks(ax, axis="y"):
 def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
     """Mark the points that a logarithmic value axis from ``lo`` to ``hi`` cannot show.
 
-    Values at or below 0 (or -inf) get open down-triangles just above the axis' bottom, +inf open
-    up-triangles just below its top (in the margin that :func:`log_limits` leaves, below or above
+    Values at or below 0 (or -inf), or below ``lo``, get open down-triangles just above the axis'
+    bottom, +inf and values above ``hi`` open up-triangles just below its top (in the margin that :func:`log_limits` leaves, below or above
     every value drawn to scale). Points whose ``x`` the horizontal axis cannot show (NaN; 0 or
     below on a logarithmic axis) are skipped.
 
@@ -456,8 +456,10 @@ def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
     y = np.asarray(y, dtype=float)
     with np.errstate(invalid="ignore"):
         ok_x = np.isfinite(x) & ((x > 0) if ax.get_xscale() == "log" else True)
-        low = ok_x & ((y <= 0) | (y == -np.inf))
-        top = ok_x & (y == np.inf)
+        # below the axis' bottom or above its top as well: values beyond LOG_RANGE (1e-279 from a run
+        # that converged to underflow, 1e305 from a blow-up) are left out of the line
+        low = ok_x & ((y <= 0) | (y < lo))
+        top = ok_x & (y > hi)
     from matplotlib.transforms import offset_copy
     step = 10.0 ** (0.025 * (np.log10(hi) - np.log10(lo)))
     shift = offset_copy(ax.transData, fig=ax.figure, x=4.0 * ((int(level) % 4) - 1.5), units="points")
@@ -516,7 +518,7 @@ def off_axis_handles(at_floor, at_top, nonnegative=True):
                           else "0 or below, at the bottom"))
     if at_top:
         out.append(Line2D([], [], linestyle="none", marker="^", ms=6, mfc="white", mec="black",
-                          label="+inf (diverged), at the top"))
+                          label="+inf or above the axis (diverging), at the top"))
     return out
 
 
@@ -924,6 +926,19 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
                 sd = np.nanstd(vals, axis=1)
                 lo, hi = mean - sd, mean + sd
         label = label or Y_LABELS.get(y, y)
+        # seeds evaluated at different rounds: a mean at a round over whichever seeds were evaluated
+        # there jumps between the seeds (a shape no run has); keep the rounds every seed evaluated
+        # (up to where its history ends)
+        rows = g.assign(_row=1.0).pivot_table(index="round", columns="run_id", values="_row", aggfunc="size",
+                                              fill_value=0).reindex(index=piv.index, columns=piv.columns,
+                                                                    fill_value=0).to_numpy() > 0
+        last_row = np.array([piv.index[np.flatnonzero(c)[-1]] if c.any() else piv.index[0] for c in rows.T])
+        due = piv.index.to_numpy()[:, None] <= last_row[None, :]
+        shared = np.all(rows | ~due, axis=1)
+        if not shared.all():
+            xs, mean, lo, hi = (a[shared] for a in (xs, mean, lo, hi))
+            piv = piv.loc[shared]
+            label += " (rounds every seed evaluated)"
         if ended:                  # a seed's history ends (it diverged): no mean over the survivors beyond
             t_end = last.min()
             cut = piv.index.to_numpy() > t_end

@@ -268,21 +268,26 @@ def rate_fit(study, measured, verifications):
 
     A power rate: the log-log slope over the last three T (``rate``) and over every T
     (``slope``), as predicted when ``rate <= predicted + 0.25``. A geometric rate: the
-    contraction factor per unit of T over the T whose measurement is above its resolution floor,
-    as predicted unless its 95% interval lies wholly above the predicted factor. ``ci`` is the
-    interval as text; ``what`` names the rate in the verdict ("rate" or "contraction factor")."""
+    contraction factor per unit of T, as predicted unless its 95% interval lies wholly above the
+    predicted factor. Both fit only the T whose measurement is above its resolution floor (a
+    measurement at rounding level has no rate), and give no verdict (``as_predicted`` None, "not
+    resolved") without enough of them: fewer than three for the geometric interval (with two, the
+    factor through them has no interval, and a slower contraction was called as predicted), fewer
+    than two for the power slope. ``ci`` is the interval as text; ``what`` names the rate in the
+    verdict ("rate" or "contraction factor")."""
     from .theory import fit_rate
     T = np.asarray(study.Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
     predicted = study.predicted(verifications[-1])
+    above = np.array([v.measured > v.floor for v in verifications])
     if study.form == "geometric":
-        above = np.array([v.measured > v.floor for v in verifications])
         f = fit_rate(T[above], m[above], "geometric")
-        ok = None if f.rate != f.rate else bool(not (f.lo > predicted))      # None: nothing above the floor
+        ok = None if (f.rate != f.rate or f.lo != f.lo) else bool(not (f.lo > predicted))
         return dict(rate=f.rate, slope=f.rate, predicted=predicted, as_predicted=ok, what="contraction factor",
                     ci=f"[{f.lo:.4g}, {f.hi:.4g}]" if f.lo == f.lo else "-", lo=f.lo, hi=f.hi, n=f.n)
-    whole = fit_rate(T, m)
-    tail = fit_rate(T[-3:], m[-3:])
+    Ta, ma = T[above], m[above]
+    whole = fit_rate(Ta, ma)
+    tail = fit_rate(Ta[-3:], ma[-3:])
     return dict(rate=tail.rate, slope=whole.rate, predicted=predicted,
                 as_predicted=None if tail.rate != tail.rate else bool(tail.rate <= predicted + 0.25),
                 what="rate", ci=f"[{tail.lo:.3g}, {tail.hi:.3g}]" if tail.lo == tail.lo else "-", lo=tail.lo,
@@ -334,10 +339,12 @@ def ratios_figure(df):
     Each case is named in full (without file paths) above its bars; each bar is labelled with its
     variant. Bars take the neutral colour of their variant
     (:func:`fedtheory.plotting.bound_style`, as in every figure): the colour never says whether
-    the bound holds. A violated bound (ratio > 1) is marked by a hatch, a black edge and the word
-    "violated" after its value; the vertical line marks ratio 1. A theorem whose ratios span more
-    than two decades is drawn on a logarithmic axis (at most about 36 decades below the largest
-    ratio; the value of a bar further below is still written), else on a linear one. A row that
+    the bound holds. A violated bound (verdict VIOLATED) is marked by a hatch, a black edge and the
+    word "violated" after its value; a ratio above 1 whose verdict is UNRESOLVED (within the
+    resolution floor or the seeds' noise) says "unresolved", unhatched; the vertical line marks
+    ratio 1. A theorem whose ratios span more than two decades is drawn on a logarithmic axis (at
+    most about 36 decades below the largest ratio; the value of a bar further below is still
+    written), else on a linear one. A row that
     is not applicable (a required condition fails) is written "n/a" with its reason instead of a
     bar; a ratio that is not a finite positive number within 1e-300..1e300 is written, not drawn.
 
@@ -418,10 +425,15 @@ def ratios_figure(df):
             if not ok[j]:
                 continue
             st = bound_style(r.variant)
-            violated = ratio[j] > 1
+            verdict = str(r.verdict)
+            # the verdict decides, not ratio > 1: above the bound by no more than the floor or the seeds'
+            # noise is UNRESOLVED, never violated (fedtheory.theory.engine)
+            violated = verdict.startswith("VIOLATED")
+            unresolved = verdict.startswith("UNRESOLVED") and ratio[j] > 1
             ax.barh(ys[j], ratio[j], height=0.7, color=st["color"], alpha=0.85, hatch="///" if violated else None,
                     edgecolor="black" if violated else "white", lw=0.8 if violated else 0.5)
-            ax.annotate(f"{ratio[j]:.3g}" + ("  violated" if violated else ""), (max(ratio[j], lo), ys[j]),
+            ax.annotate(f"{ratio[j]:.3g}" + ("  violated" if violated else "  unresolved" if unresolved else ""),
+                        (max(ratio[j], lo), ys[j]),
                         xytext=(3, 0), textcoords="offset points", va="center", fontsize=6.5,
                         fontweight="bold" if violated else "normal",
                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.3))

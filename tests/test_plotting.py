@@ -340,3 +340,53 @@ def test_legend_labels_of_distinct_settings_stay_distinct():
     assert len(set(labels)) == 4 and "FedAvg, lr = 0.100004" in labels
     t2 = t.assign(param_lr=[0.1, 0.2, 0.123456789, 0.3])
     assert "FedAvg, lr = 0.1235" in [label for label, _ in curve_groups(t2, readable=True)]
+
+
+# ------------------------------------------------------------ one step off the documented path --
+def test_seeds_evaluated_at_different_rounds_are_averaged_where_all_were():
+    """The mean at each round was over whichever seeds were evaluated there: with seeds at rounds
+    (0, 10, 15, 20, 30) and (0, 5, 15, 25, 30) it jumped between them by two decades."""
+    rounds = [np.array([0, 10, 15, 20, 30]), np.array([0, 5, 15, 25, 30])]
+    rows = [pd.DataFrame({"run_id": f"r{s}", "param_seed": s, "param_algorithm": "fedavg", "round": r,
+                          "comm_up": r, "grad_evals": r, "suboptimality": (10.0 ** (2 * s)) * 0.8 ** r})
+            for s, r in enumerate(rounds)]
+    ax = rate_plot(pd.concat(rows, ignore_index=True), y="suboptimality").axes[0]
+    (line,) = [ln for ln in ax.lines if not ln.get_label().startswith("_")]
+    assert list(line.get_xdata()) == [0, 15, 30] and "rounds every seed evaluated" in line.get_label()
+    np.testing.assert_allclose(line.get_ydata(), [(1 + 100) / 2 * 0.8 ** r for r in (0, 15, 30)], rtol=1e-12)
+
+
+def test_values_beyond_the_log_axis_are_marked_not_dropped():
+    """A run that converged to 1e-279 (or blew up to 1e301, finite) lost those points from the line
+    with no mark; 0 and inf were marked at the axis' edge. All are marked now."""
+    for tail, where in ((1e-310, "v"), (1e301, "^")):
+        vals = np.r_[0.5 ** np.arange(10), tail, tail]
+        df = pd.DataFrame({"run_id": "a", "param_seed": 0, "param_algorithm": "fedavg", "round": np.arange(12),
+                           "comm_up": np.arange(12), "grad_evals": np.arange(12), "suboptimality": vals})
+        ax = rate_plot(df, y="suboptimality").axes[0]
+        marks = [ln for ln in ax.lines if ln.get_marker() == where]
+        assert sum(len(ln.get_xdata()) for ln in marks) == 2, tail
+
+
+def test_cli_plot_y_must_be_a_metric_and_errors_are_not_blamed_on_filter(tmp_path, capsys):
+    from fedtheory.__main__ import main
+    (tmp_path / "r").mkdir()
+    _feddeper_table().to_parquet(tmp_path / "r" / "results.parquet")
+    for y in ("round", "run_id", "param_algorithm"):
+        assert main(["plot", str(tmp_path / "r"), "--y", y, "--out", str(tmp_path / "o.png")]) == 2
+        err = capsys.readouterr().err
+        assert f"--y {y}: no such metric" in err and "--filter" not in err
+    # a table without grad_evals: the default panels it has, no error
+    _feddeper_table().drop(columns="grad_evals").to_parquet(tmp_path / "r" / "results.parquet")
+    assert main(["plot", str(tmp_path / "r"), "--out", str(tmp_path / "o.png")]) == 0
+
+
+def test_ratios_figure_marks_violations_by_the_verdict():
+    """A ratio of 1 + 1e-12 that is UNRESOLVED (within the floor) was hatched and labelled "violated"."""
+    df = pd.DataFrame(dict(theorem=["t", "t"], case=["C1: x", "C1: x"], variant=["printed", "corrected"],
+                           ratio=[1 + 1e-12, 0.5],
+                           verdict=["UNRESOLVED: measured exceeds the bound by less than its floor", "holds"]))
+    fig = ratios_figure(df)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "1  unresolved" in texts and not any("violated" in t for t in texts)
+    assert all(p.get_hatch() is None for ax in fig.axes for p in ax.patches)

@@ -407,3 +407,29 @@ def test_a_violation_within_the_seeds_sampling_noise_is_unresolved():
     assert Verification("t", "corrected", True, "", [], 0.002112, 0.002004, stderr=1e-5).verdict() == "VIOLATED"
     assert Verification("t", "corrected", True, "", [], 0.002112, 0.002004).verdict() == "VIOLATED"
     assert Verification("t", "corrected", True, "", [], 0.002, 0.002004, stderr=0.0008).verdict() == "holds"
+
+
+def test_rate_fit_gives_no_verdict_without_an_interval_and_ignores_rounding():
+    """With two horizons above the floor the geometric fit has no interval, and `not (nan > p)` called a
+    contraction of 0.99 'as predicted' against 0.5. Measurements below their floor entered the power
+    fit (a slope ~0 from three rounding-level values: 'SLOWER than predicted')."""
+    from types import SimpleNamespace as NS
+    import problems
+    from fedtheory.theory import RateStudy
+    from fedtheory.verification import rate_fit
+    build = lambda: problems.quadratic(1, 3, mu=0.2, seed=0)          # noqa: E731
+    geo = RateStudy("geo", build, [5, 10, 15, 20], lambda T: dict(rounds=T), variants=("printed",),
+                    form="geometric", predicted_factor=0.5)
+    T = np.array(geo.Ts, float)
+    meas = 0.99 ** T
+    r = rate_fit(geo, meas, [NS(measured=m, floor=f) for m, f in zip(meas, [0, 0, 1, 1])])
+    assert r["n"] == 2 and r["as_predicted"] is None
+    r = rate_fit(geo, meas, [NS(measured=m, floor=0.0) for m in meas])       # resolved: slower, and said so
+    assert r["as_predicted"] is False
+    pw = RateStudy("pow", build, [10, 20, 40, 80, 160], lambda T: dict(rounds=T), -1.0, variants=("printed",))
+    meas = np.array([1e-1, 5e-2, 2.1e-16, 1.9e-16, 2.0e-16])
+    r = rate_fit(pw, meas, [NS(measured=m, floor=1e-15) for m in meas])
+    assert r["n"] == 2 and r["rate"] == pytest.approx(-1.0, abs=1e-12) and r["as_predicted"] is True
+    for Ts in ([10], [10, 20], [10, 10, 20], [0, 10, 20], "abc"):
+        with pytest.raises(ft.InvalidParameterError, match="'Ts' parameter of RateStudy"):
+            RateStudy("pow", build, Ts, lambda T: dict(rounds=T), -1.0)

@@ -350,6 +350,12 @@ class RateStudy:
     def __post_init__(self):
         from .._argcheck import Options, check_param
         check_param("form", self.form, [Options(*RATE_FORMS)], "RateStudy")
+        Ts = list(self.Ts) if hasattr(self.Ts, "__len__") and not isinstance(self.Ts, str) else None
+        if (Ts is None or len(Ts) < 3 or len(set(Ts)) != len(Ts)
+                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in Ts)):
+            from ..exceptions import InvalidParameterError
+            raise InvalidParameterError(f"The 'Ts' parameter of RateStudy must be at least three distinct horizons T "
+                                        f"(ints >= 1): a rate and its interval need three. Got {self.Ts!r} instead.")
         if self.form == "geometric" and self.predicted_factor is None:
             from ..exceptions import InvalidParameterError
             raise InvalidParameterError("The 'predicted_factor' parameter of RateStudy must be a float in (0, 1) or "
@@ -397,7 +403,10 @@ def fit_rate(Ts, measured, form="power"):
 
     ``"power"``: ``log m = a + p log T``; returns the slope p. ``"geometric"``: ``log m = a + b T``;
     returns the contraction factor per unit of T, ``q = exp(b)``. Non-positive or non-finite
-    measurements are left out (a logarithm is fitted). The 95% confidence interval comes from
+    measurements are left out (a logarithm is fitted), and so are T <= 0 for the power form (log T).
+    Measurements at rounding level are not: a plateau at the resolution floor flattens the fit (a
+    decay 0.7^T floored at 1e-16 fits 0.83), so pass only the resolved ones, as ``fedtheory
+    verify`` does (:func:`fedtheory.verification.rate_fit`). The 95% confidence interval comes from
     the slope's standard error and Student's t with n - 2 degrees of freedom (nan with fewer
     than three points; a factor's interval is ``exp`` of the slope's).
 
@@ -428,12 +437,12 @@ def fit_rate(Ts, measured, form="power"):
     check_param("form", form, [Options(*RATE_FORMS)], "fit_rate")
     T = np.asarray(Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
-    if T.shape != m.shape:
+    if T.ndim != 1 or T.shape != m.shape:
         from ..exceptions import InvalidParameterError
-        raise InvalidParameterError(f"The 'measured' parameter of fit_rate must have one value per T ({T.size}). "
-                                    f"Got {m.size} instead.")
+        raise InvalidParameterError(f"The 'Ts' and 'measured' parameters of fit_rate must be 1-D, one measurement "
+                                    f"per T. Got shapes {T.shape} and {m.shape} instead.")
     with np.errstate(invalid="ignore", divide="ignore"):
-        ok = np.isfinite(m) & (m > 0) & np.isfinite(T) & (T > 0)
+        ok = np.isfinite(m) & (m > 0) & np.isfinite(T) & ((T > 0) if form == "power" else True)
     x = np.log(T[ok]) if form == "power" else T[ok]
     y = np.log(m[ok])
     n = int(ok.sum())
