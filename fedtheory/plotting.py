@@ -155,7 +155,7 @@ def log_axis(y, values=None):
         return True
     v = np.asarray(values if values is not None else [], dtype=float)
     v = v[np.isfinite(v)]
-    return bool(v.size and (v > 0).all() and v.max() > 100 * v.min())
+    return bool(v.size and (v > 0).all() and v.max() / 100 > v.min())      # (100 v.min() could overflow)
 
 
 def _usable_mask(values):
@@ -248,7 +248,10 @@ def linear_limits(*arrays, margin=0.05):
     span = hi - lo
     pad = margin * span if span > 0 else max(0.1 * abs(hi), 0.25)
     big = np.finfo(float).max / 64                 # (x4: +-max/16, so that hi - lo and matplotlib's tick
-    return 4 * max(lo - pad, -big), 4 * min(hi + pad, big)   # arithmetic stay finite)
+    a, b = max(lo - pad, -big), min(hi + pad, big)   # arithmetic stay finite)
+    if not a < b:                                  # every value beyond the clip on one side: a window at its edge
+        a, b = (b - 0.1 * abs(b), b) if b == big else (a, a + 0.1 * abs(a))
+    return 4 * a, 4 * b
 
 
 def _tick_values(lo, hi):
@@ -887,12 +890,23 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
     """
     y = y or default_metric(df)
     x = X_ALIASES.get(x, x)
-    if y not in df:
-        raise ValueError(f"The 'y' parameter of rate_plot must be a column of the table "
-                         f"{sorted(df.columns)}. Got {y!r} instead.")
-    if x not in df:
-        raise ValueError(f"The 'x' parameter of rate_plot must be one of {sorted(X_ALIASES)} or a column of "
-                         f"the table {sorted(df.columns)}. Got {x!r} instead.")
+    numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    if y not in numeric or y == "round":
+        raise ValueError(f"The 'y' parameter of rate_plot must be a numeric column of the table other than "
+                         f"'round' {sorted(c for c in numeric if c != 'round')}. Got {y!r} instead.")
+    if x not in numeric:
+        raise ValueError(f"The 'x' parameter of rate_plot must be one of {sorted(X_ALIASES)} or a numeric column of "
+                         f"the table {sorted(numeric)}. Got {x!r} instead.")
+    if not len(df):
+        raise ValueError("rate_plot: the table has no rows (nothing to plot).")
+    if isinstance(by, str):
+        by = [by]
+    if by is not None:
+        by = [b if b in df or f"param_{b}" not in df else f"param_{b}" for b in by]
+        missing = [b for b in by if b not in df]
+        if missing:
+            raise ValueError(f"The 'by' parameter of rate_plot must name columns of the table (param_* names, with "
+                             f"or without the prefix). Got {missing} instead.")
     if spread not in ("minmax", "std", None):
         raise ValueError(f"The 'spread' parameter of rate_plot must be one of {{'minmax', 'std', None}}. "
                          f"Got {spread!r} instead.")
@@ -907,6 +921,7 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
         r = df.loc[twice].iloc[0]
         raise ValueError(f"rate_plot: run_id {r['run_id']!r} has several rows at round {r['round']}: each run (each "
                          "seed of a configuration too) needs its own run_id, so that no row is dropped or merged.")
+    logy_asked = bool(logy)
     logy = log_axis(y, df[y].to_numpy()) if logy is None else logy
     fig, ax = _figure(ax)
     curves = []
@@ -954,10 +969,22 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
         elif isinstance(bound, pd.Series):
             xb, yb = bound.index.to_numpy(dtype=float), bound.to_numpy(dtype=float)
         else:
-            xb, yb = (np.asarray(a, dtype=float) for a in bound)
+            try:
+                xb, yb = (np.asarray(a, dtype=float) for a in bound)
+            except (TypeError, ValueError):
+                xb = yb = None
+        if xb is None or xb.ndim != 1 or yb.shape != xb.shape:
+            raise ValueError("The 'bound' parameter of rate_plot must be a function of x returning one number, "
+                             "a pandas Series indexed by x, or a pair (x, y) of equal-length 1-D sequences. Got "
+                             + (f"shapes {np.shape(xb)} and {np.shape(yb)}" if xb is not None else repr(bound))
+                             + " instead.")
     drawn = [c[2] for c in curves] + band_values + ([yb] if yb is not None else [])
     limits = log_limits(*drawn) if logy else None
     if logy and limits is None:                  # no positive value: a log axis would show nothing
+        import warnings
+        if logy_asked:
+            warnings.warn(f"rate_plot: logy=True but no value of {y!r} is positive; the axis is linear.",
+                          UserWarning, stacklevel=2)
         logy = False
     # the limits are set before anything is drawn: matplotlib's autoscaling never sees the data
     # (over hundreds of decades its margins overflow)
@@ -1052,6 +1079,9 @@ def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None
         df = filter_table(df, filters)
     y = y or default_metric(df)
     xs = [X_ALIASES.get(x, x) for x in ([xs] if isinstance(xs, str) else xs)]
+    if not xs:
+        raise ValueError("The 'xs' parameter of results_figure must name at least one horizontal axis "
+                         f"({sorted(X_ALIASES)} or a column). Got an empty sequence instead.")
     n_curves = len(curve_groups(df))
     fig, axes = plt.subplots(1, len(xs), figsize=(4.2 * len(xs) + 2.6, 3.6 + 0.05 * max(0, n_curves - 20)),
                              squeeze=False, layout="constrained")
@@ -1106,6 +1136,9 @@ def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=N
     fig, ax = _figure(ax, figsize=(6.8, 3.8))
     T = np.asarray(T, dtype=float).ravel()
     m = np.asarray(measured, dtype=float).ravel()
+    if not T.size or not np.all(np.isfinite(T) & (T > 0)):
+        raise ValueError(f"The 'T' parameter of bound_vs_T must be one or more finite horizons T > 0 (a log axis). "
+                         f"Got {T.tolist()} instead.")
     if m.shape != T.shape:
         raise ValueError(f"The 'measured' parameter of bound_vs_T must have one value per T ({T.size}). "
                          f"Got {m.size} instead.")
@@ -1116,6 +1149,9 @@ def bound_vs_T(T, measured, stderr=None, bounds=None, predicted_slope=None, ax=N
                              f"each variant. Got {v.size} for {k!r} instead.")
     se = None if stderr is None else np.abs(np.nan_to_num(np.asarray(stderr, dtype=float).ravel(),
                                                            nan=0.0, posinf=0.0, neginf=0.0))
+    if se is not None and se.shape != T.shape:
+        raise ValueError(f"The 'stderr' parameter of bound_vs_T must have one value per T ({T.size}). "
+                         f"Got {se.size} instead.")
     okT = _usable_mask(T)
     pred, anchor = None, None
     ok_m = np.flatnonzero(okT & _usable_mask(m))

@@ -390,3 +390,38 @@ def test_ratios_figure_marks_violations_by_the_verdict():
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert "1  unresolved" in texts and not any("violated" in t for t in texts)
     assert all(p.get_hatch() is None for ax in fig.axes for p in ax.patches)
+
+
+def test_plotting_inputs_a_user_can_get_wrong_are_named():
+    df = _feddeper_table()
+    ok = rate_plot(df, y="suboptimality", by=["algorithm"])           # filters' names, without param_
+    assert {ln.get_label().split(" (")[0] for ln in ok.axes[0].lines if not ln.get_label().startswith("_")} \
+        == {"FedDeper", "FedAvg"}
+    rate_plot(df, y="suboptimality", by="param_algorithm")
+    cases = [(dict(y="run_id"), "'y' parameter"), (dict(y="round"), "'y' parameter"),
+             (dict(y="suboptimality", x="run_id"), "'x' parameter"), (dict(y="suboptimality", by=["nope"]), "'by'"),
+             (dict(y="suboptimality", bound=([0, 1, 2], [1, 0.1])), "'bound'"),
+             (dict(y="suboptimality", bound=0.5), "'bound'"),
+             (dict(y="suboptimality", bound=lambda r: np.ones(2)), "'bound'")]
+    for kw, what in cases:
+        with pytest.raises(ValueError, match=what):
+            rate_plot(df, **kw)
+    with pytest.raises(ValueError, match="no rows"):
+        rate_plot(df.iloc[:0], y="suboptimality")
+    with pytest.raises(ValueError, match="'xs' parameter"):
+        results_figure(df, y="suboptimality", xs=())
+    with pytest.warns(UserWarning, match="logy=True but no value"):
+        rate_plot(df.assign(suboptimality=-df["suboptimality"]), y="suboptimality", logy=True)
+    with pytest.raises(ValueError, match="'stderr' parameter"):
+        bound_vs_T([10, 20, 40], [1, 0.5, 0.25], stderr=[0.1, 0.1])
+    for T in ([-1, 20, 40], []):
+        with pytest.raises(ValueError, match="'T' parameter"):
+            bound_vs_T(T, [1.0] * len(T))
+
+
+def test_linear_limits_stay_ordered_at_the_largest_floats():
+    """One value above ~2.8e306 gave (9e307, 1.1e307): an inverted axis."""
+    from fedtheory.plotting import linear_limits
+    for v in ([1e308], [-1e308], [1e308, 1.5e308], [3e306], [-3e306, 1e308]):
+        lo, hi = linear_limits(v)
+        assert np.isfinite(lo) and np.isfinite(hi) and lo < hi, v
