@@ -194,13 +194,13 @@ def test_a_failing_case_in_a_worker_stops_the_parallel_run(monkeypatch):
 @pytest.mark.parametrize("seed", [0, 6])
 @pytest.mark.parametrize("name, kw", [
     ("fedspeed.theorem_4_4", dict(variant="printed")), ("feddeper.theorem_1", {}), ("feddeper.theorem_2", {}),
-    ("localdescent.theorem_4_7", dict(trajectory=False, rounds=16))])
+    ("localdescent.theorem_4_7", dict(trajectory=False, rounds=16)), ("fedsps.theorem_18", {})])
 def test_a_run_started_at_the_optimum_gets_no_verdict_from_rounding(name, kw, seed):
     """Noise-free, x^0 = x*: both sides are 0 in exact arithmetic. The left-hand side measured ~1e-32
     (rounding of the gradients) against a bound of exactly 0 was VIOLATED (the default floor scales
     with the values compared, ~1e-46), and where f(x^0) - f* rounded to -5.6e-17 (seed 6) the bound
     came out negative and the case NOT APPLICABLE, "a condition fails", with every condition
-    holding. The specs now declare the floor of their measurement and the rounding of the bound's
+    holding (FedSPS Theorem 18's Delta0 alike). The specs now declare the floor of their measurement and the rounding of the bound's
     inputs (f(x^0) - f*, F(z^1) - F*, squared gradient norms): rounding, not a verdict."""
     q = problems.quadratic(3, 3, L=1.0, mu=0.3, heterogeneity=0.0, seed=seed)
     xs = np.array(q.info["x_star"], dtype=float)

@@ -997,7 +997,8 @@ SPEC_18 = register_spec(TheoremSpec(
                     r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau^2(\sigma^2 + \zeta^2)",
                     "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
                     "tau (sigma^2 + tau zeta^2)"),),
-    assumptions=_A1, cases=_space("18"), floor=_grad_floor, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
+    assumptions=_A1, cases=_space("18"), floor=_grad_floor,
+    rounding=lambda st, m: {("setup", "Delta0"): gap_floor(st["f_star"], st["f_star"] + st["Delta0"])}, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "
