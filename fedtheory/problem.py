@@ -48,10 +48,9 @@ def _as_client_arrays(A, b, caller, datafit=None):
     blocks, targets, sizes = [], [], []
     for i, (a, t) in enumerate(zip(A, b)):
         for what, arr in (("design matrix", a), ("targets", t)):
-            kind = arr.dtype.kind if hasattr(arr, "dtype") else np.asarray(arr).dtype.kind
-            if kind in "cOSUV":         # a cast would drop an imaginary part, or fail deep inside NumPy
-                raise DataError(f"{caller}: client {i}: the {what} must be real numbers; got dtype "
-                                f"{getattr(arr, 'dtype', np.asarray(arr).dtype)}.")
+            dtype = arr.dtype if hasattr(arr, "dtype") else np.asarray(arr).dtype
+            if dtype.kind in "cOSUV":   # a cast would drop an imaginary part, or fail deep inside NumPy
+                raise DataError(f"{caller}: client {i}: the {what} must be real numbers; got dtype {dtype}.")
         if sp.issparse(a):
             a = sp.csr_matrix(a, dtype=np.float64)
             if a.ndim != 2:

@@ -386,8 +386,8 @@ def participant_total(weights):
     compiled inside a compiled rule).
 
     Raises ValueError when it is 0 (every participant has objective weight w_i = 0): the
-    normalised average (Mime's c and momentum, FedSPS-Global's step, FedSPS-Normalized's model)
-    is then undefined, and its 0/0 would end the run as "diverged".
+    normalised average (Mime's c and momentum, FedSPS-Global's step) is then undefined, and its
+    0/0 would end the run as "diverged".
     """
     total = weights.sum()
     if total == 0:

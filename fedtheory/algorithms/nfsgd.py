@@ -50,6 +50,18 @@ def comm(pk, rd, hp, st, n_participants, down, up):
     return st.messages, st.messages
 
 
+#: The hyperparameters that build the graph (a given W replaces them).
+_GRAPH = ("topology", "er_p", "graph_seed")
+
+
+def _refuse_graph_with_W(graph):
+    """A W replaces the graph: graph parameters given with it would be ignored."""
+    if graph:
+        raise InvalidParameterError(f"NFSGD: the 'W' parameter is the mixing matrix itself, so the graph "
+                                    f"parameters must be left out; got {graph} with W. Pass either W or "
+                                    f"topology (er_p, graph_seed).")
+
+
 @register
 @dataclass(frozen=True)
 class NFSGD(Algorithm):
@@ -109,11 +121,8 @@ class NFSGD(Algorithm):
     def create(cls, run_parameters=(), **kwargs):
         """As :meth:`Algorithm.create`, refusing a graph passed together with ``W`` (even the default
         ``topology="ring"``, which would be ignored)."""
-        graph = sorted(k for k in ("topology", "er_p", "graph_seed") if k in kwargs)
-        if kwargs.get("W") is not None and graph:
-            raise InvalidParameterError(f"NFSGD: the 'W' parameter is the mixing matrix itself, so the graph "
-                                        f"parameters must be left out; got {graph} with W. Pass either W or "
-                                        f"topology (er_p, graph_seed).")
+        if kwargs.get("W") is not None:
+            _refuse_graph_with_W({k: kwargs[k] for k in _GRAPH if k in kwargs})
         return super().create(run_parameters, **kwargs)
 
     def mixing(self, problem):
@@ -121,12 +130,8 @@ class NFSGD(Algorithm):
         q = problem.weights
         if self.W is None:
             return mixing_matrix(self.topology, problem.n_clients, q, self.er_p, self.graph_seed)
-        graph = {k: getattr(self, k) for k, v in (("topology", "ring"), ("er_p", 0.5), ("graph_seed", 0))
-                 if getattr(self, k) != v}
-        if graph:                        # a W replaces the graph: a graph given with it would be ignored
-            raise InvalidParameterError(f"NFSGD: the 'W' parameter is the mixing matrix itself, so the graph "
-                                        f"parameters must be left at their defaults; got {graph} with W. Pass "
-                                        f"either W or topology (er_p, graph_seed).")
+        defaults = type(self).hyperparameters()          # built directly, not through create
+        _refuse_graph_with_W({k: getattr(self, k) for k in _GRAPH if getattr(self, k) != defaults[k]})
         try:
             return check_mixing(self.W, q, "W")
         except ValueError as e:

@@ -41,14 +41,12 @@ def lower_bounds(value, problem, name):
         ell = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         ell = None
-    if ell is None or (ell.ndim != 0 and ell.shape != (problem.n_clients,)):
-        got = f"shape {np.shape(value)}" if ell is not None else repr(value)
-        raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a finite float or a finite "
-                                    f"array of shape ({problem.n_clients},). Got {got} instead.")
-    if not np.all(np.isfinite(ell)):
+    bad_shape = ell is not None and ell.ndim != 0 and ell.shape != (problem.n_clients,)
+    if ell is None or bad_shape or not np.all(np.isfinite(ell)):
+        got = f"shape {ell.shape}" if bad_shape else repr(value)
         raise InvalidParameterError(f"The 'lower_bound' parameter of {name} must be a finite float or a finite "
                                     f"array of shape ({problem.n_clients},) (ell_i^* bounds every sample loss "
-                                    f"of client i from below). Got {value!r} instead.")
+                                    f"of client i from below). Got {got} instead.")
     return np.full(problem.n_clients, float(ell)) if ell.ndim == 0 else ell
 
 

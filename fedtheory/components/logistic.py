@@ -40,11 +40,10 @@ class Logistic(MarginDatafit):
         reaches 1), so the test reads "value > 1/2", far from the solver's tolerances."""
         if self.l2 > 0:
             return True
+        import scipy.sparse as sps
         YA = _signed_rows(problem)
-        if YA.shape[0] == 0:                  # no row of positive weight: F is the constant 0
-            return True
         m = YA.shape[0]
-        res = _linprog(-np.asarray(YA.sum(axis=0)).ravel(), _vstack(-YA, YA),
+        res = _linprog(-np.asarray(YA.sum(axis=0)).ravel(), sps.vstack([-YA, YA]),
                        np.concatenate([np.zeros(m), np.ones(m)]), "whether the minimum is attained")
         return bool(-res.fun <= 0.5)
 
@@ -100,11 +99,6 @@ def _signed_rows(problem):
     return YA if keep.size == YA.shape[0] else YA[keep]
 
 
-def _vstack(a, b):
-    import scipy.sparse as sps
-    return sps.vstack([a, b]).tocsr()
-
-
 def _linprog(c, A_ub, b_ub, what, feasibility=False):
     """HiGHS on the separability LPs over free v, with the columns of ``A_ub`` equilibrated (v = D u,
     D_jj = 1 / max_r |A_rj|: the same feasible margins and the same optimal value; badly scaled
@@ -115,7 +109,7 @@ def _linprog(c, A_ub, b_ub, what, feasibility=False):
     from ..exceptions import UncertifiedOptimumError
     A_ub = sps.csr_matrix(A_ub)
     scale = np.asarray(abs(A_ub).max(axis=0).todense()).ravel() if A_ub.shape[0] else np.ones(A_ub.shape[1])
-    d = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 1.0)
+    d = 1.0 / np.where(scale > 0, scale, 1.0)
     res = linprog(np.asarray(c) * d, A_ub=A_ub @ sps.diags(d), b_ub=b_ub, bounds=[(None, None)] * A_ub.shape[1],
                   method="highs")
     if res.status == 0 or (feasibility and res.status == 2):

@@ -160,18 +160,14 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
                          f"'heterogeneity' must be 0; got {heterogeneity}.")
     if heterogeneity > 0 and n_clients < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs n_clients >= 2; got n_clients=1.")
-    if weights is not None:
-        wa = np.asarray(weights, dtype=float)
-        if wa.shape != (n_clients,) or not np.all(np.isfinite(wa)) or np.any(wa < 0) or not wa.sum() > 0:
-            raise DataError(f"{c}: 'weights' must be {n_clients} non-negative finite numbers with a positive "
-                            f"sum; got {weights!r}.")
-        if heterogeneity > 0 and np.count_nonzero(wa) < 2:
-            raise ValueError(f"{c}: 'heterogeneity' > 0 needs two clients of positive weight (zeta_*^2 = "
-                             f"sum_i w_i ||grad f_i(x*)||^2 with sum_i w_i grad f_i(x*) = 0 is 0 when one "
-                             f"client carries all the weight); got weights={weights!r}.")
+    from ..problem import _check_weights       # (a module-level import would be circular)
+    w = _check_weights(weights, n_clients, c)
+    if heterogeneity > 0 and np.count_nonzero(w) < 2:
+        raise ValueError(f"{c}: 'heterogeneity' > 0 needs two clients of positive weight (zeta_*^2 = "
+                         f"sum_i w_i ||grad f_i(x*)||^2 with sum_i w_i grad f_i(x*) = 0 is 0 when one "
+                         f"client carries all the weight); got weights={weights!r}.")
     rng = np.random.default_rng(seed)
     n, d = n_clients, dim
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float) / np.sum(weights)
     s = np.linspace(mu, L, d) if d > 1 else np.array([L])
     U = _orthogonal(rng, d)
     Qbar = (U * s) @ U.T

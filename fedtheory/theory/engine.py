@@ -443,6 +443,14 @@ def point_scale(problem, x0, L, x_star=None):
     return max(xs, x0n, g0 / L if L > 0 else 0.0)
 
 
+def setup_scale(st, L, x_star=None):
+    """:func:`point_scale` of a check's setup (its ``problem`` and ``x0``), computed once and kept in
+    the setup (``"_scale_x"``); ``x_star`` may be a function, called only then."""
+    if "_scale_x" not in st:
+        st["_scale_x"] = point_scale(st["problem"], st.get("x0"), L, x_star() if callable(x_star) else x_star)
+    return st["_scale_x"]
+
+
 def grad_sq_floor(scale_x, L):
     """Resolution floor of a squared gradient norm ||grad f(x)||^2 at points of size ``scale_x``:
     ``(FLOOR_ULPS * eps * L * scale_x)^2`` (:func:`distance_floor` of ``L scale_x``).

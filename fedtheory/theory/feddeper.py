@@ -43,7 +43,7 @@ import numpy as np
 from ..constants import feddeper_assumptions as problem_constants, quadratic_BG  # noqa: F401  (defined with the data constants, re-exported)
 from . import Case, Condition, register_cases
 from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, grad_sq_floor,
-                     point_scale, register_spec)
+                     register_spec, setup_scale)
 
 VARIANTS = ("printed", "corrected")
 
@@ -288,9 +288,7 @@ def _terms1(st, m):
 def _scale(st):
     p = st["problem"]
     xs = st.get("x_star")
-    if xs is None and p.info:
-        xs = p.info.get("x_star")
-    return point_scale(p, st["x0"], st["beta"], xs)
+    return setup_scale(st, st["beta"], xs if xs is not None else (p.info or {}).get("x_star"))
 
 
 def _floor1(st, m):

@@ -47,8 +47,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, RateStudy, register_cases
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, point_scale,
-                     register_spec)
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, register_spec,
+                     setup_scale)
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -268,8 +268,7 @@ def _conditions(st, m):
 
 def _scale(st):
     p = st["problem"]
-    xs = p.info.get("x_star") if p.info else None
-    return point_scale(p, st["x0"], st["L"], xs)
+    return setup_scale(st, st["L"], p.info.get("x_star") if p.info else None)
 
 
 def _floor(st, m):

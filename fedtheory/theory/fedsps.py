@@ -49,7 +49,7 @@ import numpy as np
 
 from . import THEOREMS, Case, Condition, register_cases
 from .engine import (EPS, FLOOR_ULPS, Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor,
-                     register_spec)
+                     register_spec, setup_scale)
 from .tightness.pepit_adapter import tightness_case
 
 _REL = 1e-12
@@ -344,14 +344,8 @@ def _constants(problem, c, gamma_b, lower_bound, x0):
 
 
 def _scale_x(st):
-    """The size of the points of a run: max(||x*||, ||x^0||, max_i ||grad f_i(0)||/L)."""
-    p = st["problem"]
-    key = "_scale_x"
-    if key not in st:
-        z = np.zeros(p.dim)
-        g0 = max(float(np.linalg.norm(p.client_grad(i, z))) for i in range(p.n_clients))
-        st[key] = max(float(np.linalg.norm(st["x_star"])), float(np.linalg.norm(st["x0"])), g0 / st["L"])
-    return st[key]
+    """The size of the points of a run: max(||x*||, ||x^0||, max_i ||grad f_i(0)||/L) (:func:`setup_scale`)."""
+    return setup_scale(st, st["L"], st["x_star"])
 
 
 def _gap_floor(st, m):
@@ -972,6 +966,11 @@ def measure_18(st, runs):
     return dict(values=vals, **_gamma_stats(runs["main"], st["gamma_b"], st))
 
 
+def _rounding_18(st, m):
+    """Delta0 = f(x^0) - f* of bound (18) is resolved to eps max(|f(x^0)|, |f*|) only."""
+    return {("setup", "Delta0"): gap_floor(st["f_star"], st["f_star"] + st["Delta0"])}
+
+
 def _bound18(corrected):
     return lambda st, m: bound_18(st["T"], st["gamma_b"], st["L"], st["tau"], st["n"], st["Delta0"], st["sigma2"],
                                   st["zeta2"], corrected)
@@ -998,7 +997,7 @@ SPEC_18 = register_spec(TheoremSpec(
                     "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
                     "tau (sigma^2 + tau zeta^2)"),),
     assumptions=_A1, cases=_space("18"), floor=_grad_floor,
-    rounding=lambda st, m: {("setup", "Delta0"): gap_floor(st["f_star"], st["f_star"] + st["Delta0"])}, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
+    rounding=_rounding_18, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"
          "convex functions have exact interpolation conditions, but zeta^2 can be imposed only at the "
          "evaluated points (a relaxation: the value would be an upper bound, a bracket, not exact) and the "

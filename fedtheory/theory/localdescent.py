@@ -73,8 +73,8 @@ import numpy as np
 
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
 from . import Case, Condition, RateStudy, register_cases
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, point_scale,
-                     register_spec)
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, register_spec,
+                     setup_scale)
 from ..trace import virtual_average
 from .tightness.pepit_adapter import tightness_case
 
@@ -354,7 +354,7 @@ def _x_star(problem):
 
 def _nonconvex_floor(st, m):
     """Resolution floor of (1/T) sum_t ||grad f(xbar^(t))||^2: (eps L max(||x*||, ||x^0||, ...))^2."""
-    return grad_sq_floor(point_scale(st["problem"], st["x0"], st["L"], _x_star(st["problem"])), st["L"])
+    return grad_sq_floor(setup_scale(st, st["L"], lambda: _x_star(st["problem"])), st["L"])
 
 
 def _nonconvex_rounding(st, m):
