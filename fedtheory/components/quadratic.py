@@ -160,8 +160,15 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
                          f"'heterogeneity' must be 0; got {heterogeneity}.")
     if heterogeneity > 0 and n_clients < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs n_clients >= 2; got n_clients=1.")
-    from ..problem import _check_weights       # (a module-level import would be circular)
-    w = _check_weights(weights, n_clients, c)
+    # (the check of problem._check_weights: components may not import the problem module)
+    if weights is None:
+        w = np.full(n_clients, 1.0 / n_clients)
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (n_clients,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+            raise DataError(f"{c}: 'weights' must be {n_clients} non-negative finite numbers with a positive "
+                            f"sum; got {weights!r}.")
+        w = w / w.sum()
     if heterogeneity > 0 and np.count_nonzero(w) < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs two clients of positive weight (zeta_*^2 = "
                          f"sum_i w_i ||grad f_i(x*)||^2 with sum_i w_i grad f_i(x*) = 0 is 0 when one "
