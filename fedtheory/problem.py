@@ -49,7 +49,9 @@ def _as_client_arrays(A, b, caller, datafit=None):
     for i, (a, t) in enumerate(zip(A, b)):
         for what, arr in (("design matrix", a), ("targets", t)):
             dtype = arr.dtype if hasattr(arr, "dtype") else np.asarray(arr).dtype
-            if dtype.kind in "cOSUV":   # a cast would drop an imaginary part, or fail deep inside NumPy
+            real = np.issubdtype(dtype, np.bool_) or (np.issubdtype(dtype, np.number)
+                                                      and not np.issubdtype(dtype, np.complexfloating))
+            if not real:                # a cast would drop an imaginary part, or fail deep inside NumPy
                 raise DataError(f"{caller}: client {i}: the {what} must be real numbers; got dtype {dtype}.")
         if sp.issparse(a):
             a = sp.csr_matrix(a, dtype=np.float64)
