@@ -490,3 +490,89 @@ def test_least_squares_with_a_column_an_exact_multiple_of_another_is_certified(s
     gt = validation.ground_truth(FederatedProblem.from_clients(wide, b, LeastSquares()), cache=False, clients=False)
     assert gt.certified, gt.reason
     assert abs(gt.f - base.f) <= 1e-14 * abs(base.f)
+
+
+# ------------------------------------------------ exact linear dependencies (one-hot designs)
+def _dependent_design(seed, n_base, n_dep, denom, power, rows):
+    """Integer columns, and columns that are exactly sum_i p_i c_i / denom (the base columns are
+    multiples of denom, so every entry is an integer), all times 2^power, columns shuffled."""
+    rng = np.random.default_rng(seed)
+    base = denom * rng.integers(-3, 4, size=(rows, n_base)).astype(float)
+    coef = rng.integers(-2, 3, size=(n_base, n_dep)).astype(float)
+    dep = base @ coef / denom                               # exact: small integers
+    A = np.hstack([base, dep])[:, rng.permutation(n_base + n_dep)] * 2.0 ** power
+    return A, rng.standard_normal(rows)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_base=st.integers(1, 4), n_dep=st.integers(1, 3),
+       denom=st.sampled_from([1, 3, 7]), power=st.integers(-4, 4), clients=st.integers(1, 3))
+def test_least_squares_with_exact_linear_dependencies_is_certified_to_the_exact_optimum(
+        seed, n_base, n_dep, denom, power, clients):
+    """Columns that are exactly a rational combination of others (one-hot groups of LIBSVM data sum
+    to the same column): F* is that of the data without them. It was refused ("F cannot be
+    evaluated ... rounding error up to 312") because QR met a rounding-level pivot along a direction
+    the data do not have. Checked against F* in exact rational arithmetic (singular normal
+    equations solved over Fractions), for F and every client's optimum."""
+    rows = 6 * clients
+    A, b = _dependent_design(seed, n_base, n_dep, denom, power, rows)
+    p = problems.least_squares(np.array_split(A, clients), np.array_split(b, clients))
+    gt = validation.ground_truth(p, cache=False)
+    exact = float(exact_least_squares_fstar(p))
+    assert gt.certified, gt.reason
+    assert abs(gt.f - exact) <= TOL * max(1.0, abs(exact))
+    s = 1e-15 * max(1.0, abs(exact))
+    assert gt.f_lower - s <= exact <= gt.f_upper + s
+    for i, (Ai, bi) in enumerate(zip(np.array_split(A, clients), np.array_split(b, clients))):
+        ex = float(exact_least_squares_fstar(problems.least_squares([Ai], [bi])))
+        assert abs(gt.client_f[i] - ex) <= TOL * max(1.0, abs(ex))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), c1=st.sampled_from([1.0, 0.1, 1 / 3, -2.5]),
+       c2=st.sampled_from([1.0, 0.7, -1 / 7]))
+def test_a_column_equal_to_a_combination_only_after_rounding_is_never_dropped(seed, c1, c2):
+    """a_3 = fl(c1 a_1 + c2 a_2) is a combination in floating point but not exactly: its direction is
+    in the data (a singular value near 1e-16), so dropping it could overstate F*. It is kept, unless
+    the rounded column happens to be an exact combination; whatever is certified holds against F*
+    in exact arithmetic."""
+    from fedtheory.truth.optimum import _drop_exact_combinations
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((12, 2))
+    col = c1 * A[:, 0] + c2 * A[:, 1]
+    A = np.hstack([A, col[:, None]])
+    exact_dep = all(Fraction(float(v)) == Fraction(c1).limit_denominator(4096) * Fraction(float(a0))
+                    + Fraction(c2).limit_denominator(4096) * Fraction(float(a1)) for v, a0, a1 in zip(col, *A[:, :2].T))
+    kept = _drop_exact_combinations(A, np.arange(3))
+    assert kept.size == (2 if exact_dep else 3)
+    p = problems.least_squares([A[:6], A[6:]], [rng.standard_normal(6), rng.standard_normal(6)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncertifiedOptimumWarning)
+        gt = validation.ground_truth(p, cache=False, certify="warn", clients=False)
+    assert "rescale the data; rescale the data" not in gt.reason
+    if gt.certified:
+        exact = float(exact_least_squares_fstar(p))
+        s = 1e-15 * max(1.0, abs(exact))
+        assert gt.f_lower - s <= exact <= gt.f_upper + s
+
+
+def test_least_squares_on_a9a_one_hot_features_is_certified(data_dir):
+    """a9a's features are one-hot groups (each group sums to the all-ones column, so the groups are
+    exactly dependent): its least-squares F* is certified, and agrees with NumPy's SVD
+    least-squares solution (an independent solver), its F evaluated in extended precision."""
+    q = problems.libsvm("a9a", n_clients=4, data_dir=data_dir, max_samples=1000)
+    M = q.M.toarray()
+    b = np.asarray(q.b, dtype=np.float64)
+    parts = np.array_split(np.arange(M.shape[0]), 4)
+    p = problems.least_squares([M[i] for i in parts], [b[i] for i in parts])
+    gt = validation.ground_truth(p, cache=False, clients=False)
+    assert gt.certified, gt.reason
+    Mo, bo = np.vstack([M[i] for i in parts]), np.concatenate([b[i] for i in parts])
+    w = np.repeat(p.weights / p.client_sizes, p.client_sizes)
+    sw = np.sqrt(w)
+    x = np.linalg.lstsq(Mo * sw[:, None], bo * sw, rcond=None)[0]
+    r = Mo.astype(np.longdouble) @ x.astype(np.longdouble) - bo
+    f_svd = float(0.5 * np.sum(w * r * r))
+    assert np.linalg.matrix_rank(Mo) < np.count_nonzero(np.any(Mo != 0, axis=0))    # really rank-deficient
+    assert abs(gt.f - f_svd) <= 1e-10 * max(1.0, abs(f_svd))
+    assert gt.f_lower <= f_svd + 1e-15

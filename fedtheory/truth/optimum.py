@@ -719,8 +719,9 @@ def _ls_reduce(problem):
     on x; kept, they widened the certificate's range basis beyond range(A)); all-zero columns are
     dropped (x_j = 0); with
     l2 = 0 duplicated columns, and columns that are an exact multiple of another, keep their first
-    copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`). Then the sqrt(l2) I rows of the
-    ridge."""
+    copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`), and a column that is exactly a
+    rational combination of others (one-hot groups: :func:`_drop_exact_combinations`) is dropped.
+    Then the sqrt(l2) I rows of the ridge."""
     M = _cert.dense_rows(problem)
     w, t = problem._row_w, np.asarray(problem.b, dtype=np.float64)
     U, inv = np.unique(M, axis=0, return_inverse=True)
@@ -739,6 +740,7 @@ def _ls_reduce(problem):
         _, first = np.unique(U[:, keep].T, axis=0, return_index=True)
         keep = keep[np.sort(first)]
         keep = _drop_exact_multiples(U, keep)
+        keep = _drop_exact_combinations(U[W > 0], keep)
     sw = np.sqrt(W)
     A, b = U[:, keep] * sw[:, None], tbar * sw
     if problem.l2:
@@ -770,6 +772,97 @@ def _drop_exact_multiples(U, keep):
             groups.setdefault(key, []).append(j)
             out.append(j)
     return np.asarray(out, dtype=keep.dtype)
+
+
+#: Candidate dependencies: trailing pivots of a column-pivoted QR below this fraction of the first.
+_DEP_PIVOT = np.sqrt(np.finfo(float).eps)
+#: Denominators tried for the coefficients of an exact dependency.
+_DEP_MAX_DENOMINATOR = 1 << 12
+#: Most entries checked in Python integers (data that are neither small integers nor dyadic).
+_DEP_MAX_EXACT = 2_000_000
+
+
+def _exact_integers(block):
+    """``block`` (finite floats) as exact integers ``(N, shift)`` with ``block = N * 2**shift``:
+    int64 when they fit in 62 bits, else Python integers (an object array)."""
+    mant, expo = np.frexp(block)
+    M = (mant * 2.0 ** 53).astype(np.int64)            # exact: a double's 53-bit significand
+    E = expo.astype(np.int64) - 53
+    nz = M != 0
+    low = np.where(nz, M & -M, 1)                      # its trailing zeros removed (1.0 is 1, not 2^52)
+    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)
+    M, E = M >> tz, E + tz
+    shift = int(E[nz].min()) if nz.any() else 0
+    lift = np.where(nz, E - shift, 0)
+    if int(lift.max(initial=0)) + 53 <= 62:
+        return M << lift, shift
+    return np.frompyfunc(lambda m, k: int(m) << int(k), 2, 1)(M, lift), shift
+
+
+def _exact_combination(A, j, cols, coef):
+    """Whether column ``j`` of ``A`` equals sum_i coef[i] A[:, cols[i]] exactly (``coef``
+    Fractions), in integer arithmetic (no rounding: the answer is a proof, not an estimate)."""
+    from math import lcm
+    q = lcm(*[c.denominator for c in coef]) if coef else 1
+    p = [int(c * q) for c in coef]
+    sub = A[:, list(cols) + [j]]
+    rows = np.any(sub != 0, axis=1)
+    sub = sub[rows]
+    if sub.size == 0:
+        return True
+    N, _ = _exact_integers(sub)              # one common scale: the identity is homogeneous in it
+    if N.dtype == object or int(np.abs(N).max()) * (sum(map(abs, p)) + q) >= 2 ** 62:
+        if sub.size > _DEP_MAX_EXACT:
+            return False                        # too large to check in Python integers: kept (sound)
+        N = N.astype(object)
+        coef_v = np.array(p + [-q], dtype=object)
+    else:
+        coef_v = np.array(p + [-q], dtype=np.int64)
+    return bool(np.all(N.dot(coef_v) == 0))
+
+
+def _drop_exact_combinations(U, keep):
+    """``keep`` without the columns that are exactly a rational combination of other kept columns.
+
+    Without a ridge, F depends on x only through A x, so a column a_t = sum_i c_i a_i lets x_t = 0
+    lose nothing (F* is unchanged), while the QR of the certificate would meet a rounding-level
+    pivot along a direction the data do not have, and bound F - F* by the residual's component
+    along it (one-hot encoded features, as in LIBSVM's a9a, were refused for this). Candidates are
+    the trailing columns of a column-pivoted QR (pivots below sqrt(eps) of the first); each one's
+    coefficients on the leading columns are rounded to fractions (denominators up to 4096) and
+    the identity is then checked exactly, in integers. A column that fails the check is kept: the
+    certificate stays sound, only looser."""
+    from fractions import Fraction
+
+    from scipy.linalg import qr, solve_triangular
+    if keep.size < 2 or U.shape[0] == 0:
+        return keep
+    A = U[:, keep]
+    if not np.all(np.isfinite(A)):
+        return keep
+    scale = np.abs(A).max(axis=0)
+    # A = Q R0 (an unpivoted, blocked QR: fast on tall data), then the pivoted QR of the small R0:
+    # its columns have the same dependencies as A's (A^T A = R0^T R0)
+    R0 = qr(A / scale, mode="r", check_finite=False)[0][:keep.size]
+    R, piv = qr(R0, mode="r", pivoting=True, check_finite=False)
+    diag = np.abs(np.diag(R))
+    k = int(np.sum(diag > diag[0] * _DEP_PIVOT)) if diag.size else 0
+    if k == 0 or k >= keep.size:
+        return keep
+    with np.errstate(all="ignore"):
+        C = solve_triangular(R[:k, :k], R[:k, k:keep.size], check_finite=False)
+    lead = piv[:k]
+    drop = set()
+    for t in range(keep.size - k):
+        j = piv[k + t]
+        gam = C[:, t] * scale[j] / scale[lead]        # a_j = sum_i gam_i a_{lead_i}, unscaled
+        if not np.all(np.isfinite(gam)):
+            continue
+        coef = [Fraction(float(g)).limit_denominator(_DEP_MAX_DENOMINATOR) for g in gam]
+        used = [(i, c) for i, c in zip(lead, coef) if c != 0]
+        if _exact_combination(A, j, [i for i, _ in used], [c for _, c in used]):
+            drop.add(int(j))
+    return keep[[i for i in range(keep.size) if i not in drop]]
 
 
 def _ls_solve(problem):
@@ -1016,7 +1109,8 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
         e_rank = _cert.eval_error(problem, ls[5])
         if e_rank > tol * max(1.0, abs(f)):
             why = (f"F cannot be evaluated in double precision to the tolerance near the least-squares "
-                   f"solution (its rounding error there is up to {e_rank:.3g}); {why}; rescale the data")
+                   f"solution (its rounding error there is up to {e_rank:.3g}); {why}"
+                   + ("" if why.endswith("rescale the data") else "; rescale the data"))
     if not ok and "L" in info and not np.isfinite(f_err):
         from ..components.base import MarginDatafit
         why = (f"the datafit {fit.name!r} declares no 'curvature_bound', so the rounding error of F near x* "
