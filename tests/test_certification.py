@@ -576,3 +576,45 @@ def test_least_squares_on_a9a_one_hot_features_is_certified(data_dir):
     assert np.linalg.matrix_rank(Mo) < np.count_nonzero(np.any(Mo != 0, axis=0))    # really rank-deficient
     assert abs(gt.f - f_svd) <= 1e-10 * max(1.0, abs(f_svd))
     assert gt.f_lower <= f_svd + 1e-15
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_base=st.integers(1, 3), n_dep=st.integers(1, 2),
+       denom=st.sampled_from([1, 3]), power=st.integers(-2, 2))
+def test_logistic_with_exact_linear_dependencies_is_certified(seed, n_base, n_dep, denom, power):
+    """Logistic regression without ridge on exactly dependent columns (one-hot groups): F is constant
+    along the dependencies, so F* is that of the data without the dependent columns. It was refused:
+    the search of the Hessian's flat directions stepped 1e12 along them and took the rounding of
+    the margins for a decrease of F ("the minimiser lies far along it or is not attained"). Every
+    row also appears with the opposite label, so a minimiser exists."""
+    A, _ = _dependent_design(seed, n_base, n_dep, denom, power, 8)
+    rng = np.random.default_rng(seed + 1)
+    extra = A[rng.integers(0, 8, size=6)]
+    X = np.vstack([A, A, extra])
+    y = np.concatenate([np.ones(8), -np.ones(8), rng.choice([-1.0, 1.0], size=6)])
+    independent = [j for j in range(X.shape[1]) if np.linalg.matrix_rank(X[:, :j + 1]) > np.linalg.matrix_rank(X[:, :j])]
+    gt = validation.ground_truth(problems.logistic([X[:11], X[11:]], [y[:11], y[11:]]), cache=False,
+                                 clients=False)
+    ref = validation.ground_truth(problems.logistic([X[:11, independent], X[11:, independent]], [y[:11], y[11:]]),
+                                  cache=False, clients=False)
+    assert gt.certified, gt.reason
+    assert ref.certified, ref.reason
+    assert abs(gt.f - ref.f) <= TOL * max(1.0, abs(ref.f))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 6), dim=st.integers(1, 4), clients=st.integers(1, 3),
+       scale=st.sampled_from([1e-3, 1.0, 1e3]))
+def test_logistic_whose_optimum_is_exactly_zero_is_certified(seed, rows, dim, clients, scale):
+    """Every row with both labels: the two losses log(1 + e^-z) + log(1 + e^z) are least at z = 0,
+    so x* = 0 and F* = log 2 exactly. It was refused ("the relative KKT residual 1 exceeds 1e-10"):
+    the gradient at 0 is a rounding residue (or exactly 0), and the residual was measured relative
+    to it; it is now measured against the size of the gradient's terms."""
+    rng = np.random.default_rng(seed)
+    A = [scale * rng.standard_normal((rows, dim)) for _ in range(clients)]
+    X = [np.vstack([a, a]) for a in A]
+    y = [np.concatenate([np.ones(rows), -np.ones(rows)]) for _ in range(clients)]
+    gt = validation.ground_truth(problems.logistic(X, y), cache=False)
+    assert gt.certified, gt.reason
+    assert abs(gt.f - np.log(2.0)) <= TOL
+    assert np.all(np.abs(np.asarray(gt.client_f) - np.log(2.0)) <= TOL)

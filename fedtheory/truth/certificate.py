@@ -25,7 +25,10 @@ The verdict (``certified``) holds when, with :math:`\tau` the tolerance (default
 
 1. F* is finite and :math:`F^* \le F(0) + \text{f\_eval\_error}` (a larger value is impossible);
 2. ``f_upper - f_lower <= tau s`` where a lower bound is known, else
-   ``rel_residual <= KKT_RTOL`` (1e-10; no bound on F* then, only a small residual) and no
+   ``rel_residual <= KKT_RTOL`` (1e-10; no bound on F* then, only a small residual; for a loss of
+   the margins, the residual may instead be at most KKT_RTOL times the size of the gradient's
+   terms at 0, :func:`gradient_terms`: where they cancel, as when x* = 0 exactly, the residual at
+   0 is their rounding and no scale) and no
    decrease of F by more than ``tau s`` along a weakly curved direction of the Hessian
    (``optimum._flat_descent``: a small residual proves nothing where the Hessian is nearly
    singular);
@@ -51,6 +54,16 @@ def describe(problem):
 def is_margin_model(problem):
     """Whether the datafit is a loss of the margins a_j^T x (least squares, logistic and alike)."""
     return hasattr(problem.datafit, "dloss") and hasattr(problem, "M")
+
+
+def gradient_terms(problem, x):
+    r"""The size of the gradient's terms at x for a loss of the margins:
+    :math:`\|\,|M|^\top (w \circ |\ell'(M x, b)|) + \ell_2 |x|\,\|`, the norm the gradient would have if no
+    term cancelled (the scale of its rounding)."""
+    z = np.asarray(problem.M @ x).ravel()
+    t = problem._row_w * np.abs(problem.datafit.dloss(z, problem.b))
+    g = np.asarray(abs(problem.M).T @ t).ravel() + problem.l2 * np.abs(x)
+    return float(np.sqrt(np.sum(g * g)))
 
 
 def dense_rows(problem):
@@ -162,4 +175,4 @@ def verdict(f, f0, f_lower, f_upper, rel_residual, f_err, tol):
     return True, ""
 
 
-__all__ = ["KKT_RTOL", "describe", "eval_error", "ls_gap", "lasso_dual", "verdict", "weighted_system"]
+__all__ = ["KKT_RTOL", "describe", "eval_error", "gradient_terms", "ls_gap", "lasso_dual", "verdict", "weighted_system"]

@@ -821,25 +821,22 @@ def _exact_combination(A, j, cols, coef):
     return bool(np.all(N.dot(coef_v) == 0))
 
 
-def _drop_exact_combinations(U, keep):
-    """``keep`` without the columns that are exactly a rational combination of other kept columns.
+def _exact_dependencies(U, keep):
+    """The columns of ``U[:, keep]`` that are exactly a rational combination of others, as
+    ``[(j, cols, coefs)]`` with U[:, j] = sum_i coefs[i] U[:, cols[i]] (``coefs`` Fractions; ``j`` and
+    ``cols`` index ``U``), each proven in integer arithmetic.
 
-    Without a ridge, F depends on x only through A x, so a column a_t = sum_i c_i a_i lets x_t = 0
-    lose nothing (F* is unchanged), while the QR of the certificate would meet a rounding-level
-    pivot along a direction the data do not have, and bound F - F* by the residual's component
-    along it (one-hot encoded features, as in LIBSVM's a9a, were refused for this). Candidates are
-    the trailing columns of a column-pivoted QR (pivots below sqrt(eps) of the first); each one's
-    coefficients on the leading columns are rounded to fractions (denominators up to 4096) and
-    the identity is then checked exactly, in integers. A column that fails the check is kept: the
-    certificate stays sound, only looser."""
+    Candidates are the trailing columns of a column-pivoted QR (pivots below sqrt(eps) of the
+    first); each one's coefficients on the leading columns are rounded to fractions (denominators up
+    to 4096) and the identity is then checked exactly. A column that fails the check is not listed."""
     from fractions import Fraction
 
     from scipy.linalg import qr, solve_triangular
     if keep.size < 2 or U.shape[0] == 0:
-        return keep
+        return []
     A = U[:, keep]
     if not np.all(np.isfinite(A)):
-        return keep
+        return []
     scale = np.abs(A).max(axis=0)
     # A = Q R0 (an unpivoted, blocked QR: fast on tall data), then the pivoted QR of the small R0:
     # its columns have the same dependencies as A's (A^T A = R0^T R0)
@@ -848,11 +845,11 @@ def _drop_exact_combinations(U, keep):
     diag = np.abs(np.diag(R))
     k = int(np.sum(diag > diag[0] * _DEP_PIVOT)) if diag.size else 0
     if k == 0 or k >= keep.size:
-        return keep
+        return []
     with np.errstate(all="ignore"):
         C = solve_triangular(R[:k, :k], R[:k, k:keep.size], check_finite=False)
     lead = piv[:k]
-    drop = set()
+    found = []
     for t in range(keep.size - k):
         j = piv[k + t]
         gam = C[:, t] * scale[j] / scale[lead]        # a_j = sum_i gam_i a_{lead_i}, unscaled
@@ -861,8 +858,40 @@ def _drop_exact_combinations(U, keep):
         coef = [Fraction(float(g)).limit_denominator(_DEP_MAX_DENOMINATOR) for g in gam]
         used = [(i, c) for i, c in zip(lead, coef) if c != 0]
         if _exact_combination(A, j, [i for i, _ in used], [c for _, c in used]):
-            drop.add(int(j))
-    return keep[[i for i in range(keep.size) if i not in drop]]
+            found.append((int(keep[j]), [int(keep[i]) for i, _ in used], [c for _, c in used]))
+    return found
+
+
+def _drop_exact_combinations(U, keep):
+    """``keep`` without the columns that are exactly a rational combination of other kept columns
+    (:func:`_exact_dependencies`).
+
+    Without a ridge, F depends on x only through A x, so a column a_t = sum_i c_i a_i lets x_t = 0
+    lose nothing (F* is unchanged), while the QR of the certificate would meet a rounding-level
+    pivot along a direction the data do not have, and bound F - F* by the residual's component
+    along it (one-hot encoded features, as in LIBSVM's a9a, were refused for this). A column that
+    is a combination only up to rounding is kept: the certificate stays sound."""
+    drop = {j for j, _, _ in _exact_dependencies(U, keep)}
+    return keep[[i for i in range(keep.size) if int(keep[i]) not in drop]]
+
+
+def _exact_null_space(problem):
+    """An orthonormal basis (d, k) of directions along which F is constant in exact arithmetic: the
+    exact column dependencies of the data (:func:`_exact_dependencies`) of a loss of the margins
+    without ridge or regularizer, where F depends on x only through M x. (d, 0) otherwise."""
+    d = problem.dim
+    if problem.is_composite or problem.l2 != 0 or not _cert.is_margin_model(problem) \
+            or problem.M.shape[0] * d > _QR_MAX_ENTRIES:
+        return np.zeros((d, 0))
+    M = _cert.dense_rows(problem)[problem._row_w > 0]
+    deps = _exact_dependencies(M, np.flatnonzero(np.any(M != 0, axis=0)))
+    zero = np.flatnonzero(~np.any(M != 0, axis=0))
+    V = np.zeros((d, len(deps) + zero.size))
+    for c, (j, cols, coefs) in enumerate(deps):
+        V[j, c] = 1.0
+        V[cols, c] = [-float(q) for q in coefs]
+    V[zero, len(deps) + np.arange(zero.size)] = 1.0
+    return np.linalg.qr(V)[0] if V.shape[1] else V
 
 
 def _ls_solve(problem):
@@ -922,7 +951,8 @@ def _flat_descent(problem, x, f):
     """The largest decrease of F found along the weakly curved directions at ``x`` (eigenvectors of
     the smooth part's Hessian with eigenvalue <= sqrt(eps) lambda_max), each way, at steps
     10^-8 .. 10^12 times 1 + ||x||; with ``(lambda, lambda_max, step)`` of the best. ``(0.0, None)``
-    when no direction is weakly curved (the residual then bounds the error up to kappa < 1e8)."""
+    when no direction is weakly curved (the residual then bounds the error up to kappa < 1e8).
+    Directions along which F is exactly constant (:func:`_exact_null_space`) are not searched."""
     try:
         with np.errstate(all="ignore"):
             lam, U = np.linalg.eigh(problem.hessian(x))
@@ -932,10 +962,20 @@ def _flat_descent(problem, x, f):
     flat = np.flatnonzero(lam <= np.sqrt(np.finfo(np.float64).eps) * top)
     best, where = 0.0, None
     steps = (1.0 + _norm(x)) * 10.0 ** np.arange(-8, 13)
+    null = _exact_null_space(problem) if flat.size else None
     with np.errstate(all="ignore"):
         for k in flat:
+            u = U[:, k]
+            if null is not None and null.shape[1]:
+                # F is constant along the data's exact dependencies: a decrease measured there (at
+                # steps of 1e12) is rounding; only the rest of the direction is searched
+                u = u - null @ (null.T @ u)
+                nu = _norm(u)
+                if nu <= 1e-6:
+                    continue
+                u = u / nu
             for t in np.concatenate([steps, -steps]):
-                drop = f - float(problem.value(x + t * U[:, k]))
+                drop = f - float(problem.value(x + t * u))
                 if drop > best:
                     best, where = drop, (float(lam[k]), top, abs(float(t)))
     return best, where
@@ -1092,7 +1132,15 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
     info["attained"] = True            # a minimiser exists (the separable case returned above)
     f, f_lower, f_upper = _bracket(problem, x, L, ls)
     f_err = _cert.eval_error(problem, x)
-    ok, why = _cert.verdict(f, f0, f_lower, f_upper, info["rel_residual"], f_err, tol)
+    kkt = info["rel_residual"]
+    if _cert.is_margin_model(problem) and kkt > _cert.KKT_RTOL:
+        # where the gradient's terms cancel at 0 (x* = 0 exactly: r0 is their rounding), the residual
+        # is measured against the size of those terms instead
+        with np.errstate(all="ignore"):
+            terms = _cert.gradient_terms(problem, zero)
+        if terms > 0:
+            kkt = min(kkt, info["residual"] / terms)
+    ok, why = _cert.verdict(f, f0, f_lower, f_upper, kkt, f_err, tol)
     if ok and not np.isfinite(f_lower):
         # a small residual is no bound on F - F* where the Hessian is nearly singular: search the
         # weakly curved directions for a point with a lower F
