@@ -551,6 +551,10 @@ class _Job:
         check_param("sampling", sampling, [NoneOk(), Options(*SAMPLING)], c)
         check_param("batch_replacement", batch_replacement, [Bool()], c)
         check_param("tol", tol, [NoneOk(), Interval(float, 0, None, "left")], c)
+        if tol is not None and getattr(problem, "eval_grad", True) is False:
+            raise InvalidParameterError(f"The 'tol' parameter of run needs the gradient norm, which this problem "
+                                        f"does not evaluate ({problem.name!r} was built with eval_grad=False). "
+                                        f"Got tol={tol!r}.")
         min_m = int(problem.client_sizes.min())
         if batch_size is not None:
             if getattr(getattr(problem, "datafit", None), "has_samples", True) is False:

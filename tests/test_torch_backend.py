@@ -1,11 +1,13 @@
 """The torch backend: the same iterates as numba on convex problems (float64), every rule on a
 small network, the deep problem's oracles, models, image loaders and errors."""
+import copy
 import gzip
 import io
 import pickle
 import tarfile
 
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -200,6 +202,95 @@ def test_deep_problem_errors():
             ft.run(p, "fedavg", rounds=1, backend="torch", device="cuda")
     with pytest.raises(InvalidParameterError, match="'device' parameter of run must be a torch device"):
         ft.run(p, "fedavg", rounds=1, backend="torch", device="gpu0")
+
+
+def _digits_arrays(n=3):
+    X, y = problems.vision.load_digits_images(flatten=True)
+    return X, y, problems.partition_indices(y, n, "iid", seed=0)
+
+
+def test_frozen_parameters_stay_frozen_and_x_is_the_trainable_ones():
+    """A first layer with requires_grad=False was trained like the rest (it moved by 0.055): x now
+    holds the trainable parameters only, and F at the final x is the loss of the network with the
+    frozen layer as it was (computed here with the plain module)."""
+    X, y, parts = _digits_arrays()
+    net = models.mlp(64, 10, hidden=(16,), seed=0)
+    first = next(net.parameters())
+    first.requires_grad_(False)
+    frozen = first.detach().clone()
+    p = DeepProblem(net, X, y, parts, dtype=torch.float64)
+    assert p.dim == sum(q.numel() for q in net.parameters() if q.requires_grad)
+    res = ft.run(p, "fedavg", rounds=3, local_steps=3, lr=0.2, batch_size=16, backend="torch", device="cpu")
+    assert np.abs(res.x - p.initial_point()).max() > 1e-3                       # the rest trained
+    check = copy.deepcopy(net).double()
+    with torch.no_grad():
+        trainable = [q for q in check.parameters() if q.requires_grad]
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(res.x), trainable)
+        order = np.concatenate(parts)
+        per = torch.nn.functional.cross_entropy(check(torch.as_tensor(X[order], dtype=torch.float64)),
+                                                torch.as_tensor(y[order]).long(), reduction="none")
+        w = torch.as_tensor(np.repeat(p.weights / p.client_sizes, p.client_sizes))
+        expected = float((w * per).sum())
+    assert torch.equal(next(check.parameters()).float(), frozen.float()) and torch.equal(first, frozen)
+    assert abs(res.history.value.iloc[-1] - expected) <= 1e-12 * max(1.0, abs(expected))
+
+
+def test_dropout_model_is_run_in_evaluation_mode_and_runs_repeat():
+    """With dropout, F(x0) gave 2.338, 2.334, 2.336 on three calls, two runs of one seed ended 0.015
+    apart, and the evaluation schedule changed the trained model: the network now runs in evaluation
+    mode (f_i a function of x), with a warning saying so."""
+    X, y, parts = _digits_arrays(4)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Linear(32, 10))
+    with pytest.warns(UserWarning, match="evaluation mode"):
+        p = DeepProblem(net, X, y, parts, dtype=torch.float64)
+    assert net.training                                           # the user's module is left as it was
+    x0 = p.initial_point()
+    assert len({p.value(x0) for _ in range(3)}) == 1
+    kw = dict(rounds=3, local_steps=5, lr=0.1, batch_size=16, backend="torch", device="cpu", seed=0)
+    a, b = ft.run(p, "fedavg", eval_every=1, **kw), ft.run(p, "fedavg", eval_every=3, **kw)
+    np.testing.assert_array_equal(a.x, b.x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                            # no warning without dropout
+        DeepProblem(models.mlp(64, 10, hidden=(4,)), X, y, parts)
+
+
+def test_deep_problem_refuses_bad_indices_labels_and_options():
+    X, y, parts = _digits_arrays()
+    net = models.mlp(64, 10, hidden=(4,))
+    cases = [(dict(parts=[np.array([-1, 2]), *parts[1:]]), r"sample indices in \[0, 1797\). Got -1 for client 0"),
+             (dict(parts=[parts[0] + 0.5, *parts[1:]]), "integer sample indices"),
+             (dict(parts=[np.array([0, 1797]), *parts[1:]]), "Got 1797 for client 0"),
+             (dict(model=models.mlp(64, 5, hidden=(4,))), r"C >= 10.*Got outputs of shape \(8, 5\)"),
+             (dict(X_test=X[:5]), "'X_test' and 'y_test' parameters of DeepProblem must be given together"),
+             (dict(X_test=X[:5], y_test=y[:4]), "one class label >= 0 per sample of 'X_test'"),
+             (dict(dtype=torch.int64), "floating torch dtype"),
+             (dict(y=-np.ones_like(y)), "class labels >= 0"),
+             (dict(weights=[0.5, 0.5, 0.5]), r"Got \[0.5, 0.5, 0.5\]"),
+             (dict(model=torch.nn.Linear(3, 10)), "cannot be applied to the inputs 'X'")]
+    for change, match in cases:
+        kw = {**dict(model=net, X=X, y=y, parts=parts), **change}
+        with pytest.raises(InvalidParameterError, match=match):
+            DeepProblem(kw.pop("model"), kw.pop("X"), kw.pop("y"), kw.pop("parts"), **kw)
+    frozen = models.mlp(64, 10, hidden=(4,))
+    for q in frozen.parameters():
+        q.requires_grad_(False)
+    with pytest.raises(InvalidParameterError, match="requires_grad=True"):
+        DeepProblem(frozen, X, y, parts)
+    p = DeepProblem(net, X, y, parts, eval_grad=False)
+    with pytest.raises(InvalidParameterError, match="'tol' parameter of run needs the gradient norm"):
+        ft.run(p, "fedavg", rounds=2, backend="torch", device="cpu", tol=1e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_deep_model_and_data_already_on_the_gpu():
+    """A model moved to the GPU crashed run with "can't convert cuda:0 device type tensor to numpy"."""
+    X, y, parts = _digits_arrays()
+    net = models.mlp(64, 10, hidden=(8,), seed=0).cuda()
+    p = DeepProblem(net, torch.as_tensor(X).cuda(), torch.as_tensor(y).cuda(), parts,
+                    X_test=torch.as_tensor(X[:50]).cuda(), y_test=torch.as_tensor(y[:50]).cuda())
+    res = ft.run(p, "fedavg", rounds=2, local_steps=2, lr=0.1, batch_size=16, backend="torch", device="cuda")
+    assert res.status == "max_rounds" and np.isfinite(res.history.test_acc).all()
 
 
 # ------------------------------------------------------------------ loaders (offline)

@@ -6,13 +6,15 @@ r"""Federated classification with a torch network on flat parameters.
           f_i(x) = \frac{1}{m_i}\sum_{j=1}^{m_i} \mathrm{CE}\bigl(\mathrm{net}(a_{ij}; x), y_{ij}\bigr)
           + \frac{\lambda_2}{2}\|x\|^2,
 
-with :math:`x \in \mathbb{R}^d` the network's parameters flattened in ``named_parameters`` order.
+with :math:`x \in \mathbb{R}^d` the network's trainable parameters flattened in ``named_parameters``
+order (frozen ones keep the model's values).
 The network is never rebuilt: ``torch.func.functional_call`` evaluates it with the views of a
 flat tensor as its parameters, and autograd returns the flat gradient.
 """
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -24,14 +26,34 @@ from ...exceptions import InvalidParameterError
 from .oracles import TorchOracles, resolve_device
 
 
+def _tensor(v):
+    """``v`` as a tensor (a tensor as it is, on its device)."""
+    return v if torch.is_tensor(v) else torch.as_tensor(np.asarray(v))
+
+
+def _client_indices(i, idx, n):
+    """Client i's sample indices as int64, checked: integers in [0, n)."""
+    a = idx.detach().cpu().numpy() if torch.is_tensor(idx) else np.asarray(idx)
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise InvalidParameterError(f"The 'parts' parameter of DeepProblem must hold one 1-D array of integer "
+                                    f"sample indices per client. Got {a.dtype} of shape {a.shape} for client {i}.")
+    if a.size and (a.min() < 0 or a.max() >= n):
+        bad = a[(a < 0) | (a >= n)][0]
+        raise InvalidParameterError(f"The 'parts' parameter of DeepProblem must hold sample indices in [0, {n}). "
+                                    f"Got {int(bad)} for client {i}.")
+    return a.astype(np.int64)
+
+
 class DeepProblem:
     """A federated classification problem on an ``nn.Module`` (torch backend only).
 
     Parameters
     ----------
     model : torch.nn.Module
-        The network (no buffers such as BatchNorm statistics: use GroupNorm). Its current
-        parameters are the default initial point ``x0``.
+        The network (no buffers such as BatchNorm statistics: use GroupNorm). x is its
+        trainable parameters (``requires_grad``; frozen ones keep their values), and their
+        current values are the default initial point ``x0``. It is run in evaluation mode, so
+        that f_i(x) is a function of x: a model with dropout gets a warning.
     X : array or tensor (N, ...)
         Inputs of every sample.
     y : int array (N,)
@@ -39,7 +61,9 @@ class DeepProblem:
     parts : list of int arrays
         Sample indices of each client (e.g. from :func:`problems.partition_indices`).
     X_test, y_test : optional
-        A test set: the history then records ``test_loss`` and ``test_acc``.
+        A test set (both or neither): the history then records ``test_loss`` and ``test_acc``.
+        ``train_acc`` is the fraction of all training samples classified right (not weighted
+        by w_i, unlike ``value``).
     l2 : float, default 0
         Ridge weight lambda_2 (weight decay as part of the objective).
     weights : array (n,), optional
@@ -78,11 +102,23 @@ class DeepProblem:
         if not isinstance(model, torch.nn.Module):
             raise InvalidParameterError(f"The 'model' parameter of DeepProblem must be a torch.nn.Module. "
                                         f"Got {type(model).__name__} instead.")
-        if len(list(model.buffers())):
+        buffers = [n for n, _ in model.named_buffers()]
+        if buffers:
             raise InvalidParameterError("The 'model' parameter of DeepProblem must have no buffers (BatchNorm "
-                                        "running statistics are client state no paper defines); use GroupNorm.")
+                                        "running statistics are client state no paper defines); use GroupNorm. "
+                                        f"Got the buffers {buffers[:5]}{' ...' if len(buffers) > 5 else ''}.")
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise InvalidParameterError(f"The 'dtype' parameter of DeepProblem must be a floating torch dtype "
+                                        f"(torch.float32, torch.float64). Got {dtype!r} instead.")
+        trainable = [(n, q) for n, q in model.named_parameters() if q.requires_grad]
+        if not trainable:
+            raise InvalidParameterError("The 'model' parameter of DeepProblem must have a parameter with "
+                                        "requires_grad=True (x is the trainable parameters). Got none.")
         check_param("l2", l2, [Interval(float, 0, None, "left")], "DeepProblem")
         check_param("eval_batch", eval_batch, [Interval(int, 1, None)], "DeepProblem")
+        if (X_test is None) != (y_test is None):
+            raise InvalidParameterError("The 'X_test' and 'y_test' parameters of DeepProblem must be given "
+                                        f"together. Got {'X_test' if y_test is None else 'y_test'} only.")
         X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
         y = torch.as_tensor(np.asarray(y) if not torch.is_tensor(y) else y).long()
         if X.shape[0] != y.shape[0]:
@@ -90,18 +126,26 @@ class DeepProblem:
                                         f"samples. Got {X.shape[0]} and {y.shape[0]} instead.")
         if not torch.isfinite(X.float()).all():
             raise InvalidParameterError("The 'X' parameter of DeepProblem must be finite. Got NaN/inf entries.")
-        parts = [np.asarray(p, dtype=np.int64) for p in parts]
+        if y.numel() and int(y.min()) < 0:
+            raise InvalidParameterError(f"The 'y' parameter of DeepProblem must hold class labels >= 0. Got "
+                                        f"{int(y.min())}.")
+        parts = [_client_indices(i, q, X.shape[0]) for i, q in enumerate(parts)]
         if not parts or min(len(p) for p in parts) == 0:
             raise InvalidParameterError("The 'parts' parameter of DeepProblem must give every client at least "
                                         "one sample. Got an empty client.")
-        order = torch.as_tensor(np.concatenate(parts))
+        order = torch.as_tensor(np.concatenate(parts), device=X.device)
         self.model = model
         self.dtype = dtype
         self.X = X[order].to(dtype)
-        self.y = y[order]
-        self.n_classes = int(max(int(self.y.max()) + 1, 0 if y_test is None else int(np.max(y_test)) + 1))
-        self.X_test = None if X_test is None else torch.as_tensor(np.asarray(X_test)).to(dtype)
-        self.y_test = None if y_test is None else torch.as_tensor(np.asarray(y_test)).long()
+        self.y = y[order.to(y.device)]
+        self.n_classes = int(max(int(self.y.max()) + 1, 0 if y_test is None else int(_tensor(y_test).max()) + 1))
+        self.X_test = None if X_test is None else _tensor(X_test).to(dtype)
+        self.y_test = None if y_test is None else _tensor(y_test).long()
+        if self.y_test is not None and (self.y_test.shape[0] != self.X_test.shape[0] or
+                                        (self.y_test.numel() and int(self.y_test.min()) < 0)):
+            raise InvalidParameterError(f"The 'y_test' parameter of DeepProblem must hold one class label >= 0 per "
+                                        f"sample of 'X_test' ({self.X_test.shape[0]}). Got {self.y_test.shape[0]} "
+                                        f"labels, the smallest {int(self.y_test.min()) if self.y_test.numel() else None}.")
         self.n_clients = len(parts)
         self.client_sizes = np.array([len(p) for p in parts], dtype=np.int64)
         self.client_ptr = np.concatenate([[0], np.cumsum(self.client_sizes)]).astype(np.int64)
@@ -112,17 +156,43 @@ class DeepProblem:
             if self.weights.shape != (self.n_clients,) or np.any(self.weights < 0) or \
                     not np.isclose(self.weights.sum(), 1.0):
                 raise InvalidParameterError(f"The 'weights' parameter of DeepProblem must be {self.n_clients} "
-                                            "non-negative numbers summing to 1.")
+                                            f"non-negative numbers summing to 1. Got {np.asarray(weights).tolist()!r}.")
         self.l2 = float(l2)
         self.eval_grad = bool(eval_grad)
         self.eval_batch = int(eval_batch)
         self.name = name
         self.info = {}
-        self._names = [n for n, _ in model.named_parameters()]
-        self._shapes = [p.shape for _, p in model.named_parameters()]
-        self._numels = [p.numel() for _, p in model.named_parameters()]
+        # x is the trainable parameters: a frozen one (requires_grad=False) keeps the model's value
+        self._names = [n for n, _ in trainable]
+        self._shapes = [q.shape for _, q in trainable]
+        self._numels = [q.numel() for _, q in trainable]
         self.dim = int(sum(self._numels))
         self._oracles = {}
+        self._probe(model)
+
+    def _probe(self, model):
+        """One forward pass on a few samples (a copy of the model, torch's random state kept): the
+        outputs must cover the labels; a model whose training mode differs (dropout) is run in
+        evaluation mode, with a warning (f_i must be a function of x)."""
+        net = copy.deepcopy(model)
+        q = next(net.parameters())
+        batch = self.X[:8].to(device=q.device, dtype=q.dtype)
+        devices = [q.device.index or 0] if q.device.type == "cuda" else []
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+                out_eval = net.eval()(batch)
+                out_train = net.train()(batch)
+        except Exception as e:
+            raise InvalidParameterError(f"The 'model' parameter of DeepProblem cannot be applied to the inputs "
+                                        f"'X' (a batch of shape {tuple(batch.shape)}): {type(e).__name__}: {e}") from e
+        if out_eval.ndim != 2 or out_eval.shape[1] < self.n_classes:
+            raise InvalidParameterError(f"The 'model' parameter of DeepProblem must output one score per class "
+                                        f"(shape (N, C), C >= {self.n_classes}, the labels of 'y' and 'y_test'). "
+                                        f"Got outputs of shape {tuple(out_eval.shape)}.")
+        if not torch.equal(out_eval, out_train):
+            warnings.warn("DeepProblem: the model computes something else in training mode (dropout?); it is "
+                          "run in evaluation mode throughout, so that f_i(x) is a function of x (the methods' "
+                          "randomness is the runner's minibatches and noise).", UserWarning, stacklevel=3)
 
     def __repr__(self):
         return (f"DeepProblem(name={self.name!r}, model={type(self.model).__name__}, n_clients={self.n_clients}, "
@@ -130,7 +200,8 @@ class DeepProblem:
 
     def initial_point(self):
         """The model's current parameters as a flat float64 vector (the default x0 of a run)."""
-        return torch.cat([p.detach().reshape(-1).double() for p in self.model.parameters()]).numpy()
+        named = dict(self.model.named_parameters())
+        return torch.cat([named[n].detach().reshape(-1).double().cpu() for n in self._names]).numpy()
 
     def unflatten(self, x):
         """The parameter dict {name: view of x} of a flat tensor x."""
@@ -195,7 +266,8 @@ class DeepOracles(TorchOracles):
 
     def __init__(self, problem, device):
         super().__init__(problem, device, problem.dtype)
-        self.net = copy.deepcopy(problem.model).to(device)
+        # the frozen parameters in the problem's dtype; evaluation mode: f_i a function of x (no dropout)
+        self.net = copy.deepcopy(problem.model).to(device=device, dtype=problem.dtype).eval()
         self.X = problem.X.to(device)
         self.y = problem.y.to(device)
         self.row_w = torch.as_tensor(np.repeat(problem.weights / problem.client_sizes, problem.client_sizes),
