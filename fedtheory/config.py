@@ -461,7 +461,7 @@ class Config:
             if isinstance(vals, list):
                 seen = set()
                 for v in vals:
-                    key = json.dumps(v, sort_keys=True, default=str)
+                    key = json.dumps(canonical_value(v), sort_keys=True, default=str)     # 1 and 1.0 alike
                     if key in seen:
                         raise self.error("grid", k, f"value {_describe(v)} is listed twice (its grid points "
                                                     "would run once): list each value once")
@@ -810,13 +810,30 @@ def load(path_or_text, path=None, check=True, progress=None):
     return cfg
 
 
-def run_id(problem_args, run_args):
+def canonical_value(v):
+    """``v`` with every whole-number float written as an int (1.0 as 1, in lists and tables too),
+    so that two spellings of one number are one configuration; other values as they are."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2.0 ** 53:
+        return int(v)
+    if isinstance(v, dict):
+        return {k: canonical_value(w) for k, w in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [canonical_value(w) for w in v]
+    return v
+
+
+def run_id(problem_args, run_args, legacy=False):
     """Hash of a run's full configuration (problem and run arguments), 16 hex digits.
 
+    Numbers are hashed in one form (:func:`canonical_value`: ``lr = 1`` and ``lr = 1.0`` are one
+    run). ``legacy=True`` gives the hash of the values as written, as stores written before that
+    rule named their runs: a sweep resumed on such a store finds them under either id.
     A factory without a ``name`` argument is hashed under the key ``name``, as configurations named
     it before ``factory`` existed: a sweep written then and resumed now finds its runs.
     """
     if "factory" in problem_args and "name" not in problem_args:
         problem_args = {("name" if k == "factory" else k): v for k, v in problem_args.items()}
+    if not legacy:
+        problem_args, run_args = canonical_value(problem_args), canonical_value(run_args)
     blob = json.dumps({"problem": problem_args, "run": run_args}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

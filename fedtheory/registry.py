@@ -53,6 +53,18 @@ RUN_PARAMETERS = ("rounds", "local_steps", "lr", "clients_per_round", "batch_siz
                   "clip_norm", "client_schedule")
 
 
+#: The columns of a run's history and of the results store that an algorithm's logged
+#: ``scalars`` (and ``history_extras``) may not take: a clash silently replaced F(x), the run's seed...
+HISTORY_COLUMNS = ("round", "value", "grad_mapping_sq", "suboptimality", "dist_sq", "reference_certified",
+                   "grad_evals", "sample_grads", "comm_up", "comm_down", "time", "train_acc", "test_acc",
+                   "test_loss", "run_id", "status", "seed", "version")
+
+
+def reserved_column(name):
+    """Whether ``name`` is a history or store column of its own (:data:`HISTORY_COLUMNS`, ``param_*``)."""
+    return name in HISTORY_COLUMNS or str(name).startswith("param_")
+
+
 def _check_declaration(cls):
     """A registered algorithm names itself and keeps its hyperparameters apart from run's own
     parameters: ``run(..., lr=0.3)`` sets the run's step size, so a hyperparameter ``lr`` could never
@@ -68,6 +80,11 @@ def _check_declaration(cls):
             or not cls.name:
         raise DeclarationError(f"{cls.__qualname__} sets no name: give the class a name (name: ClassVar[str] = "
                                f"'my_method'), the key of fedtheory.run(problem, 'my_method', ...).")
+    taken = [k for k in getattr(cls, "scalars", {}) if reserved_column(k)]
+    if taken:
+        raise DeclarationError(f"{cls.__qualname__} logs the scalar(s) {taken} under the name of a column of the "
+                               f"run's history or of the results store ({', '.join(HISTORY_COLUMNS)}, param_*), "
+                               "which they would replace. Rename them.")
     if not dataclasses.is_dataclass(cls):
         return
     run_params = set(RUN_PARAMETERS) - {"q"}

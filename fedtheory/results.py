@@ -480,6 +480,11 @@ class ResultsStore:
                 return pa.concat_tables(tables, promote=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             df = pd.concat([t.to_pandas(use_threads=False) for t in tables], ignore_index=True)
+            for c in df.columns:            # one column holding numbers and text (a parameter that is
+                if df[c].dtype == object:   # a float in one run, a list in another): all as text
+                    vals = [v for v in df[c] if v is not None and v == v]
+                    if len({isinstance(v, str) for v in vals}) > 1:
+                        df[c] = [v if v is None or v != v or isinstance(v, str) else json.dumps(v) for v in df[c]]
             return pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
 
     def table(self):

@@ -19,7 +19,7 @@ from .arrays import HostView, as_like, is_tensor, to_numpy
 from .exceptions import InvalidParameterError
 from .metrics import reference_metrics
 from .problem import FederatedProblem
-from .registry import get_algorithm
+from .registry import get_algorithm, reserved_column
 from .participants import Participants, check_schedule
 from .trace import _TraceRecorder
 
@@ -971,9 +971,14 @@ class _Job:
                 return row, f"{what} is not finite ({row[key]})"
         if self.deep:
             row.update(problem.eval_extras(x))
-        if self.alg.scalars:                                        # the algorithm's own logged scalars
-            row.update(self.alg.scalar_values(state))
-        row.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
+        own = dict(self.alg.scalar_values(state)) if self.alg.scalars else {}   # the algorithm's logged scalars
+        own.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
+        taken = [k for k in own if k in row or reserved_column(k)]
+        if taken:
+            raise InvalidParameterError(f"The algorithm {self.alg.name!r} logs {taken} under the name of a column of "
+                                        "the run's history or of the results store, which it would replace; "
+                                        "rename them in its scalars or history_extras.")
+        row.update(own)
         self.rows.append(row)
         return row, None
 

@@ -82,6 +82,18 @@ class SweepCancelled(RuntimeError):
     """Raised inside a Dask task whose future was cancelled (its driver stopped or vanished)."""
 
 
+def _reference(p, progress=None):
+    """The certified optimum of ``p`` for ``reference = true``; a problem without one (e.g. no
+    minimiser: separable data, l2 = 0) is the configuration's error (:class:`ConfigError`), in the
+    driver's warm-up as in a run."""
+    from . import truth
+    try:
+        return truth.ground_truth(p, progress=progress or None)
+    except ValueError as e:
+        from .config import ConfigError
+        raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
+
+
 def run_point(problem_args, run_args, callback=None, progress=False, result=False):
     """Run one configuration point.
 
@@ -114,14 +126,7 @@ def run_point(problem_args, run_args, callback=None, progress=False, result=Fals
     from .runner import run
     p = build_problem(problem_args)
     alg, kw, want_ref = run_call(run_args)
-    ref = None
-    if want_ref:
-        from . import truth
-        try:
-            ref = truth.ground_truth(p, progress=progress or None)
-        except ValueError as e:              # e.g. no minimiser (separable data, l2 = 0)
-            from .config import ConfigError
-            raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
+    ref = _reference(p, progress) if want_ref else None
     res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
     rid, df = history_frame(problem_args, run_args, res)
     return (rid, df, res) if result else (rid, df)
@@ -172,8 +177,7 @@ def warm_up(points):
         key = json.dumps(prob, sort_keys=True)
         family = json.dumps({k: v for k, v in prob.items() if k != "seed"}, sort_keys=True)
         if rn.get("reference") and key not in seen_prob:
-            from . import truth
-            truth.ground_truth(build_problem(prob))
+            _reference(build_problem(prob))
             seen_prob.add(key)
         sig = (rn["algorithm"], family)
         if sig not in seen_alg:
@@ -220,15 +224,23 @@ _POOL = {}          # n_workers -> this process's loky pool (kept between sweeps
 _POOL_CODE = {}     # n_workers -> the user's code files as they were when the pool started
 
 
+_OWN_PACKAGES = ("fedtheory", "problems", "validation")
+
+
 def _user_files(modules=()):
     """The user's source files a sweep's runs depend on, as ``(path, size, mtime_ns)``: the files of
     ``modules`` (:func:`fedtheory.registry.user_modules`) and of their packages, and of every other
     loaded module of the user's (:func:`fedtheory._kernels.drivers._user_module`: a helper beside
-    them), sorted."""
+    them), sorted. The running script (``__main__``: ``fedtheory`` or ``python -m fedtheory``) and
+    this project's packages (an editable install lies outside site-packages) are not the user's
+    code, unless they declare the algorithms or problems themselves."""
     from ._kernels.drivers import _source_files, _user_module
     paths = set()
     for name, m in list(sys.modules.items()):
         f = getattr(m, "__file__", None)
+        if name not in modules and (name in ("__main__", "__mp_main__") or name.partition(".")[0] in _OWN_PACKAGES):
+            continue        # the running script or console entry point (multiprocessing's alias too), and
+                            # this project's own code
         if f and (name in modules or _user_module(name)):
             paths.update(_source_files(Path(f)) if name in modules else [f])
     out = []
@@ -408,14 +420,16 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     points = cfg.points(progress)
     store = ResultsStore(out)
     done = store.finished()
-    todo, seen = [], set()
+    todo, seen, wanted = [], set(), set()
     for prob, rn in points:
         rid = run_id(prob, rn)
         if rid not in seen:                 # identical grid points run once
             seen.add(rid)
-            if rid not in done:
+            old = run_id(prob, rn, legacy=True)       # a store written before numbers had one form
+            key = old if rid not in done and old in done else rid
+            wanted.add(key)
+            if key not in done:
                 todo.append((rid, prob, rn))
-    wanted = seen
     skipped = len(wanted & done)
     bar = progress_bar(progress, total=len(todo), desc="sweep", unit="run")
     if skipped:
