@@ -508,16 +508,18 @@ class MarginDatafit(Datafit):
     def cvxpy_block(self, A, t, x):
         return self.cvxpy_loss_rows(A @ x, t, np.full(A.shape[0], 1.0 / A.shape[0]))
 
-    # all clients at once, with per-row weights omega_r = w_i / m_i
+    # all clients at once, with per-row weights omega_r = w_i / m_i; the weighted sum by NumPy's
+    # pairwise summation, not a BLAS dot: OpenBLAS splits a long dot between its threads, so F(x)
+    # changed in the last bits with the thread count (a sweep's -j 1 and -j 2 stored different F)
     def loss_value(self, data, x):
-        return data.row_w @ self.loss(data.M @ x, data.b)
+        return np.add.reduce(data.row_w * self.loss(data.M @ x, data.b))
 
     def loss_grad(self, data, x):
         return data.M.T @ (data.row_w * self.dloss(data.M @ x, data.b))
 
     def loss_value_grad(self, data, x):
         z = data.M @ x                             # one product with the data for both
-        return data.row_w @ self.loss(z, data.b), data.M.T @ (data.row_w * self.dloss(z, data.b))
+        return np.add.reduce(data.row_w * self.loss(z, data.b)), data.M.T @ (data.row_w * self.dloss(z, data.b))
 
     def loss_hessian(self, data, x):
         D = data.row_w * self.d2loss(data.M @ x, data.b)
