@@ -329,9 +329,16 @@ def _worker_run_point(modules, problem_args, run_args):
 def _dask_run_point(problem_args, run_args, modules=()):
     """``run_point`` on a Dask worker, stopping at the next round once its future is cancelled
     (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished).
-    ``modules``: the driver's user modules, imported first."""
+    ``modules``: the driver's user modules, imported first (a worker that cannot import one says
+    it is a worker, and how to give it the module)."""
     from .registry import import_modules
-    import_modules(modules)
+    try:
+        import_modules(modules)
+    except ImportError as e:
+        import socket
+        raise ImportError(f"on the Dask worker at {socket.gethostname()} (the driver imported these modules): {e}; "
+                          "make them importable on every worker (the workers' PYTHONPATH or working directory, "
+                          "or client.upload_file for a single file)") from e
     try:
         from distributed import get_worker
         worker = get_worker()

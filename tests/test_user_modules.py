@@ -523,3 +523,19 @@ def test_user_datafit_passes_the_component_suite(userpkg):
     from fedtheory.components.checks import check_datafit, check_pair
     check_datafit(userpkg.logcosh.LogCosh)
     check_pair(userpkg.logcosh.LogCosh, "l1")
+
+
+def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch, dask_cluster, forget_user_modules):
+    """A module the driver imported from a directory the workers do not search: the error said
+    "No module named ... (the command line also searches the current directory)", as if the driver
+    had failed, and pointed at the wrong machine."""
+    from fedtheory import registry
+    from fedtheory.sweep import sweep
+    cluster, _ = dask_cluster
+    (tmp_path / "only_on_the_driver_mod.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.import_modules(["only_on_the_driver_mod"])
+    cfg = CFG.replace(f'algorithm = "{NAME}"', 'algorithm = "fedavg"')
+    with pytest.raises(ImportError, match="on the Dask worker at .*make them importable on every worker"):
+        sweep(cfg, tmp_path / "out", backend="dask", scheduler=cluster.scheduler_address, progress=False)
+    monkeypatch.delitem(sys.modules, "only_on_the_driver_mod")
