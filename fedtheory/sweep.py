@@ -373,11 +373,14 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
         Results directory (:class:`~fedtheory.results.ResultsStore`: ``out/runs/``,
         ``out/results.parquet``).
     n_jobs : int, optional
-        Local worker processes (loky); default all CPUs; 1 runs in this process.
+        Local worker processes (loky); default all CPUs; 1 runs in this process. With backend
+        "dask" and no ``scheduler``, the number of workers of the local Dask cluster started for
+        the sweep (one thread each; default all CPUs).
     backend : {"local", "dask"}
         Where the runs execute.
     scheduler : str or dask.distributed.Client, optional
-        Dask scheduler address (``tcp://host:port``) or a connected client (backend "dask").
+        Dask scheduler address (``tcp://host:port``) or a connected client (backend "dask");
+        None starts a local Dask cluster of ``n_jobs`` workers for the sweep.
     progress : bool, optional
         tqdm progress bar on stderr; None shows it only when stderr is a terminal (never with
         ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``).
@@ -456,7 +459,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
             if backend == "local":
                 _run_local(store, todo, n_jobs, warm, bar)
             else:
-                _run_dask(store, todo, scheduler, bar)
+                _run_dask(store, todo, scheduler, bar, n_jobs)
             store.commit()                  # also picks up runs stored by concurrent writers
             fin = store.finished()
             todo = [t for t in todo if t[0] not in fin]     # e.g. a concurrent writer's file went bad
@@ -570,17 +573,21 @@ def _run_local(store, todo, n_jobs, warm, bar):
         raise
 
 
-def _connect(address):
-    """A Client of the scheduler at ``address``; an unreachable one is a one-line failure."""
+def _connect(address, n_jobs=None):
+    """A Client of the scheduler at ``address``; an unreachable one is a one-line failure. No
+    address: a local cluster of ``n_jobs`` single-threaded worker processes (all CPUs by default)."""
     from distributed import Client
     try:
+        if address is None:
+            return Client(n_workers=_n_workers(n_jobs), threads_per_worker=1, processes=True,
+                          dashboard_address=None)
         return Client(address)
     except (OSError, TimeoutError) as e:
         raise _BackendFailure(f"cannot reach the Dask scheduler at {address} ({' '.join(str(e).split())}); "
                               "is it running, and is the address the one 'dask scheduler' printed?") from None
 
 
-def _run_dask(store, todo, scheduler, bar):
+def _run_dask(store, todo, scheduler, bar, n_jobs=None):
     """Run ``todo`` on a Dask cluster, storing each result as it arrives.
 
     Each future is released as soon as its run is stored, so that the scheduler forgets the
@@ -599,7 +606,7 @@ def _run_dask(store, todo, scheduler, bar):
         return
     own = not isinstance(scheduler, Client)
     with _quiet_dask_client():
-        client = _connect(scheduler) if own else scheduler
+        client = _connect(scheduler, n_jobs) if own else scheduler
         _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClosedError, KilledWorker)
 
 

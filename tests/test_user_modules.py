@@ -539,3 +539,22 @@ def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch
     with pytest.raises(ImportError, match="on the Dask worker at .*make them importable on every worker"):
         sweep(cfg, tmp_path / "out", backend="dask", scheduler=cluster.scheduler_address, progress=False)
     monkeypatch.delitem(sys.modules, "only_on_the_driver_mod")
+
+
+def test_dask_without_a_scheduler_starts_n_jobs_workers(tmp_path, monkeypatch):
+    """``--backend dask`` without ``--scheduler`` ignored -j: its local cluster had one worker per CPU."""
+    pytest.importorskip("distributed")
+    from fedtheory import sweep as sw
+    seen = []
+    real = sw._connect
+
+    def connect(address, n_jobs=None):
+        client = real(address, n_jobs)
+        client.wait_for_workers(1)
+        seen.append(len(client.scheduler_info()["workers"]))
+        return client
+
+    monkeypatch.setattr(sw, "_connect", connect)
+    cfg = CFG.replace(f'algorithm = "{NAME}"', 'algorithm = "fedavg"')
+    df = sw.sweep(cfg, tmp_path / "out", n_jobs=1, backend="dask", progress=False)
+    assert seen == [1] and df.run_id.nunique() == 2
