@@ -531,7 +531,11 @@ def _run_local(store, todo, n_jobs, warm, bar):
     if n <= 1:                              # in this process: no pool, no pickling, no warm-up
         for rid, prob, rn in todo:
             if not store.has(rid):
-                store.add(*run_point(prob, rn))
+                try:
+                    out = run_point(prob, rn)
+                except Exception as e:
+                    raise _noted(e, rid, prob, rn)
+                store.add(*out)
             bar.update(1)
         return
     from .registry import check_workers_can_import
@@ -544,7 +548,7 @@ def _run_local(store, todo, n_jobs, warm, bar):
     from .registry import user_modules
     modules = user_modules()
     pool = _local_pool(n, _user_files(modules))
-    pending = set()
+    pending, point = set(), {}
     queue = iter(todo)
     try:
         while True:
@@ -556,21 +560,40 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 if store.has(rid):          # stored meanwhile by a concurrent writer
                     bar.update(1)
                     continue
-                pending.add(pool.submit(_worker_run_point, modules, prob, rn))
+                fut = pool.submit(_worker_run_point, modules, prob, rn)
+                point[fut] = nxt
+                pending.add(fut)
             if not pending:
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            failure = None                  # the batch's other results are stored before it is raised
             for fut in finished:
                 try:
                     result = fut.result()
                 except BrokenExecutor as e:         # a worker killed (out of memory, a signal)
-                    raise _BackendFailure(f"a local worker process died ({type(e).__name__}: "
-                                          f"{_first_line(e)})") from None
+                    failure = failure or _BackendFailure(f"a local worker process died ({type(e).__name__}: "
+                                                         f"{_first_line(e)})")
+                    continue
+                except Exception as e:
+                    failure = failure or _noted(e, *point[fut])
+                    continue
+                del point[fut]
                 store.add(*result)
                 bar.update(1)
+            if failure is not None:
+                raise failure
     except BaseException:
         _stop_pool(pool)
         raise
+
+
+def _noted(e, rid, prob, rn):
+    """``e`` with a note (shown under its traceback) naming the sweep's run it came from and how to
+    resume: a run's own error stops the sweep, and its message alone named no grid point."""
+    if hasattr(e, "add_note"):
+        e.add_note(f"fedtheory sweep: in run {rid} (problem {prob}, run {rn}); the runs stored before it are "
+                   "kept, and the same command resumes the sweep once the error is fixed")
+    return e
 
 
 def _connect(address, n_jobs=None):
@@ -641,6 +664,7 @@ def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClose
     try:
         keys = [f"fedtheory-run-{rid}-{tag}" for rid, _, _ in todo]
         rid_of = {k: rid for k, (rid, _, _) in zip(keys, todo)}
+        point_of = {rid: (p, r) for rid, p, r in todo}
         try:
             pending = as_completed(client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
                                               modules=user_modules(), key=keys, pure=False))
@@ -662,7 +686,7 @@ def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClose
                 if isinstance(e, CommClosedError) or client.status != "running":
                     raise _BackendFailure(f"lost the Dask cluster at {address} ({type(e).__name__}: "
                                           f"{_first_line(e)})") from None
-                raise                                    # the run's own error (e.g. a missing data file)
+                raise _noted(e, rid, *point_of[rid])    # the run's own error (e.g. a missing data file)
             finally:
                 fut.release()                  # the scheduler forgets it: never recomputed
                 del fut

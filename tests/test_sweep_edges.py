@@ -136,3 +136,18 @@ def test_a_logged_value_may_not_take_a_columns_name():
             ft.run(problems.quadratic(3, 2, seed=0), "extras_clash_check", rounds=2, lr=0.1)
     finally:
         ALGORITHMS.pop("extras_clash_check", None)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_runs_own_error_names_its_grid_point_and_how_to_resume(tmp_path, jobs):
+    """A run failing in the middle of a sweep (Mime cannot average a round whose participants all
+    have weight 0) stopped it with the run's message alone, naming no grid point; the error now
+    carries a note with the run id, its configuration and how to resume, in a worker process too."""
+    cfg = load(QUAD.format(alg="mime", run="lr = 0.1\nclients_per_round = 1",
+                           grid="seed = [0, 1]\nproblem.weights = [[0.0, 0.0, 1.0]]"), progress=False)
+    ids = {run_id(prob, rn) for prob, rn in cfg.points()}
+    with pytest.raises(ValueError, match="objective weight w_i = 0") as e:
+        sweep(cfg, tmp_path / "out", n_jobs=jobs, progress=False, warm=False)
+    notes = " ".join(getattr(e.value, "__notes__", []))
+    assert any(f"in run {rid} " in notes for rid in ids) and "'weights': [0.0, 0.0, 1.0]" in notes
+    assert "the same command resumes the sweep" in notes
