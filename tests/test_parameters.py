@@ -172,7 +172,9 @@ def test_a_value_listed_twice_in_an_axis_is_an_error():
     msg = _error(CFG.replace("seed = [0, 1]", "seed = [0, 1, 0]"))
     assert msg == ("<config>, line 11: [grid] key 'seed': value 0 is listed twice (its grid points would run "
                    "once): list each value once"), msg
-    load(CFG.replace("seed = [0, 1]", 'lr = [1, 1.0]'))          # an int and a float: two runs (two run ids)
+    # an int and a float of one value are one run (they ran it twice, under two run ids)
+    msg = _error(CFG.replace("seed = [0, 1]", 'lr = [1, 1.0]'))
+    assert msg.startswith("<config>, line 11: [grid] key 'lr': value 1.0 is listed twice"), msg
 
 
 @pytest.mark.parametrize("where, text_of, message", [
