@@ -478,7 +478,14 @@ class _Job:
             self.state = alg.init(problem, self.x0)
         else:                                  # the same rules on tensors (fedtheory.arrays helpers)
             x0t = self.oracles.tensor(self.x0)
-            self.state = alg.init(self.oracles, x0t)
+            try:
+                self.state = alg.init(self.oracles, x0t)
+            except TypeError as e:
+                # an init written with NumPy only (np.array(x0)) cannot read a GPU tensor: it gets x0 on
+                # the host, and its arrays are made tensors below
+                if "device type tensor to numpy" not in str(e):
+                    raise
+                self.state = alg.init(self.oracles, np.array(self.x0, dtype=np.float64))
             # an init written with NumPy only (np.array(x0), np.zeros_like: the model comes back a NumPy
             # array) has its float arrays made tensors like x0; integer arrays (counters, flags) stay.
             # An init that returns the model as a tensor keeps the host arrays it chose (FedSPS's).

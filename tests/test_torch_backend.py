@@ -293,6 +293,41 @@ def test_deep_model_and_data_already_on_the_gpu():
     assert res.status == "max_rounds" and np.isfinite(res.history.test_acc).all()
 
 
+def test_no_device_tensor_reaches_numpy_implicitly(tmp_path, monkeypatch):
+    """On a GPU, NumPy cannot read a tensor: NFSGD's mixing matrix (np.asarray of the weights) and an
+    init written with NumPy only (np.array(x0), as docs/add-your-own-algorithm.md's FedAvgM) crashed
+    with "can't convert cuda:0 device type tensor to numpy" (measured on an H100; every other rule
+    ran). Emulated here on the CPU: a tensor refuses NumPy's implicit conversion, as a CUDA tensor
+    does, and every rule still runs and agrees with numba."""
+    import importlib
+    from fedtheory.arrays import to_numpy
+    from fedtheory.registry import ALGORITHMS
+
+    def refuse(self, dtype=None, copy=None):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy (emulated)")
+
+    (tmp_path / "test_torch_nesterov_mod.py").write_text(_NESTEROV_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = dict(ALGORITHMS)
+    try:
+        importlib.import_module("test_torch_nesterov_mod")
+        monkeypatch.setattr(torch.Tensor, "__array__", refuse)
+        p = problems.quadratic(8, 5, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+        for name in sorted(ALGORITHMS):
+            A = get_algorithm(name)
+            kw = dict(rounds=3, local_steps=2, seed=0, record_iterates=True, **{"lr": 0.1, **A.test_params})
+            if not A.full_participation_only and name != "nfsgd":
+                kw["clients_per_round"] = 4
+            a = ft.run(p, name, **kw)
+            c = ft.run(p, name, backend="torch", device="cpu", **kw)
+            err = max(float(np.abs(to_numpy(u) - v).max()) for u, v in zip(c.iterates, a.iterates))
+            assert err <= 1e-10, (name, err)
+    finally:
+        ALGORITHMS.clear()
+        ALGORITHMS.update(saved)
+        sys.modules.pop("test_torch_nesterov_mod", None)
+
+
 # ------------------------------------------------------------------ loaders (offline)
 def _idx_gz(path, arr):
     header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)

@@ -567,7 +567,8 @@ class Algorithm:
         except (TypeError, AttributeError) as e:
             raise TypeError(
                 f"{self.name!r}: the torch backend runs the compiled rule server of {name!r} as plain Python on "
-                f"tensors, with pk None, and it failed ({type(e).__name__}: {e}). A rule that calls NumPy "
+                f"tensors, with pk None, and it failed ({type(e).__name__}: {' '.join(str(e).split())}). A rule "
+                "that calls NumPy "
                 "functions on the state or reads the problem pack needs a server_update of its own for torch, "
                 "written with fedtheory.arrays (as FedAdam's).") from e
         return dict(out._asdict())

@@ -22,7 +22,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import ArrayLike, Interval, NoneOk, Options
 from ..exceptions import InvalidParameterError
-from ..arrays import as_like, copy, repeat_rows
+from ..arrays import as_like, copy, repeat_rows, to_numpy
 from ..registry import register
 from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
 from .base import Algorithm
@@ -127,7 +127,7 @@ class NFSGD(Algorithm):
 
     def mixing(self, problem):
         """The (checked) mixing matrix for ``problem``'s clients and weights."""
-        q = problem.weights
+        q = to_numpy(problem.weights)          # a tensor on the torch backend's device
         if self.W is None:
             return mixing_matrix(self.topology, problem.n_clients, q, self.er_p, self.graph_seed)
         defaults = type(self).hyperparameters()          # built directly, not through create
@@ -142,7 +142,7 @@ class NFSGD(Algorithm):
         off = W.copy()
         np.fill_diagonal(off, 0.0)
         return {"x": copy(x0), "X": repeat_rows(x0, problem.n_clients), "W": as_like(W, x0),
-                "zeta": zeta(W, problem.weights), "messages": int(np.count_nonzero(off))}
+                "zeta": zeta(W, to_numpy(problem.weights)), "messages": int(np.count_nonzero(off))}
 
     def compiled_params(self):
         """The hyperparameters as the compiled rules read them (the rules use none of them: the mixing
