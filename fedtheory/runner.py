@@ -29,6 +29,35 @@ _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
 EVAL_FIXED_COST = 3000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
+class _DeferredInterrupt:
+    """Ctrl-C (SIGINT) held while a compiled segment runs: Python raises KeyboardInterrupt at the next
+    bytecode it runs, which inside a segment is its object-mode evaluation or trace callback, and
+    Numba does not unwind through it (the process crashed, exit 139, or the interrupt was lost).
+    While active (main thread, Python's default handler in place) a SIGINT only sets ``hit``; the
+    segment stops at its next evaluation and the runner raises KeyboardInterrupt in Python."""
+
+    def __init__(self):
+        self.hit, self._prev = False, None
+
+    def __enter__(self):
+        import signal
+        import threading
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._prev = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.hit = True
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            import signal
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
+        return False
+
+
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 _COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
 
@@ -874,7 +903,9 @@ class _Job:
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
         if tr is not None:
             _rk._TRACERS[token] = self._segment_trace
+        self._sigint = _DeferredInterrupt()
         try:
+            self._sigint.__enter__()
             r = r_from
             while r <= r_to:
                 r0, Ks, t0s, lrs_tab = self._schedule_table(r, min(r_to, r + _SEGMENT - 1))
@@ -898,6 +929,8 @@ class _Job:
                 self._last_code = code
                 done = r_end if code != 2 else r_end - 1
                 self._flush(r0, r_end, done, st)
+                if self._sigint.hit:                # Ctrl-C during the call: raised here, in Python
+                    raise KeyboardInterrupt
                 if bar is not None:
                     bar.update(done - r0 + 1)
                 if code == 1:                       # the evaluation of round r_end stopped the run
@@ -915,6 +948,7 @@ class _Job:
                 r = r_end + 1
             return False
         finally:
+            self._sigint.__exit__(None, None, None)
             _rk._EVALUATORS.pop(token, None)
             _rk._TRACERS.pop(token, None)
 
@@ -932,7 +966,10 @@ class _Job:
         self.completed = done
 
     def _segment_evaluate(self, r, st):
-        """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run."""
+        """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run
+        (and a Ctrl-C received meanwhile ends the call: :class:`_DeferredInterrupt`)."""
+        if self._sigint.hit:
+            return True
         t = time.perf_counter()
         for k, v in zip(_COUNTERS, self._cnt):
             self.counters[k] = int(v)
