@@ -233,7 +233,8 @@ def _describe_text(info):
 def _demo(args):
     from ._argcheck import Interval, check_param
     check_param("rounds", args.rounds, [Interval(int, 1, None)], "demo")
-    check_param("l2", args.l2, [Interval(float, 0, None, "left")], "demo")
+    # l2 > 0: a9a without ridge is quasi-separable, with no minimiser to certify
+    check_param("l2", args.l2, [Interval(float, 0, None, "neither")], "demo")
     import problems
     from . import truth
 
@@ -668,6 +669,13 @@ def _main(argv):
             _demo(args)
         else:
             return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata, "falsify": _falsify}[args.cmd](args)
+    except BrokenPipeError:                     # `fedtheory list | head`: the reader left; not an error
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())   # Python's flush at exit would fail again
+        except (OSError, ValueError):
+            pass
+        return 0
     except OSError as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
         return 2

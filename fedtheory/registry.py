@@ -243,6 +243,11 @@ def import_modules(modules, where="--import"):
         if not isinstance(m, str) or not m.strip():
             raise InvalidParameterError(f"The {where!r} parameter must be a list of module names (non-empty str). "
                                         f"Got {m!r} instead.")
+        if "/" in m or "\\" in m or m.endswith(".py") or m.startswith("."):
+            stem = m.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].removesuffix(".py")
+            raise InvalidParameterError(f"The {where!r} parameter takes a module name, not a file path: "
+                                        f"give {stem!r} (and run from its directory, or add it to PYTHONPATH). "
+                                        f"Got {m!r}.")
         try:
             importlib.import_module(m)
         except ImportError as e:

@@ -352,3 +352,37 @@ def test_a_user_module_that_raises_on_import_exits_2_with_its_traceback(tmp_path
     assert err.strip().splitlines()[-1] == ("fedtheory list: error: importing broken_user_mod (--import) raised "
                                             "RuntimeError: typo in my module")
     sys.modules.pop("broken_user_mod", None)
+
+
+def test_output_piped_into_a_reader_that_leaves_is_not_an_error():
+    """``fedtheory list | head -c 10``: "error: [Errno 32] Broken pipe" and exit 2 (an input error)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for args in (["list"], ["describe", "fedspeed"]):
+        proc = subprocess.Popen([sys.executable, "-m", "fedtheory", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        proc.stdout.read(10)
+        proc.stdout.close()                     # the reader leaves before the output ends
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=300)
+        assert proc.returncode == 0 and "Broken pipe" not in err and "Traceback" not in err, (args, err)
+
+
+@pytest.mark.parametrize("given, stem", [("./mymod.py", "mymod"), ("mymod.py", "mymod"), ("pkg/mod", "mod")])
+def test_import_of_a_file_path_says_to_give_the_module_name(given, stem):
+    """``--import ./mymod.py`` printed a traceback ("the 'package' argument is required to perform a
+    relative import") and blamed the module; ``mymod.py`` ran mymod, then failed with "'mymod' is
+    not a package"."""
+    res = _cli("describe", "fedavg", "--import", given)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip() == (f"fedtheory describe: error: The '--import' parameter takes a module name, not a "
+                                  f"file path: give {stem!r} (and run from its directory, or add it to PYTHONPATH). "
+                                  f"Got {given!r}.")
+
+
+def test_demo_without_ridge_is_refused_in_one_line():
+    """``fedtheory demo --l2 0``: a9a without ridge has no minimiser; the ValueError of the ground truth
+    came out as a traceback with exit 1 (a failed check)."""
+    res = _cli("demo", "--l2", "0", "--rounds", "2")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == ("fedtheory demo: error: The 'l2' parameter of demo must be a float in the range "
+                                  "(0, inf). Got 0.0 instead.")
