@@ -142,7 +142,7 @@ def _pep(spec, erratum, solved):
     conf = ", ".join(f"{k}={_fmt_value(v)}" for k, v in cfg.items())
     note = (f"{t.function_class}; metric {t.metric}, {t.initial}; "
             + ("lr meets the theorem's step conditions" if t.conditions_ok
-               else "lr outside the theorem's step conditions (" + "; ".join(t.failing_conditions) + ")"))
+               else "outside the theorem's conditions (" + "; ".join(t.failing_conditions) + ")"))
     if math.isclose(t.bound, corrected, rel_tol=1e-12):
         note += "; the printed and corrected bounds coincide at these constants"
     return tuple(t.worst_case), t.bound, corrected, conf, note

@@ -435,5 +435,26 @@ def test_verify_row_outside_the_step_conditions_is_no_refutation(monkeypatch):
     rows, _ = T.tightness_rows(quick=True, theorems=["localdescent.theorem_4_1"])
     (row,) = rows
     assert row["worst_case_lower"] > row["bound"]                 # the bound does not hold at this step...
-    assert row["verdict"].startswith("worst case > bound outside the theorem's step conditions (no refutation)")
+    assert row["verdict"].startswith("worst case > bound outside the theorem's conditions (no refutation)")
     assert not row["verdict"].startswith("UNEXPECTED")            # ...and the theorem does not claim it does
+
+
+def test_a_condition_on_constants_other_than_lr_is_part_of_conditions_ok():
+    """FedSPS Theorem 3(a) with c = 0.05 (the theorem needs c >= 2 tau^2 = 8): a worst case above the
+    bound (0.375 > 0.263) came with conditions_ok=True and "no step condition", reading as a
+    refutation. So did LFD's Theorem 4.1 with a server step other than the paper's 1 (0.99992 >
+    0.9996), and server_lr = -1 was accepted."""
+    t = validation.tightness("fedsps.theorem_3a", L=1.0, mu=0.0, local_steps=2, rounds=2, lr=1.9, n_clients=2,
+                             c=0.05, threshold=False, time_limit=4.0)
+    assert not t.conditions_ok and t.failing_conditions == ("c >= 2 tau^2 = 8 (c = 0.05)",)
+    assert "outside the theorem's conditions (c >= 2 tau^2 = 8 (c = 0.05))" in t.summary()
+    ok = validation.tightness("fedsps.theorem_3a", L=1.0, mu=0.0, local_steps=2, rounds=2, lr=1.9, n_clients=2,
+                              c=8.0, threshold=False, time_limit=4.0)
+    assert ok.conditions_ok and ok.worst_case[1] <= ok.bound
+    kw = dict(L=1.0, mu=0.1, local_steps=2, rounds=2, lr=0.001, n_clients=2, threshold=False, time_limit=4.0)
+    t = validation.tightness("localdescent.theorem_4_1", server_lr=0.1, **kw)
+    assert not t.conditions_ok and t.failing_conditions[-1].startswith("server_lr = 1, the theorem's method")
+    assert validation.tightness("localdescent.theorem_4_1", **kw).conditions_ok
+    from fedtheory.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match="'server_lr' parameter of localdescent.theorem_4_1"):
+        validation.tightness("localdescent.theorem_4_1", server_lr=-1.0, **kw)

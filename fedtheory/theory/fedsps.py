@@ -489,7 +489,10 @@ def _pep(kind):
                  "6a": {"gamma_b <= min{1/(2cL), 1/(20 L tau)}": step_cap(c, L, tau)}}[kind]
         cls = "L-smooth mu-strongly convex" if mu > 0 else "L-smooth convex"
         m = n * T if hi > lo else 0
+        others = {"3a": {f"c >= 2 tau^2 = {2 * tau ** 2:g} (c = {c:g})": c >= 2 * tau ** 2},
+                  "3b": {f"c >= 4 tau^2 = {4 * tau ** 2:g} (c = {c:g})": c >= 4 * tau ** 2}}.get(kind, {})
         return PEPForm(
+            other_conditions=others,
             build=build, function_class=f"{cls} clients sharing a minimiser, ell_i* = f_i(x*) (interpolation, "
                                         f"sigma_f^2 = 0; L={L:g}, mu={mu:g}, n={n}, c={c:g})",
             bound_args=bound_args, exact=False,

@@ -570,6 +570,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
     check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
+    check_param("server_lr", server_lr, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1")
     E, n = local_steps, n_clients
 
     def build(steps, metric):
@@ -610,6 +611,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
                    exact=False, note="full participation with weights 1/n; each client strongly convex (a subclass "
                                      "of the theorem's mu-PL f with bounded diversity)",
                    lr_conditions=conds, strict=mu > 0, metric="f(x^R) - f*", initial="f(x^0) - f* <= 1",
+                   other_conditions={f"server_lr = 1, the theorem's method (server_lr = {server_lr:g})": server_lr == 1},
                    instances=instances, metric_is_contraction=True)
 
 

@@ -108,7 +108,8 @@ class Tightness:
     solve_time : float
         Seconds of the whole call.
     conditions_ok : bool
-        Whether ``lr`` meets every one of the theorem's step conditions (``lr_conditions``).
+        Whether ``lr`` meets every one of the theorem's step conditions (``lr_conditions``) and the
+        other constants the theorem's other conditions (FedSPS's c >= 2 tau^2).
         Outside them the theorem promises nothing: a worst case above the bound (looseness < 1)
         is then no refutation.
     failing_conditions : tuple of str
@@ -143,7 +144,7 @@ class Tightness:
     def _conditions_text(self):
         if self.conditions_ok:
             return "lr meets the theorem's step conditions" if self.lr_conditions else "no step condition"
-        return (f"lr outside the theorem's step conditions ({'; '.join(self.failing_conditions)}): "
+        return (f"outside the theorem's conditions ({'; '.join(self.failing_conditions)}): "
                 "looseness < 1 here would be no refutation")
 
     def summary(self):
@@ -461,7 +462,8 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     with np.errstate(all="ignore"):
         ratio = (math.log(chi) / math.log(rho_b) if form.geometric_bound and 0 < chi < 1 and 0 < rho_b < 1
                  else math.nan)
-    failing = tuple(f"{c}: lr <= {v:.4g}" for c, v in form.lr_conditions.items() if not lr <= v * (1 + 1e-9))
+    failing = tuple(f"{c}: lr <= {v:.4g}" for c, v in form.lr_conditions.items() if not lr <= v * (1 + 1e-9)) \
+        + tuple(c for c, holds in form.other_conditions.items() if not holds)
     thr, undecided = lr_threshold(name, L=L, mu=mu, local_steps=local_steps, n_clients=n_clients, solver=solver,
                                   time_limit=time_limit, **kw) if threshold else (math.nan, [])
     return Tightness(

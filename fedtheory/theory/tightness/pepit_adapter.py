@@ -66,6 +66,9 @@ class PEPForm:
         What is modelled (weights, participation, subclass).
     lr_conditions : dict
         ``{condition: largest lr it allows}``: the theorem's own step conditions.
+    other_conditions : dict
+        ``{condition: whether it holds}``: the theorem's conditions on the other constants (FedSPS's
+        c >= 2 tau^2), for these constants; one that fails makes ``conditions_ok`` False.
     n_adaptive : int
         Number of adaptive step sizes (0 for fixed steps).
     step_box : tuple
@@ -100,6 +103,7 @@ class PEPForm:
     exact: bool = True
     note: str = ""
     lr_conditions: dict = field(default_factory=dict)
+    other_conditions: dict = field(default_factory=dict)
     n_adaptive: int = 0
     step_box: tuple = ()
     strict: bool = True

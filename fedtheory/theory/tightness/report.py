@@ -238,7 +238,7 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         elif t.conditions_ok:
             verdict = "UNEXPECTED: worst case > bound"         # a refutation of the theorem
         else:                                                  # the step is outside the theorem: no claim
-            verdict = ("worst case > bound outside the theorem's step conditions (no refutation): "
+            verdict = ("worst case > bound outside the theorem's conditions (no refutation): "
                        + "; ".join(map(str, t.failing_conditions)))
         rows.append(dict(theorem=name, case=f"tightness: {cfg}", kind="tightness", variant=t.variant,
                          conditions_ok=(f"{sum(c['lr'] <= v for v in t.lr_conditions.values())}/{len(t.lr_conditions)} "
