@@ -366,3 +366,17 @@ def test_fedsps_normalized_nu_literal_needs_two_local_steps(backend, callback):
     with pytest.raises(ft.InvalidParameterError, match=r"'local_steps' parameter of run must be >= 2\. Got 1"):
         ft.run(p, "fedsps_normalized", rounds=2, local_steps=1, nu_literal=True, lower_bound=-10.0,
                backend=backend, callback=callback)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_literal_smoothing_starts_its_cap_at_one(backend):
+    """FedSPS §6: gamma_{b,t} = 2^{|B|/m_i} gamma_{b,t-1} with gamma_{b,0} = 1, so the cap at a client's
+    step t is 2^{t |B|/m_i}. The first cap was already 2^{|B|/m_i} (one doubling ahead: 0.23 apart
+    in x after 3 rounds). With exact gradients (|B| = m_i: factor 2) and a Polyak ratio far above
+    the cap, every step is the cap: 1, 2, 4, then 8, 16, 32 in the next round (the state is kept)."""
+    p = problems.quadratic(3, 2, seed=0)
+    res = ft.run(p, "fedsps", rounds=2, local_steps=3, lr=0.1, c=1.0, lower_bound=-1e6, smoothing="literal",
+                 trace=True, backend=backend)
+    np.testing.assert_array_equal(res.trace[0]["gammas"], np.tile([1.0, 2.0, 4.0], (3, 1)))
+    np.testing.assert_array_equal(res.trace[1]["gammas"], np.tile([8.0, 16.0, 32.0], (3, 1)))
+    assert (res.trace[0]["capped"] == 1).all()

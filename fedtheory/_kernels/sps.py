@@ -67,12 +67,12 @@ def sps_local_steps(sparse, A, data, indices, indptr, b, kind, client_ptr, clien
                 gam = gamma_fixed
                 cap_hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
             else:
-                if mode == MODE_SMOOTH_LIT:
-                    state[s] = factor[s] * state[s]
                 cap = gamma_b if mode == MODE_SPS else (factor[s] * state[s] if mode == MODE_SMOOTH else state[s])
                 gam, cap_hit = _capped(ratio / c, cap, inf_ratio)
                 if mode == MODE_SMOOTH:
                     state[s] = gam
+                elif mode == MODE_SMOOTH_LIT:       # gamma_{b,t} used at step t (gamma_{b,0} = 1), then
+                    state[s] = factor[s] * state[s]   # gamma_{b,t+1} = 2^{|B|/m_i} gamma_{b,t}
             gammas[s, k] = gam
             capped[s, k] = cap_hit
             last_val[s] = val

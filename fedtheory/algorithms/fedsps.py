@@ -120,7 +120,7 @@ class FedSPS(SPSBase):
         return {"none": MODE_SPS, "sps_code": MODE_SMOOTH, "literal": MODE_SMOOTH_LIT}[self.smoothing]
 
     def _init_state(self, problem):
-        return np.ones(problem.n_clients)          # gamma_{-1} = 1 (smoothing)
+        return np.ones(problem.n_clients)          # gamma_{-1} = 1 ("sps_code"); gamma_{b,0} = 1 ("literal")
 
     def _rule_params(self):
         """``mode`` is the kernel's step rule: 0 (``smoothing="none"``, ``MODE_SPS``), 2 (``"sps_code"``,
@@ -152,6 +152,6 @@ class FedSPS(SPSBase):
             cap = self._factor(ctx)[s] * st
             gam = sps(F, gg, ell, self.c, cap)
             return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= cap), gam
-        cap = self._factor(ctx)[s] * st                     # literal: gamma_{b,t} = 2^{B/m} gamma_{b,t-1}
-        gam = sps(F, gg, ell, self.c, cap)
-        return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= cap), cap
+        cap = st                         # literal: the cap gamma_{b,t} (gamma_{b,0} = 1), then the next one
+        gam = sps(F, gg, ell, self.c, cap)                  # gamma_{b,t+1} = 2^{B/m} gamma_{b,t}
+        return gam, int(gg == 0 or max(F - ell, 0) / (self.c * gg) >= cap), self._factor(ctx)[s] * st
