@@ -380,3 +380,13 @@ def test_literal_smoothing_starts_its_cap_at_one(backend):
     np.testing.assert_array_equal(res.trace[0]["gammas"], np.tile([1.0, 2.0, 4.0], (3, 1)))
     np.testing.assert_array_equal(res.trace[1]["gammas"], np.tile([8.0, 16.0, 32.0], (3, 1)))
     assert (res.trace[0]["capped"] == 1).all()
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_fedsps_global_aggregation_c_counts_the_gradient_it_uploads(backend):
+    """Aggregation (c) uploads each participant's last gradient g_i besides its model: comm_up was
+    counted as for (a) (12 for 3 clients x 4 rounds, where 24 vectors go up)."""
+    p = problems.quadratic(3, 3, seed=0)
+    kw = dict(rounds=4, lr=0.1, gamma_b=0.5, backend=backend)
+    a, c = (ft.run(p, "fedsps_global", aggregation=agg, **kw) for agg in ("a", "c"))
+    assert (a.comm_up, a.comm_down) == (12, 12) and (c.comm_up, c.comm_down) == (24, 12)

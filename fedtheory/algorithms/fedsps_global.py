@@ -125,7 +125,13 @@ class FedSPSGlobal(SPSBase):
                                    "gamma_b": [Interval(float, 0, None, "neither")],
                                    "lower_bound": LOWER_BOUND, "aggregation": [Options("a", "b", "c")],
                                    "gamma0": [NoneOk(), Interval(float, 0, None, "neither")]}
-    comm: ClassVar[tuple] = (1, 1)
+
+    @property
+    def comm(self):
+        """(down, up) d-vectors per participant: the model each way, and for aggregation (c) also the
+        client's last gradient g_i up (the scalars are not counted)."""
+        return (1, 2) if self.aggregation == "c" else (1, 1)
+
     scalars: ClassVar[dict] = {
         "gamma_global": "the server's global step size for the next round (the aggregation chosen)",
         "gamma_a": "aggregation (a): weighted mean of the clients' SPS steps at their last local iterate",
