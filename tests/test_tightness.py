@@ -458,3 +458,20 @@ def test_a_condition_on_constants_other_than_lr_is_part_of_conditions_ok():
     from fedtheory.exceptions import InvalidParameterError
     with pytest.raises(InvalidParameterError, match="'server_lr' parameter of localdescent.theorem_4_1"):
         validation.tightness("localdescent.theorem_4_1", server_lr=-1.0, **kw)
+
+
+def test_verify_row_whose_bracket_straddles_the_bound_is_unresolved(monkeypatch):
+    """``verify --tightness`` said "OK: measured <= worst case <= bound" when only the bracket's lower
+    end was below the bound: a worst case in [lo, hi] with lo <= bound < hi is not certified below it."""
+    import dataclasses
+    from fedtheory.theory.tightness import report
+    real = report.tightness
+
+    def wide(name, **kw):                    # the real result, its bracket's upper end moved above the bound
+        t = real(name, **kw)
+        return dataclasses.replace(t, worst_case=(t.worst_case[0], 2.0 * t.bound))
+
+    monkeypatch.setattr(report, "tightness", wide)
+    (row,), _ = T.tightness_rows(quick=True, theorems=["localdescent.theorem_4_1"])
+    assert row["worst_case_lower"] <= row["bound"] < row["worst_case_upper"]
+    assert row["verdict"].startswith("UNRESOLVED: the worst case lies in ["), row["verdict"]

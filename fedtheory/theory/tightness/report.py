@@ -228,13 +228,16 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         lo, hi = t.worst_case
         tol = 1e-6 * max(1.0, hi)
         unmeasured = math.isnan(meas)
-        ok = (unmeasured or meas <= hi + tol) and lo <= t.bound
+        ok = (unmeasured or meas <= hi + tol) and hi <= t.bound
         cfg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items())
         if ok:
             verdict = ("OK: worst case <= bound (nothing measured: the PEP declares no instances)" if unmeasured
                        else "OK: measured <= worst case <= bound")
         elif meas > hi + tol:
             verdict = "UNEXPECTED: measured > worst case"      # the PEP or the registered method is wrong
+        elif lo <= t.bound:                                    # the bracket straddles the bound: no claim
+            verdict = (f"UNRESOLVED: the worst case lies in [{lo:.6g}, {hi:.6g}], which contains the bound "
+                       f"{t.bound:.6g} (a longer solve narrows it)")
         elif t.conditions_ok:
             verdict = "UNEXPECTED: worst case > bound"         # a refutation of the theorem
         else:                                                  # the step is outside the theorem: no claim
