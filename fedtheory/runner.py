@@ -29,12 +29,18 @@ _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
 EVAL_FIXED_COST = 3000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
+_SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
+_COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
+
+
 class _DeferredInterrupt:
     """Ctrl-C (SIGINT) held while a compiled segment runs: Python raises KeyboardInterrupt at the next
     bytecode it runs, which inside a segment is its object-mode evaluation or trace callback, and
     Numba does not unwind through it (the process crashed, exit 139, or the interrupt was lost).
     While active (main thread, Python's default handler in place) a SIGINT only sets ``hit``; the
-    segment stops at its next evaluation and the runner raises KeyboardInterrupt in Python."""
+    segment stops at its next evaluation and the runner raises KeyboardInterrupt in Python. Held
+    once per run (:func:`run`, around the compiled paths), not per segment call: a run with a
+    callback calls one segment per round."""
 
     def __init__(self):
         self.hit, self._prev = False, None
@@ -56,10 +62,6 @@ class _DeferredInterrupt:
             signal.signal(signal.SIGINT, self._prev)
             self._prev = None
         return False
-
-
-_SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
-_COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
 
 
 @dataclass
@@ -396,10 +398,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         from tqdm.auto import tqdm
         bar = tqdm(total=rounds, desc=job.alg.name)
     with np.errstate(all="ignore"):
-        if job.fused:
-            job.run_fused(bar)
-        elif job.driver is not None:
-            job.run_with_callback(bar)
+        if job.driver is not None:
+            with job.sigint:
+                job.run_fused(bar) if job.fused else job.run_with_callback(bar)
         else:
             for r in range(1, rounds + 1):
                 stop = job.round(r)
@@ -539,6 +540,7 @@ class _Job:
         self.pk = problem.compiled_pack() if not self.deep else None
         # the compiled rules (numba backend: compiled, python backend: the same functions as Python)
         self.rules = self.driver = None
+        self.sigint = _DeferredInterrupt()      # held by run() around the compiled paths
         self._last_code, self._last_evaluated = 0, 0   # of the last segment call / evaluation
         name = alg.rules_module() if self.oracles is None else None
         if name is not None:
@@ -903,11 +905,11 @@ class _Job:
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
         if tr is not None:
             _rk._TRACERS[token] = self._segment_trace
-        self._sigint = _DeferredInterrupt()
         try:
-            self._sigint.__enter__()
             r = r_from
             while r <= r_to:
+                if self.sigint.hit:                 # Ctrl-C meanwhile (a callback's time): raised in Python
+                    raise KeyboardInterrupt
                 r0, Ks, t0s, lrs_tab = self._schedule_table(r, min(r_to, r + _SEGMENT - 1))
                 r1 = r0 + Ks.shape[0] - 1
                 cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
@@ -929,7 +931,7 @@ class _Job:
                 self._last_code = code
                 done = r_end if code != 2 else r_end - 1
                 self._flush(r0, r_end, done, st)
-                if self._sigint.hit:                # Ctrl-C during the call: raised here, in Python
+                if self.sigint.hit:                 # Ctrl-C during the call: raised here, in Python
                     raise KeyboardInterrupt
                 if bar is not None:
                     bar.update(done - r0 + 1)
@@ -948,7 +950,6 @@ class _Job:
                 r = r_end + 1
             return False
         finally:
-            self._sigint.__exit__(None, None, None)
             _rk._EVALUATORS.pop(token, None)
             _rk._TRACERS.pop(token, None)
 
@@ -968,7 +969,7 @@ class _Job:
     def _segment_evaluate(self, r, st):
         """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run
         (and a Ctrl-C received meanwhile ends the call: :class:`_DeferredInterrupt`)."""
-        if self._sigint.hit:
+        if self.sigint.hit:
             return True
         t = time.perf_counter()
         for k, v in zip(_COUNTERS, self._cnt):

@@ -379,6 +379,8 @@ def _run_kwargs(st, trace=("local", "gammas")):
 # ------------------------------------------------------------- performance estimation --
 #: The theorems' default c (Theorem 3(a): c = 2 tau^2, 3(b): 4 tau^2, 6(a): 1/2), as a function of tau.
 DEFAULT_C = {"3a": lambda tau: 2 * tau ** 2, "3b": lambda tau: 4 * tau ** 2, "6a": lambda tau: 0.5}
+#: Theorems 3(a) and 3(b)'s condition on c: its text, and the least c it allows (their default c).
+C_CONDITION = {"3a": "c >= 2 tau^2", "3b": "c >= 4 tau^2"}
 
 
 def step_cap(c, L, tau, div=20):
@@ -489,8 +491,8 @@ def _pep(kind):
                  "6a": {"gamma_b <= min{1/(2cL), 1/(20 L tau)}": step_cap(c, L, tau)}}[kind]
         cls = "L-smooth mu-strongly convex" if mu > 0 else "L-smooth convex"
         m = n * T if hi > lo else 0
-        others = {"3a": {f"c >= 2 tau^2 = {2 * tau ** 2:g} (c = {c:g})": c >= 2 * tau ** 2},
-                  "3b": {f"c >= 4 tau^2 = {4 * tau ** 2:g} (c = {c:g})": c >= 4 * tau ** 2}}.get(kind, {})
+        others = ({f"{C_CONDITION[kind]} = {DEFAULT_C[kind](tau):g} (c = {c:g})": c >= DEFAULT_C[kind](tau)}
+                  if kind in C_CONDITION else {})
         return PEPForm(
             other_conditions=others,
             build=build, function_class=f"{cls} clients sharing a minimiser, ell_i* = f_i(x*) (interpolation, "
@@ -579,7 +581,7 @@ def _setup_3a(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
         s = _constants(problem, c, gamma_b, lower_bound, x0)
     except (AssertionError, ValueError) as e:
         raise NotApplicable(f"constants not available: {str(e) or type(e).__name__}", pc) from None
-    conds = pc + [Condition("c >= 2 tau^2", c, 2 * tau ** 2, c >= 2 * tau ** 2),
+    conds = pc + [Condition(C_CONDITION["3a"], c, DEFAULT_C["3a"](tau), c >= DEFAULT_C["3a"](tau)),
                   _lower_bound_condition(problem, s["ell"], batch_size),
                   Condition("f_i convex (mu >= 0 per sample)", s["mu"], 0.0, s["mu"] >= 0)]
     _stop_if_inapplicable(pc, conds)
@@ -667,7 +669,7 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
     if mu <= 0:
         raise NotApplicable("Theorem 3(b) needs every sample function mu-strongly convex (mu = 0 here)",
                             pc + [Condition("mu > 0 (per sample)", mu, 0.0, False)])
-    conds = pc + [Condition("c >= 4 tau^2", c, 4 * tau ** 2, c >= 4 * tau ** 2),
+    conds = pc + [Condition(C_CONDITION["3b"], c, DEFAULT_C["3b"](tau), c >= DEFAULT_C["3b"](tau)),
                   _lower_bound_condition(problem, s["ell"], batch_size),
                   Condition("mu > 0 (per sample)", mu, 0.0, mu > 0),
                   Condition("gamma_b <= 1/(2 mu) (hidden: Lemma 8's false bound)", gamma_b, 1 / (2 * mu),

@@ -709,7 +709,7 @@ def _local_L(problem, x):
 _QR_MAX_ENTRIES = 10_000_000
 
 
-def _ls_reduce(problem):
+def _ls_reduce(problem, dependencies=False):
     """The weighted least-squares system of ``problem`` without its exact degeneracies:
     (A, b, C, keep) with F(x) = 1/2||A x[keep] - b||^2 + C whenever x is 0 off ``keep``, and
     min F = min of the reduced objective + C.
@@ -719,9 +719,9 @@ def _ls_reduce(problem):
     on x; kept, they widened the certificate's range basis beyond range(A)); all-zero columns are
     dropped (x_j = 0); with
     l2 = 0 duplicated columns, and columns that are an exact multiple of another, keep their first
-    copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`), and a column that is exactly a
-    rational combination of others (one-hot groups: :func:`_drop_exact_combinations`) is dropped.
-    Then the sqrt(l2) I rows of the ridge."""
+    copy (x_j + c x_k only matters, :func:`_drop_exact_multiples`), and with ``dependencies`` a
+    column that is exactly a rational combination of others (one-hot groups:
+    :func:`_drop_exact_combinations`) is dropped. Then the sqrt(l2) I rows of the ridge."""
     M = _cert.dense_rows(problem)
     w, t = problem._row_w, np.asarray(problem.b, dtype=np.float64)
     U, inv = np.unique(M, axis=0, return_inverse=True)
@@ -740,7 +740,8 @@ def _ls_reduce(problem):
         _, first = np.unique(U[:, keep].T, axis=0, return_index=True)
         keep = keep[np.sort(first)]
         keep = _drop_exact_multiples(U, keep)
-        keep = _drop_exact_combinations(U[W > 0], keep)
+        if dependencies:
+            keep = _drop_exact_combinations(U[W > 0], keep)
     sw = np.sqrt(W)
     A, b = U[:, keep] * sw[:, None], tbar * sw
     if problem.l2:
@@ -904,14 +905,28 @@ def _ls_solve(problem):
     Returns (x, (A, b, Q, C, keep)): the reduced sorted system, an orthonormal basis of its range,
     the constant and the kept columns (for the certificate, see :func:`certificate.ls_gap`)."""
     from scipy.linalg import qr, solve_triangular
-    A, b, C, keep = _ls_reduce(problem)
-    order = np.argsort(-np.abs(A).max(axis=1, initial=0.0), kind="stable")
-    A, b = A[order], b[order]
+
+    def factor(dependencies):
+        A, b, C, keep = _ls_reduce(problem, dependencies)
+        order = np.argsort(-np.abs(A).max(axis=1, initial=0.0), kind="stable")
+        A, b = A[order], b[order]
+        if A.size == 0:
+            return A, b, C, keep, None
+        return A, b, C, keep, qr(A, mode="economic", pivoting=True, check_finite=False)
+
+    A, b, C, keep, qrs = factor(False)
+    pivots = np.abs(np.diag(qrs[1])) if qrs is not None else None
+    if pivots is not None and problem.l2 == 0 and (pivots.size < A.shape[1] or pivots[-1] <= pivots[0] * _DEP_PIVOT):
+        # a rounding-level pivot: the data may have exact column dependencies (one-hot groups); found
+        # and removed, the system is factored again (a full-rank one pays for neither)
+        again = factor(True)
+        if again[3].size < keep.size:
+            A, b, C, keep, qrs = again
     m, d = A.shape
     x_full = np.zeros(problem.dim)
     if d == 0 or m == 0:
         return x_full, (A, b, np.zeros((m, 0)), C, keep)
-    Q, R, piv = qr(A, mode="economic", pivoting=True, check_finite=False)
+    Q, R, piv = qrs
     diag = np.abs(np.diag(R))
     ranks = {int(np.sum(diag > 0))}
     if diag.size and diag[0] > 0:

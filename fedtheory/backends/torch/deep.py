@@ -119,8 +119,7 @@ class DeepProblem:
         if (X_test is None) != (y_test is None):
             raise InvalidParameterError("The 'X_test' and 'y_test' parameters of DeepProblem must be given "
                                         f"together. Got {'X_test' if y_test is None else 'y_test'} only.")
-        X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
-        y = torch.as_tensor(np.asarray(y) if not torch.is_tensor(y) else y).long()
+        X, y = _tensor(X), _tensor(y).long()
         if X.shape[0] != y.shape[0]:
             raise InvalidParameterError(f"The 'X' and 'y' parameters of DeepProblem must have the same number of "
                                         f"samples. Got {X.shape[0]} and {y.shape[0]} instead.")
@@ -171,20 +170,23 @@ class DeepProblem:
         self._probe(model)
 
     def _probe(self, model):
-        """One forward pass on a few samples (a copy of the model, torch's random state kept): the
-        outputs must cover the labels; a model whose training mode differs (dropout) is run in
-        evaluation mode, with a warning (f_i must be a function of x)."""
-        net = copy.deepcopy(model)
-        q = next(net.parameters())
+        """One forward pass on a few samples in each mode (the model's mode and torch's random state
+        restored): the outputs must cover the labels; a model whose training mode differs (dropout)
+        is run in evaluation mode, with a warning (f_i must be a function of x)."""
+        q = next(model.parameters())
         batch = self.X[:8].to(device=q.device, dtype=q.dtype)
         devices = [q.device.index or 0] if q.device.type == "cuda" else []
+        modes = [(m, m.training) for m in model.modules()]
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices):
-                out_eval = net.eval()(batch)
-                out_train = net.train()(batch)
+                out_eval = model.eval()(batch)
+                out_train = model.train()(batch)
         except Exception as e:
             raise InvalidParameterError(f"The 'model' parameter of DeepProblem cannot be applied to the inputs "
                                         f"'X' (a batch of shape {tuple(batch.shape)}): {type(e).__name__}: {e}") from e
+        finally:
+            for m, training in modes:
+                m.training = training
         if out_eval.ndim != 2 or out_eval.shape[1] < self.n_classes:
             raise InvalidParameterError(f"The 'model' parameter of DeepProblem must output one score per class "
                                         f"(shape (N, C), C >= {self.n_classes}, the labels of 'y' and 'y_test'). "
