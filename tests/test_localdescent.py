@@ -483,3 +483,32 @@ def test_traced_helpers_agree_with_pointwise_oracles():
             G = np.array([p.client_grad(int(j), rt["local"][s, k]) for s, j in enumerate(rt.clients)])
             assert lam[3 * r + k] == pytest.approx(ld.diversity(G, rt.weights), rel=1e-10)
     assert np.allclose(ld.objective_gradients(p, X)[5], p.grad(X[5]), rtol=1e-12, atol=1e-14)
+
+
+@given(seed=st.integers(0, 2 ** 31 - 1), m=st.integers(2, 6), data=st.data())
+def test_minibatch_variance_with_and_without_replacement(seed, m, data):
+    """docs/papers/localdescent.md §2.3: the minibatch gradient of B rows drawn i.i.d. has variance
+    exactly V/B (Assumption 3 with equality), B distinct rows (the default) (m - B)/(m - 1) V/B <= V/B,
+    with V the per-sample variance of client_grad; enumerated over every minibatch of the library's
+    own minibatch gradient, not sampled."""
+    import itertools
+    B = data.draw(st.integers(1, m))
+    rng = np.random.default_rng(seed)
+    d = 3
+    A = [rng.normal(size=(m, d)), rng.normal(size=(m + 1, d))]
+    p = problems.least_squares(A, [rng.normal(size=m), rng.normal(size=m + 1)], l2=0.1)
+    x = rng.normal(size=d)
+    start = int(p.client_ptr[0])
+    g = p.client_grad(0, x)
+    per = np.array([p.client_grad(0, x, np.array([start + j])) for j in range(m)])
+    V = np.mean(np.sum((per - g) ** 2, axis=1))
+
+    def var(batches):
+        return np.mean([np.sum((p.client_grad(0, x, start + np.array(b)) - g) ** 2) for b in batches])
+
+    with_rep = var(itertools.product(range(m), repeat=B))
+    without = var(itertools.combinations(range(m), B))
+    scale = max(V, 1e-300)
+    assert abs(with_rep - V / B) <= 1e-10 * scale
+    assert abs(without - (m - B) / (m - 1) * V / B) <= 1e-10 * scale
+    assert without <= V / B + 1e-10 * scale
