@@ -390,3 +390,29 @@ def test_fedsps_global_aggregation_c_counts_the_gradient_it_uploads(backend):
     kw = dict(rounds=4, lr=0.1, gamma_b=0.5, backend=backend)
     a, c = (ft.run(p, "fedsps_global", aggregation=agg, **kw) for agg in ("a", "c"))
     assert (a.comm_up, a.comm_down) == (12, 12) and (c.comm_up, c.comm_down) == (24, 12)
+
+
+@given(S=st.integers(1, 6), K=st.integers(1, 6), data=st.data())
+def test_stepsize_statistics_follow_their_definitions(S, K, data):
+    """step_stats against the definitions, computed by Python's statistics module over lists: the
+    mean, min, max, capped fraction, and the mean coefficient of variation (population std / mean)
+    over each client's K steps (intra) and over the clients at each step (inter), rows or columns of
+    mean 0 left out."""
+    import statistics
+    from fedtheory.algorithms.sps_common import step_stats
+    vals = st.one_of(st.just(0.0), st.floats(1e-6, 1e3))
+    G = np.array(data.draw(st.lists(st.lists(vals, min_size=K, max_size=K), min_size=S, max_size=S)))
+    C = np.array(data.draw(st.lists(st.lists(st.integers(0, 1), min_size=K, max_size=K), min_size=S, max_size=S)))
+    out = step_stats(G, C)
+
+    def cv(groups):
+        r = [statistics.pstdev(g) / statistics.fmean(g) for g in groups if statistics.fmean(g) > 0]
+        return statistics.fmean(r) if r else math.nan
+    want = {"step_mean": statistics.fmean(G.ravel()), "step_min": min(G.ravel()), "step_max": max(G.ravel()),
+            "step_capped_frac": statistics.fmean(C.ravel()), "step_intra_cv": cv(G.tolist()),
+            "step_inter_cv": cv(G.T.tolist()) if S > 1 else 0.0}
+    for k, v in want.items():
+        if math.isnan(v):
+            assert math.isnan(out[k]), k
+        else:
+            assert out[k] == pytest.approx(v, rel=1e-12, abs=1e-12), k
