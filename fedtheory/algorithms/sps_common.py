@@ -88,8 +88,8 @@ def step_stats(G, C):
 class SPSBase(Algorithm):
     """Base of the FedSPS variants (not registered). Subclasses set ``_mode`` and the rule."""
 
-    # the step-size statistics of every evaluation (step_stats: about ten NumPy reductions, 30 us;
-    # benchmarks/RESULTS.md, "Compiled rounds"), 1.5x the fixed cost of an evaluation
+    # the step-size statistics of every evaluation (step_stats: about ten NumPy reductions, 30 us),
+    # counted as much as an evaluation's fixed cost (runner.EVAL_FIXED_COST; benchmarks/RESULTS.md)
     eval_extra_cost: ClassVar[float] = 3000.0
 
     released_options_reason = (
