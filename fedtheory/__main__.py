@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 EXAMPLE_CONFIG = """\
@@ -107,13 +108,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _jobs(text):
-    """``-j``: a positive number of workers, or a negative one counted back from all CPUs (joblib)."""
+    """``-j``: a positive number of workers, or a negative one counted back from all CPUs (joblib's
+    convention, down to -(the CPUs): below that joblib would silently take one worker)."""
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if n == 0:
-        raise argparse.ArgumentTypeError(f"expected a nonzero int (workers; -1: all CPUs); got {text!r}")
+    cpus = os.cpu_count() or 1
+    if n == 0 or n < -cpus:
+        raise argparse.ArgumentTypeError(f"expected a nonzero int (workers), at least -{cpus} (counted back from "
+                                         f"this machine's {cpus} CPUs: -1 all of them, -2 all but one); "
+                                         f"got {text!r}")
     return n
 
 
@@ -139,7 +144,6 @@ def _out_dir(path, flag="--out"):
 
 def _probe_writable(directory, path, flag):
     """UsageError unless a directory can be created (and is removed again) in ``directory``."""
-    import os
     import tempfile
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".fedtheory-probe-", dir=directory))
@@ -413,7 +417,6 @@ def _verify(args):
     from .verification import default_jobs
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 0:                                       # joblib's convention: -1 all CPUs, -2 all but one
-        import os
         jobs = max(1, (os.cpu_count() or 1) + 1 + jobs)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness,
                        jobs=jobs)
@@ -635,7 +638,6 @@ def _main(argv):
     except UsageError as e:
         print(_one_line(e), file=sys.stderr)
         return 2
-    import os
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())          # as 'python -m fedtheory' does (the console script does not): for
     if args.imports:                          # --import and for a configuration's import = [...] alike

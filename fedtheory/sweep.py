@@ -494,7 +494,10 @@ def _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm):
     if not isinstance(out, (str, os.PathLike)) or not str(os.fspath(out)).strip():
         raise InvalidParameterError(f"The 'out' parameter of sweep must be a non-empty path of a results "
                                     f"directory. Got {out!r} instead.")
-    check_param("n_jobs", n_jobs, [NoneOk(), Interval(int, None, -1), Interval(int, 1, None)], "sweep")
+    # joblib's negative counts (-1 every CPU, -2 all but one, ...) go down to -(the CPUs): below that
+    # joblib would silently take one worker
+    cpus = os.cpu_count() or 1
+    check_param("n_jobs", n_jobs, [NoneOk(), Interval(int, -cpus, -1), Interval(int, 1, None)], "sweep")
     check_param("backend", backend, [Options("local", "dask")], "sweep")
     check_param("progress", progress, [NoneOk(), Bool()], "sweep")
     check_param("warm", warm, [Bool()], "sweep")

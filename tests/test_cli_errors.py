@@ -75,7 +75,10 @@ ERRORS = [
     (["run", "{d}/separable.toml"], "reference = true needs the problem's optimum: ground_truth: problem 'digits:0' "
                                     "has no minimiser"),
     (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
-    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: expected a nonzero int (workers; -1: all CPUs); got 'two'"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "argument -j/--jobs: expected a nonzero int (workers), at least -"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "two"], "CPUs: -1 all of them, -2 all but one); got 'two'"),
+    (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "-1000"], "got '-1000'"),
+    (["verify", "-j", "-1000"], "argument -j/--jobs: expected a nonzero int (workers), at least -"),
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
     (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, inf). Got -5 instead."),
     (["bogus"], "invalid choice: 'bogus'"),

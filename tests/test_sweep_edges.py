@@ -3,6 +3,8 @@ an input error found by the parallel driver's warm-up, resuming from another ent
 algorithm logging a value under a column's name."""
 import hashlib
 import json
+import os
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -151,3 +153,15 @@ def test_a_runs_own_error_names_its_grid_point_and_how_to_resume(tmp_path, jobs)
     notes = " ".join(getattr(e.value, "__notes__", []))
     assert any(f"in run {rid} " in notes for rid in ids) and "'weights': [0.0, 0.0, 1.0]" in notes
     assert "the same command resumes the sweep" in notes
+
+
+@pytest.mark.parametrize("n_jobs", [0, -(os.cpu_count() or 1) - 1, -1000, 2.0, "2"])
+def test_sweep_refuses_a_worker_count_it_cannot_honour(tmp_path, n_jobs):
+    """n_jobs: a positive count, or joblib's count back from the CPUs down to -(the CPUs); below that
+    joblib would silently run one worker, so it is refused, naming the accepted ranges."""
+    cpus = os.cpu_count() or 1
+    with pytest.raises(InvalidParameterError, match=re.escape(
+            f"The 'n_jobs' parameter of sweep must be None, an int in the range [-{cpus}, -1] or an int in the range "
+            f"[1, inf). Got {n_jobs!r} instead.")):
+        sweep(_cfg(), tmp_path / "o", n_jobs=n_jobs, progress=False)
+    assert not (tmp_path / "o").exists()
