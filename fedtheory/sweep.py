@@ -373,7 +373,9 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
         Results directory (:class:`~fedtheory.results.ResultsStore`: ``out/runs/``,
         ``out/results.parquet``).
     n_jobs : int, optional
-        Local worker processes (loky); default all CPUs; 1 runs in this process. With backend
+        Local worker processes (loky); default all CPUs; 1 runs in this process; a negative
+        count is joblib's, counted back from the CPUs (-1 all, -2 all but one; at least -(the
+        CPUs)). With backend
         "dask" and no ``scheduler``, the number of workers of the local Dask cluster started for
         the sweep (one thread each; default all CPUs).
     backend : {"local", "dask"}
