@@ -220,3 +220,21 @@ def test_a_search_that_misses_a_registered_counterexample_says_it_is_no_proof():
     corrected = validation.falsify("fedsps.theorem_6a", variant="corrected", budget=2, seed=0)
     assert corrected.counterexample is None
     assert "no counterexample found\n" in corrected.report() + "\n" and "not a proof" not in corrected.report()
+
+
+@given(lr=st.floats(1e-300, 1e300), c=st.floats(-1e3, 1e3, allow_subnormal=True),
+       ell=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=1100))
+def test_a_reported_case_reads_back_exactly(lr, c, ell):
+    """describe() writes every parameter so that it reads back to the same float (a shrunk
+    counterexample sits at the edge of the conditions: 6 digits could move it inside or outside),
+    arrays in full (no '...' for a long one) on one line."""
+    from fedtheory.theory.falsify import FalsifyCase
+    arr = np.array(ell)
+    case = FalsifyCase(problem=None, params={"lr": lr, "c": np.float64(c), "lower_bound": arr}, ratio=1.0,
+                       verification=None)
+    lines = case.describe().splitlines()
+    assert len(lines) == 4
+    back = {k.strip(): eval(v, {"__builtins__": {}}, {"inf": math.inf, "nan": math.nan})
+            for k, v in (ln.split(" = ", 1) for ln in lines[1:])}
+    assert back["lr"] == lr and back["c"] == c
+    assert np.array_equal(np.array(back["lower_bound"], dtype=float), arr)

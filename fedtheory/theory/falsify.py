@@ -14,6 +14,7 @@ a counterexample.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,14 +44,17 @@ class FalsifyCase:
     verification: object = field(repr=False)
 
     def describe(self):
-        """The problem (its recipe when it has one) and the parameters, one line each."""
+        """The problem (its recipe when it has one) and the parameters, one line each, every number
+        written so that it reads back exactly (a shrunk counterexample lies at the edge of the
+        theorem's conditions, where a rounded step size may fall outside them or hold the bound)."""
         recipe = (self.problem.info or {}).get("recipe") if getattr(self.problem, "info", None) else None
         lines = [f"problem: {recipe or repr(self.problem)}"]
         for k, v in self.params.items():
             if isinstance(v, np.ndarray):
-                v = np.array2string(v, precision=6, separator=", ")
-            elif isinstance(v, float):
-                v = f"{v:.6g}"
+                v = np.array2string(v, separator=", ", floatmode="unique", threshold=v.size + 1,
+                                    max_line_width=sys.maxsize)
+            elif isinstance(v, (float, np.floating)):
+                v = repr(float(v))
             lines.append(f"  {k} = {v}")
         return "\n".join(lines)
 
