@@ -65,6 +65,12 @@ EPILOGS = {
                 "  fedtheory describe libsvm                   # a problem factory\n"
                 "  fedtheory describe fedspeed.theorem_4_4     # a theorem: variants, conditions with roles\n"
                 "  fedtheory describe fedprox --json",
+    "list": "example:\n  fedtheory list                              # every name, by kind\n"
+            "  fedtheory list --import mymethods           # with your own registrations",
+    "demo": "examples:\n  fedtheory demo                              # a9a (LIBSVM data dir or download), l2 = 0.01\n"
+            "  fedtheory demo --dataset w8a --rounds 200 --data-dir ../shared/data/libsvm\n"
+            "  fedtheory demo --l2 0.1                     # a stronger ridge: a faster rate\n"
+            "(no LIBSVM file and no internet: scikit-learn's breast cancer data instead)",
 }
 
 
@@ -571,7 +577,7 @@ def _main(argv):
                                      epilog=EPILOGS["main"] + EPILOG_EXIT, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"fedtheory {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="algorithms, problems and theorems")
+    sub.add_parser("list", help="algorithms, problems and theorems", epilog=EPILOGS["list"], formatter_class=fmt)
     d = sub.add_parser("describe", help="an algorithm, a problem factory or a theorem (conditions, variants)",
                        epilog=EPILOGS["describe"], formatter_class=fmt)
     d.add_argument("name")
@@ -619,11 +625,12 @@ def _main(argv):
                          "problem.heterogeneity=2.0)")
     pl.add_argument("--x", choices=("rounds", "comm", "grad_evals"), default=None,
                     help="one panel against this axis (default: three panels, one per axis)")
-    demo = sub.add_parser("demo", help="a small run that prints a suboptimality table")
-    demo.add_argument("--dataset", default="a9a")
-    demo.add_argument("--data-dir", default=None)
-    demo.add_argument("--rounds", type=int, default=1000)
-    demo.add_argument("--l2", type=float, default=1e-2)
+    demo = sub.add_parser("demo", help="a small run that prints a suboptimality table", epilog=EPILOGS["demo"],
+                          formatter_class=fmt)
+    demo.add_argument("--dataset", default="a9a", help="a LIBSVM data set (default a9a)")
+    demo.add_argument("--data-dir", default=None, help="directory of the LIBSVM files (default: FEDTHEORY_DATA)")
+    demo.add_argument("--rounds", type=int, default=1000, help="rounds of each run (default 1000)")
+    demo.add_argument("--l2", type=float, default=1e-2, help="ridge weight, > 0 (default 0.01)")
     for p in sub.choices.values():
         p.add_argument("-q", "--quiet", action="store_true",
                        help="no progress bars (bars go to stderr, only on a terminal; also FEDTHEORY_QUIET=1)")

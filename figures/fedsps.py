@@ -3,7 +3,8 @@
 ``python figures/fedsps.py [--results DIR] [--out figures]`` writes ``fedsps_libsvm_loss.png``,
 ``fedsps_libsvm_accuracy.png``, ``fedsps_stepsizes.png``, ``fedsps_digits_noniid.png`` and
 ``fedsps_sensitivity.png``. The loss figures plot the suboptimality F - F* against the certified
-optimum of each problem (``optima.csv``; a linearly separable problem has F* = inf F = 0).
+optimum of each problem (``optima.csv``; a linearly separable problem has F* = inf F = 0, a
+quasi-separable one the infimum over the rows no direction of recession separates).
 """
 import argparse
 from pathlib import Path
@@ -51,7 +52,8 @@ def panels(df, col, ylabel, datasets, logy=True, title="", optima=None, zoom=Fal
             span = later.max() - later.min()
             ax.set_ylim(later.min() - 0.1 * span, later.max() + 0.1 * span)
         sub = "" if optima is None else (f"\nF* = {f_star:.6g} (certified)" if attained else
-                                         "\nseparable: F* = inf F = 0, not attained")
+                                         "\nseparable: F* = inf F = 0, not attained" if f_star == 0 else
+                                         f"\nno minimiser: inf F = {f_star:.6g}")
         ax.set_title((f"{title}\n" if len(datasets) == 1 and title else "") + ds + sub + note, fontsize=8)
         ax.set_xlabel("communication rounds")
         ax.grid(True, which="major", alpha=0.3)

@@ -1,5 +1,6 @@
 """The command line, configs, sweeps (local, Dask), the crash-safe results store, verify, plot."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,8 +47,19 @@ def _sorted(df):
     return df.drop(columns=["time"]).sort_values(["run_id", "round"]).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("cmd", ["run", "sweep", "verify", "plot", "describe"])
+COMMANDS = ["list", "describe", "run", "sweep", "verify", "errata", "falsify", "plot", "demo"]
+
+
+def test_every_command_is_in_the_help_examples_list(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = re.search(r"\{([a-z,]+)\}", capsys.readouterr().out).group(1).split(",")
+    assert sorted(listed) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
 def test_help_shows_examples(cmd, capsys):
+    """Every command's --help shows examples (README: "fedtheory COMMAND --help shows examples")."""
     with pytest.raises(SystemExit):
         main([cmd, "--help"])
     out = capsys.readouterr().out

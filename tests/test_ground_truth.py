@@ -1,6 +1,7 @@
 """Certified optimum: agreement with independent high-precision solvers, caching, client optima."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy.optimize import minimize
 
 import problems
@@ -284,3 +285,24 @@ def test_least_squares_with_an_all_zero_row_is_certified(l2):
     f_exact = 0.5 * np.sum((Aw @ x - bw) ** 2)
     assert gt.f == pytest.approx(f_exact, rel=1e-13)
     assert gt.f == pytest.approx(p.value(x), rel=1e-13)
+
+
+@settings(max_examples=15, deadline=None)
+@given(scale=st.floats(0.01, 100.0), extra=st.integers(0, 3), w0=st.floats(0.1, 0.9))
+def test_infimum_of_quasi_separable_logistic_data(scale, extra, w0):
+    """validation.fedsps_reproduction.infimum_without_minimiser: feature 0 is seen in positive rows
+    only (a direction of recession: their losses tend to 0, F has no minimiser), feature 1 in a
+    positive and a negative row of each client, so inf F = sum_i w_i (2 log 2) / m_i exactly."""
+    import math
+    from validation.fedsps_reproduction import infimum_without_minimiser
+    A0 = np.array([[scale, 0.0]] * (1 + extra) + [[0.0, 1.0], [0.0, 1.0]])
+    y0 = np.array([1.0] * (1 + extra) + [1.0, -1.0])
+    A1 = np.array([[0.0, 2.0], [0.0, 2.0], [scale, 0.0]])
+    y1 = np.array([1.0, -1.0, 1.0])
+    p = problems.logistic([A0, A1], [y0, y1], weights=np.array([w0, 1 - w0]))
+    with pytest.raises(ValueError, match="quasi-separable"):
+        validation.ground_truth(p)
+    f, removed = infimum_without_minimiser(p)
+    assert removed == 2 + extra
+    want = w0 * 2 * math.log(2) / len(y0) + (1 - w0) * 2 * math.log(2) / len(y1)
+    assert f == pytest.approx(want, rel=1e-9)
