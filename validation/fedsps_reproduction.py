@@ -168,26 +168,22 @@ def digits_experiment(quick):
 def _recession_rows(YA):
     """The rows that some direction of recession separates: r with t_r a_r^T v > 0 for some v with
     t_s a_s^T v >= 0 on every row s (F decreases for ever along v, those rows' losses tend to 0).
-    One LP per pass (HiGHS; maximise the capped margins of the rows not yet found), until a pass
-    finds none; the union of the directions found separates them all at once."""
+    One LP per pass (the library's separability LP helper: HiGHS on equilibrated columns; maximise
+    the capped margins of the rows not yet found), until a pass finds none; the union of the
+    directions found separates them all at once."""
     import scipy.sparse as sps
-    from scipy.optimize import linprog
+    from fedtheory.components.logistic import _linprog
     YA = sps.csr_matrix(YA)
-    m, d = YA.shape
-    scale = np.asarray(abs(YA).max(axis=0).todense()).ravel()
-    D = sps.diags(1.0 / np.where(scale > 0, scale, 1.0))
-    YA = YA @ D                                  # equilibrated columns: the same cone of directions
+    m = YA.shape[0]
     found = np.zeros(m, dtype=bool)
     while not found.all():
         rest = np.flatnonzero(~found)
-        res = linprog(-np.asarray(YA[rest].sum(axis=0)).ravel(), A_ub=sps.vstack([-YA, YA[rest]]),
-                      b_ub=np.concatenate([np.zeros(m), np.ones(rest.size)]), bounds=[(None, None)] * d,
-                      method="highs")
-        if res.status != 0:
-            raise RuntimeError(f"the recession LP failed: {res.message}")
+        res = _linprog(-np.asarray(YA[rest].sum(axis=0)).ravel(), sps.vstack([-YA, YA[rest]]),
+                       np.concatenate([np.zeros(m), np.ones(rest.size)]), "the rows a direction of recession separates")
         if -res.fun <= 0.5:                      # 0 without a further direction, >= 1 with one
             break
-        new = rest[np.asarray(YA[rest] @ res.x).ravel() > 1e-6]
+        margins = 1.0 - res.ineqlin.residual[m:]          # the capped rows' slack: 1 - t_r a_r^T v
+        new = rest[margins > 1e-6]
         if new.size == 0:
             raise RuntimeError("the recession LP found a direction but no row above the threshold")
         found[new] = True
@@ -310,14 +306,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.long_horizon_only:                   # synthetic: needs none of the LIBSVM optima
+        long, crossover = _write_long_horizon(out, args.quick)
+        return dict(long_horizon=long, crossover=crossover)
     opt = optima(args.datasets, args.data_dir)
     opt.to_csv(out / "optima.csv", index=False)
     print(opt.to_string(index=False))
     if args.optima_only:
         return dict(optima=opt)
-    if args.long_horizon_only:
-        long, crossover = _write_long_horizon(out, args.quick)
-        return dict(optima=opt, long_horizon=long, crossover=crossover)
     t0 = time.perf_counter()
     parts = [libsvm_experiment(n, args.quick, args.data_dir) for n in args.datasets]
     parts.append(digits_experiment(args.quick))
