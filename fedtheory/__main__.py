@@ -511,7 +511,8 @@ def _plot(args):
         raise UsageError(f"{path}: no runs stored yet (run 'fedtheory sweep CONFIG --out {args.dir}')")
     skip = {"run_id", "status", "seed", "version", "round"}
     numeric = [c for c in df.columns if not c.startswith("param_") and pd.api.types.is_numeric_dtype(df[c])]
-    metrics = [c for c in numeric if c not in skip]
+    # a flag (reference_certified) is numeric to pandas but no metric to plot on a log axis
+    metrics = [c for c in numeric if c not in skip and not pd.api.types.is_bool_dtype(df[c])]
     if args.y is not None and args.y not in metrics:
         raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}")
     axes = ("round", "comm_up", "grad_evals")

@@ -376,6 +376,11 @@ def test_cli_plot_y_must_be_a_metric_and_errors_are_not_blamed_on_filter(tmp_pat
         assert main(["plot", str(tmp_path / "r"), "--y", y, "--out", str(tmp_path / "o.png")]) == 2
         err = capsys.readouterr().err
         assert f"--y {y}: no such metric" in err and "--filter" not in err
+    # a flag column (a run's reference_certified) is numeric to pandas, but neither a metric nor listed as one
+    _feddeper_table().assign(reference_certified=True).to_parquet(tmp_path / "r" / "results.parquet")
+    assert main(["plot", str(tmp_path / "r"), "--y", "reference_certified", "--out", str(tmp_path / "o.png")]) == 2
+    err = capsys.readouterr().err
+    assert "--y reference_certified: no such metric" in err and "reference_certified" not in err.split("metrics:")[1]
     # a table without grad_evals: the default panels it has, no error
     _feddeper_table().drop(columns="grad_evals").to_parquet(tmp_path / "r" / "results.parquet")
     assert main(["plot", str(tmp_path / "r"), "--out", str(tmp_path / "o.png")]) == 0
