@@ -213,7 +213,8 @@ def check_backends_agree(name):
     the test parameters on every suite problem and with every combination of the algorithm's
     discrete options (:func:`option_grid`) on a sampled, minibatched problem. Where torch is
     installed, the torch backend (its ``local_round`` glue and the server it runs) agrees too
-    (1e-10, float64) on the quadratic and on the sampled, minibatched logistic problem."""
+    (1e-10, float64) on the quadratic and on the sampled, minibatched logistic problem, with every
+    combination of the discrete options."""
     def agree(key, p, kw, backend="python", tol=1e-12):
         args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
         a = run(p, name, backend="numba", **args)
@@ -236,6 +237,8 @@ def check_backends_agree(name):
             agree(key, p, kw)
     for opts in option_grid(name)[1:]:
         agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts))
+        if with_torch:                      # the torch glue branches on the options too
+            agree("logistic", problems_["logistic"], dict(**_sampled(name, 3), batch_size=5, **opts), "torch", 1e-10)
     # a step-size schedule (a twin that reads lrs[0] for every step agrees under a constant lr), noise,
     # and non-uniform client weights
     agree("logistic", problems_["logistic"], dict(batch_size=5, lr=_schedule(name)))

@@ -231,14 +231,11 @@ class TorchRoundContext(RoundContext):
                     gam = m / ct
                     st[s] = ct * gam
                 elif mode in (MODE_SMOOTH, MODE_SMOOTH_LIT):
-                    if mode == MODE_SMOOTH:
-                        cap = factor[s] * st[s]
-                    else:
-                        st[s] = factor[s] * st[s]
-                        cap = st[s]
+                    # sps_code: cap = 2^{B/m} gamma_{t-1}; literal: cap gamma_{b,t} (gamma_{b,0} = 1) at step t,
+                    # then gamma_{b,t+1} = 2^{B/m} gamma_{b,t}, as the compiled kernel (sps_local_steps)
+                    cap = factor[s] * st[s] if mode == MODE_SMOOTH else st[s]
                     gam, hit = (cap, 1) if inf_ratio or ratio / c >= cap else (ratio / c, 0)
-                    if mode == MODE_SMOOTH:
-                        st[s] = gam
+                    st[s] = gam if mode == MODE_SMOOTH else factor[s] * st[s]
                 else:
                     gam = gamma_fixed
                     hit = 1 if gam >= gamma_b * (1.0 - 1e-12) else 0
