@@ -14,7 +14,7 @@ MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.t
             "fedtheory.config", "fedtheory.registry", "fedtheory._argcheck", "fedtheory.__main__",
             "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting",
             "problems.least_squares", "problems.logistic", "problems.quadratic", "problems.explicit",
-            "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.problem_constants", "validation.theorems",
+            "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.infimum", "fedtheory.truth.problem_constants", "validation.theorems",
             "fedtheory.trace", "fedtheory.theory.engine", "fedtheory.participants",
             "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
             "fedtheory.backends.torch.models", "problems.vision", "fedtheory.testing.strategies",
@@ -43,7 +43,7 @@ def test_public_factories_have_examples():
     import problems
     import validation
     for f in (problems.least_squares, problems.lasso, problems.logistic, problems.quadratic, problems.libsvm,
-              problems.breast_cancer, problems.digits, problems.partition_indices, validation.ground_truth,
+              problems.breast_cancer, problems.digits, problems.partition_indices, validation.ground_truth, validation.infimum,
               validation.constants, ft.run, problems.explicit_quadratic, validation.verify,
               problems.vision.load_mnist, problems.vision.load_digits_images, problems.vision.image_problem):
         assert "Examples" in f.__doc__, f.__name__

@@ -290,19 +290,50 @@ def test_least_squares_with_an_all_zero_row_is_certified(l2):
 @settings(max_examples=15, deadline=None)
 @given(scale=st.floats(0.01, 100.0), extra=st.integers(0, 3), w0=st.floats(0.1, 0.9))
 def test_infimum_of_quasi_separable_logistic_data(scale, extra, w0):
-    """validation.fedsps_reproduction.infimum_without_minimiser: feature 0 is seen in positive rows
-    only (a direction of recession: their losses tend to 0, F has no minimiser), feature 1 in a
-    positive and a negative row of each client, so inf F = sum_i w_i (2 log 2) / m_i exactly."""
+    """validation.infimum: feature 0 is seen in positive rows only (a direction of recession: their
+    losses tend to 0, F has no minimiser), feature 1 in a positive and a negative row of each
+    client, so inf F = sum_i w_i (2 log 2) / m_i exactly; the separated rows are those of feature 0."""
     import math
-    from validation.fedsps_reproduction import infimum_without_minimiser
     A0 = np.array([[scale, 0.0]] * (1 + extra) + [[0.0, 1.0], [0.0, 1.0]])
     y0 = np.array([1.0] * (1 + extra) + [1.0, -1.0])
     A1 = np.array([[0.0, 2.0], [0.0, 2.0], [scale, 0.0]])
     y1 = np.array([1.0, -1.0, 1.0])
     p = problems.logistic([A0, A1], [y0, y1], weights=np.array([w0, 1 - w0]))
-    with pytest.raises(ValueError, match="quasi-separable"):
+    with pytest.raises(ValueError, match="quasi-separable.*validation.infimum"):
         validation.ground_truth(p)
-    f, removed = infimum_without_minimiser(p)
-    assert removed == 2 + extra
+    inf = validation.infimum(p, cache=False)
+    assert not inf.attained and inf.x is None and inf.rows_removed == 2 + extra
+    assert inf.separated.tolist() == [True] * (1 + extra) + [False, False] + [False, False, True]
     want = w0 * 2 * math.log(2) / len(y0) + (1 - w0) * 2 * math.log(2) / len(y1)
-    assert f == pytest.approx(want, rel=1e-9)
+    assert abs(inf.f - want) <= inf.error and inf.error <= 1e-8
+    # F stays above inf F along any path, and reaches it along the direction of recession
+    x = np.array([0.0, 0.0])
+    assert p.value(x) > inf.f and p.value(np.array([60.0 / scale, 0.0])) - inf.f < 1e-12
+
+
+def test_infimum_where_attained_is_the_ground_truth_and_complete_separation_is_zero():
+    rng = np.random.default_rng(3)
+    A = [rng.normal(size=(8, 3)) for _ in range(2)]
+    y = [np.where(rng.random(8) < 0.5, 1.0, -1.0) for _ in range(2)]
+    p = problems.logistic(A, y, l2=0.1)
+    inf, gt = validation.infimum(p, cache=False), validation.ground_truth(p, cache=False)
+    assert inf.attained and inf.f == gt.f and np.array_equal(inf.x, gt.x) and inf.rows_removed == 0
+    assert 0 < inf.error <= 1e-9 * max(1.0, abs(gt.f)) + gt.f_eval_error
+    w = rng.normal(size=3)
+    sep = problems.logistic(A, [np.where(a @ w >= 0, 1.0, -1.0) for a in A])      # labels of a hyperplane
+    with pytest.raises(ValueError, match="linearly separable"):
+        validation.ground_truth(sep, cache=False)
+    inf = validation.infimum(sep, cache=False)
+    assert (inf.f, inf.attained, inf.rows_removed, inf.reduced, inf.error) == (0.0, False, 16, None, 0.0)
+
+
+def test_infimum_leaves_out_the_rows_of_a_client_of_weight_zero():
+    """A client of weight 0 is no part of F: its rows are neither separated nor kept."""
+    A0 = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    y0 = np.array([1.0, 1.0, -1.0])
+    A1 = np.array([[-1.0, 0.0], [1.0, 0.0]])                  # would make feature 0 inseparable
+    y1 = np.array([1.0, -1.0])
+    p = problems.logistic([A0, A1], [y0, y1], weights=np.array([1.0, 0.0]))
+    inf = validation.infimum(p, cache=False)
+    assert inf.separated.tolist() == [True, False, False, False, False]
+    assert abs(inf.f - 2 * np.log(2) / 3) <= inf.error

@@ -7,7 +7,7 @@ functions; the modules that define them stay importable under their old dotted n
 """
 import sys as _sys
 
-from fedtheory.truth import Constants, GroundTruth, constants, feddeper_constants, ground_truth
+from fedtheory.truth import Constants, GroundTruth, Infimum, constants, feddeper_constants, ground_truth, infimum
 from fedtheory.truth import optimum as _optimum, problem_constants as _problem_constants
 
 from fedtheory.theory.falsify import Falsification, falsify
@@ -20,5 +20,5 @@ from .theorems import theorems, verify
 _sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
 _sys.modules.setdefault(__name__ + ".constants", _problem_constants)
 
-__all__ = ["ground_truth", "GroundTruth", "constants", "Constants", "feddeper_constants", "theorems", "verify",
+__all__ = ["ground_truth", "GroundTruth", "infimum", "Infimum", "constants", "Constants", "feddeper_constants", "theorems", "verify",
            "tightness", "Tightness", "errata", "falsify", "Falsification"]

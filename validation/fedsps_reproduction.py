@@ -165,73 +165,20 @@ def digits_experiment(quick):
     return pd.DataFrame(rows).assign(dataset="digits non-iid")
 
 
-def _recession_rows(YA):
-    """The rows that some direction of recession separates: r with t_r a_r^T v > 0 for some v with
-    t_s a_s^T v >= 0 on every row s (F decreases for ever along v, those rows' losses tend to 0).
-    One LP per pass (the library's separability LP helper: HiGHS on equilibrated columns; maximise
-    the capped margins of the rows not yet found), until a pass finds none; the union of the
-    directions found separates them all at once."""
-    import scipy.sparse as sps
-    from fedtheory.components.logistic import _linprog
-    YA = sps.csr_matrix(YA)
-    m = YA.shape[0]
-    found = np.zeros(m, dtype=bool)
-    while not found.all():
-        rest = np.flatnonzero(~found)
-        res = _linprog(-np.asarray(YA[rest].sum(axis=0)).ravel(), sps.vstack([-YA, YA[rest]]),
-                       np.concatenate([np.zeros(m), np.ones(rest.size)]), "the rows a direction of recession separates")
-        if -res.fun <= 0.5:                      # 0 without a further direction, >= 1 with one
-            break
-        margins = 1.0 - res.ineqlin.residual[m:]          # the capped rows' slack: 1 - t_r a_r^T v
-        new = rest[margins > 1e-6]
-        if new.size == 0:
-            raise RuntimeError("the recession LP found a direction but no row above the threshold")
-        found[new] = True
-    return found
-
-
-def infimum_without_minimiser(p):
-    """inf F of a logistic problem without ridge whose data are quasi-separable (no minimiser):
-    along a direction of recession v the margins of the rows it separates grow and the others stay,
-    so inf F is the minimum of F over the remaining rows (:func:`_recession_rows`), each row
-    keeping its weight w_i / m_i; that smaller problem has a minimiser, certified by
-    ``ground_truth``. Returns (inf F, rows removed)."""
-    from fedtheory.truth import ground_truth
-    import scipy.sparse as sps
-    sep = _recession_rows(sps.csr_matrix(p.M).multiply(p.b[:, None]))
-    A, y, w = [], [], []
-    for i in range(p.n_clients):
-        lo, hi = int(p.client_ptr[i]), int(p.client_ptr[i + 1])
-        keep = np.flatnonzero(~sep[lo:hi]) + lo
-        if keep.size:
-            A.append(p.M[keep])
-            y.append(p.b[keep])
-            w.append(p.weights[i] * keep.size / (hi - lo))
-    total = float(np.sum(w))
-    q = problems.logistic(A, y, l2=0.0, weights=np.array(w) / total)
-    return total * ground_truth(q, clients=False).f, int(sep.sum())
-
-
 def optima(datasets, data_dir=None):
     """The optimum F* of every problem of the reproduction (``optima.csv``), so that the figures
     plot the suboptimality F - F*. Without ridge, logistic data may have no minimiser
-    (``attained`` False): linearly separable, inf F = 0; quasi-separable, inf F from
-    :func:`infimum_without_minimiser` (``rows_removed`` the rows a direction of recession separates)."""
-    from fedtheory.truth import ground_truth
+    (``attained`` False): then F* is the certified infimum (``validation.infimum``; linearly
+    separable, inf F = 0; quasi-separable, the minimum over the rows that no direction of recession
+    separates, ``rows_removed`` the others)."""
+    from fedtheory.truth import infimum
     rows = []
     built = [(n, load(n, data_dir)[0]) for n in datasets] + [("digits non-iid", digits_noniid()[0])]
     for name, p in built:
-        try:
-            gt = ground_truth(p, clients=False)
-            rows.append(dict(dataset=name, f_star=gt.f, attained=True, residual=gt.residual, rows_removed=0))
-        except ValueError as e:
-            if "linearly separable" in str(e):
-                rows.append(dict(dataset=name, f_star=0.0, attained=False, residual=np.nan, rows_removed=p.M.shape[0]))
-            elif "quasi-separable" in str(e):
-                f, k = infimum_without_minimiser(p)
-                rows.append(dict(dataset=name, f_star=f, attained=False, residual=np.nan, rows_removed=k))
-            else:
-                raise
+        inf = infimum(p)
+        residual = np.nan if inf.reduced is None else inf.reduced.residual
+        rows.append(dict(dataset=name, f_star=inf.f, attained=inf.attained, residual=residual,
+                         rows_removed=inf.rows_removed))
     return pd.DataFrame(rows)
 
 

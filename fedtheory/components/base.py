@@ -279,6 +279,12 @@ class Datafit(Component):
         it exactly, else None (the ground truth then certifies no client optimum value)."""
         return None
 
+    def recession_rows(self, problem):
+        """Where :meth:`infimum_attained` is False: a boolean mask over the rows of ``problem.M``
+        of those whose loss a direction of recession drives to its floor (the rows then leave the
+        infimum, :func:`fedtheory.truth.infimum`); None when the datafit does not know them."""
+        return None
+
     # ------------------------------------------------------------------ constants
     def _missing_curvature(self, what):
         from ..exceptions import DataError

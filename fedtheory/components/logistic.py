@@ -56,6 +56,43 @@ class Logistic(MarginDatafit):
                        feasibility=True)
         return 0.0 if res.status == 0 else None
 
+    def recession_rows(self, problem):
+        r"""The rows that some direction of recession separates (l2 = 0): r with
+        :math:`t_r a_r^\top v > 0` for some v with :math:`t_s a_s^\top v \ge 0` on every row s of
+        positive weight. Along v their losses tend to 0 and the others stay, so inf F is the
+        minimum over the other rows (:func:`fedtheory.truth.infimum`).
+
+        One LP per pass (HiGHS on equilibrated columns): maximise the margins, capped at 1, of the
+        rows not yet found, every margin >= 0; a pass whose value is below 1/2 (0 in exact
+        arithmetic: no further direction) ends the search. The union of the directions found
+        separates all the rows found at once. Rows of clients of weight 0 are never marked.
+
+        Returns
+        -------
+        ndarray of bool, shape (rows of ``problem.M``,)
+        """
+        import scipy.sparse as sps
+        YA = _signed_rows(problem)
+        pos = np.flatnonzero(np.asarray(problem._row_w) > 0)
+        m = YA.shape[0]
+        found = np.zeros(m, dtype=bool)
+        while not found.all():
+            rest = np.flatnonzero(~found)
+            res = _linprog(-np.asarray(YA[rest].sum(axis=0)).ravel(), sps.vstack([-YA, YA[rest]]),
+                           np.concatenate([np.zeros(m), np.ones(rest.size)]),
+                           "the rows a direction of recession separates")
+            if -res.fun <= 0.5:                      # 0 without a further direction, >= 1 with one
+                break
+            new = rest[1.0 - res.ineqlin.residual[m:] > 1e-6]      # the capped margins t_r a_r^T v
+            if new.size == 0:
+                from ..exceptions import UncertifiedOptimumError
+                raise UncertifiedOptimumError("logistic (l2 = 0): the LP found a direction of recession but no "
+                                              "row it separates by more than 1e-6; rescale the features.")
+            found[new] = True
+        out = np.zeros(problem.M.shape[0], dtype=bool)
+        out[pos[found]] = True
+        return out
+
     def loss(self, z, t):
         return np.logaddexp(0.0, -t * z)
 

@@ -311,7 +311,8 @@ def _certify(problem, solver, clients, progress, n_jobs, stages, tol=1e-9):
                if info.get("infimum") == 0.0 else "its data are quasi-separable (along a direction every margin "
                "t_r a_r^T x grows or stays, some grow) and l2 = 0, so F decreases for ever along it and never "
                "attains its infimum")
-        raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: {why}. Use l2 > 0.")
+        raise ValueError(f"ground_truth: problem {problem.name!r} has no minimiser: {why}. Use l2 > 0, or "
+                         "validation.infimum(problem) for its certified infimum (docs/ground-truth.md).")
     info["time_global"] = time.perf_counter() - t0
     n, d = problem.n_clients, problem.dim
     cf, cx = np.full(n, np.nan), np.full((n, d), np.nan)
