@@ -337,3 +337,38 @@ def test_infimum_leaves_out_the_rows_of_a_client_of_weight_zero():
     inf = validation.infimum(p, cache=False)
     assert inf.separated.tolist() == [True, False, False, False, False]
     assert abs(inf.f - 2 * np.log(2) / 3) <= inf.error
+
+
+@settings(deadline=None)
+@given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 4), d=st.integers(1, 4), k=st.integers(0, 2),
+       sparse=st.booleans())
+def test_infimum_is_a_lower_bound_that_minimisation_approaches(seed, n, d, k, sparse):
+    """On random logistic data without ridge, some features seen in one class only (quasi-separation)
+    and some rows without features: F(x) >= inf F - error at random points and at L-BFGS's last
+    iterate, and L-BFGS (no knowledge of the separated rows) gets within 1e-4 of inf F."""
+    import scipy.sparse as sp
+    from scipy.optimize import minimize
+    rng = np.random.default_rng(seed)
+    A, y = [], []
+    for i in range(n):
+        m = int(rng.integers(2, 9))
+        a = np.zeros((m, d + k))
+        a[:, :d] = rng.normal(size=(m, d))
+        t = np.where(rng.random(m) < 0.5, 1.0, -1.0)
+        for j in range(d, d + k):                           # feature j: in some rows of one class only
+            rows = np.flatnonzero((t == (1.0 if j % 2 else -1.0)) & (rng.random(m) < 0.5))
+            a[rows, j] = rng.random(rows.size) + 0.1
+        if rng.random() < 0.3:
+            a[0] = 0.0                                      # a row without features: loss log 2 for ever
+        A.append(sp.csr_matrix(a) if sparse else a)
+        y.append(t)
+    w = rng.random(n) + 0.05
+    p = problems.logistic(A, y, weights=w / w.sum())
+    inf = validation.infimum(p, cache=False)
+    for _ in range(5):
+        x = 3.0 * rng.normal(size=p.dim)
+        assert p.value(x) >= inf.f - inf.error
+    r = minimize(p.value, np.zeros(p.dim), jac=p.grad, method="L-BFGS-B",
+                 options=dict(maxiter=5000, ftol=1e-15, gtol=1e-12))
+    assert inf.f - inf.error <= r.fun <= inf.f + 1e-4 * max(1.0, inf.f)
+    assert inf.attained == (inf.rows_removed == 0)
