@@ -6,6 +6,7 @@ from scipy.optimize import minimize
 
 import problems
 import validation
+from fedtheory.exceptions import UncertifiedOptimumError
 
 
 def test_a9a_logistic_matches_independent_solver(data_dir):
@@ -372,3 +373,44 @@ def test_infimum_is_a_lower_bound_that_minimisation_approaches(seed, n, d, k, sp
                  options=dict(maxiter=5000, ftol=1e-15, gtol=1e-12))
     assert inf.f - inf.error <= r.fun <= inf.f + 1e-4 * max(1.0, inf.f)
     assert inf.attained == (inf.rows_removed == 0)
+
+
+def test_infimum_refuses_a_direction_that_holds_only_on_the_equilibrated_columns():
+    """One column spanning ten decades (2e9 and 1): on the equilibrated columns HiGHS saw a direction
+    of recession that the data do not have (rows +1 and -1 of the same feature), and infimum returned
+    0.279 as certified where the minimum, attained, is 0.635. The direction is now checked on the
+    unscaled rows: refused."""
+    A = np.array([[2e9]] + [[1.0]] * 11)
+    y = np.array([1.0] + [-1.0] * 10 + [1.0])
+    p = problems.logistic([A], [y])
+    with pytest.raises(UncertifiedOptimumError, match="does not hold on the unscaled data"):
+        validation.infimum(p, cache=False)
+    # with the scales within nine decades the same data are certified, and agree with L-BFGS
+    from scipy.optimize import minimize
+    q = problems.logistic([np.array([[2e3]] + [[1.0]] * 11)], [y])
+    inf = validation.infimum(q, cache=False)
+    r = minimize(q.value, np.zeros(1), jac=q.grad, method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-12))
+    assert inf.attained and abs(inf.f - r.fun) <= 1e-7
+
+
+def test_a_regularizer_that_leaves_a_separating_direction_unpenalised_is_refused():
+    """Feature 0 only in positive rows and left out of every group: F = f + h decreases for ever along
+    it, yet ground_truth certified x* = (23.7, 0) and infimum said attained. A regularizer that is
+    not coercive with a datafit without minimiser is now refused; a coercive one has a minimiser."""
+    from fedtheory.components import Logistic
+    from fedtheory.components.group import GroupL2
+    from fedtheory.components.l1 import L1
+    from fedtheory.problem import FederatedProblem
+    A, y = [np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])], [np.array([1.0, 1.0, -1.0])]
+    open_ = FederatedProblem.from_clients(A, y, Logistic(l2=0.0), GroupL2(0.1, groups=[-1, 0]))
+    for f in (validation.ground_truth, validation.infimum):
+        with pytest.raises(ValueError, match="not coercive"):
+            f(open_, cache=False)
+    assert Logistic(l2=0.1).recession_rows(problems.logistic(A, y, l2=0.1)).tolist() == [False] * 3
+    for reg in (GroupL2(0.1, groups=[0, 0]), GroupL2(0.1, groups=[0, 1]), L1(0.1)):
+        assert reg.coercive()
+        p = FederatedProblem.from_clients(A, y, Logistic(l2=0.0), reg)
+        gt = validation.ground_truth(p, cache=False, clients=False)
+        inf = validation.infimum(p, cache=False)
+        assert gt.certified and inf.attained and inf.f == gt.f and np.all(np.isfinite(gt.x))
+    assert not GroupL2(0.0, groups=[0, 0]).coercive() and not L1(0.0).coercive()

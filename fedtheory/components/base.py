@@ -615,6 +615,13 @@ class Regularizer(Component):
         """h = 0 (the problem is smooth)."""
         return self.weight == 0
 
+    def coercive(self):
+        """Capability: h(x) -> inf as ||x|| -> inf (a norm of x with a positive weight). With it, F
+        = f + h has a minimiser even where f alone has none (f >= its infimum, h grows); without
+        it (the default, e.g. a group left unpenalised), ground truth does not decide attainment
+        for a datafit without a minimiser and refuses."""
+        return False
+
     def h0(self, x):  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -33,6 +33,10 @@ class GroupL2(Regularizer):
             raise DataError(f"{caller}: reg='group' needs 'groups', one group id per coordinate "
                             f"(length {dim}); got {None if g is None else g.shape}.")
 
+    def coercive(self):
+        """Coercive with a positive weight when every coordinate is in a penalised group (id >= 0)."""
+        return bool(self.weight > 0 and self.groups is not None and (self.groups >= 0).all())
+
     def _ids(self):
         return [g for g in np.unique(self.groups) if g >= 0]
 

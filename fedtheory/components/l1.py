@@ -22,6 +22,10 @@ class L1(Regularizer):
     code = REG_L1
     sign_support = True
 
+    def coercive(self):
+        """A norm of x: coercive with a positive weight."""
+        return self.weight > 0
+
     def h0(self, x):
         return np.abs(x).sum()
 

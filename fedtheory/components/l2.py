@@ -25,6 +25,10 @@ class L2(Regularizer):
     strongly_convex = True
     convexity_modulus = 1.0
 
+    def coercive(self):
+        """tau/2 ||x||^2: coercive with a positive weight."""
+        return self.weight > 0
+
     def h0(self, x):
         return 0.5 * (x @ x)
 

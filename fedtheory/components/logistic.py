@@ -65,17 +65,22 @@ class Logistic(MarginDatafit):
         One LP per pass (HiGHS on equilibrated columns): maximise the margins, capped at 1, of the
         rows not yet found, every margin >= 0; a pass whose value is below 1/2 (0 in exact
         arithmetic: no further direction) ends the search. The union of the directions found
-        separates all the rows found at once. Rows of clients of weight 0 are never marked.
+        separates all the rows found at once; it is checked on the unscaled rows
+        (:func:`_check_recession`), and a direction that does not hold there raises
+        UncertifiedOptimumError. Rows of clients of weight 0 are never marked; with l2 > 0 none is.
 
         Returns
         -------
         ndarray of bool, shape (rows of ``problem.M``,)
         """
         import scipy.sparse as sps
+        if self.l2 > 0:                  # the ridge grows along every direction: none is of recession
+            return np.zeros(problem.M.shape[0], dtype=bool)
         YA = _signed_rows(problem)
         pos = np.flatnonzero(np.asarray(problem._row_w) > 0)
         m = YA.shape[0]
         found = np.zeros(m, dtype=bool)
+        v = np.zeros(problem.dim)
         while not found.all():
             rest = np.flatnonzero(~found)
             res = _linprog(-np.asarray(YA[rest].sum(axis=0)).ravel(), sps.vstack([-YA, YA[rest]]),
@@ -89,6 +94,8 @@ class Logistic(MarginDatafit):
                 raise UncertifiedOptimumError("logistic (l2 = 0): the LP found a direction of recession but no "
                                               "row it separates by more than 1e-6; rescale the features.")
             found[new] = True
+            v += res.v / np.abs(res.v).max()
+        _check_recession(YA, v, found)
         out = np.zeros(problem.M.shape[0], dtype=bool)
         out[pos[found]] = True
         return out
@@ -136,6 +143,26 @@ def _signed_rows(problem):
     return YA if keep.size == YA.shape[0] else YA[keep]
 
 
+def _check_recession(YA, v, found):
+    """The direction v that the LPs found, checked on the unscaled rows: every margin t_r a_r^T v
+    >= 0 and those of the rows ``found`` > 0, each beyond the rounding of its own sum (1e-9 of sum_j
+    |t_r a_rj v_j|, 1e-6 for the positive ones). The LPs run on equilibrated columns, where HiGHS
+    drops entries below 1e-9: a column spanning more than nine decades showed it a direction that
+    the data do not have, and removing a row that no direction separates gives a wrong infimum."""
+    import scipy.sparse as sps
+    from ..exceptions import UncertifiedOptimumError
+    margins = YA @ v
+    size = abs(sps.csr_matrix(YA)) @ np.abs(v)
+    bad = np.flatnonzero((margins < -1e-9 * size) | (found & ~(margins > 1e-6 * size)))
+    if bad.size:
+        r = int(bad[0])
+        raise UncertifiedOptimumError(
+            f"logistic (l2 = 0): the direction of recession the linear programs found does not hold on the "
+            f"unscaled data (row {r}: margin {margins[r]:.3g} against a scale of {size[r]:.3g}; {bad.size} rows "
+            "in all), so the rows it separates are not certified. The columns' scales probably span more than "
+            "nine decades: rescale the features, or add a ridge l2 > 0.")
+
+
 def _linprog(c, A_ub, b_ub, what, feasibility=False):
     """HiGHS on the separability LPs over free v, with the columns of ``A_ub`` equilibrated (v = D u,
     D_jj = 1 / max_r |A_rj|: the same feasible margins and the same optimal value; badly scaled
@@ -150,6 +177,7 @@ def _linprog(c, A_ub, b_ub, what, feasibility=False):
     res = linprog(np.asarray(c) * d, A_ub=A_ub @ sps.diags(d), b_ub=b_ub, bounds=[(None, None)] * A_ub.shape[1],
                   method="highs")
     if res.status == 0 or (feasibility and res.status == 2):
+        res.v = None if res.x is None else d * res.x          # the solution in the unscaled variables
         return res
     raise UncertifiedOptimumError(f"logistic (l2 = 0): the linear program that decides {what} failed "
                                   f"(HiGHS status {res.status}: {res.message}); the optimum is not certified. "

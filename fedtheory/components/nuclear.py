@@ -31,6 +31,10 @@ class Nuclear(Regularizer):
             raise DataError(f"{caller}: reg='nuclear' needs 'mat_shape' (m1, m2) with m1 * m2 = {dim}; "
                             f"got {self.shape!r}.")
 
+    def coercive(self):
+        """A norm of x: coercive with a positive weight."""
+        return self.weight > 0
+
     def h0(self, x):
         return np.linalg.svd(x.reshape(self.shape), compute_uv=False).sum()
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..exceptions import UncertifiedOptimumError
 from .optimum import GroundTruth, ground_truth
 
 
@@ -77,9 +78,13 @@ def infimum(problem, cache=True, cache_dir=None, solver="CLARABEL", tol=1e-9):
     ------
     ValueError
         When no minimiser exists and the datafit does not know which rows leave the infimum, or
-        the problem has a regularizer.
+        the problem has a regularizer that is not coercive and a datafit without a minimiser
+        (whether F attains its infimum is then not decided; a coercive one, e.g. L1 with a positive
+        weight, gives a minimiser).
     UncertifiedOptimumError
-        When a certificate fails (as in :func:`ground_truth`).
+        When a certificate fails (as in :func:`ground_truth`), or the separating direction the
+        linear programs found does not hold on the unscaled data (features whose scales span more
+        than nine decades).
 
     Examples
     --------
@@ -116,7 +121,14 @@ def infimum(problem, cache=True, cache_dir=None, solver="CLARABEL", tol=1e-9):
     total = float(np.sum(w))
     rest = FederatedProblem.from_clients(A, b, type(fit)(l2=0.0), weights=np.array(w) / total,
                                          name=f"{problem.name} without its {int(sep.sum())} separated rows")
-    gt = ground_truth(rest, cache=cache, cache_dir=cache_dir, solver=solver, clients=False, tol=tol)
+    try:
+        gt = ground_truth(rest, cache=cache, cache_dir=cache_dir, solver=solver, clients=False, tol=tol)
+    except ValueError as e:
+        if isinstance(e, UncertifiedOptimumError):
+            raise
+        raise UncertifiedOptimumError(
+            f"infimum: the rows of {problem.name!r} that no direction of recession was found to separate still "
+            f"have no minimiser ({e}); the linear programs missed a separated row. Rescale the features.") from None
     return Infimum(total * float(gt.f), False, None, sep, int(sep.sum()), gt, _error(gt, total))
 
 

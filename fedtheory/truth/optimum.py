@@ -307,6 +307,11 @@ def _certify(problem, solver, clients, progress, n_jobs, stages, tol=1e-9):
             warm.join()
     stages.update(1)
     if x is None:
+        if problem.is_composite:
+            raise ValueError(f"ground_truth: problem {problem.name!r} may have no minimiser: its datafit alone "
+                             "decreases for ever along a direction (separable data, l2 = 0) and its regularizer "
+                             f"{problem.regularizer.name!r} is not coercive (it can leave that direction "
+                             "unpenalised); whether F attains its infimum is not decided. Use l2 > 0.")
         why = ("its data are linearly separable and l2 = 0, so F approaches its infimum 0 only as ||x|| -> inf"
                if info.get("infimum") == 0.0 else "its data are quasi-separable (along a direction every margin "
                "t_r a_r^T x grows or stays, some grow) and l2 = 0, so F decreases for ever along it and never "
@@ -1083,6 +1088,12 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
                                            certified=False,
                                            reason=f"the smoothness constant L = {L} overflows in double "
                                                   "precision; rescale the data")
+    if problem.is_composite and not problem.regularizer.coercive() and not fit.infimum_attained(problem):
+        # f alone decreases for ever along a direction of recession, which h may leave unpenalised
+        # (a group without penalty): whether F attains its infimum is not decided here
+        info.update(stage1="separability LP", residual=np.nan, attained=False, infimum=None,
+                    note="the datafit has no minimiser and the regularizer is not coercive")
+        return None, info
     if not problem.is_composite and not fit.infimum_attained(problem):
         # e.g. separable logistic data without ridge: the infimum 0 is approached along a separating
         # direction and never attained
