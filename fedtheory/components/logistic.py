@@ -149,10 +149,9 @@ def _check_recession(YA, v, found):
     |t_r a_rj v_j|, 1e-6 for the positive ones). The LPs run on equilibrated columns, where HiGHS
     drops entries below 1e-9: a column spanning more than nine decades showed it a direction that
     the data do not have, and removing a row that no direction separates gives a wrong infimum."""
-    import scipy.sparse as sps
     from ..exceptions import UncertifiedOptimumError
     margins = YA @ v
-    size = abs(sps.csr_matrix(YA)) @ np.abs(v)
+    size = abs(YA) @ np.abs(v)
     bad = np.flatnonzero((margins < -1e-9 * size) | (found & ~(margins > 1e-6 * size)))
     if bad.size:
         r = int(bad[0])

@@ -99,14 +99,16 @@ def infimum(problem, cache=True, cache_dir=None, solver="CLARABEL", tol=1e-9):
     (False, 1, 0.4620981204, 0.4620981204)
     """
     fit = problem.datafit
-    if problem.is_composite or fit.infimum_attained(problem):
+    # the separated rows' first LP is the attainment test: none found, a minimiser exists (the
+    # datafit's own test, infimum_attained, only where it does not know the rows)
+    sep = None if problem.is_composite else fit.recession_rows(problem)
+    if sep is None and not problem.is_composite and not fit.infimum_attained(problem):
+        raise ValueError(f"infimum: problem {problem.name!r} has no minimiser and its datafit {fit.name!r} does "
+                         "not declare which rows a direction of recession separates (recession_rows).")
+    if sep is None or not sep.any():
         gt = ground_truth(problem, cache=cache, cache_dir=cache_dir, solver=solver, clients=False, tol=tol)
         return Infimum(float(gt.f), True, gt.x, np.zeros(problem.M.shape[0] if hasattr(problem, "M") else 0, bool),
                        0, gt, _error(gt, 1.0))
-    sep = fit.recession_rows(problem)
-    if sep is None:
-        raise ValueError(f"infimum: problem {problem.name!r} has no minimiser and its datafit {fit.name!r} does "
-                         "not declare which rows a direction of recession separates (recession_rows).")
     A, b, w = [], [], []
     for i in range(problem.n_clients):
         lo, hi = int(problem.client_ptr[i]), int(problem.client_ptr[i + 1])
