@@ -14,6 +14,13 @@ import numpy as np
 from .exceptions import InvalidParameterError
 
 
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def _bound_text(v):
+    return {INT64_MAX: "2**63 - 1", INT64_MIN: "-2**63"}.get(v, f"{v}") if isinstance(v, int) else f"{v}"
+
+
 class Interval:
     """A real or integer interval constraint, e.g. ``Interval(float, 0, None, "neither")``.
 
@@ -22,12 +29,17 @@ class Interval:
     kind : {float, int}
         float accepts any finite real number, int only integers; bool is never accepted.
     low, high : float or None
-        The bounds (None: unbounded on that side).
+        The bounds (None: unbounded on that side; for ``int``, the int64 range's end, since an
+        integer parameter is stored in an int64: ``math.inf`` leaves an int unbounded, e.g. a
+        random seed, which NumPy takes of any size).
     closed : {"both", "left", "right", "neither"}, default "both"
         Which bounds belong to the interval.
     """
 
     def __init__(self, kind, low, high, closed="both"):
+        if kind is int:             # an integer parameter ends up in an int64 (NumPy, Numba): an
+            low = INT64_MIN if low is None else low         # unbounded side stops at its range, unless
+            high = INT64_MAX if high is None else (None if high == math.inf else high)  # inf says so
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
 
     def accepts(self, v):
@@ -48,8 +60,8 @@ class Interval:
     def __str__(self):
         left = "[" if self.closed in ("both", "left") and self.low is not None else "("
         right = "]" if self.closed in ("both", "right") and self.high is not None else ")"
-        lo = "-inf" if self.low is None else f"{self.low}"
-        hi = "inf" if self.high is None else f"{self.high}"
+        lo = "-inf" if self.low is None else _bound_text(self.low)
+        hi = "inf" if self.high is None else _bound_text(self.high)
         name = "an int" if self.kind is int else "a float"
         return f"{name} in the range {left}{lo}, {hi}{right}"
 

@@ -582,7 +582,7 @@ class _Job:
             check_param("lr", lr, [Interval(float, 0, None, "neither")], c)
         n = problem.n_clients
         check_param("clients_per_round", clients_per_round, [NoneOk(), Interval(int, 1, n)], c)
-        check_param("seed", seed, [Interval(int, 0, None)], c)
+        check_param("seed", seed, [Interval(int, 0, math.inf)], c)
         check_param("record_iterates", record_iterates, [Bool()], c)
         check_param("backend", backend, [Options("numba", "python", "torch")], c)
         check_param("eval_every", eval_every, [NoneOk(), Interval(int, 1, None)], c)

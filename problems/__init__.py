@@ -18,12 +18,12 @@ F(x) = sum_i w_i f_i(x) + h(x).
 ``vision``                image data (MNIST, CIFAR-10/100, digits) and ``image_problem`` (torch)
 ========================  =====================================================
 """
-from .least_squares import group_lasso, lasso, least_squares
-from .matrix_completion import matrix_completion
-from .logistic import logistic
-from .quadratic import quadratic
+from .regression import group_lasso, lasso, least_squares
+from .low_rank import matrix_completion
+from .classification import logistic
+from .synthetic import quadratic
 from .explicit import explicit_quadratic
-from .federated_lasso import federated_lasso
+from .lasso_settings import federated_lasso
 from .datasets import breast_cancer, digits, libsvm, load_libsvm, LIBSVM_DATASETS
 from .partition import partition_indices, PARTITIONS
 from . import vision

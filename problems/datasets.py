@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from fedtheory._argcheck import Interval, check_param
 
-from .logistic import logistic
+from .classification import logistic
 from .partition import partition_indices
 
 LIBSVM_URL = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/{file}"

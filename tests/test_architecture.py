@@ -151,6 +151,10 @@ before = {p.__name__: public(p) for p in PKGS}
 names = sorted(m.name for p in PKGS for m in pkgutil.walk_packages(p.__path__, p.__name__ + "."))
 for name in names:
     importlib.import_module(name)          # every submodule imports (an error fails the test)
+for name in names:                         # ``import X.Y as m`` binds getattr(X, "Y"): a module,
+    parent, _, child = name.rpartition(".")    # not a function of the package named like it
+    got = getattr(sys.modules[parent], child)
+    assert inspect.ismodule(got) or got is ft.algorithms, ("import " + name + " as m gives", got)
 for p in PKGS:
     for k, was_function in before[p.__name__].items():
         assert inspect.isfunction(getattr(p, k)) == was_function, (p.__name__, k, getattr(p, k))
@@ -160,9 +164,10 @@ print(len(names))
 
 
 def test_every_submodule_imports_and_shadows_no_function():
-    """Walk fedtheory, problems and validation: every submodule imports, and afterwards every public
-    function of the packages is still that function, not a module (``ft.algorithms`` is the callable
-    package, before and after)."""
+    """Walk fedtheory, problems and validation: every submodule imports, ``import X.Y as m`` gives
+    the module X.Y for each (``fedtheory.truth.infimum`` gave the function ``infimum``), and
+    afterwards every public function of the packages is still that function, not a module
+    (``ft.algorithms`` is the callable package, before and after)."""
     r = subprocess.run([sys.executable, "-c", WALK], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.strip()) > 90            # the walk found the package's modules

@@ -80,7 +80,7 @@ ERRORS = [
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "-1000"], "got '-1000'"),
     (["verify", "-j", "-1000"], "argument -j/--jobs: expected a nonzero int (workers), at least -"),
     (["sweep", "{d}/ok.toml", "--out", "{d}/o", "-j", "0"], "argument -j/--jobs: expected a nonzero int"),
-    (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, inf). Got -5 instead."),
+    (["demo", "--rounds", "-5"], "The 'rounds' parameter of demo must be an int in the range [1, 2**63 - 1]. Got -5 instead."),
     (["bogus"], "invalid choice: 'bogus'"),
     (["swep", "{d}/ok.toml"], "invalid choice: 'swep' (choose from 'list', "),
     (["swep", "{d}/ok.toml"], "Did you mean 'sweep'?"),

@@ -20,10 +20,10 @@ def p():
 @pytest.mark.parametrize("kw,pattern", [
     (dict(lr=-1.0), r"The 'lr' parameter of run must be a float in the range \(0, inf\)\. Got -1\.0 instead\."),
     (dict(lr=float("nan")), r"The 'lr' parameter of run must be .* Got nan instead\."),
-    (dict(local_steps=0), r"The 'local_steps' parameter of run must be an int in the range \[1, inf\)\. Got 0 instead\."),
+    (dict(local_steps=0), r"The 'local_steps' parameter of run must be an int in the range \[1, 2\*\*63 - 1\]\. Got 0 instead\."),
     (dict(local_steps=2.5), r"The 'local_steps' parameter of run must be an int"),
     (dict(clients_per_round=5), r"The 'clients_per_round' parameter of run must be None or an int in the range \[1, 4\]\. Got 5 instead\."),
-    (dict(rounds=-3), r"The 'rounds' parameter of run must be an int in the range \[0, inf\)\. Got -3 instead\."),
+    (dict(rounds=-3), r"The 'rounds' parameter of run must be an int in the range \[0, 2\*\*63 - 1\]\. Got -3 instead\."),
     (dict(batch_size=11), r"The 'batch_size' parameter of run must be an int in the range \[1, 10\]\. Got 11 instead\."),
     (dict(batch_size=0), r"The 'batch_size' parameter of run must be an int in the range \[1, 10\]\. Got 0 instead\."),
     (dict(x0=np.zeros(4)), r"The 'x0' parameter of run must be an array of shape \(3,\)\. Got an array of shape \(4,\) instead\."),

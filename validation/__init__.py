@@ -15,7 +15,7 @@ from fedtheory.theory.tightness import Tightness, tightness
 
 from fedtheory.errata import errata
 
-from .theorems import theorems, verify
+from .theorem_checks import theorems, verify
 
 _sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
 _sys.modules.setdefault(__name__ + ".constants", _problem_constants)

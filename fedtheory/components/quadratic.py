@@ -1,4 +1,6 @@
 r"""Explicit quadratics: :math:`f_i(x) = \frac12 x^\top Q_i x - c_i^\top x + \frac{\ell_2}{2}\|x\|^2`."""
+import math
+
 import numpy as np
 
 from .._kernels.datafits import KIND_QUADRATIC
@@ -146,7 +148,7 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
     check_param("noise", noise, [Interval(float, 0, None, "left")], c)
     check_param("hessian", hessian, [Options("shared", "distinct")], c)
     check_param("shared_minimizer", shared_minimizer, [Bool()], c)
-    check_param("seed", seed, [Interval(int, 0, None)], c)
+    check_param("seed", seed, [Interval(int, 0, math.inf)], c)
     if 0 < mu < 100 * dim * np.finfo(float).eps * L:
         # the stored Hessian U diag(s) U^T carries rounding errors of about d eps L in its eigenvalues
         raise ValueError(f"{c}: 'mu' must be at least 100 d eps L = {100 * dim * np.finfo(float).eps * L:.3g} "

@@ -207,7 +207,7 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], "falsify")
     check_param("budget", budget, [Interval(int, 1, None)], "falsify")
-    check_param("seed", seed, [Interval(int, 0, None)], "falsify")
+    check_param("seed", seed, [Interval(int, 0, math.inf)], "falsify")
     if cases is None:
         from ..testing.strategies import theorem_cases
         cases = theorem_cases(name, variant)

@@ -3,7 +3,7 @@ import numpy as np
 
 from fedtheory._argcheck import Interval, Options, check_param
 
-from .least_squares import lasso
+from .regression import lasso
 
 
 def federated_lasso(setting="II", n_clients=30, dim=1024, samples=128, l1=0.1, normalization="half_mse", seed=0):
