@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .theory.verdicts import NOT_APPLICABLE
+
 #: The fields of a row of :func:`errata`, in order.
 FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected", "why", "case", "case_kind",
           "problem", "params", "printed_measured", "printed_bound", "printed_ratio", "printed_verdict",
@@ -116,7 +118,7 @@ def replay_command(name, index, variant, quick=True):
 
 
 def _verdict(v):
-    return v.verdict() if v.applicable else f"NOT APPLICABLE: {v.reason}"
+    return v.verdict() if v.applicable else f"{NOT_APPLICABLE}: {v.reason}"
 
 
 def _pep(spec, erratum, solved):

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .theory import CASES, SPECS, THEOREMS
+from .theory.verdicts import (DOCUMENTED_VIOLATION, HOLDS, NOT_APPLICABLE, UNRESOLVED, VIOLATED, is_not_applicable,
+                              is_violated, unexpected)
 
 COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "quantity", "measured", "stderr", "bound", "ratio",
            "fitted_rate", "rate_ci", "predicted_rate", "verdict", "failing_conditions"]
@@ -44,10 +46,10 @@ def failing_conditions(conditions):
 
 def _verdict(holds, expected, kind):
     if expected is None:
-        return "holds" if holds else "VIOLATED"
+        return HOLDS if holds else VIOLATED
     if holds == expected:
-        return "holds" if holds else "violated (documented counterexample)"
-    return "UNEXPECTED: " + ("holds" if holds else "violated")
+        return HOLDS if holds else DOCUMENTED_VIOLATION
+    return unexpected(holds)
 
 
 def vacuous(measured, bound):
@@ -66,9 +68,9 @@ def verdict_cell(v, expected=None, kind="conforming"):
     documented counterexample against its expectation, "vacuous" for a bound that holds by
     more than :data:`VACUOUS` times the measurement."""
     if not v.applicable:
-        return f"NOT APPLICABLE: {v.reason}"
-    if v.verdict() == "UNRESOLVED":
-        return f"UNRESOLVED: {v.unresolved_reason}"
+        return f"{NOT_APPLICABLE}: {v.reason}"
+    if v.verdict() == UNRESOLVED:
+        return f"{UNRESOLVED}: {v.unresolved_reason}"
     cell = _verdict(v.holds, expected, kind)
     if v.holds and vacuous(v.measured, v.bound):
         cell += VACUOUS_NOTE
@@ -146,13 +148,13 @@ def _check_item(name, item):
         verdicts = [v.verdict() for v in vs]
         if na:                                          # no verdict where the theorem does not apply
             T0, v0 = na[0]
-            verdict = f"NOT APPLICABLE: {v0.reason} (T = {', '.join(str(T) for T, _ in na)})"
-        elif "VIOLATED" in verdicts:
-            verdict = "VIOLATED"
-        elif "UNRESOLVED" in verdicts:
-            verdict = f"UNRESOLVED: {vs[verdicts.index('UNRESOLVED')].unresolved_reason}"
+            verdict = f"{NOT_APPLICABLE}: {v0.reason} (T = {', '.join(str(T) for T, _ in na)})"
+        elif VIOLATED in verdicts:
+            verdict = VIOLATED
+        elif UNRESOLVED in verdicts:
+            verdict = f"{UNRESOLVED}: {vs[verdicts.index(UNRESOLVED)].unresolved_reason}"
         else:
-            verdict = "holds" + (VACUOUS_NOTE if vacuous(last.measured, last.bound) else "")
+            verdict = HOLDS + (VACUOUS_NOTE if vacuous(last.measured, last.bound) else "")
         if not na:
             if fit["as_predicted"] is None:
                 verdict += f", {fit['what']} not resolved (every measurement at rounding level)"
@@ -313,6 +315,95 @@ def format_table(df, markdown=False):
     return "\n".join(out)
 
 
+#: The columns of the terminal table (report.md keeps every column of :data:`COLUMNS`).
+TERMINAL_COLUMNS = ("theorem", "case", "variant", "measured", "bound", "ratio", "verdict")
+
+
+def _shorten(text, width):
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:max(width - 3, 0)] + "..."
+
+
+def terminal_table(df, width=120):
+    """The verdict table for a terminal: at most ``width`` characters a line, then the count of each
+    verdict (:func:`verdict_counts`).
+
+    Only :data:`TERMINAL_COLUMNS` are shown; the case and the verdict's reason are abbreviated
+    with "..." where they do not fit (report.md and verdicts.csv keep every column in full).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The verdict table of :func:`run_cases`.
+    width : int, default 120
+        The longest line, in characters (at least 80).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 2, case=["C1: " + "x" * 200] * 2, variant=["printed", "corrected"],
+    ...                       measured=[2.0, 1.0], bound=[1.0, 2.0], ratio=[2.0, 0.5],
+    ...                       verdict=["VIOLATED (documented counterexample)", "holds"]))
+    >>> text = terminal_table(t)
+    >>> max(map(len, text.splitlines())) <= 120
+    True
+    >>> text.splitlines()[-1]
+    '2 rows: 1 holds, 1 VIOLATED (documented counterexample)'
+    """
+    width = max(int(width), 80)
+    cols = [c for c in TERMINAL_COLUMNS if c in df.columns]
+    cells = [[_fmt(getattr(r, c)) for c in cols] for r in df.itertuples(index=False)]
+    widths = {c: max([len(c)] + [len(row[j]) for row in cells]) for j, c in enumerate(cols)}
+    caps = {"theorem": 26, "variant": 22}             # long names abbreviated before the free text
+    for c, cap in caps.items():
+        if c in widths:
+            widths[c] = min(widths[c], cap)
+    free = [c for c in ("case", "verdict") if c in widths]
+    fixed = sum(w for c, w in widths.items() if c not in free) + 2 * (len(cols) - 1)
+    room = max(width - fixed, 10 * len(free))
+    if free and sum(widths[c] for c in free) > room:       # share what is left: the verdict first
+        if "verdict" in widths:
+            widths["verdict"] = min(widths["verdict"], max(room - (widths.get("case", 0) and 20), room // 2))
+        if "case" in widths:
+            widths["case"] = max(room - widths.get("verdict", 0), 4)
+    numeric = {"measured", "bound", "ratio"}
+
+    def line(values):
+        parts = [(_shorten(v, widths[c]).rjust(widths[c]) if c in numeric else _shorten(v, widths[c]).ljust(widths[c]))
+                 for c, v in zip(cols, values)]
+        return "  ".join(parts).rstrip()
+    out = [line(cols), "  ".join("-" * widths[c] for c in cols)]
+    out += [line(row) for row in cells]
+    out.append(verdict_counts(df))
+    return "\n".join(out)
+
+
+def verdict_counts(df):
+    """One line counting the rows of each verdict: "47 rows: 30 holds, 4 VIOLATED (documented
+    counterexample), ...".
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A verdict table (its ``verdict`` column).
+
+    Returns
+    -------
+    str
+    """
+    from .theory.verdicts import DOCUMENTED_VIOLATION, WORDS, word
+    counts = {}
+    for cell in df.verdict.astype(str):
+        key = DOCUMENTED_VIOLATION if cell.startswith(DOCUMENTED_VIOLATION) else (word(cell) or "other")
+        counts[key] = counts.get(key, 0) + 1
+    order = [w for w in (WORDS[0], WORDS[1], DOCUMENTED_VIOLATION, *WORDS[2:], "other") if w in counts]
+    return f"{len(df)} rows: " + ", ".join(f"{counts[w]} {w}" for w in order)
+
+
 from .plotting import MAX_PIXELS  # noqa: E402  (the largest side, in pixels, of a report figure)
 
 
@@ -400,7 +491,7 @@ def ratios_figure(df):
         ratio = pd.to_numeric(rows.ratio, errors="coerce").to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
             ok = (_usable_mask(ratio)            # finite, positive, within 1e-300..1e300
-                  & ~rows.verdict.astype(str).str.startswith("NOT APPLICABLE").to_numpy())
+                  & ~rows.verdict.map(is_not_applicable).to_numpy(dtype=bool))
         good = ratio[ok]
         with np.errstate(over="ignore"):
             logx = bool(good.size) and max(good.max(), 1.0) / min(good.min(), 1.0) > 100
@@ -428,8 +519,8 @@ def ratios_figure(df):
             verdict = str(r.verdict)
             # the verdict decides, not ratio > 1: above the bound by no more than the floor or the seeds'
             # noise is UNRESOLVED, never violated (fedtheory.theory.engine)
-            violated = verdict.startswith("VIOLATED")
-            unresolved = verdict.startswith("UNRESOLVED") and ratio[j] > 1
+            violated = is_violated(verdict)
+            unresolved = verdict.startswith(UNRESOLVED) and ratio[j] > 1
             ax.barh(ys[j], ratio[j], height=0.7, color=st["color"], alpha=0.85, hatch="///" if violated else None,
                     edgecolor="black" if violated else "white", lw=0.8 if violated else 0.5)
             ax.annotate(f"{ratio[j]:.3g}" + ("  violated" if violated else "  unresolved" if unresolved else ""),
@@ -439,8 +530,8 @@ def ratios_figure(df):
                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.3))
         for j in np.flatnonzero(~ok):
             verdict = str(rows.verdict[j])
-            if verdict.startswith("NOT APPLICABLE"):
-                why = verdict.removeprefix("NOT APPLICABLE").lstrip(": ")
+            if is_not_applicable(verdict):
+                why = verdict.removeprefix(NOT_APPLICABLE).lstrip(": ")
                 text = "n/a" + (f": {textwrap.shorten(why, 90, placeholder=' ...')}" if why and why != "nan" else "")
             else:
                 text = "no ratio" if np.isnan(ratio[j]) else f"ratio {ratio[j]:.3g}: not drawn"
@@ -562,7 +653,7 @@ def verify_all(quick=False, out="verify-report", theorems=None, progress=None, e
         for name, why in uncovered(theorems).items():
             echo(f"tightness: no row for {name}: {why}")
         df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
-    echo(format_table(df))
+    echo(terminal_table(df))
     path = write_report(df, studies, out, quick, time.perf_counter() - t0, extra)
     echo(f"\nreport: {path}")
     return df, path

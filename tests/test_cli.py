@@ -155,18 +155,27 @@ def test_dask_local_cluster_gives_the_local_table(tmp_path):
 def test_verify_quick_prints_table_and_writes_report(tmp_path, capsys):
     assert main(["verify", "--quick", "--out", str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out
-    for word in ("theorem", "variant", "conditions_ok", "measured", "bound", "ratio", "fitted_rate",
-                 "predicted_rate", "verdict", "fedspeed.theorem_4_4", "violated (documented counterexample)"):
+    for word in ("theorem", "variant", "measured", "bound", "ratio", "verdict", "fedspeed.theorem_4_4",
+                 "VIOLATED (documented counterexample)"):
         assert word in out, word
     assert "UNEXPECTED" not in out
+    table = out.split("\nreport: ")[0].splitlines()
+    assert max(map(len, table)) <= 120, max(table, key=len)        # a terminal wraps no row
+    v = pd.read_csv(tmp_path / "v" / "verdicts.csv")
+    total, counts = table[-1].split(" rows: ")                      # then the count of each verdict
+    assert int(total) == len(v)
+    assert sum(int(part.split(" ", 1)[0]) for part in counts.split(", ")) == len(v)
+    assert f"{(v.verdict == 'VIOLATED (documented counterexample)').sum()} VIOLATED (documented" in counts
     rep = tmp_path / "v" / "report.md"
-    assert rep.exists() and "| theorem |" in rep.read_text()
+    text = rep.read_text()
+    assert rep.exists() and "| theorem |" in text
+    for column in ("conditions_ok", "fitted_rate", "predicted_rate", "failing_conditions"):   # every column kept
+        assert f"| {column} |" in text or f" {column} |" in text, column
     assert (tmp_path / "v" / "ratios.png").exists()
     assert list((tmp_path / "v").glob("rate_*.png"))
     from PIL import Image
     for png in (tmp_path / "v").glob("*.png"):               # report figures at most 2400 px a side
         assert max(Image.open(png).size) <= 2400, png.name
-    v = pd.read_csv(tmp_path / "v" / "verdicts.csv")
     c2 = v[v.case.str.startswith("C2")].set_index("variant")
     assert c2.loc["printed", "ratio"] > 1 > c2.loc["corrected", "ratio"]
 

@@ -249,11 +249,32 @@ def test_violation_is_marked_by_a_hatch_not_by_the_variant_colour():
     assert "3  violated" in texts and "0.5" in texts
 
 
+@pytest.mark.parametrize("holds, expected", [(False, False), (False, True), (False, None), (True, True)])
+def test_every_violated_verdict_verify_writes_is_hatched(holds, expected):
+    """The figure read "VIOLATED" while verify wrote "violated (documented counterexample)": none of the
+    documented counterexamples' bars above 1 was hatched. Cells made by verify's own verdict_cell."""
+    from types import SimpleNamespace
+
+    from fedtheory.theory.verdicts import is_violated
+    from fedtheory.verification import verdict_cell
+    ratio = 0.5 if holds else 3.0
+    v = SimpleNamespace(applicable=True, holds=holds, measured=ratio, bound=1.0, verdict=lambda: "holds" if holds
+                        else "VIOLATED")
+    cell = verdict_cell(v, expected, "counterexample" if expected is False else "conforming")
+    assert is_violated(cell) == (not holds)
+    t = pd.DataFrame(dict(theorem="a.t1", case=["C1"], kind="conforming", variant="printed", ratio=[ratio],
+                          verdict=[cell]))
+    ax = ratios_figure(t).axes[0]
+    (bar,) = ax.patches
+    assert (bar.get_hatch() == "///") == (not holds), cell
+    assert any(tx.get_text().endswith("violated") for tx in ax.texts) == (not holds)
+
+
 def test_ratio_figure_names_cases_in_full_without_file_paths():
     long = ("docs/papers/fedsps.md, §8 rescaled 1-D problem (s = 1000, tau = 1e4), periodic from the "
             "FedAvg fixed point, with a label long enough to need a second line in the figure")
     t = pd.DataFrame(dict(theorem="a.t1", case=[long, long], kind="counterexample", variant=["printed", "corrected"],
-                          ratio=[1.36, 8.7e-5], verdict=["violated (documented counterexample)", "holds"]))
+                          ratio=[1.36, 8.7e-5], verdict=["VIOLATED (documented counterexample)", "holds"]))
     fig = ratios_figure(t)
     ax = fig.axes[0]
     (header,) = [tx.get_text() for tx in ax.texts if tx.get_text().startswith("§8")]

@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .verdicts import HOLDS, NOT_APPLICABLE, UNRESOLVED, VIOLATED
+
 THEOREMS = {}
 #: A mean over seeds above an (expectation) bound by no more than this many standard errors is
 #: UNRESOLVED, not VIOLATED: the excess is within the sampling noise (:attr:`Verification.noise`).
@@ -169,10 +171,10 @@ class Verification:
         """"holds", "VIOLATED", "UNRESOLVED" (the comparison rests on rounding: see
         :attr:`unresolved_reason`) or "NOT APPLICABLE" (never a violation when not applicable)."""
         if not self.applicable:
-            return "NOT APPLICABLE"
+            return NOT_APPLICABLE
         if not self.resolved:
-            return "UNRESOLVED"
-        return "holds" if self.holds else "VIOLATED"
+            return UNRESOLVED
+        return HOLDS if self.holds else VIOLATED
 
     def report(self):
         """A plain-text summary: verdict, bound vs measured and every condition with its role."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .verdicts import NOT_APPLICABLE, VIOLATED
+
 
 def _registered_counterexamples(name, variant):
     """Labels of the registered cases (:data:`fedtheory.theory.CASES`) on which ``variant`` of theorem
@@ -133,7 +135,7 @@ class Falsification:
         r = np.array([h[0] for h in self.history], dtype=float)
         k = np.arange(1, r.size + 1)
         ok = np.isfinite(r) & (r > 0)
-        bad = np.array([h[1] == "VIOLATED" for h in self.history], dtype=bool)
+        bad = np.array([h[1] == VIOLATED for h in self.history], dtype=bool)
         ax.scatter(k[ok & ~bad], r[ok & ~bad], s=12, color="tab:blue", label="holds / unresolved")
         if (ok & bad).any():
             ax.scatter(k[ok & bad], r[ok & bad], s=22, color="tab:red", marker="x", label="violated")
@@ -235,7 +237,7 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
         if not v.applicable:
             out.skipped += 1
             res = None
-            out.history.append((float("nan"), "NOT APPLICABLE"))
+            out.history.append((float("nan"), NOT_APPLICABLE))
         else:
             res = FalsifyCase(problem, dict(params), float(v.ratio), v)
             out.history.append((res.ratio, v.verdict()))
@@ -255,7 +257,7 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
             return
         r = res.ratio
         target(float(np.log(r)) if r > 0 and math.isfinite(r) else (50.0 if r == math.inf else -50.0))
-        if res.verification.verdict() == "VIOLATED":
+        if res.verification.verdict() == VIOLATED:
             raise _Violated(res)
 
     try:

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..verdicts import OK, UNEXPECTED, UNRESOLVED
 from .api import _spec, covered, form_of, tightness
 from .solve import worst_case
 from .instances import worst_case_instance
@@ -231,15 +232,15 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         ok = (unmeasured or meas <= hi + tol) and hi <= t.bound
         cfg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items())
         if ok:
-            verdict = ("OK: worst case <= bound (nothing measured: the PEP declares no instances)" if unmeasured
-                       else "OK: measured <= worst case <= bound")
+            verdict = (f"{OK}: worst case <= bound (nothing measured: the PEP declares no instances)" if unmeasured
+                       else f"{OK}: measured <= worst case <= bound")
         elif meas > hi + tol:
-            verdict = "UNEXPECTED: measured > worst case"      # the PEP or the registered method is wrong
+            verdict = f"{UNEXPECTED}: measured > worst case"      # the PEP or the registered method is wrong
         elif lo <= t.bound:                                    # the bracket straddles the bound: no claim
-            verdict = (f"UNRESOLVED: the worst case lies in [{lo:.6g}, {hi:.6g}], which contains the bound "
+            verdict = (f"{UNRESOLVED}: the worst case lies in [{lo:.6g}, {hi:.6g}], which contains the bound "
                        f"{t.bound:.6g} (a longer solve narrows it)")
         elif t.conditions_ok:
-            verdict = "UNEXPECTED: worst case > bound"         # a refutation of the theorem
+            verdict = f"{UNEXPECTED}: worst case > bound"         # a refutation of the theorem
         else:                                                  # the step is outside the theorem: no claim
             verdict = ("worst case > bound outside the theorem's conditions (no refutation): "
                        + "; ".join(map(str, t.failing_conditions)))
