@@ -321,7 +321,7 @@ def _run(args):
         store.add(rid, df)
         print(f"results: {store.path}")
     if diverged:
-        print(f"fedtheory run: diverged: {res.message}; {_step_hint(pts[0][1])} "
+        print(f"fedtheory run: diverged: {res.message}; {_step_hint(*pts[0])} "
               f"(exit status {DIVERGED})", file=sys.stderr)
         return DIVERGED
     return 0
@@ -351,12 +351,38 @@ def _before_blowup(df):
                          f"its start, {start:.3g}; the iterates blow up")
 
 
-def _step_hint(run_args):
-    """"try a smaller lr: 0.05" (a tenth of the configured one), or which step sizes to lower."""
+#: The step sizes a diverged run's hint tries, as fractions of its lr (each run in full, in turn).
+HINT_FRACTIONS = (0.1, 0.01, 0.001)
+
+
+def _step_hint(problem_args, run_args):
+    """A step size checked to work: the same configuration run again with lr a tenth, a hundredth,
+    a thousandth of the configured one, then 1/L (L the smoothness constant of F, computed from the
+    data); the first that does not diverge is named with how it was chosen. Or which step sizes to
+    lower."""
     lr = run_args.get("lr")
-    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0:
-        return f"try a smaller lr: {lr / 10:.3g} (a tenth of lr = {lr:g})"
-    return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
+    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
+        return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
+    from .sweep import build_problem, run_point
+
+    def one_over_L():
+        from .truth import constants
+        L = float(constants(build_problem(problem_args)).L)
+        return 1.0 / L, f"1/L, L = {L:.3g} the smoothness constant of F computed from the data"
+    tried = []
+    for choose in [*((lambda f=f: (lr * f, f"{f:g} x lr = {lr:g}")) for f in HINT_FRACTIONS), one_over_L]:
+        try:
+            cand, how = choose()
+        except Exception:                     # no constant for this problem (a deep network, say)
+            continue
+        if not (cand > 0 and math.isfinite(cand)) or cand in tried:
+            continue
+        tried.append(cand)
+        _, _, res = run_point(problem_args, dict(run_args, lr=cand), result=True)
+        if res.status != "diverged":
+            return f"lr = {cand:.3g} ({how}) ran this configuration without diverging (status {res.status})"
+    return (f"lr = {', '.join(f'{c:.3g}' for c in tried)} diverged too: lower the algorithm's own step "
+            "parameters as well")
 
 
 def _sweep(args):

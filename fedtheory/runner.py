@@ -29,6 +29,9 @@ _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
 EVAL_FIXED_COST = 3000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
+#: A run has diverged when F(x) exceeds F(x^0) by more than this many times max(|F(x^0)|, 1), even
+#: while it is finite (an objective grown by tens of orders of magnitude only measures the overflow).
+DIVERGENCE_GROWTH = 1e20
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 _COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
 
@@ -993,7 +996,9 @@ class _Job:
 
         Returns ``(row, problem)``: a row whose core metric (F, the gradient mapping,
         suboptimality, distance) is not finite is not added to the history (the history keeps
-        the last finite metrics) and ``problem`` says which metric, else None.
+        the last finite metrics) and ``problem`` says which metric; a finite F grown past
+        :data:`DIVERGENCE_GROWTH` times its start is added, and ``problem`` says so (the run has
+        diverged); else None.
         """
         problem, state = self.problem, self.state
         if r > 0:
@@ -1014,6 +1019,7 @@ class _Job:
             if key in row and not math.isfinite(row[key]):
                 what = "F(x)" if key == "value" else key
                 return row, f"{what} is not finite ({row[key]})"
+        grown = self._grown(F) if r > 0 else None
         if self.deep:
             row.update(problem.eval_extras(x))
         own = dict(self.alg.scalar_values(state)) if self.alg.scalars else {}   # the algorithm's logged scalars
@@ -1025,7 +1031,17 @@ class _Job:
                                         "rename them in its scalars or history_extras.")
         row.update(own)
         self.rows.append(row)
-        return row, None
+        return row, grown
+
+    def _grown(self, F):
+        """Why F has grown past :data:`DIVERGENCE_GROWTH` times its start (round 0), or None."""
+        start = next((row["value"] for row in self.rows if row["round"] == 0), None)
+        if start is None or not math.isfinite(start):
+            return None
+        if F - start > DIVERGENCE_GROWTH * max(abs(start), 1.0):
+            return (f"F(x) = {F:.3g} has grown past {DIVERGENCE_GROWTH:.0e} times its start F(x^0) = {start:.3g} "
+                    f"(max(|F(x^0)|, 1) scales it)")
+        return None
 
     # ------------------------------------------------------------------ result
     def result(self):

@@ -279,10 +279,18 @@ def test_python_api_unknown_names_suggest_the_close_ones():
 DIVERGING = CFG.replace("rounds = 3\neval_every = 1", "rounds = 40\nlocal_steps = 5\nlr = {lr}")
 
 
-# (F at an overflowing iterate is inf or nan depending on the order of the evaluation's operations)
-@pytest.mark.parametrize("lr,where", [(30.0, r"round \d+: F\(x\) is not finite \((nan|inf)\)"),
+# (F at an overflowing iterate is inf or nan depending on the order of the evaluation's operations, or
+# still finite and grown past DIVERGENCE_GROWTH times its start)
+GROWN = r"F\(x\) (is not finite \((nan|inf)\)|= \S+ has grown past 1e\+20 times its start F\(x\^0\) = \S+ \(max\(\|F\(x\^0\)\|, 1\) scales it\))"
+
+
+@pytest.mark.parametrize("lr,where", [(5.0, rf"round 40: F\(x\) = \S+ has grown past 1e\+20 times its start"),
+                                      (30.0, rf"round \d+: {GROWN}"),
                                       (1e100, r"round 1: client 0 produced a non-finite local iterate at local step \d of 5")])
-def test_a_diverged_run_exits_3_with_round_client_and_a_smaller_step(tmp_path, capsys, lr, where):
+def test_a_diverged_run_exits_3_with_round_client_and_a_checked_smaller_step(tmp_path, capsys, lr, where):
+    """lr = 5 ended with status max_rounds and F = 8e298 (finite, no warning): an objective grown by
+    hundreds of orders of magnitude has diverged. The step size the hint names was run and did not
+    diverge (it proposed lr / 10 unchecked)."""
     import math
     import re
 
@@ -291,12 +299,23 @@ def test_a_diverged_run_exits_3_with_round_client_and_a_smaller_step(tmp_path, c
     cfg.write_text(DIVERGING.format(lr=lr))
     assert main(["run", str(cfg), "--out", str(tmp_path / "res"), "--quiet"]) == 3
     out, err = capsys.readouterr()
-    assert err.count("\n") == 1 and re.search(rf"fedtheory run: diverged: {where}; try a smaller lr: {re.escape(f'{lr / 10:.3g}')} ", err), err
+    m = re.search(rf"fedtheory run: diverged: {where}.*; lr = (?P<lr>\S+) \(((?P<frac>\S+) x lr = \S+|1/L, L = "
+                  r"(?P<L>\S+) the smoothness constant of F computed from the data)\) ran this configuration "
+                  r"without diverging \(status max_rounds\) \(exit status 3\)$", err.strip())
+    assert err.count("\n") == 1 and m, err
+    if m["frac"] is not None:                           # a fraction of lr, or 1/L (said which)
+        assert float(m["lr"]) == pytest.approx(lr * float(m["frac"]), rel=1e-2)
+    else:
+        assert lr == 1e100 and float(m["lr"]) == pytest.approx(1 / float(m["L"]), rel=1e-2)
     assert "status diverged" in out
     numbers = [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[+-]\d+)?", out)]
     assert numbers and all(math.isfinite(x) and abs(x) < 1e7 for x in numbers), out   # nothing astronomically large
     df = pd.read_parquet(tmp_path / "res" / "results.parquet")
     assert set(df.status) == {"diverged"}               # the finite rows are stored
+    import fedtheory as ft
+    import problems
+    p = problems.quadratic(4, 3)                        # the hint's step size, checked here too
+    assert ft.run(p, "fedavg", rounds=40, local_steps=5, lr=float(m["lr"])).status == "max_rounds"
 
 
 def test_a_diverged_table_says_what_it_left_out(tmp_path, capsys):

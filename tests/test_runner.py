@@ -256,3 +256,18 @@ def test_a_round_whose_participants_all_have_weight_zero(name):
 def _torch_installed():
     import importlib.util
     return importlib.util.find_spec("torch") is not None
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_a_finite_objective_grown_by_orders_of_magnitude_has_diverged(backend):
+    """lr = 5 on the 4-client quadratic: F = 8e298 at round 50, finite, and the run said max_rounds.
+    F beyond DIVERGENCE_GROWTH times its start is a divergence on every path; the row that shows it
+    is kept (finite), and a run that stays below it is untouched."""
+    from fedtheory.runner import DIVERGENCE_GROWTH
+    p = problems.quadratic(4, 3)
+    res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=5.0, backend=backend)
+    F0, F = res.history.value.iloc[0], res.history.value.iloc[-1]
+    assert res.status == "diverged" and np.isfinite(F) and F - F0 > DIVERGENCE_GROWTH * max(abs(F0), 1.0)
+    assert f"round {int(res.history['round'].iloc[-1])}: F(x) = " in res.message and "has grown past" in res.message
+    ok = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=0.5, backend=backend)
+    assert ok.status == "max_rounds"
