@@ -6,14 +6,31 @@
 >>> "fedavg" in ft.algorithms()
 True
 """
-from . import algorithms  # the package of algorithm files; calling it lists their names
 from .exceptions import (DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError,
                          UncertifiedOptimumWarning)
-from .problem import FederatedProblem
-from .registry import get_algorithm
-from .runner import RunResult, run
 
 __version__ = "0.1.0"
+
+#: Public names loaded where first used (``import fedtheory`` stays light: no Numba, pandas or
+#: SciPy until a run, a problem or the algorithm list needs them): name -> defining module.
+_LAZY = {"run": "runner", "RunResult": "runner", "FederatedProblem": "problem", "get_algorithm": "registry",
+         "algorithms": "algorithms"}
+
+
+def __getattr__(name):
+    """Load a public name of :data:`_LAZY` from its module on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fedtheory' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module(f".{_LAZY[name]}", __name__)
+    # ``algorithms`` is the package itself (callable: it lists the registered names)
+    value = module if name == "algorithms" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})
 __all__ = ["run", "RunResult", "algorithms", "get_algorithm", "FederatedProblem",
            "InvalidParameterError", "IncompatibleProblemError", "DataError", "UncertifiedOptimumError",
            "UncertifiedOptimumWarning", "describe"]
@@ -69,6 +86,7 @@ def describe(name, conditions=True):
     >>> ft.describe("fedspeed.theorem_4_4", conditions=False)["parameters"]["local_steps"]
     4
     """
+    from . import algorithms
     from .theory import SPECS
     if name in SPECS:
         return _describe_theorem(SPECS[name], conditions)

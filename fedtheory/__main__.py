@@ -540,7 +540,9 @@ def _plot(args):
     # a flag (reference_certified) is numeric to pandas but no metric to plot on a log axis
     metrics = [c for c in numeric if c not in skip and not pd.api.types.is_bool_dtype(df[c])]
     if args.y is not None and args.y not in metrics:
-        raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}")
+        from ._argcheck import did_you_mean
+        raise UsageError(f"--y {args.y}: no such metric in {path}; metrics: {', '.join(metrics)}."
+                         f"{did_you_mean(args.y, metrics)}")
     axes = ("round", "comm_up", "grad_evals")
     from .plotting import X_ALIASES
     if args.x is not None and X_ALIASES.get(args.x, args.x) not in numeric:
@@ -593,11 +595,29 @@ def _one_line(e):
     return " ".join(str(e).split())
 
 
-def _main(argv):
-    from . import algorithms, describe
+def _where_raised(e):
+    """" at FILE, line N: CODE" for the innermost frame of an exception raised by a user's module
+    (a SyntaxError names its own line), or ""."""
+    import traceback
+    if isinstance(e, SyntaxError):
+        return f" at {e.filename}, line {e.lineno}: {(e.text or '').strip()}" if e.filename else ""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<frozen")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {f.filename}, line {f.lineno}" + (f": {f.line.strip()}" if f.line else "")
+
+
+def _input_errors():
+    """The exceptions that are input errors (exit 2, one line). Imported when one is raised: the
+    configuration module loads NumPy, which ``fedtheory --version`` and ``--help`` do without."""
     from .config import ConfigError
     from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError
+    return (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError,
+            UncertifiedOptimumError)
 
+
+def _main(argv):
     from . import __version__
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
@@ -681,11 +701,9 @@ def _main(argv):
         except (ImportError, ValueError) as e:
             print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
             return 2
-        except Exception as e:                  # the user's module raised: its traceback, then exit 2 (an
-            import traceback                    # input error; 1 means a check failed or a counterexample)
-            traceback.print_exc()
-            print(f"fedtheory {args.cmd}: error: importing {', '.join(args.imports)} (--import) raised "
-                  f"{type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+        except Exception as e:                  # the user's module raised: one line naming where, exit 2 (an
+            print(f"fedtheory {args.cmd}: error: importing {', '.join(args.imports)} (--import) raised "  # input
+                  f"{type(e).__name__}: {_one_line(e)}{_where_raised(e)}", file=sys.stderr)  # error; 1 = a check
             return 2
     _utf8_stdout()
     from . import _progress
@@ -695,10 +713,12 @@ def _main(argv):
         if args.cmd == "list":
             from .config import factories
             from .theory import THEOREMS
+            from . import algorithms
             print("algorithms:", ", ".join(algorithms()))
             print("problems:  ", ", ".join(factories()))
             print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
         elif args.cmd == "describe":
+            from . import describe
             info = describe(args.name)
             print(json.dumps(info, indent=2, default=str, ensure_ascii=False) if args.json else _describe_text(info))
         elif args.cmd == "demo":
@@ -715,8 +735,7 @@ def _main(argv):
     except OSError as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
         return 2
-    except (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError,
-            UncertifiedOptimumError) as e:
+    except _input_errors() as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:

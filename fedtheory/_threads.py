@@ -39,6 +39,8 @@ def limit_worker_threads(n_workers):
     ...     limit_worker_threads(10 ** 6)
     1
     """
+    import numpy  # noqa: F401  (threadpoolctl limits the pools loaded: NumPy's and SciPy's BLAS are loaded
+    import scipy.linalg  # noqa: F401  first, as ``import fedtheory`` no longer loads them)
     from threadpoolctl import threadpool_limits
     n = max(1, cpus() // max(1, int(n_workers)))
     threadpool_limits(limits=n)

@@ -86,7 +86,7 @@ def factories():
     --------
     >>> from fedtheory.config import factories
     >>> factories()["quadratic"].__module__
-    'problems.quadratic'
+    'problems.synthetic'
     """
     import problems
 
@@ -688,6 +688,32 @@ def _read(path_or_text, path):
         raise ConfigError(f"{p}: cannot be read ({e.strerror or e})") from None
 
 
+def _repeated_key(text, lineno):
+    """What tomllib's "Cannot overwrite a value" at line ``lineno`` means, naming the key, its table
+    and the line that gave it first; None when that line assigns no plain key."""
+    lines = text.splitlines()
+    if not 1 <= lineno <= len(lines):
+        return None
+    key_of = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+    table_of = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
+    m = key_of.match(lines[lineno - 1])
+    if not m:
+        return None
+    key = m.group(1).strip("\"'")
+    table, first = None, None
+    for i, ln in enumerate(lines[:lineno - 1], start=1):
+        t = table_of.match(ln)
+        if t:
+            table, first = t.group(1).strip(), None
+            continue
+        k = key_of.match(ln)
+        if k and k.group(1).strip("\"'") == key:
+            first = i
+    where = f"[{table}] " if table else ""
+    return (f"{where}key {key!r} is given twice" + (f" (first at line {first})" if first else "")
+            + "; TOML allows each key once in a table: keep one")
+
+
 def load(path_or_text, path=None, check=True, progress=None):
     """Parse and check a configuration from a file path or a TOML string (a string with a newline).
 
@@ -745,6 +771,9 @@ def load(path_or_text, path=None, check=True, progress=None):
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         if m:
             msg = msg[:m.start()].strip()
+            twice = _repeated_key(text, int(m.group(1))) if "overwrite" in msg or "twice" in msg else None
+            if twice is not None:
+                raise ConfigError(f"{where}, line {m.group(1)}: {twice}") from None
             raise ConfigError(f"{where}, line {m.group(1)}, column {m.group(2)}: invalid TOML: {msg}") from None
         raise ConfigError(f"{where}: invalid TOML: {msg}") from None
     cfg = Config({}, {}, {}, where, text)

@@ -551,7 +551,9 @@ def _param(df, key):
         if c in df.columns and c.startswith("param_"):
             return c
     names = sorted(c.removeprefix("param_") for c in df.columns if c.startswith("param_"))
-    raise ValueError(f"Unknown parameter {key!r} in a filter: the table's parameters are {names}.")
+    from ._argcheck import did_you_mean
+    raise ValueError(f"Unknown parameter {key!r} in a filter: the table's parameters are {names}."
+                     f"{did_you_mean(key.removeprefix('param_'), names)}")
 
 
 def _matches(series, value):
@@ -716,7 +718,15 @@ def filter_table(df, filters):
     for col, values in by_col.items():
         keep &= np.logical_or.reduce([_matches(df[col], v).to_numpy() for v in values])
     if not keep.any():
-        raise ValueError(f"No run matches the filters {[f'{k}={v}' for k, v in pairs]}.")
+        from ._argcheck import did_you_mean
+        hints = ""
+        for col, values in by_col.items():         # a value that no run has in that column: the close ones
+            known = sorted({_key(v) for v in df[col]})
+            for v in values:
+                if not _matches(df[col], v).any():
+                    hints += did_you_mean(str(v), known).replace(" Did you mean", f" For {col.removeprefix('param_')}, "
+                                                                               "did you mean")
+        raise ValueError(f"No run matches the filters {[f'{k}={v}' for k, v in pairs]}.{hints}")
     return df.loc[keep]
 
 

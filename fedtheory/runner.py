@@ -116,6 +116,10 @@ class RunResult:
         the fused path the compiled calls, which include drawing the rounds' randomness).
     trace : fedtheory.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
+    finished : bool
+        Every planned round ran and ``x`` is finite: status "max_rounds", or "diverged" because F
+        grew past :data:`DIVERGENCE_GROWTH` times its start at the last round (a finite model
+        that a theorem check still measures).
     """
 
     x: np.ndarray
@@ -135,6 +139,11 @@ class RunResult:
     backend: str = "numba"
     time: float = 0.0
     trace: object = field(default=None, repr=False)
+    finished: bool = False
+
+    # ``finished``: every planned round ran and the model is finite (status "max_rounds", or
+    # "diverged" by F's growth past DIVERGENCE_GROWTH found at the last round): a theorem measures
+    # such a run's iterates as they are; any other diverged run has none to measure.
 
     def __repr__(self):
         """One line: algorithm, status, rounds, the last evaluated metrics and the costs."""
@@ -1054,7 +1063,9 @@ class _Job:
                          history=_history_frame(self.rows),
                          iterates=np.array(self.iterates) if self.record else None, state=self.state,
                          sampled=self.sampled, algorithm=self.alg, seed=self.seed, backend=self.backend,
-                         time=c["time"], trace=None if self.trace is None else self.trace.result())
+                         time=c["time"], trace=None if self.trace is None else self.trace.result(),
+                         finished=bool(self.completed == self.rounds and self.last_finite_x is None
+                                       and self.status in ("max_rounds", "diverged") and np.isfinite(x).all()))
 
 
 def _history_frame(rows):

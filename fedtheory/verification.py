@@ -169,7 +169,11 @@ def _check_item(name, item):
     first = item.variants[0]
     fit = fits[first]
     study = dict(theorem=name, label=item.label, T=list(item.Ts), measured=[v.measured for v in done[first]],
-                 stderr=[v.stderr for v in done[first]], bounds={var: [v.bound for v in vs] for var, vs in done.items()},
+                 stderr=[v.stderr for v in done[first]],
+                 # a variant not applicable at some T has no bound to draw (it was drawn as an ordinary line)
+                 bounds={var: [v.bound for v in vs] for var, vs in done.items() if all(v.applicable for v in vs)},
+                 not_applicable={var: next(v.reason for v in vs if not v.applicable) for var, vs in done.items()
+                                 if not all(v.applicable for v in vs)},
                  measured_by_variant={var: [v.measured for v in vs] for var, vs in done.items()},
                  slope=fit["slope"], tail_slope=fit["rate"], predicted=fit["predicted"], note=item.note, form=item.form,
                  fit=fit)
@@ -594,9 +598,11 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     out.mkdir(parents=True, exist_ok=True)
     figs = []
     for k, s in enumerate(studies):
+        na = s.get("not_applicable") or {}
+        na_line = ("not drawn, NOT APPLICABLE: " + "; ".join(f"{var} ({why})" for var, why in na.items())) if na else ""
         fig = bound_vs_T(s["T"], s["measured"], s["stderr"], s["bounds"],
                          s["predicted"] if s.get("form", "power") == "power" else None,
-                         title=f"{s['theorem']}\n" + "\n".join(textwrap.wrap(s["label"], 70)),
+                         title="\n".join([s["theorem"], *textwrap.wrap(s["label"], 70), *textwrap.wrap(na_line, 70)]),
                          ylabel=left_hand_side(s["theorem"]))
         fname = f"rate_{s['theorem'].replace('.', '_')}_{k}.png"
         save_figure(fig, out / fname)

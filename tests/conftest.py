@@ -19,6 +19,18 @@ settings.register_profile("dev", max_examples=200, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_reaches_children():
+    """A suite started with SIGINT ignored (``nohup``, a background job of a non-interactive shell,
+    some CI runners) passes that on to every process it starts, and a child the Ctrl-C tests
+    interrupt never sees the signal. This process takes Python's own handler back, so that the
+    children it starts have SIGINT at its default (a handler, unlike SIG_IGN, is not inherited)."""
+    import signal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+
+
 @pytest.fixture(scope="session")
 def data_dir():
     d = os.environ.get("FEDTHEORY_DATA")

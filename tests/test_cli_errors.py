@@ -72,6 +72,10 @@ ERRORS = [
     (["plot", "{d}/res", "--filter", "nope=1"], "--filter: Unknown parameter 'nope' in a filter"),
     (["plot", "{d}/res", "--filter", "algorithm"], "--filter: A filter must be written key=value"),
     (["plot", "{d}/res", "--filter", "algorithm=nope"], "--filter: No run matches the filters"),
+    (["plot", "{d}/res", "--y", "valeu"], "Did you mean 'value'?"),
+    (["plot", "{d}/res", "--y", "grad_maping_sq"], "Did you mean 'grad_mapping_sq'?"),
+    (["plot", "{d}/res", "--filter", "algoritm=fedavg"], "Did you mean 'algorithm'?"),
+    (["plot", "{d}/res", "--filter", "algorithm=fedavgg"], "For algorithm, did you mean 'fedavg'?"),
     (["run", "{d}/separable.toml"], "reference = true needs the problem's optimum: ground_truth: problem 'digits:0' "
                                     "has no minimiser"),
     (["sweep", "{d}/ok.toml"], "the following arguments are required: --out"),
@@ -362,17 +366,22 @@ def _mkdir_works(path):
     return True
 
 
-def test_a_user_module_that_raises_on_import_exits_2_with_its_traceback(tmp_path, monkeypatch, capsys):
-    """``--import`` of a module that raises (a bug in the user's file): its traceback, so that the user
-    can find the line, then one error line and exit 2 (an input error). It exited 1, the status of a
-    failed check or a counterexample."""
-    (tmp_path / "broken_user_mod.py").write_text("import math\nraise RuntimeError('typo in my module')\n")
+@pytest.mark.parametrize("source, line", [
+    ("import math\nraise RuntimeError('typo in my module')\n",
+     "raised RuntimeError: typo in my module at {f}, line 2: raise RuntimeError('typo in my module')"),
+    ("import math\ndef f(:\n    pass\n", "raised SyntaxError: invalid syntax (broken_user_mod.py, line 2) at {f}, line 2: def f(:")])
+def test_a_user_module_that_raises_on_import_exits_2_in_one_line_naming_the_line(tmp_path, monkeypatch, capsys,
+                                                                                   source, line):
+    """``--import`` of a module that raises (a bug in the user's file) or does not parse: one error line
+    naming the file and the line, exit 2 (an input error). It exited 1 (the status of a failed check),
+    then printed a 21-line traceback before its one line."""
+    (tmp_path / "broken_user_mod.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["list", "--import", "broken_user_mod"]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" in err and "broken_user_mod.py" in err
-    assert err.strip().splitlines()[-1] == ("fedtheory list: error: importing broken_user_mod (--import) raised "
-                                            "RuntimeError: typo in my module")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.strip() == ("fedtheory list: error: importing broken_user_mod (--import) "
+                           + line.format(f=tmp_path / "broken_user_mod.py"))
     sys.modules.pop("broken_user_mod", None)
 
 

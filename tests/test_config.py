@@ -278,3 +278,18 @@ def test_run_ids_of_configurations_naming_the_factory_with_name_are_unchanged():
     assert run_id({"factory": "quadratic", "dim": 3}, run) == run_id({"name": "quadratic", "dim": 3}, run)
     # libsvm: the factory and the data set are different keys, so they hash differently
     assert run_id({"factory": "libsvm", "name": "a9a"}, run) != run_id({"factory": "libsvm", "name": "w8a"}, run)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (("dim = 4\n", "dim = 4\ndim = 5\n"), "line 5: [problem] key 'dim' is given twice (first at line 4)"),
+    (("lr = 0.1\n", "lr = 0.1\n  lr=0.2  # again\n"), "line 12: [run] key 'lr' is given twice (first at line 11)"),
+    (('"problem.heterogeneity" = [0.5, 2.0]\n', '"problem.heterogeneity" = [0.5, 2.0]\n"problem.heterogeneity" = [1]\n'),
+     "line 18: [grid] key 'problem.heterogeneity' is given twice (first at line 17)")])
+def test_a_key_given_twice_is_named_with_its_table_and_first_line(tmp_path, edit, expected):
+    """tomllib says only "Cannot overwrite a value" for a repeated key: the error names the key, its
+    table and where it was first given."""
+    f = tmp_path / "twice.toml"
+    f.write_text(BASE.replace(*edit))
+    with pytest.raises(ConfigError) as e:
+        load(f)
+    assert str(e.value) == f"{f}, {expected}; TOML allows each key once in a table: keep one"

@@ -359,7 +359,7 @@ def _dask_driver(tmp_path, out, address):
     cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "--backend", "dask",
            "--scheduler", address]
     return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_sigint_default)
 
 
 def _stored(out):
@@ -811,7 +811,7 @@ def test_adding_a_run_does_not_rewrite_the_table(tmp_path, reference):
 # ----------------------------------------------------------------------------- diverged runs
 
 def test_diverged_rows_are_never_stored(tmp_path):
-    """Runs that overflow (lr = 30: F becomes inf; lr = 1000: NaN) keep their finite rows and
+    """Runs that diverge (lr = 30: F grows past DIVERGENCE_GROWTH times its start; lr = 1000: NaN) keep their finite rows and
     status "diverged"; NaN in columns that are undefined at a round (FedSPS step statistics at
     round 0) is not divergence."""
     cfg = TINY.replace('algorithm = ["fedavg", "scaffold"]', 'algorithm = ["fedavg", "fedsps"]') \
@@ -826,7 +826,7 @@ def test_diverged_rows_are_never_stored(tmp_path):
     assert st[("fedavg", 30.0)] == {"diverged"} and st[("fedavg", 1000.0)] == {"diverged"}
     assert st[("fedavg", 0.1)] == {"max_rounds"}
     n = df.groupby(["param_algorithm", "param_lr"]).size()
-    assert n[("fedavg", 0.1)] == 151 and 50 < n[("fedavg", 30.0)] < 151
+    assert n[("fedavg", 0.1)] == 151 and 1 < n[("fedavg", 30.0)] < 151     # (F grows past 1e20 x its start by round 8)
     fedsps = df[(df.param_algorithm == "fedsps") & (df.param_lr == 0.1)]
     assert len(fedsps) == 151 and fedsps.step_mean.isna().iloc[0]
     _same(pd.read_parquet(tmp_path / "div" / "results.parquet"), df)
@@ -1084,7 +1084,9 @@ def test_diverged_run_keeps_only_finite_rows(name, lr):
     res = ft.run(p, name, **kw)
     if res.status != "diverged":
         pytest.skip(f"{name} does not diverge at lr={lr}")
-    assert res.message.startswith(f"round {res.rounds + (0 if 'aggregation' in res.message else 1)}") or \
+    # the round whose local phase blew up is not completed; aggregation and growth end a completed one
+    done = "aggregation" in res.message or "has grown past" in res.message
+    assert res.message.startswith(f"round {res.rounds + (0 if done else 1)}") or \
         "is not finite" in res.message, res.message
     assert _finite_history(res), res.history.tail()
     assert np.all(np.isfinite(res.x))
@@ -1137,7 +1139,8 @@ def test_ctrl_c_during_a_compiled_run_is_a_keyboard_interrupt(delay):
     the call's object-mode evaluation callback, and the process died of a segmentation fault (exit
     -11 in 3 of 3 tries; ``fedtheory run`` and ``sweep -j 1`` exited 139 with nothing printed). The
     interrupt is now held until the call returns at its next evaluation, then raised in Python."""
-    proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
     try:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(delay)
@@ -1155,10 +1158,11 @@ def test_ctrl_c_during_fedtheory_run_exits_130_with_one_line(tmp_path):
     cfg = tmp_path / "long.toml"
     cfg.write_text('[problem]\nfactory = "quadratic"\nn_clients = 10\ndim = 10\n[run]\nalgorithm = "fedavg"\n'
                    "rounds = 10000000\nlr = 0.1\neval_every = 50\n")
-    proc = subprocess.Popen([sys.executable, "-m", "fedtheory", "run", str(cfg)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    ft.run(problems.quadratic(10, 10), "fedavg", rounds=2, lr=0.1, eval_every=50)  # its kernels cached first:
+    proc = subprocess.Popen([sys.executable, "-m", "fedtheory", "run", str(cfg)], stdout=subprocess.PIPE,  # the
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)   # wait covers no compile
     try:
-        time.sleep(8.0)                      # import, warm caches, and into the rounds
+        time.sleep(8.0)                      # import, load the cached kernels, and into the rounds
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -167,6 +167,6 @@ def test_sweep_refuses_a_worker_count_it_cannot_honour(tmp_path, n_jobs):
     cpus = os.cpu_count() or 1
     with pytest.raises(InvalidParameterError, match=re.escape(
             f"The 'n_jobs' parameter of sweep must be None, an int in the range [-{cpus}, -1] or an int in the range "
-            f"[1, inf). Got {n_jobs!r} instead.")):
+            f"[1, 2**63 - 1]. Got {n_jobs!r} instead.")):
         sweep(_cfg(), tmp_path / "o", n_jobs=n_jobs, progress=False)
     assert not (tmp_path / "o").exists()

@@ -208,3 +208,32 @@ def test_a_run_started_at_the_optimum_gets_no_verdict_from_rounding(name, kw, se
     assert v.verdict() in ("holds", "UNRESOLVED"), (v.verdict(), v.reason, v.measured, v.bound, v.floor)
     assert all(c.ok for c in v.conditions if c.role == "stated")
     assert v.floor < 1e-9                       # a rounding floor, not a licence: far below any real bound
+
+
+def test_a_rate_study_draws_no_bound_of_a_variant_that_is_not_applicable(tmp_path):
+    """FedSpeed's rate figure drew "bound: corrected" as an ordinary line while its row said NOT
+    APPLICABLE (H2 fails): such a variant is left out of the figure, and its title says why."""
+    from fedtheory.theory.verdicts import is_not_applicable
+    from fedtheory.verification import run_cases, write_report
+    df, studies = run_cases(True, ["fedspeed.theorem_4_4"])
+    rates = df[df.kind == "rate"]
+    na = set(rates.variant[rates.verdict.map(is_not_applicable)])
+    assert na                                                       # the finding's setting: corrected fails H2
+    for s in studies:
+        assert not na & set(s["bounds"]) and set(s["not_applicable"]) == na
+    import matplotlib.pyplot as plt
+    drawn = []
+    orig = plt.Figure.savefig
+
+    def spy(fig, *a, **k):
+        drawn.append([ln.get_label() for ax in fig.axes for ln in ax.lines] + [ax.get_title() for ax in fig.axes]
+                     + [t.get_text() for t in fig.texts])
+        return orig(fig, *a, **k)
+    plt.Figure.savefig = spy
+    try:
+        write_report(df, studies, tmp_path, True, 1.0)
+    finally:
+        plt.Figure.savefig = orig
+    rate = [labels for labels in drawn if any("bound: printed" in t for t in labels)]
+    assert rate and all(not any(t == "bound: corrected" for t in labels) for labels in rate)
+    assert all(any("NOT APPLICABLE: corrected" in t.replace("\n", " ") for t in labels) for labels in rate)

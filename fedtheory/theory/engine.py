@@ -620,9 +620,9 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     floor += propagated
     # a bound within the floor of 0 is 0 (a product of terms that cancel, a difference of equal values),
     # and so is a measurement within the floor of 0 under it: a zero measurement under a zero bound holds
-    if math.isfinite(bound) and floor == floor and abs(bound) <= floor and bound != 0.0:
+    if math.isfinite(bound) and math.isfinite(floor) and abs(bound) <= floor and bound != 0.0:
         bound = 0.0
-    if bound == 0.0 and floor == floor and abs(mean) <= floor and mean != 0.0:
+    if bound == 0.0 and math.isfinite(floor) and abs(mean) <= floor and mean != 0.0:
         mean = 0.0
     if not failed and not (math.isfinite(bound) and bound >= 0.0):
         reason = (f"the bound is not a finite non-negative number ({bound:.4g}): a condition of the theorem "

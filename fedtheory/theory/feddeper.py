@@ -223,7 +223,7 @@ def _run_kwargs(st):
 def _lhs(res, T):
     r""":math:`\frac1T\sum_{t<T}\|\nabla f(x^t)\|^2` from the run's history (``grad_mapping_sq``, the
     squared gradient for smooth f); +inf for a run that diverged."""
-    if res.status != "max_rounds":
+    if not res.finished:
         return math.inf
     h = res.history
     return float(h.loc[h["round"] < T, "grad_mapping_sq"].sum() / T)
@@ -269,7 +269,7 @@ def measure_theorem_1(st, runs):
     of the full-participation round 0 (averaged over seeds)."""
     T, K = st["T"], st["K"]
     lhs = [_lhs(r, T) for r in runs["main"]]
-    gT = [float(r.history["grad_mapping_sq"].iloc[-1]) if r.status == "max_rounds" else math.inf
+    gT = [float(r.history["grad_mapping_sq"].iloc[-1]) if r.finished else math.inf
           for r in runs["main"]]
     phi = []
     for r in runs["round0"]:
@@ -434,7 +434,7 @@ def measure_theorem_2(st, runs):
     T, K, xs = st["T"], st["K"], st["x_star"]
     pm, phi, phit, eps = [], [], [], []
     for r in runs["main"]:
-        if r.status != "max_rounds":
+        if not r.finished:
             pm.append(math.inf), phi.append(math.inf), phit.append(math.inf), eps.append(math.inf)
             continue
         V = r.trace.stack("personal")[:, :, :K]                      # (T, n, K, d): v_{i,k}^t, k < K

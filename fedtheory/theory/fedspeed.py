@@ -246,7 +246,7 @@ def measure(st, runs):
     T = st["T"]
     lhs, F1, A0, B0, curves = [], [], [], [], []
     for s, res in enumerate(runs["main"]):
-        if res.status != "max_rounds":
+        if not res.finished:
             raise RuntimeError(f"FedSpeed did not complete the run for seed {s}: {res.message}")
         h = res.history
         zg = h.loc[(h["round"] >= 1) & (h["round"] <= T - 1), "z_grad_sq"].to_numpy()

@@ -218,7 +218,7 @@ def _pinned_condition(m, gamma_b):
 
 # --------------------------------------------------------------- traced quantities --
 def _completed(res, seed):
-    if res.status != "max_rounds":
+    if not res.finished:
         raise RuntimeError(f"FedSPS did not complete the run for seed {seed}: {res.message}")
     return res
 

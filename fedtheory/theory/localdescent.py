@@ -304,7 +304,7 @@ def _grad_sq_average(problem, res, T):
     r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x^{(t)})\|^2` from one traced run (inf when the run
     diverged or stopped before T steps)."""
     X = virtual_averages(res.trace)
-    if res.status == "diverged" or X.shape[0] < T:
+    if not res.finished or X.shape[0] < T:
         return math.inf
     g = objective_gradients(problem, X[:T])
     with np.errstate(all="ignore"):
@@ -818,7 +818,7 @@ def _measure_4_2(st, runs):
     multi-point diversity per run, maximised over the runs)."""
     problem = st["problem"]
     with np.errstate(all="ignore"):
-        vals = [problem.value(res.x) - st["f_star"] if res.status != "diverged" else math.inf for res in runs["main"]]
+        vals = [problem.value(res.x) - st["f_star"] if res.finished else math.inf for res in runs["main"]]
     lam_traj = _lambda_traj(problem, _traj_runs(runs), "p99") if st["trajectory"] else None
     return dict(values=vals, lam_traj=lam_traj)
 

@@ -346,7 +346,7 @@ def measure(st, runs):
     Fs, xF = F_star(p, lam, st["x0"])
     vals, rad_it, rad_pp, diverged = [], 0.0, 0.0, 0
     for res in runs["main"]:
-        if res.status == "diverged":
+        if not res.finished:
             diverged += 1
             vals.append(math.inf)
         else:
