@@ -203,3 +203,28 @@ def test_every_loop_that_inlines_an_oracle_uses_numpys_error_model():
                     wrong.append(f"{info.name}.{name}")
     assert len(checked) >= 8, checked            # the local-step loops, the raw limit, the runtime dispatch
     assert not wrong, f"compiled with Numba's default error model: {wrong}; decorate them with oracles.loop_kernel"
+
+
+LIGHT = """
+import sys
+{code}
+heavy = sorted(m for m in ("numba", "pandas", "scipy", "numpy", "matplotlib", "torch") if m in sys.modules)
+print("heavy:" + ",".join(heavy))
+"""
+
+
+def test_import_fedtheory_and_the_version_load_no_heavy_dependency():
+    """``import fedtheory`` took 1.4-2.4 s and ``fedtheory --version`` 2 s: pandas, Numba and the
+    algorithm modules loaded eagerly. They load where first needed; what loads is checked here, not
+    timed (benchmarks/RESULTS.md times it)."""
+    for code in ("import fedtheory", "import fedtheory as ft; ft.__version__; ft.InvalidParameterError",
+                 "from fedtheory.__main__ import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass",
+                 "from fedtheory.__main__ import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"):
+        r = subprocess.run([sys.executable, "-c", LIGHT.format(code=code)], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip().splitlines()[-1] == "heavy:", (code, r.stdout)
+    r = subprocess.run([sys.executable, "-c", "import fedtheory as ft, problems\n"
+                        "p = problems.quadratic(3, 2)\nprint(ft.run(p, 'fedavg', rounds=1).status, "
+                        "'fedavg' in ft.algorithms(), ft.get_algorithm('fedavg').name, ft.RunResult.__name__)"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.split() == ["max_rounds", "True", "fedavg", "RunResult"], r.stderr
