@@ -203,7 +203,7 @@ def main():
     ap.add_argument("--peer-rounds", type=int, default=200)
     ap.add_argument("--data-dir", default=os.environ.get("FEDTHEORY_DATA"))
     ap.add_argument("--local-steps", type=int, default=K,
-                    help="local steps per round (default 5, the issue's setting; more local steps "
+                    help="local steps per round (default 5, the benchmark's setting; more local steps "
                          "spread the per-round cost of the round loop over more steps)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

@@ -3,7 +3,7 @@
 Each call is complete: the worst case (one SDP, or a branch and bound over the Polyak step sizes
 with its default 8 s budget), the one-round contraction, the bound and the step threshold (bisection).
 The constants are those of ``fedtheory verify --tightness`` (``TIGHTNESS_CASES``, full), two
-clients. Run on two cores with nothing else to measure the issue's "at most 30 s" criterion:
+clients. Run on two cores with nothing else to measure the "at most 30 s" target:
 
     python benchmarks/bench_tightness.py [--out FILE] [--theorem NAME] [--pairs 1x8,2x4,4x2,8x1]
 """

@@ -59,7 +59,7 @@ def test_every_command_is_in_the_help_examples_list(capsys):
 
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_help_shows_examples(cmd, capsys):
-    """Every command's --help shows examples (README: "fedtheory COMMAND --help shows examples")."""
+    """Every command's --help shows examples (docs/user-guide.md: "fedtheory COMMAND --help shows examples")."""
     with pytest.raises(SystemExit):
         main([cmd, "--help"])
     out = capsys.readouterr().out

@@ -61,8 +61,10 @@ eval_every = 8000
 [grid]
 seed = [0, 1, 2, 3]
 """
-SLOW = _SLOW_BASE.format(backend='backend = "python"\n')
-SLOW_ROWS = 4
+# 9000 rounds: about 2 s a run on a loaded 2-core machine, still mid-run when the driver is stopped
+SLOW = _SLOW_BASE.format(backend='backend = "python"\n').replace("rounds = 24000", "rounds = 9000") \
+    .replace("eval_every = 8000", "eval_every = 3000")
+SLOW_ROWS = 4                                   # rounds 0, 3000, 6000, 9000
 
 
 def _ids(cfg_text):
@@ -164,6 +166,7 @@ def _reap(pgid):
             pass
 
 
+@pytest.mark.slow          # the class of fault (a killed driver: test_dask_driver_killed_mid_sweep_and_rerun[SIGKILL] in the default run)
 def test_sigkill_driver_workers_exit_and_restart_completes(tmp_path):
     """SIGKILL the driver of a ``-j 2`` sweep mid-way: its loky workers exit within 3 s (they
     were mid-run), and a restart stores exactly the missing runs."""
@@ -210,6 +213,7 @@ def test_ctrl_c_exits_130_with_resume_line_and_stops_workers(tmp_path):
     _check_complete(df, SLOW, SLOW_ROWS)
 
 
+@pytest.mark.slow          # the class of fault (a killed worker: test_dask_killed_worker_is_one_line_and_the_rerun_completes in the default run)
 def test_killed_local_worker_is_one_line_and_the_rerun_completes(tmp_path):
     """A loky worker killed mid-sweep (as the out-of-memory killer does) broke the pool with a
     TerminatedWorkerError traceback: one line, exit 1, with the resume command, which completes it."""
@@ -396,6 +400,7 @@ def _complete_and_clean(out, clean):
     assert _stored(out) == _ids(DASK) and _quarantined(out) == []
 
 
+@pytest.mark.slow          # the class of fault (a killed worker: test_dask_killed_worker_is_one_line_and_the_rerun_completes in the default run)
 def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path, dask_clean, dask_cluster):
     """SIGKILL a worker twice mid-sweep (its nanny restarts it): the sweep completes without a word,
     and no run stored before a kill is computed again (the driver releases each future once its run

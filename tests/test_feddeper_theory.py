@@ -208,7 +208,7 @@ def test_specs_are_registered_with_variants():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_theorem_1_distinct_hessians_default_step_gives_a_meaningful_bound_or_says_why(seed):
-    """Issue case (a): at the default step a = a_cap(B^2_min) the old check evaluated G^2(B) where its
+    """Case (a): at the default step a = a_cap(B^2_min) the old check evaluated G^2(B) where its
     solve is singular, and reported a bound of rounding noise (-1.2e14 .. 1.5e14; 3 of 8 seeds a false
     VIOLATED). Now the bound is a finite positive number of the order of the measured terms, or the
     check is not applicable with the reason."""

@@ -1,4 +1,5 @@
-"""The README's sweep example (examples/sweep.toml) runs, and its grid points give distinct curves."""
+"""The user guide's sweep example (examples/sweep.toml, shown in docs/user-guide.md) runs, and its grid
+points give distinct curves."""
 import re
 from pathlib import Path
 
@@ -10,35 +11,36 @@ from fedtheory.config import load
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sweep.toml"
+GUIDE = ROOT / "docs" / "user-guide.md"           # the page that shows the example and its commands
 
 
-def _readme_block():
-    text = (ROOT / "README.md").read_text()
+def _guide_block():
+    text = GUIDE.read_text()
     m = re.search(r"<!-- sweep-example: start.*?-->\n```toml\n(.*?)```\n<!-- sweep-example: end -->", text, re.S)
-    assert m, "README.md lost its sweep-example markers"
+    assert m, "docs/user-guide.md lost its sweep-example markers"
     return m.group(1)
 
 
-def test_readme_and_help_show_the_example_file():
-    assert _readme_block() == EXAMPLE.read_text()
+def test_guide_and_help_show_the_example_file():
+    assert _guide_block() == EXAMPLE.read_text()
     assert "\n".join(ln[2:] for ln in EXAMPLE_CONFIG.splitlines()) == EXAMPLE.read_text().rstrip("\n")
     assert len(load(EXAMPLE).points()) == 12
 
 
-def _readme_commands():
-    """The commands the README shows right after the example (run as written, in a directory that
-    holds examples/)."""
+def _guide_commands():
+    """The commands the user guide shows right after the example (run as written, in a directory
+    that holds examples/)."""
     import shlex
-    text = (ROOT / "README.md").read_text()
+    text = GUIDE.read_text()
     m = re.search(r"<!-- sweep-example: end -->\n\n```\n(.*?)```", text, re.S)
-    assert m, "README.md lost the commands after its sweep example"
+    assert m, "docs/user-guide.md lost the commands after its sweep example"
     return [shlex.split(line, comments=True) for line in m.group(1).splitlines() if line.strip()]
 
 
-def test_readme_sweep_gives_distinct_curves(tmp_path, monkeypatch):
+def test_guide_sweep_gives_distinct_curves(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    commands = _readme_commands()
+    commands = _guide_commands()
     assert [c[:2] for c in commands] == [["fedtheory", "sweep"], ["fedtheory", "plot"]]
     for argv in commands:
         assert main(argv[1:] + ["--quiet"]) == 0, argv

@@ -420,7 +420,7 @@ def test_pfedme_receives_weight_decay_as_its_own_hyperparameter():
 
 def test_fedcm_weight_decay_is_l2_over_alpha():
     """FedCM scales the fresh gradient by alpha but not the decay: weight_decay=wd follows the
-    problem with l2 = wd / alpha (the decay the issue's outside check needed before this option)."""
+    problem with l2 = wd / alpha (the decay an outside check needed before this option)."""
     p, wd, a = _label_skewed(), 0.02, 0.25
     pl2 = problems.logistic([p.client_data(i)[0] for i in range(N)], [p.client_data(i)[1] for i in range(N)],
                             l2=wd / a)
