@@ -1,4 +1,4 @@
-"""The ``fedtheory`` command line (also ``python -m fedtheory``), docs/user-guide.md, "Command line".
+"""The ``fedtheory`` command line (also ``python -m fedtheory``), docs/user-guide.md: "Command line".
 
 Subcommands: ``list``, ``describe NAME``, ``run CONFIG``, ``sweep CONFIG --out DIR``,
 ``verify [--quick]``, ``plot DIR``, ``demo``, ``errata [--out DIR]``, ``falsify NAME``. ``fedtheory COMMAND --help`` shows examples;

@@ -1,4 +1,4 @@
-"""TOML run and sweep configurations (docs/configuration.md; docs/user-guide.md, "Command line").
+"""TOML run and sweep configurations (docs/configuration.md; docs/user-guide.md: "Command line").
 
 A configuration has three tables::
 

@@ -1,4 +1,4 @@
-"""The results store of sweeps: ``DIR/runs/`` and ``DIR/results.parquet`` (docs/user-guide.md, "Store layout"; docs/configuration.md).
+"""The results store of sweeps: ``DIR/runs/`` and ``DIR/results.parquet`` (docs/user-guide.md: "Store layout"; docs/configuration.md).
 
 Layout
 ------

@@ -1,4 +1,4 @@
-"""The federated loop: sampling, randomness, evaluation, bookkeeping (docs/user-guide.md, "Running a method")."""
+"""The federated loop: sampling, randomness, evaluation, bookkeeping (docs/user-guide.md: "Running a method")."""
 from __future__ import annotations
 
 import time

@@ -90,8 +90,12 @@ def test_form_lengths_name_each_kernel_and_storage():
         kernel_form(KIND_LOGISTIC, True))
 
 
-CASES = [("least_squares", False), ("least_squares", True), ("logistic", False), ("logistic", True),
-         ("quadratic", False), ("quadratic", True)]
+# a margin datafit on CSR rows and the explicit quadratic run by default; the other forms with -m slow
+# (each case compiles the four oracles twice, static and dispatched: 15-60 s with an empty cache)
+CASES = [pytest.param("least_squares", False, marks=pytest.mark.slow),
+         pytest.param("least_squares", True, marks=pytest.mark.slow),
+         pytest.param("logistic", False, marks=pytest.mark.slow), ("logistic", True), ("quadratic", False),
+         pytest.param("quadratic", True, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name,sparse", CASES)

@@ -618,13 +618,16 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
     floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
     floor += propagated
-    # a bound within the floor of 0 is 0 (a product of terms that cancel, a difference of equal values),
-    # and so is a measurement within the floor of 0 under it: a zero measurement under a zero bound holds
-    if math.isfinite(bound) and math.isfinite(floor) and abs(bound) <= floor and bound != 0.0:
+    # a bound within the rounding of its own inputs of 0 is 0 (terms that cancel, a difference of equal
+    # values), and so is a measurement within its floor of 0 under it: a zero measurement under a zero
+    # bound holds. (The measurement's floor says nothing of the bound: 5e-4 is no 0 beside f = 1e29.)
+    if math.isfinite(bound) and bound != 0.0 and abs(bound) <= propagated:
         bound = 0.0
-    if bound == 0.0 and math.isfinite(floor) and abs(mean) <= floor and mean != 0.0:
+    if bound == 0.0 and math.isfinite(floor) and mean != 0.0 and abs(mean) <= floor:
         mean = 0.0
-    if not failed and not (math.isfinite(bound) and bound >= 0.0):
+    # a bound below 0 by no more than the floor is 0 to rounding: the comparison goes on, and is
+    # UNRESOLVED where it rests on that rounding
+    if not failed and not (math.isfinite(bound) and bound >= -(floor if floor == floor else 0.0)):
         reason = (f"the bound is not a finite non-negative number ({bound:.4g}): a condition of the theorem "
                   "fails for these constants")
         failed = [None]

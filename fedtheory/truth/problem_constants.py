@@ -8,7 +8,7 @@ All quantities are computed from the data and the certified optimum, never guess
 ``L_sample_max``       largest per-sample smoothness: curvature_bound ||a||^2 + l2 (least squares c = 1, logistic 1/4)
 ``mu``                 :math:`\inf_x \lambda_{\min}\nabla^2 F_{smooth}(x)` (logistic: the ridge l2)
 ``mu_star``            :math:`\lambda_{\min}\nabla^2 F_{smooth}(x^*)` (local curvature at the optimum)
-``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 in docs/implemented.md, zeta_*^2 of FedSPS)
+``zeta_star_sq``       :math:`\sum_i w_i\|\nabla f_i(x^*)\|^2` (sigma_*^2 of docs/implemented.md; zeta_*^2 of FedSPS)
 ``gamma_gap``          :math:`\Gamma = F^* - \sum_i w_i f_i^*` (Li et al. 2020; FedSPS sigma_f^2 with l_i* = f_i*)
 ``sigma_f_sq_zero``    FedSPS :math:`\sigma_f^2` with :math:`\ell_i^* = 0`: F* (non-negative losses only)
 ``sigma_sq``           variance of the additive gradient noise, d * noise^2
