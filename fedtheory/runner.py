@@ -489,6 +489,14 @@ class _Job:
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,
                                         sampling, batch_replacement, tol)
+        # the counts as Python ints: a NumPy int16 or uint32 (accepted as the number it holds) would
+        # compile the rounds anew for its type
+        rounds, local_steps, seed = int(rounds), int(local_steps), int(seed)
+        clients_per_round = None if clients_per_round is None else int(clients_per_round)
+        batch_size = None if batch_size is None else int(batch_size)
+        self.rounds, self.local_steps, self.seed = rounds, local_steps, seed
+        if eval_every is not None:
+            self.eval_every = eval_every = int(eval_every)
         self.eval_unit = (EVAL_ROW_COST * float(problem.client_sizes.sum()) + EVAL_FIXED_COST
                           + float(alg_cls.eval_extra_cost))
         check_param("trace_max_mb", trace_max_mb, [Interval(float, 0, None, "neither")], "run")   # with or without trace

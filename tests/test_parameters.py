@@ -243,3 +243,16 @@ def test_lr_threshold_options_are_checked(param, bad, what):
     with pytest.raises(InvalidParameterError) as e:
         lr_threshold("fedsps.theorem_3b", L=1.0, mu=0.1, local_steps=1, **{param: bad})
     assert str(e.value) == f"The '{param}' parameter of lr_threshold must be {what}. Got {bad!r} instead."
+
+
+def test_numpy_integer_scalars_compile_nothing_new(quad):
+    """np.uint32 clients_per_round, np.int16 eval_every and np.uint64 rounds were passed on as such:
+    each compiled FedAvg's rounds anew for its type (3-4 s each)."""
+    from fedtheory._kernels.drivers import driver
+    kw = dict(local_steps=2, lr=0.5, seed=3)
+    ft.run(quad, "fedavg", rounds=4, clients_per_round=2, eval_every=2, **kw)
+    seg = driver("fedtheory.algorithms.fedavg").segment
+    before = list(seg.signatures)
+    ft.run(quad, "fedavg", rounds=np.uint64(4), clients_per_round=np.uint32(2), eval_every=np.int16(2),
+           **dict(kw, seed=np.int64(3), local_steps=np.int8(2)))
+    assert list(seg.signatures) == before
