@@ -608,7 +608,7 @@ def _connect(address, n_jobs=None):
     try:
         if address is None:
             return Client(n_workers=_n_workers(n_jobs), threads_per_worker=1, processes=True,
-                          dashboard_address=None)
+                          dashboard_address=":0")
         return Client(address)
     except (OSError, TimeoutError) as e:
         raise _BackendFailure(f"cannot reach the Dask scheduler at {address} ({' '.join(str(e).split())}); "

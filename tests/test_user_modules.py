@@ -81,7 +81,7 @@ def dask_cluster():
     """One LocalCluster of two process workers for this module's Dask sweeps."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                                  dashboard_address=":0", worker_dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         yield cluster, client
 
@@ -558,3 +558,28 @@ def test_dask_without_a_scheduler_starts_n_jobs_workers(tmp_path, monkeypatch):
     cfg = CFG.replace(f'algorithm = "{NAME}"', 'algorithm = "fedavg"')
     df = sw.sweep(cfg, tmp_path / "out", n_jobs=1, backend="dask", progress=False)
     assert seen == [1] and df.run_id.nunique() == 2
+
+
+def test_a_local_dask_cluster_takes_no_fixed_port(monkeypatch):
+    """``--backend dask`` without a scheduler opened its dashboard on port 8787 ("Port 8787 is already
+    in use" when another cluster, or a test, held it): the local cluster takes a free port."""
+    pytest.importorskip("distributed")
+    import socket
+    import warnings
+
+    from fedtheory.sweep import _connect
+    held = socket.socket()
+    try:
+        try:
+            held.bind(("127.0.0.1", 8787))
+            held.listen()
+        except OSError:
+            pass                                # held by another process already: the same situation
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            client = _connect(None, 1)
+            client.close()
+            client.cluster.close()
+    finally:
+        held.close()
+    assert not [str(w.message) for w in caught if "already in use" in str(w.message)]
