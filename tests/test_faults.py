@@ -137,7 +137,7 @@ def _start_driver(tmp_path, out, jobs="2"):
                             preexec_fn=_sigint_default)
     runs = out / "runs"
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 90:           # one run stored, the workers busy with the next ones
+    while time.monotonic() - t0 < 300:          # one run stored, the workers busy with the next ones (300 s: a cold compile, loaded)
         if runs.exists() and list(runs.glob("*.parquet")) and len(_group(proc.pid)) >= 3:
             break
         if proc.poll() is not None:
@@ -265,7 +265,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
                                     preexec_fn=_sigint_default)
             try:
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < 60 and not executing():
+                while time.monotonic() - t0 < 300 and not executing():     # (a loaded machine)
                     time.sleep(0.05)
                 assert executing() == 1
                 time.sleep(0.3)
@@ -370,7 +370,7 @@ def _stored(out):
     return {p.stem for p in (out / "runs").glob("*.parquet")} if (out / "runs").exists() else set()
 
 
-def _wait_stored(out, n, proc, seconds=120):
+def _wait_stored(out, n, proc, seconds=300):         # covers a cold compile on a loaded machine
     t0 = time.monotonic()
     while len(_stored(out)) < n and proc.poll() is None and time.monotonic() - t0 < seconds:
         time.sleep(0.02)
@@ -995,8 +995,12 @@ NUMBA_RUN = ("import warnings, fedtheory as ft, problems\n"
        "print(r.status, sum('Numba cache' in str(x.message) for x in w))\n")
 
 
-def _numba_run(cache_dir):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+def _numba_run(cache_dir, drivers_only=False):
+    """Run NUMBA_RUN in a child whose Numba cache is ``cache_dir`` (every kernel), or, with
+    ``drivers_only``, whose generated drivers (and their cache beside them) are in ``cache_dir``
+    while the library's kernels load from the suite's cache."""
+    env = dict(os.environ, **({"FEDTHEORY_DRIVER_DIR": str(cache_dir)} if drivers_only
+                              else {"NUMBA_CACHE_DIR": str(cache_dir)}))
     r = subprocess.run([sys.executable, "-c", NUMBA_RUN], capture_output=True, text=True, cwd=_NB_ROOT, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     status, warned = r.stdout.split()
@@ -1010,8 +1014,27 @@ def populated(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("damage", ["garbage", pytest.param("truncate", marks=pytest.mark.slow),
-                                    pytest.param("empty", marks=pytest.mark.slow)])
+def _damage(files, damage):
+    for f in files:
+        raw = f.read_bytes()
+        f.write_bytes({"garbage": os.urandom(len(raw)), "truncate": raw[: len(raw) // 3], "empty": b""}[damage])
+
+
+def test_damaged_driver_cache_is_recompiled(tmp_path):
+    """The compiled rounds' cache files garbled: the run warns, recompiles and caches them again; the
+    next run reads them back silently. (The library's kernels load from the suite's cache: only the
+    driver compiles. Every kernel's files damaged: the slow cases below.)"""
+    assert _numba_run(tmp_path, drivers_only=True) == ("max_rounds", 0)
+    files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc")]
+    assert any(".segment-" in f.name for f in files), files
+    _damage(files, "garbage")
+    status, warned = _numba_run(tmp_path, drivers_only=True)
+    assert status == "max_rounds" and warned >= 1
+    assert _numba_run(tmp_path, drivers_only=True) == ("max_rounds", 0)          # repaired: read back silently
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "empty"])
 def test_damaged_numba_cache_is_recompiled(populated, tmp_path, damage):
     shutil.copytree(populated, tmp_path, dirs_exist_ok=True)
     # every cache file: a compiled function that calls a kernel holds the kernel's code, so the run may
@@ -1019,9 +1042,7 @@ def test_damaged_numba_cache_is_recompiled(populated, tmp_path, damage):
     files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc")]
     assert any("local_steps" in f.name for f in files)
     assert files, "the kernel cache was not written where expected"
-    for f in files:
-        raw = f.read_bytes()
-        f.write_bytes({"garbage": os.urandom(len(raw)), "truncate": raw[: len(raw) // 3], "empty": b""}[damage])
+    _damage(files, damage)
     status, warned = _numba_run(tmp_path)
     assert status == "max_rounds" and warned >= 1
     assert _numba_run(tmp_path) == ("max_rounds", 0)          # repaired: read back silently
