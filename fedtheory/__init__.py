@@ -19,9 +19,13 @@ _LAZY = {"run": "runner", "RunResult": "runner", "FederatedProblem": "problem", 
 
 def __getattr__(name):
     """Load a public name of :data:`_LAZY` from its module on first use (PEP 562)."""
-    if name not in _LAZY:
-        raise AttributeError(f"module 'fedtheory' has no attribute {name!r}")
     import importlib
+    import importlib.util
+    if name not in _LAZY:
+        # a submodule (fedtheory.registry, fedtheory.trace, ...): ``import fedtheory`` used to load them
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module 'fedtheory' has no attribute {name!r}")
     module = importlib.import_module(f".{_LAZY[name]}", __name__)
     # ``algorithms`` is the package itself (callable: it lists the registered names)
     value = module if name == "algorithms" else getattr(module, name)

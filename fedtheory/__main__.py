@@ -321,7 +321,7 @@ def _run(args):
         store.add(rid, df)
         print(f"results: {store.path}")
     if diverged:
-        print(f"fedtheory run: diverged: {res.message}; {_step_hint(*pts[0])} "
+        print(f"fedtheory run: diverged: {res.message}; {_step_hint(*pts[0], diverged_at=res.rounds + 1)} "
               f"(exit status {DIVERGED})", file=sys.stderr)
         return DIVERGED
     return 0
@@ -355,32 +355,40 @@ def _before_blowup(df):
 HINT_FRACTIONS = (0.1, 0.01, 0.001)
 
 
-def _step_hint(problem_args, run_args):
+def _step_hint(problem_args, run_args, diverged_at=None):
     """A step size checked to work: the same configuration run again with lr a tenth, a hundredth,
-    a thousandth of the configured one, then 1/L (L the smoothness constant of F, computed from the
-    data); the first that does not diverge is named with how it was chosen. Or which step sizes to
-    lower."""
+    a thousandth of the configured one, then 1/L (L the smoothness constant of F, from the data);
+    the first that does not diverge is named with how it was chosen. The checks run at most
+    ten times the rounds the run lasted (and at least 100), and say so when that is fewer than the
+    configuration's. Or which step sizes to lower."""
     lr = run_args.get("lr")
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
         return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
     from .sweep import build_problem, run_point
+    rounds = int(run_args.get("rounds", 1))
+    checked = rounds if diverged_at is None else min(rounds, max(10 * int(diverged_at), 100))
+    what = "this configuration" if checked == rounds else f"the first {checked} rounds of this configuration"
 
     def one_over_L():
-        from .truth import constants
-        L = float(constants(build_problem(problem_args)).L)
+        from .constants import smoothness
+        L = float(smoothness(build_problem(problem_args)))
         return 1.0 / L, f"1/L, L = {L:.3g} the smoothness constant of F computed from the data"
     tried = []
     for choose in [*((lambda f=f: (lr * f, f"{f:g} x lr = {lr:g}")) for f in HINT_FRACTIONS), one_over_L]:
         try:
             cand, how = choose()
-        except Exception:                     # no constant for this problem (a deep network, say)
+            if not (cand > 0 and math.isfinite(cand)) or cand in tried:
+                continue
+            tried.append(cand)
+            _, _, res = run_point(problem_args, dict(run_args, lr=cand, rounds=checked), result=True)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception:                     # no constant for this problem, or a run that cannot be made
             continue
-        if not (cand > 0 and math.isfinite(cand)) or cand in tried:
-            continue
-        tried.append(cand)
-        _, _, res = run_point(problem_args, dict(run_args, lr=cand), result=True)
         if res.status != "diverged":
-            return f"lr = {cand:.3g} ({how}) ran this configuration without diverging (status {res.status})"
+            return f"lr = {cand:.3g} ({how}) ran {what} without diverging (status {res.status})"
+    if not tried:
+        return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
     return (f"lr = {', '.join(f'{c:.3g}' for c in tried)} diverged too: lower the algorithm's own step "
             "parameters as well")
 

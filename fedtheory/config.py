@@ -695,7 +695,7 @@ def _repeated_key(text, lineno):
     if not 1 <= lineno <= len(lines):
         return None
     key_of = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
-    table_of = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
+    table_of = re.compile(r"^\s*\[\[?([^\[\]]+)\]\]?\s*(#.*)?$")      # [table] and [[array of tables]]
     m = key_of.match(lines[lineno - 1])
     if not m:
         return None

@@ -408,13 +408,13 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=rounds, desc=job.alg.name)
+        bar = tqdm(total=job.rounds, desc=job.alg.name)
     with np.errstate(all="ignore"):
         if job.driver is not None:
             with job.sigint:
                 job.run_fused(bar) if job.fused else job.run_with_callback(bar)
         else:
-            for r in range(1, rounds + 1):
+            for r in range(1, job.rounds + 1):          # (a Python int: a NumPy uint8 255 + 1 wraps to 0)
                 stop = job.round(r)
                 if bar is not None and job.completed == r:
                     bar.update(1)
@@ -585,6 +585,7 @@ class _Job:
         self.status, self.message = "max_rounds", f"completed {rounds} rounds"
         self.completed = 0
         self.last_finite_x = None
+        self.grown_at = None                    # the round at which F was found grown past DIVERGENCE_GROWTH
 
     @staticmethod
     def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
@@ -1048,6 +1049,8 @@ class _Job:
                                         "rename them in its scalars or history_extras.")
         row.update(own)
         self.rows.append(row)
+        if grown is not None:
+            self.grown_at = r
         return row, grown
 
     def _grown(self, F):
@@ -1072,8 +1075,8 @@ class _Job:
                          iterates=np.array(self.iterates) if self.record else None, state=self.state,
                          sampled=self.sampled, algorithm=self.alg, seed=self.seed, backend=self.backend,
                          time=c["time"], trace=None if self.trace is None else self.trace.result(),
-                         finished=bool(self.completed == self.rounds and self.last_finite_x is None
-                                       and self.status in ("max_rounds", "diverged") and np.isfinite(x).all()))
+                         finished=bool(self.completed == self.rounds and np.isfinite(x).all()
+                                       and (self.status == "max_rounds" or self.grown_at == self.rounds)))
 
 
 def _history_frame(rows):

@@ -271,3 +271,20 @@ def test_a_finite_objective_grown_by_orders_of_magnitude_has_diverged(backend):
     assert f"round {int(res.history['round'].iloc[-1])}: F(x) = " in res.message and "has grown past" in res.message
     ok = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=0.5, backend=backend)
     assert ok.status == "max_rounds"
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_finished_means_every_round_ran_with_a_finite_model(backend):
+    """``finished``: max_rounds, or F's growth found at the last round (the model is finite and was
+    measured there); not a blow-up to inf found at the last round (the history's last row is an
+    earlier round), nor a stop before the last round."""
+    p = problems.quadratic(2, 2)
+    cases = [(dict(lr=0.1, rounds=5), "max_rounds", True),
+             (dict(lr=1000.0, rounds=30, eval_every=30), "diverged", True),       # grown, at round 30
+             (dict(lr=1000.0, rounds=200, eval_every=200), "diverged", False),    # F = inf at round 200
+             (dict(lr=5.0, rounds=50, eval_every=1), "diverged", False)]          # grown at round 17
+    for kw, status, finished in cases:
+        res = ft.run(p, "fedavg", backend=backend, **kw)
+        assert (res.status, res.finished) == (status, finished), (kw, res.message)
+    res = ft.run(p, "fedavg", rounds=np.uint8(255), backend=backend)       # 255 + 1 wrapped to 0 rounds
+    assert res.rounds == 255 and res.history["round"].iloc[-1] == 255

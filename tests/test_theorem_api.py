@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fedtheory as ft
 import problems
@@ -433,3 +434,48 @@ def test_rate_fit_gives_no_verdict_without_an_interval_and_ignores_rounding():
     for Ts in ([10], [10, 20], [10, 10, 20], [0, 10, 20], "abc"):
         with pytest.raises(ft.InvalidParameterError, match="'Ts' parameter of RateStudy"):
             RateStudy("pow", build, Ts, lambda T: dict(rounds=T), -1.0)
+
+
+_SNAP = {}
+
+
+def _snap_spec():
+    """A theorem whose measured value, bound, measurement floor and bound rounding are given as
+    parameters (one cheap run of the registered FedAvg stands behind it)."""
+    from fedtheory.theory import SPECS, Condition, TheoremSpec, Variant, register_spec
+    name = "test.zero_to_rounding"
+    if name not in SPECS:
+        def setup(problem, m=0.0, b=0.0, own=0.0, delta=0.0):
+            return dict(problem=problem, m=m, b=b, own=own, delta=delta, seeds=1)
+        register_spec(TheoremSpec(
+            name=name, algorithm="fedavg", statement="m <= b", setup=setup,
+            run_kwargs=lambda st: dict(rounds=1, local_steps=1, lr=0.1),
+            measure=lambda st, runs: {"values": [st["m"]]}, conditions=lambda st, m: [],
+            variants={"printed": Variant("b", lambda st, m: st["b"])}, quantity="m",
+            floor=lambda st, m: st["own"], rounding=lambda st, m: {("setup", "b"): st["delta"]}))
+    return name
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.floats(-1e-12, 1e-12), b=st.floats(-1e-12, 1e-12), own=st.sampled_from([0.0, 1e-28, 1e-16, 1e-13]),
+       delta=st.sampled_from([0.0, 1e-16, 1e-13, 1e-12]))
+def test_a_verdict_at_rounding_level_never_contradicts_the_floors(m, b, own, delta):
+    """Zero to rounding: a bound within its own rounding (delta) of 0 is 0, a measurement within its own
+    floor of 0 under it is 0. No verdict may contradict what the floors allow: "holds" needs
+    m - own <= b + delta, VIOLATED needs m - own > b + delta. (A distance of 1e-13 was zeroed by the
+    bound's rounding of 3e-13, and a bound of 8e-16 within a rounding of 1e-15 read as a violation.)"""
+    from fedtheory.theory import SPECS, THEOREMS
+    name = _snap_spec()
+    try:
+        v = validation.verify(name, problems.quadratic(2, 2, seed=0), m=m, b=b, own=own, delta=delta)
+    finally:
+        SPECS.pop(name, None), THEOREMS.pop(name, None)
+    if not v.applicable:                                   # a bound below 0 beyond its floor
+        assert b < 0
+        return
+    if v.verdict() == "holds":
+        assert m - own <= b + delta + 1e-30, (v.measured, v.bound, v.floor)
+    elif v.verdict() == "VIOLATED":
+        assert m - own > b + delta, (v.measured, v.bound, v.floor)
+    if (v.measured, v.bound) != (m, b):
+        assert v.details["computed_measured_and_bound"] == (m, b)

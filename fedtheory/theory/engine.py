@@ -615,15 +615,19 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         return v
     setup = full
     reason = "; ".join(f"fails {c.name}" for c in failed)
-    floor = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
-    floor = max(floor, comparison_floor(mean, bound)) if math.isfinite(bound) else floor
-    floor += propagated
+    own = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
+    own = max(own, comparison_floor(mean, bound)) if math.isfinite(bound) else own   # the measurement's
+    floor = own + propagated
+    computed = (mean, bound)
     # a bound within the rounding of its own inputs of 0 is 0 (terms that cancel, a difference of equal
-    # values), and so is a measurement within its floor of 0 under it: a zero measurement under a zero
-    # bound holds. (The measurement's floor says nothing of the bound: 5e-4 is no 0 beside f = 1e29.)
+    # values: the true bound lies in [0, 2 |bound|], which the floor keeps), and a measurement within its
+    # own floor of 0 under it is 0: a zero measurement under a zero bound holds. (Neither floor speaks
+    # for the other quantity: 5e-4 is no 0 beside f = 1e29, nor a distance of 1e-13 beside a bound's
+    # rounding of 3e-13.)
     if math.isfinite(bound) and bound != 0.0 and abs(bound) <= propagated:
+        floor += abs(bound)
         bound = 0.0
-    if bound == 0.0 and math.isfinite(floor) and mean != 0.0 and abs(mean) <= floor:
+    if bound == 0.0 and math.isfinite(own) and mean != 0.0 and abs(mean) <= own:
         mean = 0.0
     # a bound below 0 by no more than the floor is 0 to rounding: the comparison goes on, and is
     # UNRESOLVED where it rests on that rounding
@@ -634,6 +638,8 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     details = {k: v for k, v in setup.items()}
     details["measurement"] = m
     details["variant_description"] = var.description
+    if (mean, bound) != computed:           # zero to rounding: what was computed, for the record
+        details["computed_measured_and_bound"] = computed
     if spec.details is not None:
         try:
             details.update(spec.details(setup if sub is None else sub.hide(setup), m))

@@ -874,10 +874,12 @@ def measure_6b(st, runs):
     if max(pl) <= PLATEAU_RESOLUTION * fl:     # both plateaus zero to rounding: below any positive term
         ratio = 0.0                            # of the theorem at gamma_b/2, and a zero under a zero one
         if max(pl) > 0.0:
+            terms = rate_terms_6b(st, st["gamma_b"] / 2) + transient_6b(st, st["gamma_b"] / 2)
             note = (f"both plateaus ({pl[0]:.3g} at gamma_b, {pl[1]:.3g} at gamma_b/2) are within "
                     f"{PLATEAU_RESOLUTION:g} resolution floors ({fl:.3g}) of zero: zero to rounding, so "
-                    f"plateau(gamma_b/2) is below the theorem's terms there ({rate_terms_6b(st, st['gamma_b'] / 2):.3g} "
-                    f"with constant 1)")
+                    + (f"plateau(gamma_b/2) is below the theorem's terms there ({terms:.3g} with constant 1)"
+                       if pl[1] <= terms else
+                       f"under the theorem's terms there ({terms:.3g} with constant 1; zero to rounding as well)"))
     elif pl[0] <= PLATEAU_RESOLUTION * fl:
         ratio = float(pl[1] / pl[0]) if pl[0] > 0 else float("inf")
         unresolved = (f"the plateau at gamma_b, {pl[0]:.3g}, is within {PLATEAU_RESOLUTION:g} resolution floors "
