@@ -9,6 +9,7 @@ import fedtheory as ft
 MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.theory.fedspeed",
             "fedtheory.theory.localdescent", "fedtheory.theory.fedsps", "fedtheory.theory.feddeper",
             "fedtheory.theory.pfedfbe", "fedtheory.metrics", "fedtheory.errata", "fedtheory.theory", "problems.lasso_settings",
+            "fedtheory.theory.verdicts", "fedtheory._threads",
             "problems.low_rank",
             "fedtheory.topology",
             "fedtheory.config", "fedtheory.registry", "fedtheory._argcheck", "fedtheory.__main__",
