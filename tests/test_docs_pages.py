@@ -355,10 +355,12 @@ _PROCESS = re.compile(
 
 
 def test_process_pattern_finds_process_words_and_spares_ordinary_english():
-    hits = ["the iss" + "ue's target", "the size the " + "issue measured", "the torch backend's " + "issue",
-            "Issue " + "case (a): the old check", "Eighth " + "session", "after the fifth " + "session's reviews",
-            "Compiled rounds: third " + "results", "No path changed this " + "session", "the work " + "log",
-            "two working " + "sessions", "the next " + "session"]    # in two parts: this file is scanned too
+    # each phrase kept as separate words here, joined below: this file is scanned too
+    words = [("the", "iss" + "ue's", "target"), ("the", "size", "the", "iss" + "ue", "measured"),
+             ("the", "torch", "backend's", "iss" + "ue"), ("Iss" + "ue", "case", "(a)"), ("Eighth", "sess" + "ion"),
+             ("the", "fifth", "sess" + "ion's", "reviews"), ("third", "res" + "ults"), ("this", "sess" + "ion"),
+             ("the", "work", "lo" + "g"), ("two", "working", "sess" + "ions"), ("the", "next", "sess" + "ion")]
+    hits = [" ".join(w) for w in words]
     spared = ["an issue with 3 clients", "it issues a warning", "numerical issues at rounding level",
               '@pytest.fixture(scope="session")', "Popen(cmd, start_new_session=True)",
               "the same colour for the rest of the session", "the results of the first run",
