@@ -351,6 +351,8 @@ def _before_blowup(df):
                          f"its start, {start:.3g}; the iterates blow up")
 
 
+_LOWER_STEPS = ("try a smaller step size (set lr, or the algorithm's own step parameters, below their current "
+                "value)")
 #: The step sizes a diverged run's hint tries, as fractions of its lr (each run in full, in turn).
 HINT_FRACTIONS = (0.1, 0.01, 0.001)
 
@@ -363,7 +365,7 @@ def _step_hint(problem_args, run_args, diverged_at=None):
     configuration's. Or which step sizes to lower."""
     lr = run_args.get("lr")
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
-        return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
+        return _LOWER_STEPS
     from .sweep import build_problem, run_point
     rounds = int(run_args.get("rounds", 1))
     checked = rounds if diverged_at is None else min(rounds, max(10 * int(diverged_at), 100))
@@ -388,7 +390,7 @@ def _step_hint(problem_args, run_args, diverged_at=None):
         if res.status != "diverged":
             return f"lr = {cand:.3g} ({how}) ran {what} without diverging (status {res.status})"
     if not tried:
-        return "try a smaller step size (set lr, or the algorithm's own step parameters, below their current value)"
+        return _LOWER_STEPS
     return (f"lr = {', '.join(f'{c:.3g}' for c in tried)} diverged too: lower the algorithm's own step "
             "parameters as well")
 

@@ -141,10 +141,6 @@ class RunResult:
     trace: object = field(default=None, repr=False)
     finished: bool = False
 
-    # ``finished``: every planned round ran and the model is finite (status "max_rounds", or
-    # "diverged" by F's growth past DIVERGENCE_GROWTH found at the last round): a theorem measures
-    # such a run's iterates as they are; any other diverged run has none to measure.
-
     def __repr__(self):
         """One line: algorithm, status, rounds, the last evaluated metrics and the costs."""
         name = getattr(self.algorithm, "name", self.algorithm)

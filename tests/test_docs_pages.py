@@ -333,11 +333,16 @@ def test_tracker_pattern_finds_references_and_spares_the_papers_numbering():
     assert not any(_TRACKER.search(t) for t in spared)
 
 
-def test_no_tracked_file_cites_the_trackers_issue_numbers():
+def _tracked_lines_matching(pattern):
+    """``file:line: text`` of every line of a tracked text file that ``pattern`` finds."""
     files = _tracked_text_files()
     assert len(files) > 100                               # the scan saw the repository
-    found = [f"{name}:{i}: {line.strip()[:120]}" for name, text in files
-             for i, line in enumerate(text.splitlines(), 1) if _TRACKER.search(line)]
+    return [f"{name}:{i}: {line.strip()[:120]}" for name, text in files
+            for i, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+
+
+def test_no_tracked_file_cites_the_trackers_issue_numbers():
+    found = _tracked_lines_matching(_TRACKER)
     assert not found, "\n".join(found)
 
 
@@ -370,8 +375,5 @@ def test_process_pattern_finds_process_words_and_spares_ordinary_english():
 
 
 def test_no_tracked_file_speaks_of_the_process_that_built_it():
-    files = _tracked_text_files()
-    assert len(files) > 100                               # the scan saw the repository
-    found = [f"{name}:{i}: {line.strip()[:120]}" for name, text in files
-             for i, line in enumerate(text.splitlines(), 1) if _PROCESS.search(line)]
+    found = _tracked_lines_matching(_PROCESS)
     assert not found, "\n".join(found)

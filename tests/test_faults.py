@@ -363,7 +363,7 @@ def _dask_driver(tmp_path, out, address):
     cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(out), "--backend", "dask",
            "--scheduler", address]
     return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True, preexec_fn=_sigint_default)
+                                 start_new_session=True)
 
 
 def _stored(out):
@@ -1165,8 +1165,7 @@ def test_ctrl_c_during_a_compiled_run_is_a_keyboard_interrupt(delay):
     the call's object-mode evaluation callback, and the process died of a segmentation fault (exit
     -11 in 3 of 3 tries; ``fedtheory run`` and ``sweep -j 1`` exited 139 with nothing printed). The
     interrupt is now held until the call returns at its next evaluation, then raised in Python."""
-    proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_default)
+    proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(delay)
@@ -1186,7 +1185,7 @@ def test_ctrl_c_during_fedtheory_run_exits_130_with_one_line(tmp_path):
                    "rounds = 10000000\nlr = 0.1\neval_every = 50\n")
     ft.run(problems.quadratic(10, 10), "fedavg", rounds=2, lr=0.1, eval_every=50)  # its kernels cached first:
     proc = subprocess.Popen([sys.executable, "-m", "fedtheory", "run", str(cfg)], stdout=subprocess.PIPE,  # the
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)   # wait covers no compile
+                            stderr=subprocess.PIPE, text=True)   # the wait covers no compile
     try:
         time.sleep(8.0)                      # import, load the cached kernels, and into the rounds
         proc.send_signal(signal.SIGINT)
