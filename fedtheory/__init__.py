@@ -51,7 +51,9 @@ def describe(name, conditions=True):
       accepts): ``kind`` "problem factory", how it is called in Python (``call``), its
       parameters with defaults (``"required"`` for those without one) and the docstring's
       summary;
-    * a theorem: ``kind`` "theorem", the algorithm it measures, the statement (its equations),
+    * a theorem or a lemma (a proof step): ``kind`` "theorem" or "lemma", its ``proof`` (the
+      lemmas it rests on, in proof order) and ``proof_of`` (the theorems whose proof uses it),
+      the algorithm it measures, the statement (its equations),
       the reference, the measured ``quantity``, the ``parameters`` it accepts with their
       defaults (from its setup function's signature: what ``validation.verify(name, problem,
       **params)`` takes; ``"required"`` for one without a default), the ``assumptions`` of its
@@ -137,7 +139,10 @@ def _describe_theorem(spec, conditions):
     space = None
     if spec.cases is not None:
         space = _summary(getattr(spec.cases, "__doc__", "")) or "declared (its function has no docstring)"
-    out = {"name": spec.name, "kind": "theorem", "algorithm": spec.algorithm, "statement": spec.statement,
+    from .theory import SPECS, is_lemma
+    out = {"name": spec.name, "kind": "lemma" if is_lemma(spec.name) else "theorem", "algorithm": spec.algorithm,
+           "statement": spec.statement, "proof": list(spec.proof),
+           "proof_of": sorted(n for n, s in SPECS.items() if spec.name in s.proof),
            "reference": spec.reference, "quantity": spec.quantity or "(not named)",
            "parameters": parameters(spec),
            "assumptions": [{"capability": cap, "name": text} for cap, text in spec.assumptions],

@@ -191,9 +191,13 @@ def _describe_text(info):
     """``fedtheory describe``'s human-readable text (UTF-8) of :func:`fedtheory.describe`'s dict."""
     lines = []
     kind = info.get("kind")
-    if kind == "theorem":
-        lines += [f"{info['name']}: theorem (measures algorithm {info['algorithm']!r})",
+    if kind in ("theorem", "lemma"):
+        lines += [f"{info['name']}: {kind} (measures algorithm {info['algorithm']!r})",
                   f"  statement: {info['statement']}", f"  reference: {info['reference']}"]
+        if info.get("proof"):
+            lines.append("  proof, in order (fedtheory verify --lemmas): " + ", ".join(info["proof"]))
+        if info.get("proof_of"):
+            lines.append("  in the proof of: " + ", ".join(info["proof_of"]))
         if "quantity" in info:
             lines.append(f"  quantity (measured left-hand side): {info['quantity']}")
         if "parameters" in info:
@@ -461,7 +465,7 @@ def _verify(args):
     if jobs < 0:                                       # joblib's convention: -1 all CPUs, -2 all but one
         jobs = max(1, (os.cpu_count() or 1) + 1 + jobs)
     df, _ = verify_all(quick=args.quick, out=args.out, theorems=args.theorem or None, tightness=args.tightness,
-                       jobs=jobs)
+                       jobs=jobs, lemmas=args.lemmas)
     from .theory.verdicts import is_failure     # a violation no expectation covers fails the check too
     return 1 if df.verdict.map(is_failure).any() else 0
 
@@ -475,8 +479,11 @@ def _errata(args):
         said = [f"{w} {r[k + '_verdict'].split(':')[0]}" + (f" (measured/bound {r[k + '_ratio']:.4g})"
                                                              if r[k + "_ratio"] == r[k + "_ratio"] else "")
                 for w, k in (("printed", "printed"), (r["variant"], "corrected"))]
-        print(f"{r['theorem']} [{r['label']}]: {', '.join(said)}")
-    print(f"{len(rows)} errata: {md}, {tex}")
+        where = "" if r["level"] == "theorem" else f" at {r['level']}"
+        print(f"{r['theorem']} [{r['label']}]: {', '.join(said)}{where}"
+              + ("" if r["separated"] else " (not separated)"))
+    n_sep = sum(bool(r["separated"]) for r in rows)
+    print(f"{len(rows)} errata, {n_sep} separated by a computation: {md}, {tex}")
     return 0
 def _falsify(args):
     """Exit 1 when a counterexample is found, 0 otherwise; the report (and its figure) in --out."""
@@ -654,7 +661,9 @@ def _main(argv):
     v.add_argument("--quick", action="store_true", help="fewer rounds and seeds (seconds: 6-14 s measured on 2 cores, "
                    "30 s when the Numba kernels compile on first use)")
     v.add_argument("--out", default="verify-report", help="report directory (default verify-report)")
-    v.add_argument("--theorem", action="append", help="only this theorem (repeatable)")
+    v.add_argument("--theorem", action="append", help="only this theorem or lemma (repeatable)")
+    v.add_argument("--lemmas", action="store_true",
+                   help="also check each case's proof, lemma by lemma, on the same runs")
     v.add_argument("-j", "--jobs", type=_jobs, default=None,
                    help="worker processes for the theorems' cases (default: the CPUs, at most 4; 1: this process "
                         "only); the report is the same")
@@ -669,7 +678,7 @@ def _main(argv):
                         epilog=EPILOGS["falsify"], formatter_class=fmt)
     fa.add_argument("name", help="a registered theorem (fedtheory list)")
     fa.add_argument("--variant", default=None, help="the bound variant (default: the theorem's default variant)")
-    fa.add_argument("--budget", type=int, default=60, help="the most verifications to run (default 60)")
+    fa.add_argument("--budget", type=int, default=200, help="the most verifications to run (default 200)")
     fa.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
     fa.add_argument("--out", default=None, help="report directory: report.md and falsify.png")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)

@@ -18,13 +18,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .theory.verdicts import NOT_APPLICABLE
+from .theory.verdicts import HOLDS, NOT_APPLICABLE, VIOLATED
 
 #: The fields of a row of :func:`errata`, in order.
 FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected", "why", "case", "case_kind",
           "problem", "params", "printed_measured", "printed_bound", "printed_ratio", "printed_verdict",
           "corrected_measured", "corrected_bound", "corrected_ratio", "corrected_verdict", "worst_case",
-          "pep_bound_printed", "pep_bound_corrected", "pep_config", "pep_note", "replay", "seconds")
+          "pep_bound_printed", "pep_bound_corrected", "pep_config", "pep_note", "replay", "seconds", "level",
+          "separated", "why_not")
+
+#: What a row says when its erratum declares no reason and no computation separates it.
+NOT_SEPARATED = ("no registered case separates them yet: the printed form holds on every case registered for "
+                 "this theorem (a loose step elsewhere in the proof absorbs the error at the theorem's level)")
 
 #: Seconds for the branch and bound of a PEP with adaptive steps (``validation.tightness``'s
 #: ``time_limit``; fixed-step PEPs are one SDP each).
@@ -216,8 +221,10 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
         t0 = time.perf_counter()
         spec = SPECS[name]
         row = dict(theorem=name, paper=spec.reference.split("; docs/")[0], label=e.label, where=e.where,
-                   variant=e.variant, printed=e.printed, corrected=e.corrected, why=e.why)
-        picked = smallest_case(name, quick)
+                   variant=e.variant, printed=e.printed, corrected=e.corrected, why=e.why, level=e.level)
+        at = name if e.level == "theorem" else e.level           # the theorem, or the lemma the erratum is in
+        variant = e.variant if e.variant in SPECS[at].variants else SPECS[at].default_variant
+        picked = smallest_case(at, quick)
         if picked is None:
             row.update(case="(no registered case)", case_kind="-", problem="-", params="-", replay="-",
                        **{f"{w}_{k}": math.nan for w in ("printed", "corrected") for k in ("measured", "bound",
@@ -226,15 +233,15 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
         else:
             k, c = picked
             problem = c.build()
-            if (name, k) not in measured:
-                measured[(name, k)] = THEOREMS[name](problem, variant="printed", **c.kwargs)
-            vp = measured[(name, k)]
-            vc = THEOREMS[name](problem, variant=e.variant, measurement=vp.details.get("measurement"), **c.kwargs)
-            row.update(case=case(name, k, quick).label, case_kind="counterexample" if c.expect.get("printed") is False
+            if (at, k) not in measured:
+                measured[(at, k)] = THEOREMS[at](problem, variant="printed", **c.kwargs)
+            vp = measured[(at, k)]
+            vc = THEOREMS[at](problem, variant=variant, measurement=vp.details.get("measurement"), **c.kwargs)
+            row.update(case=case(at, k, quick).label, case_kind="counterexample" if c.expect.get("printed") is False
                        else "no counterexample registered: the theorem's smallest case",
                        problem=f"{getattr(problem, 'name', '') or type(problem).__name__}: "
                                f"n={problem.n_clients} clients, d={problem.dim}",
-                       params=format_params(c.kwargs), replay=replay_command(name, k, e.variant, quick))
+                       params=format_params(c.kwargs), replay=replay_command(at, k, variant, quick))
             for w, v in (("printed", vp), ("corrected", vc)):
                 row.update({f"{w}_measured": v.measured, f"{w}_bound": v.bound if v.applicable else math.nan,
                             f"{w}_ratio": v.ratio if v.applicable else math.nan, f"{w}_verdict": _verdict(v)})
@@ -242,8 +249,10 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
             wc, bp, bc, conf, note = _pep(spec, e, solved)
         else:
             wc, bp, bc, conf, note = (math.nan, math.nan), math.nan, math.nan, "", "skipped: tightness=False"
+        separated = (str(row["printed_verdict"]) == VIOLATED and str(row["corrected_verdict"]) == HOLDS)
         row.update(worst_case=wc, pep_bound_printed=bp, pep_bound_corrected=bc, pep_config=conf, pep_note=note,
-                   seconds=time.perf_counter() - t0)
+                   seconds=time.perf_counter() - t0, separated=separated,
+                   why_not="" if separated else (e.why_not or NOT_SEPARATED))
         rows.append({f: row[f] for f in FIELDS})
     bar.close()
     if out is not None:
@@ -329,6 +338,9 @@ def render_markdown(rows):
                   f"| parameters | {_md_text(r['params'])} |",
                   f"| printed: measured / bound | {_pair(r, 'printed')}: {_md_text(r['printed_verdict'])} |",
                   f"| corrected: measured / bound | {_pair(r, 'corrected')}: {_md_text(r['corrected_verdict'])} |",
+                  f"| compared at | {_md_text(r['level'])}: "
+                  + ("separated (printed fails, corrected holds)" if r["separated"]
+                     else f"not separated: {_md_text(r['why_not'])}") + " |",
                   f"| exact worst case (PEP) | {_md_text(_worst(r) or '-')} |",
                   f"| PEP note | {_md_text(r['pep_note'])} |", "",
                   "Replay:", "", "```sh", r["replay"], "```", ""]
@@ -370,6 +382,9 @@ def render_tex(rows):
                 row("parameters", tex_escape(r["params"])),
                 row("printed: measured / bound", tex_escape(f"{_pair(r, 'printed')}: {r['printed_verdict']}")),
                 row("corrected: measured / bound", tex_escape(f"{_pair(r, 'corrected')}: {r['corrected_verdict']}")),
+                row("compared at", tex_escape(f"{r['level']}: " + ("separated (printed fails, corrected holds)"
+                                                                   if r["separated"] else
+                                                                   f"not separated: {r['why_not']}"))),
                 row("exact worst case (PEP)", tex_escape(_worst(r) or "-")),
                 row("PEP note", tex_escape(r["pep_note"])),
                 row("replay", r"{\footnotesize\ttfamily " + tex_escape(r["replay"]) + "}"),

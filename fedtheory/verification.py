@@ -117,17 +117,24 @@ def _variants(name, expect):
     return sorted(names, key=lambda v: v != "printed")          # printed first, the others as declared
 
 
-def _check_item(name, item):
-    """Rows (and the rate-study record, or None) of one default case or rate study of theorem ``name``."""
+def _check_item(name, item, lemmas=False):
+    """Rows (and the rate-study record, or None) of one default case or rate study of theorem ``name``;
+    with ``lemmas``, a case's rows are followed by one row per lemma of the theorem's proof, checked on
+    the same runs (their theorem column names the lemma, their case ends in "(proof of NAME)")."""
     fn = THEOREMS[name]
     problem = item.build()
     if hasattr(item, "expect"):               # a Case: every variant of the theorem
         prev, done = None, []
         for variant in _variants(name, item.expect):
-            v = fn(problem, variant=variant, measurement=prev, **item.kwargs)
+            extra = {"lemmas": True} if lemmas and not done else {}     # a user's plain theorem function has none
+            v = fn(problem, variant=variant, measurement=prev, **extra, **item.kwargs)
             prev = v.details.get("measurement") or prev
             done.append((variant, v))
-        return case_rows(name, item, done, item.expect), None
+        rows = case_rows(name, item, done, item.expect)
+        for lv in done[0][1].lemmas:
+            for row in case_rows(lv.name, item, [(lv.variant, lv)], {}):
+                rows.append(dict(row, case=f"{item.label} (proof of {name})", kind="lemma"))
+        return rows, None
     done = {var: [] for var in item.variants}                             # a RateStudy: each variant's checks
     for T in item.Ts:
         prev = None
@@ -185,12 +192,12 @@ def _items(name, quick):
     return list(cases) + list(rates)
 
 
-def _check_theorem(name, quick, step=None):
+def _check_theorem(name, quick, step=None, lemmas=False):
     """(rows, studies) of every default case of theorem ``name`` (a worker's share of ``run_cases``);
     ``step()`` after each case (the progress bar of a single process)."""
     rows, studies = [], []
     for item in _items(name, quick):
-        r, study = _check_item(name, item)
+        r, study = _check_item(name, item, lemmas)
         rows += r
         if study is not None:
             studies.append(study)
@@ -213,7 +220,7 @@ def default_jobs():
     return max(1, min(4, cpus()))
 
 
-def run_cases(quick=False, theorems=None, progress=None, jobs=1):
+def run_cases(quick=False, theorems=None, progress=None, jobs=1, lemmas=False):
     """Run the default cases; return (table, rate-study records) for the report.
 
     ``progress``: a bar on stderr over the cases, naming the theorem being checked (None: only
@@ -221,9 +228,11 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
     in that many worker processes (forked: they see the modules this process imported), the
     most expensive first; every case is deterministic, so the table is the one a single process
     gives, in the same order (each worker compiles the kernels of its own theorems, and the
-    compiled code is shared through Numba's disk cache)."""
+    compiled code is shared through Numba's disk cache). ``lemmas``: each case's lemmas too, on
+    its runs (:func:`_check_item`); a lemma is run on its own cases only when named in ``theorems``."""
     from ._progress import bar as progress_bar
-    names = [n for n in sorted(THEOREMS) if theorems is None or n in theorems]
+    from .theory import is_lemma
+    names = [n for n in sorted(THEOREMS) if (n in theorems if theorems is not None else not is_lemma(n))]
     checked = [n for n in names if n in CASES]
     items = {n: _items(n, quick) for n in checked}
     results = {}
@@ -239,7 +248,7 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
             n_workers = min(jobs, len(checked))
             pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init,
                                        initargs=(n_workers,))
-            futures = {pool.submit(_check_theorem, n, quick): n for n in order}
+            futures = {pool.submit(_check_theorem, n, quick, None, lemmas): n for n in order}
             for fut in as_completed(futures):
                 name = futures[fut]
                 results[name] = fut.result()
@@ -255,7 +264,7 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1):
     else:
         for name in checked:
             bar.set_postfix_str(name, refresh=False)
-            results[name] = _check_theorem(name, quick, step=lambda: bar.update(1))
+            results[name] = _check_theorem(name, quick, step=lambda: bar.update(1), lemmas=lemmas)
     bar.close()
     rows, studies = [], []
     for name in names:
@@ -645,13 +654,14 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     return path
 
 
-def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print, tightness=False, jobs=1):
+def verify_all(quick=False, out="verify-report", theorems=None, progress=None, echo=print, tightness=False, jobs=1,
+               lemmas=False):
     """Run, print and write the verification report; returns (table, report path). With
     ``tightness``, one more row per theorem with a PEP: measured <= worst case <= bound and the
     looseness (:func:`fedtheory.theory.tightness.tightness_rows`), with its figures. ``jobs``:
     worker processes for the cases (:func:`run_cases`; the same table)."""
     t0 = time.perf_counter()
-    df, studies = run_cases(quick, theorems, progress, jobs=jobs)
+    df, studies = run_cases(quick, theorems, progress, jobs=jobs, lemmas=lemmas)
     extra = []
     if tightness:
         from .theory.tightness import tightness_rows, uncovered

@@ -188,8 +188,8 @@ def test_describe_three_kinds_in_utf8(capsys):
     assert main(["describe", "fedspeed.theorem_4_4"]) == 0
     out = capsys.readouterr().out
     assert "theorem (measures algorithm 'fedspeed')" in out and "statement: (1/T) sum" in out
-    assert "printed (default): eq. (6)-(7) as printed; requires the stated conditions" in out
-    assert "derived: " in out and "corrected: " in out
+    assert "printed: eq. (6)-(7) as printed; requires the stated conditions" in out
+    assert "derived: " in out and "corrected (default): " in out
     assert "[stated] S1: rho <= 1/(sqrt(6) alpha L)" in out and "[hidden] H1 (hidden)" in out
     assert "[informational] H2 as printed" in out
     assert main(["describe", "fedspeed", "--json"]) == 0

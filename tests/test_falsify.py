@@ -209,7 +209,7 @@ def test_cli_falsify_exits_0_without_counterexample_and_2_on_a_bad_name(capsys):
 
 def test_a_search_that_misses_a_registered_counterexample_says_it_is_no_proof():
     """FedSPS Theorem 6(a) as printed fails on a registered counterexample (s = 1000, tau = 1e4),
-    far outside the small cases its space draws: a search that finds nothing must not read as the
+    which a search of 2 evaluations does not reach: a search that finds nothing must not read as the
     bound holding. The report names the registered counterexample; the corrected variant, which
     has none, gets the plain line."""
     printed = validation.falsify("fedsps.theorem_6a", variant="printed", budget=2, seed=0)
@@ -238,3 +238,31 @@ def test_a_reported_case_reads_back_exactly(lr, c, ell):
             for k, v in (ln.split(" = ", 1) for ln in lines[1:])}
     assert back["lr"] == lr and back["c"] == c
     assert np.array_equal(np.array(back["lower_bound"], dtype=float), arr)
+
+
+# ------------------------------------------ search power: the known violations, from scratch --
+FOUR = ("feddeper.theorem_2", "fedspeed.theorem_4_4", "fedsps.theorem_6a", "localdescent.theorem_4_2")
+
+
+@pytest.mark.parametrize("name", FOUR)
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+def test_each_violated_printed_theorem_is_found_from_scratch(name, seed):
+    """At the default budget the search finds a counterexample to each printed theorem known to fail,
+    inside its conforming space (the draws, the edges of every range, or the local optimiser)."""
+    f = validation.falsify(name, variant="printed", seed=seed, progress=False)
+    assert f.counterexample is not None, f.report()
+    assert f.counterexample.verification.verdict() == "VIOLATED" and f.counterexample.ratio > 1
+    assert f.replay().verdict() == "VIOLATED"
+
+
+def test_a_drawn_case_is_drawn_again_at_its_coordinates():
+    from hypothesis import find
+    from fedtheory.testing.strategies import recording, replay
+    for name in ("fedspeed.theorem_4_4", "fedsps.theorem_6a", "feddeper.theorem_2"):
+        base = SPECS[name].cases("printed")
+        (problem, params), tape = find(recording(base), lambda d: d[1][-1][3] != 0)
+        again, params2 = replay(base, [e[3] for e in tape])
+        assert again.data_hash() == problem.data_hash()
+        assert params2.keys() == params.keys()
+        for k in params:
+            assert np.array_equal(np.asarray(params[k]), np.asarray(params2[k])), (name, k)

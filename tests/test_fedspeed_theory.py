@@ -72,7 +72,7 @@ def test_case_C4_hidden_condition_fails():
     eta = 0.5 / (32 * math.sqrt(3 * K))
     kw = dict(rounds=50, local_steps=K, lr=eta, lam=eta / 0.05, alpha=0.5,
               rho=0.5 / (math.sqrt(6) * 0.5), x0=C.mean(0) + 1.0)
-    printed = validation.verify("fedspeed.theorem_4_4", p, **kw)
+    printed = validation.verify("fedspeed.theorem_4_4", p, variant="printed", **kw)
     derived = validation.verify("fedspeed.theorem_4_4", p, variant="derived", **kw)
     assert printed.applicable
     assert not derived.applicable and "H2" in derived.reason

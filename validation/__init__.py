@@ -15,10 +15,12 @@ from fedtheory.theory.tightness import Tightness, tightness
 
 from fedtheory.errata import errata
 
+from fedtheory.theory import lemmas
+
 from .theorem_checks import theorems, verify
 
 _sys.modules.setdefault(__name__ + ".ground_truth", _optimum)
 _sys.modules.setdefault(__name__ + ".constants", _problem_constants)
 
-__all__ = ["ground_truth", "GroundTruth", "infimum", "Infimum", "constants", "Constants", "feddeper_constants", "theorems", "verify",
+__all__ = ["ground_truth", "GroundTruth", "infimum", "Infimum", "constants", "Constants", "feddeper_constants", "theorems", "lemmas", "verify",
            "tightness", "Tightness", "errata", "falsify", "Falsification"]

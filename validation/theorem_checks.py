@@ -20,7 +20,8 @@ def theorems():
     >>> "fedsps.theorem_3a" in validation.theorems()
     True
     """
-    return sorted(THEOREMS)
+    from fedtheory.theory import is_lemma
+    return sorted(n for n in THEOREMS if not is_lemma(n))
 
 
 def verify(name, problem, algorithm=None, **kwargs):

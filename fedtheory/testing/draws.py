@@ -7,6 +7,7 @@ Needs ``hypothesis`` (the ``test`` extra: ``pip install -e ".[test]"``).
 """
 from __future__ import annotations
 
+import contextvars
 import math
 
 try:
@@ -16,6 +17,130 @@ except ImportError as e:  # pragma: no cover - the test extra is missing
                       "(the 'test' extra)") from e
 
 import numpy as np
+
+#: The tape of the draw being made (:class:`Tape`), or None outside :func:`recording` and :func:`replay`.
+_TAPE = contextvars.ContextVar("fedtheory_draw_tape", default=None)
+
+#: The kinds of a taped draw: a float in a linear range, a float in a log range, an integer, an integer
+#: in a log range (a continuous coordinate for a local search, rounded), an index among options.
+KINDS = ("float", "log", "int", "logint", "choice")
+
+
+class Tape:
+    r"""The coordinates of one drawn case: every draw of the primitives below, in order.
+
+    Each entry is ``(kind, lo, hi, u)``: ``u`` is the draw's coordinate, in [0, 1] for a float
+    (``(v - lo)/(hi - lo)``, or the same in log scale for ``"log"`` and ``"logint"``) and the value
+    itself for ``"int"`` and ``"choice"`` (an index). A case is a point of the unit cube of its
+    continuous coordinates and a choice of its discrete ones: :func:`replay` draws the case of
+    changed coordinates, mapped into the ranges of that draw (a range that depends on an earlier
+    draw follows it). ``validation.falsify`` searches these coordinates after hypothesis: the edges
+    of every range, then a local optimiser.
+
+    Parameters
+    ----------
+    given : sequence of float, optional
+        Coordinates to draw instead of hypothesis' values (replay); past its end, hypothesis' draws.
+    """
+
+    def __init__(self, given=None):
+        self.given = None if given is None else list(given)
+        self.entries = []
+
+    def restart(self):
+        """Forget the draws made (a new attempt at the same case: a filter rejected the last)."""
+        self.entries = []
+
+    def take(self, kind, lo, hi, value):
+        """Record a draw of ``kind`` in [lo, hi] (hypothesis drew ``value``); returns the value used."""
+        i = len(self.entries)
+        if self.given is not None and i < len(self.given):
+            value = _from_unit(kind, lo, hi, self.given[i])
+        self.entries.append((kind, lo, hi, _to_unit(kind, lo, hi, value)))
+        return value
+
+
+def _to_unit(kind, lo, hi, v):
+    if kind in ("int", "choice"):
+        return int(v)
+    if kind in ("log", "logint"):
+        a, b = math.log(lo), math.log(hi)
+        return 0.0 if b == a else (math.log(v) - a) / (b - a)
+    return 0.0 if hi == lo else (float(v) - lo) / (hi - lo)
+
+
+def _from_unit(kind, lo, hi, u):
+    if kind in ("int", "choice"):
+        return int(min(max(int(round(u)), lo), hi))
+    u = min(max(float(u), 0.0), 1.0)
+    if kind in ("log", "logint"):
+        a, b = math.log(lo), math.log(hi)
+        v = lo if u <= 0 else hi if u >= 1 else min(max(math.exp(a + u * (b - a)), lo), hi)
+        return int(min(max(round(v), lo), hi)) if kind == "logint" else float(v)
+    return float(lo if u <= 0 else hi if u >= 1 else min(max(lo + u * (hi - lo), lo), hi))
+
+
+def _taped(kind, lo, hi):
+    def use(value):
+        tape = _TAPE.get()
+        return value if tape is None else tape.take(kind, lo, hi, value)
+    return use
+
+
+@st.composite
+def _fresh(draw, strategy):
+    tape = _TAPE.get()
+    if tape is not None:
+        tape.restart()
+    return draw(strategy)
+
+
+@st.composite
+def _recorded(draw, strategy):
+    outer = _TAPE.get()
+    tape = Tape(None if outer is None else outer.given)          # inside replay: its coordinates
+    token = _TAPE.set(tape)
+    try:
+        value = draw(_fresh(strategy))
+    finally:
+        _TAPE.reset(token)
+    return value, tuple(tape.entries)
+
+
+def recording(strategy):
+    """``strategy`` drawing ``(value, tape)``: the value and its coordinates (:class:`Tape` entries).
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> value, tape = find(recording(uniform(1.0, 3.0)), lambda vt: vt[0] >= 2.0)
+    >>> value, tape
+    (2.0, (('float', 1.0, 3.0, 0.5),))
+    """
+    return _recorded(strategy)
+
+
+def replay(strategy, coordinates):
+    """The value ``strategy`` draws at ``coordinates`` (a :class:`Tape`'s ``u`` of each draw, in order).
+
+    Deterministic where every draw of the strategy goes through the primitives of this module; a
+    coordinate outside its range is clipped to it.
+
+    Examples
+    --------
+    >>> replay(uniform(1.0, 3.0), [0.25]), replay(log_uniform(1.0, 100.0), [1.0]), replay(integers(2, 5), [9])
+    (1.5, 100.0, 5)
+    """
+    from hypothesis import HealthCheck, Phase, find, settings
+    tape = Tape(coordinates)
+    token = _TAPE.set(tape)
+    try:
+        return find(_fresh(strategy), lambda v: True,
+                    settings=settings(database=None, max_examples=1, phases=[Phase.generate], derandomize=True,
+                                      deadline=None, suppress_health_check=list(HealthCheck)))
+    finally:
+        _TAPE.reset(token)
+
 
 def as_strategy(value):
     """``value`` itself when it is a strategy, else the strategy that always draws it.
@@ -39,7 +164,41 @@ def integers(lo, hi):
     3
     """
     _check_range("integers", lo, hi, integral=True)
-    return st.integers(int(lo), int(hi))
+    return st.integers(int(lo), int(hi)).map(_taped("int", int(lo), int(hi)))
+
+
+def log_integers(lo, hi):
+    """Integers in [lo, hi] drawn uniformly in log scale (a horizon spanning decades; 1 <= lo),
+    shrinking towards lo; a local search moves them as one continuous coordinate.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(log_integers(10, 10000), lambda v: v >= 500) >= 500
+    True
+    """
+    _check_range("log_integers", lo, hi, integral=True, positive=True)
+    lo, hi = int(lo), int(hi)
+    a, b = math.log(lo), math.log(hi)
+    return st.floats(a, b, allow_nan=False, allow_infinity=False).map(
+        lambda t: int(min(max(round(math.exp(t)), lo), hi))).map(_taped("logint", lo, hi))
+
+
+def choice(*options):
+    """One of ``options`` (values or strategies), shrinking towards the first: an edge of a range
+    drawn beside the range (``choice(0.0, uniform(0.1, 1.0))``), or a discrete setting.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(choice(0.0, uniform(0.5, 1.0)), lambda v: True), find(choice("ring", "complete"), lambda v: v != "ring")
+    (0.0, 'complete')
+    """
+    if not options:
+        raise ValueError("fedtheory.testing.strategies.choice needs at least one option.")
+    k = len(options) - 1
+    index = st.integers(0, k).map(_taped("choice", 0, k))
+    return index.flatmap(lambda i: as_strategy(options[i]))
 
 
 def _check_range(fn, lo, hi, integral=False, positive=False):
@@ -66,7 +225,8 @@ def uniform(lo, hi):
     1.0
     """
     _check_range("uniform", lo, hi)
-    return st.floats(float(lo), float(hi), allow_nan=False, allow_infinity=False)
+    return st.floats(float(lo), float(hi), allow_nan=False, allow_infinity=False).map(
+        _taped("float", float(lo), float(hi)))
 
 
 def log_uniform(lo, hi):
@@ -84,12 +244,12 @@ def log_uniform(lo, hi):
 
     def back(t):                        # the ends exactly (exp(log(lo)) may round above lo)
         return lo if t <= a else hi if t >= b else float(min(max(math.exp(t), lo), hi))
-    return st.floats(a, b, allow_nan=False, allow_infinity=False).map(back)
+    return st.floats(a, b, allow_nan=False, allow_infinity=False).map(back).map(_taped("log", lo, hi))
 
 
 @st.composite
 def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=None,
-               heterogeneity=uniform(0.0, 2.0), noise=0.0, hessian=st.sampled_from(["shared", "distinct"]),
+               heterogeneity=uniform(0.0, 2.0), noise=0.0, hessian=choice("shared", "distinct"),
                shared_minimizer=False, seed=integers(0, 2 ** 16)):
     r"""``problems.quadratic`` with every argument drawn (a value or a strategy; the same problem,
     built from the components): exactly
@@ -127,7 +287,8 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=Non
 
 @st.composite
 def unit_vectors(draw, dim):
-    """Unit vectors of R^dim (a normalised draw of integers, so that shrinking reaches e_1).
+    """Unit vectors of R^dim (a normalised draw in [-1, 1]^dim, e_1 for the zero draw, so that
+    shrinking reaches e_1).
 
     Examples
     --------
@@ -138,10 +299,11 @@ def unit_vectors(draw, dim):
     if not (isinstance(dim, (int, np.integer)) and dim >= 1):
         raise ValueError(f"The 'dim' parameter of fedtheory.testing.strategies.unit_vectors must be an int >= 1. "
                          f"Got {dim!r} instead.")
-    v = np.array(draw(st.lists(st.integers(-8, 8), min_size=dim, max_size=dim)), dtype=float)
-    if not v.any():
-        v[0] = 1.0
-    return v / np.linalg.norm(v)
+    v = np.array([draw(uniform(-1.0, 1.0)) for _ in range(int(dim))], dtype=float)
+    norm = float(np.linalg.norm(v))
+    if not norm > 1e-12:                    # the zero draw (or one whose norm underflows)
+        v, norm = np.eye(int(dim))[0], 1.0
+    return v / norm
 
 
 @st.composite

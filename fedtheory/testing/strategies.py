@@ -23,10 +23,11 @@ Examples
 """
 from __future__ import annotations
 
-from .draws import around, as_strategy, integers, log_uniform, quadratics, uniform, unit_vectors  # noqa: F401
+from .draws import (Tape, around, as_strategy, choice, integers, log_integers, log_uniform, quadratics,  # noqa: F401
+                    recording, replay, uniform, unit_vectors)
 
-__all__ = ["as_strategy", "integers", "log_uniform", "uniform", "quadratics", "unit_vectors", "around",
-           "theorem_cases"]
+__all__ = ["as_strategy", "integers", "log_integers", "log_uniform", "uniform", "choice", "quadratics",
+           "unit_vectors", "around", "theorem_cases", "Tape", "recording", "replay"]
 
 
 def theorem_cases(name, variant=None):
@@ -67,6 +68,7 @@ def theorem_cases(name, variant=None):
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], "theorem_cases")
     from ..theory.engine import conforms
+    from .draws import _fresh
     # the theorem's draws, kept inside every condition the variant requires that can be decided before a
     # run (a condition the theorem states, never a narrower space)
-    return spec.cases(variant).filter(lambda case: conforms(spec, case[0], variant, **case[1]) is not False)
+    return _fresh(spec.cases(variant)).filter(lambda case: conforms(spec, case[0], variant, **case[1]) is not False)

@@ -84,6 +84,12 @@ class Verification:
         quantities at rounding level): the verdict is UNRESOLVED with this reason.
     quantity : str
         What ``measured`` is (the left-hand side, in words).
+    where : dict or None
+        For a lemma or proof step: where its worst instance is, ``dict(round=, client=, step=)``
+        (the keys that apply); None for a theorem.
+    lemmas : list of Verification
+        With ``lemmas=True``: the verification of each lemma of the theorem's proof, in proof
+        order, on the same runs (:attr:`first_failure`).
     details : dict
         Terms of the bound and the constants used.
     runs : list of RunResult
@@ -111,6 +117,14 @@ class Verification:
     floor: float = 0.0
     unresolved: str = ""
     quantity: str = ""
+    where: dict | None = None
+    lemmas: list = field(default_factory=list, repr=False)
+
+    @property
+    def first_failure(self):
+        """The name of the first lemma of :attr:`lemmas`, in proof order, whose verdict is VIOLATED
+        (None when none is, or the lemmas were not checked)."""
+        return next((v.name for v in self.lemmas if v.verdict() == VIOLATED), None)
 
     @property
     def ratio(self):
@@ -189,10 +203,16 @@ class Verification:
             head = f"{self.name} [{self.variant}]: NOT APPLICABLE: {self.reason}"
             if self.measured == self.measured:
                 head += f" (measured {self.measured:.4g}; no verdict)"
+        if self.where:
+            head += " at " + ", ".join(f"{k} {v}" for k, v in self.where.items())
         lines = [head]
         for c in self.conditions:
             lines.append(f"  [{'ok' if c.ok else 'FAIL'}] ({getattr(c, 'role', 'stated')}) {c.name}: "
                          f"{c.value:.4g} vs {c.limit:.4g}")
+        if self.lemmas:
+            lines.append(f"  proof, in order (first failure: {self.first_failure or 'none'}):")
+            for v in self.lemmas:
+                lines.append("    " + v.report().splitlines()[0])
         return "\n".join(lines)
 
     def __str__(self):
@@ -204,6 +224,33 @@ class Verification:
         return (f"Verification({self.name!r}, variant={self.variant!r}, verdict={self.verdict()!r}, "
                 f"measured={self.measured:.4g}, bound={self.bound:.4g}, ratio={self.ratio:.3g}, "
                 f"conditions {n_ok}/{len(self.conditions)} ok, {len(self.runs)} runs)")
+
+
+def lemmas(theorem=None):
+    """Registered lemma and proof-step names, or the proof of ``theorem`` in proof order.
+
+    Parameters
+    ----------
+    theorem : str, optional
+        A registered theorem: its proof (the lemmas and steps it rests on, in order).
+
+    Returns
+    -------
+    list of str
+        ``"<paper>.lemma_<n>"`` and ``"<paper>.step_<label>"`` names.
+
+    Examples
+    --------
+    >>> import validation
+    >>> "fedsps.lemma_8" in validation.lemmas(), validation.lemmas("fedsps.theorem_3b")[:2]
+    (True, ['fedsps.lemma_14', 'fedsps.lemma_8'])
+    """
+    from .engine import is_lemma
+    if theorem is None:
+        return sorted(n for n in SPECS if is_lemma(n))
+    from .._argcheck import Options, check_param
+    check_param("theorem", theorem, [Options(*sorted(n for n in SPECS if not is_lemma(n)))], "lemmas")
+    return list(SPECS[theorem].proof)
 
 
 def register_theorem(name):
@@ -553,6 +600,8 @@ def register_cases(name):
     return deco
 
 
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, check, mean_stderr, parameters, register_spec  # noqa: E402,F401
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lemma, mean_stderr, parameters,  # noqa: E402,F401
+                     register_spec, worst_instance)
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)
+from . import fedsps_lemmas  # noqa: E402,F401  (registration: after the theorems whose proofs they are in)

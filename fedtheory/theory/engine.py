@@ -105,6 +105,9 @@ class Variant:
     quantity : str, optional
         Names the left-hand side this variant bounds when it differs from the quantity of the
         theorem (:attr:`TheoremSpec.quantity`).
+    where : callable, optional
+        For a lemma whose variants bound different quantities: ``where(setup, measurement) -> dict``,
+        where this variant's worst instance is (default: the measurement's ``"where"``).
     """
 
     description: str
@@ -112,6 +115,7 @@ class Variant:
     requires: tuple = ("stated",)
     values: Callable | None = None
     quantity: str = ""
+    where: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,14 @@ class Erratum:
         ``errata.tex`` and, between ``$``, in ``errata.md``).
     why : str
         One sentence: what is wrong (plain text).
+    level : str, default "theorem"
+        Where printed and corrected are compared: ``"theorem"``, or the registered lemma or proof
+        step the erratum is in (``"fedsps.lemma_8"``); that lemma's ``"printed"`` and ``variant``
+        are compared on its registered cases.
+    why_not : str, default ""
+        Why no computation separates printed from corrected, where none does (a constant that is
+        only loose, a correction that adds a condition the printed form already fails): shown in
+        the errata table instead of a separation.
     """
 
     variant: str
@@ -140,6 +152,8 @@ class Erratum:
     printed: str
     corrected: str
     why: str
+    level: str = "theorem"
+    why_not: str = ""
 
 
 @dataclass
@@ -211,6 +225,15 @@ class TheoremSpec:
         ``cases() -> hypothesis strategy`` of ``(problem, params)`` pairs inside the theorem's
         function class and conditions: its conforming space, searched by
         ``validation.falsify`` (:mod:`fedtheory.testing.strategies`).
+    proof : tuple of str
+        For a theorem: the lemmas and proof steps its proof rests on, in proof order
+        (``validation.lemmas(name)``; :func:`register_spec` with ``proof_of=`` appends to it).
+        ``validation.verify(name, ..., lemmas=True)`` checks each on the same runs.
+
+    A lemma or a proof step is declared the same way, named ``"<paper>.lemma_<n>"`` or
+    ``"<paper>.step_<label>"``: its measurement is the worst instance over rounds, clients and local
+    steps (:func:`worst_instance`), and its ``"where"`` says where that was
+    (``Verification.where``).
     """
 
     name: str
@@ -232,6 +255,7 @@ class TheoremSpec:
     assumptions: tuple = ()
     cases: Callable | None = None
     rounding: Callable | None = None
+    proof: tuple = ()
 
 
 def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
@@ -245,6 +269,9 @@ def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
     alg = spec.algorithm if algorithm is None else algorithm
     adapt = adapt or dict
     kwargs = adapt(spec.run_kwargs(setup))
+    given = (measurement or {}).get("shared_runs")
+    if given is not None and alg == given[0] and _same_kwargs(kwargs, given[1]) and set(given[2]) >= {"main"}:
+        return {label: given[2][label] for label in given[2] if label == "main"}, kwargs     # the theorem's runs
     runs = {"main": [run(problem, alg, seed=s, **kwargs) for s in range(setup["seeds"])]}
     if spec.extra_runs is not None:
         for label, (extra, kw) in spec.extra_runs(setup).items():
@@ -343,6 +370,69 @@ class _Substitution:
             what = f"hyperparameter {key!r} of {self.spec.algorithm!r}"
         return (f"the theorem reads {what} (its conditions, measurement or bound depend on it), which "
                 f"{self.algorithm!r} does not have")
+
+
+def _same_kwargs(a, b):
+    """Whether two dicts of run arguments are the same (arrays by value)."""
+    if set(a) != set(b):
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (np.shape(x) == np.shape(y) and np.array_equal(np.asarray(x), np.asarray(y))):
+                return False
+        elif not _same(x, y):
+            return False
+    return True
+
+
+def worst_instance(lhs, rhs, where, floor=None, keep=None):
+    """The worst instance of a lemma: of the pairs ``lhs[k] <= rhs[k]`` (one per round, client, local
+    step, ...), the one with the largest excess ``lhs - rhs - floor`` relative to
+    ``max(|rhs| + floor, tiny)``, i.e. the largest ratio where the right-hand side is positive
+    and resolved. A left-hand side above its right-hand side by no more than the instance's floor
+    is a tie (the lemma holds with equality there, to rounding): its value is the right-hand side,
+    and ``computed`` keeps what was computed.
+
+    Parameters
+    ----------
+    lhs, rhs : array_like
+        The two sides at every instance (same shape, flattened).
+    where : list of dict
+        Where each instance is (``dict(round=, client=, step=)``), one per instance.
+    floor : array_like, optional
+        The resolution floor of each comparison (its rounding level; default 0).
+    keep : array_like of bool, optional
+        The instances the lemma speaks of (default all): e.g. not a step taken at a point whose
+        Polyak numerator is a rounding residue.
+
+    Returns
+    -------
+    dict
+        ``values`` (the left-hand side at the worst instance, as the engine's one value),
+        ``rhs`` (its right-hand side), ``floor`` (its floor), ``where`` and ``instances`` (how
+        many were compared).
+
+    Examples
+    --------
+    >>> worst_instance([1.0, 3.0, 2.0], [2.0, 4.0, 1.0], [dict(step=0), dict(step=1), dict(step=2)])
+    {'values': [2.0], 'rhs': 1.0, 'floor': 0.0, 'where': {'step': 2}, 'instances': 3}
+    """
+    a, b = np.asarray(lhs, dtype=float).ravel(), np.asarray(rhs, dtype=float).ravel()
+    f = np.zeros_like(a) if floor is None else np.broadcast_to(np.asarray(floor, dtype=float).ravel(), a.shape)
+    idx = np.arange(a.size) if keep is None else np.flatnonzero(np.asarray(keep, dtype=bool).ravel())
+    if idx.size == 0:
+        return dict(values=[0.0], rhs=0.0, floor=0.0, where=None, instances=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = (a[idx] - b[idx] - f[idx]) / np.maximum(np.abs(b[idx]) + f[idx], np.finfo(float).tiny)
+    score = np.where(np.isnan(score), -np.inf, score)
+    k = int(idx[int(np.argmax(score))])
+    out = dict(values=[float(a[k])], rhs=float(b[k]), floor=float(f[k]), where=dict(where[k]), instances=int(idx.size))
+    if 0 < a[k] - b[k] <= f[k]:
+        # a tie to rounding (a lemma that holds with equality, e.g. at the Polyak step): the two sides
+        # agree within the floor of this instance, so it is not an excess; the computed value is kept
+        out.update(values=[float(b[k])], computed=float(a[k]))
+    return out
 
 
 def _same(a, b):
@@ -498,7 +588,7 @@ def mean_stderr(values):
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
-def check(spec, problem, variant=None, measurement=None, algorithm=None, **params):
+def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=False, **params):
     """Run the theorem check declared by ``spec`` on ``problem``; returns a Verification.
 
     Parameters
@@ -522,6 +612,12 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         reads a dropped hyperparameter, run arguments the algorithm rejects (a trace it does not
         record, a sampling it does not support) make the check NOT APPLICABLE with the reason.
         ``Verification.algorithm`` names the algorithm run.
+    lemmas : bool, default False
+        Also check every lemma and proof step of the theorem's proof (``spec.proof``), in proof
+        order, on the same runs where their run arguments are the theorem's (else on their own):
+        ``Verification.lemmas`` lists them and ``Verification.first_failure`` names the first
+        that is VIOLATED. Each lemma takes the parameters of the theorem it accepts and its
+        variant of the same name (else its default).
     **params
         The theorem's parameters (``rounds``, ``local_steps``, ``seeds``, hyperparameters, ...).
 
@@ -531,6 +627,30 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
         Not applicable (with the failing conditions named) when a condition the variant
         requires fails or the bound is not a finite positive number.
     """
+    from .._argcheck import Bool, check_param
+    check_param("lemmas", lemmas, [Bool()], spec.name)
+    v = _check(spec, problem, variant, measurement, algorithm, **params)
+    if lemmas:
+        from . import SPECS
+        shared = None
+        if v.runs:
+            shared = (v.algorithm, {k: x for k, x in v.run_kwargs.items() if k != "seed"}, {"main": list(v.runs)})
+        for name in spec.proof:
+            lspec = SPECS[name]
+            takes = _setup_parameters(lspec)
+            catch_all = any(k.startswith("**") for k in takes)
+            # the theorem's parameters, and its resolved run arguments over them (a default the
+            # theorem resolved, the rounds it simulates): the lemma's run is then the theorem's
+            given = dict(params, **(shared[1] if shared else {}))
+            lparams = {k: x for k, x in given.items() if (catch_all and k in params) or k in takes}
+            lvariant = v.variant if v.variant in lspec.variants else lspec.default_variant
+            v.lemmas.append(check(lspec, problem, variant=lvariant, algorithm=algorithm,
+                                  measurement={"shared_runs": shared} if shared else None, **lparams))
+    return v
+
+
+def _check(spec, problem, variant, measurement, algorithm, **params):
+    """:func:`check` of the spec itself (its lemmas apart)."""
     from .._argcheck import Options, check_param
     from . import Verification
     variant = spec.default_variant if variant is None else variant
@@ -652,7 +772,7 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, **param
     return Verification(spec.name, variant, not failed, reason, conds, mean, bound, se, details,
                         runs=list(runs["main"]), algorithm=alg,
                         run_kwargs=dict(kwargs, seed=0), floor=floor, unresolved=str(m.get("unresolved") or ""),
-                        quantity=quantity)
+                        quantity=quantity, where=var.where(setup, m) if var.where is not None else m.get("where"))
 
 
 class _NoMeasurement(dict):
@@ -735,13 +855,29 @@ def parameters(spec):
     return _setup_parameters(spec)
 
 
-def register_spec(spec):
+def is_lemma(name):
+    """Whether ``name`` names a lemma or a proof step (``"<paper>.lemma_<n>"``, ``"<paper>.step_<label>"``).
+
+    Examples
+    --------
+    >>> is_lemma("fedsps.lemma_8"), is_lemma("fedsps.step_28"), is_lemma("fedsps.theorem_3b")
+    (True, True, False)
+    """
+    tail = str(name).rsplit(".", 1)[-1]
+    return tail.startswith(("lemma_", "step_"))
+
+
+def register_spec(spec, proof_of=()):
     """Register ``spec`` so that ``validation.verify(spec.name, problem, **params)`` runs it.
 
     Parameters
     ----------
     spec : TheoremSpec
-        The declaration; its ``name`` is the registered name.
+        The declaration; its ``name`` is the registered name. A lemma or proof step is named
+        ``"<paper>.lemma_<n>"`` or ``"<paper>.step_<label>"`` (:func:`is_lemma`).
+    proof_of : str or tuple of str, default ()
+        For a lemma: the registered theorems whose proof rests on it; it is appended to each one's
+        ``proof`` (proof order is the order of registration, or set ``TheoremSpec.proof``).
 
     Returns
     -------
@@ -762,6 +898,12 @@ def register_spec(spec):
     theorem.__name__ = spec.name.replace(".", "_")
     theorem.__doc__ = f"{spec.statement}\n\n{spec.reference}"
     theorem.spec = spec
+    for name in ((proof_of,) if isinstance(proof_of, str) else tuple(proof_of)):
+        if name not in SPECS:
+            raise ValueError(f"{spec.name}: proof_of names {name!r}, which is not a registered theorem; register "
+                             "the theorem first")
+        if spec.name not in SPECS[name].proof:
+            SPECS[name].proof = tuple(SPECS[name].proof) + (spec.name,)
     THEOREMS[spec.name] = theorem
     SPECS[spec.name] = spec
     return spec

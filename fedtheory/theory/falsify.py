@@ -1,11 +1,22 @@
 r"""Search a theorem's conforming space for a counterexample (``validation.falsify``).
 
 A theorem is a property of every ``(problem, params)`` pair inside its function class and
-conditions (its conforming space, :func:`fedtheory.testing.strategies.theorem_cases`). The
-falsifier draws pairs from that space with hypothesis, guided by ``target(log ratio)`` towards the
-largest measured/bound, and shrinks a violated case to a small one. The search is deterministic
-for a seed (hypothesis seeded, no example database) and runs at most ``budget`` verifications
-(shrinking included; a case already evaluated is not run again).
+conditions (its conforming space, :func:`fedtheory.testing.strategies.theorem_cases`). The search has
+three phases, all within ``budget`` verifications (a case already evaluated is not run again),
+and is deterministic for a seed (hypothesis seeded, no example database):
+
+1. **draws**: hypothesis draws pairs from that space, guided by ``target(log ratio)`` towards the
+   largest measured/bound, and shrinks a violated case to a small one (half the budget);
+2. **edges**: every draw of the best case is a coordinate of the space
+   (:class:`fedtheory.testing.strategies.Tape`); each is set in turn to the ends of its range (a
+   step size at its cap, the smallest n, no noise, x^0 at x*, the longest horizon) and to each of
+   its options, keeping what raises the ratio;
+3. **optimiser**: Nelder-Mead over the continuous coordinates (in the unit cube of their ranges,
+   log scale where drawn so) from the best case, maximising log(measured/bound), until a case is
+   VIOLATED or the budget is spent.
+
+A case the edges or the optimiser find is a point of the same space (drawn at the changed
+coordinates by :func:`fedtheory.testing.strategies.replay`), inside the same conditions.
 
 Verdicts are the engine's: a case that is not applicable (a condition of the variant fails) is
 not part of the space and is skipped; an UNRESOLVED case (measurement at rounding level) is never
@@ -38,12 +49,17 @@ def _registered_counterexamples(name, variant):
 @dataclass
 class FalsifyCase:
     """One conforming case of a search: ``problem``, ``params`` (``validation.verify`` arguments),
-    ``ratio`` (measured/bound) and its ``verification``."""
+    ``ratio`` (measured/bound), its ``verification``, the ``phase`` that found it ("draws",
+    "edges" or "optimiser") and its ``coordinates`` in the space (a
+    :class:`~fedtheory.testing.strategies.Tape`'s entries; empty for a strategy without the taped
+    primitives)."""
 
     problem: object
     params: dict
     ratio: float
     verification: object = field(repr=False)
+    phase: str = "draws"
+    coordinates: tuple = field(default=(), repr=False)
 
     def describe(self):
         """The problem (its recipe when it has one) and the parameters, one line each, every number
@@ -108,7 +124,8 @@ class Falsification:
         lines = [head]
         if self.counterexample is not None:
             v = self.counterexample.verification
-            lines += [f"COUNTEREXAMPLE (shrunk): measured {v.measured:.4g} > bound {v.bound:.4g} "
+            how = "shrunk" if self.counterexample.phase == "draws" else f"found by the {self.counterexample.phase}"
+            lines += [f"COUNTEREXAMPLE ({how}): measured {v.measured:.4g} > bound {v.bound:.4g} "
                       f"(ratio {v.ratio:.4g})", self.counterexample.describe()]
         else:
             known = _registered_counterexamples(self.name, self.variant)
@@ -165,7 +182,7 @@ def _key(problem, params):
     return pkey, tuple(parts)
 
 
-def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
+def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
     """Search the conforming space of theorem ``name`` for the largest measured/bound.
 
     Parameters
@@ -174,7 +191,7 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
         A registered theorem (``validation.theorems()``).
     variant : str, optional
         The bound variant searched (default: the theorem's default variant).
-    budget : int, default 60
+    budget : int, default 200
         The most verifications to run (generation, targeting and shrinking together).
     seed : int, default 0
         Seed of the search: the same seed gives the same search.
@@ -210,14 +227,21 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
     check_param("variant", variant, [Options(*spec.variants)], "falsify")
     check_param("budget", budget, [Interval(int, 1, None)], "falsify")
     check_param("seed", seed, [Interval(int, 0, math.inf)], "falsify")
+    from ..testing.draws import recording, replay
     if cases is None:
         from ..testing.strategies import theorem_cases
-        cases = theorem_cases(name, variant)
+        from .engine import conforms
+        cases, base = theorem_cases(name, variant), spec.cases(variant)
+
+        def inside(case):                            # the filter of theorem_cases, for a replayed case
+            return conforms(spec, case[0], variant, **case[1]) is not False
+    else:
+        base, inside = cases, (lambda case: True)
     out = Falsification(name, variant, budget, seed)
-    seen = {}
+    seen, violated = {}, []
     pbar = progress_bar(progress, total=budget, desc=f"falsify {name}", unit="case")
 
-    def evaluate(case):
+    def evaluate(case, coordinates=(), phase="draws"):
         problem, params = case
         key = _key(problem, params)
         if key in seen:
@@ -239,31 +263,56 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
             res = None
             out.history.append((float("nan"), NOT_APPLICABLE))
         else:
-            res = FalsifyCase(problem, dict(params), float(v.ratio), v)
+            res = FalsifyCase(problem, dict(params), float(v.ratio), v, phase, tuple(coordinates))
             out.history.append((res.ratio, v.verdict()))
             if out.worst is None or _gt(res.ratio, out.worst.ratio):
                 out.worst = res
         seen[key] = res
+        if res is not None and v.verdict() == VIOLATED:
+            violated.append(res)
         return res
 
+    def stop_if_violated(res):
+        """One place raises a violation (hypothesis tells failures apart by where they are raised)."""
+        if res is not None and res.verification.verdict() == VIOLATED:
+            raise _Violated(res)
+        return res
+
+    draws = max(1, budget // 3) if any(k in ("float", "log", "logint") for k in _kinds(base)) else budget
+
     @hseed(seed)
-    @settings(max_examples=budget, database=None, deadline=None, derandomize=False, print_blob=False,
+    @settings(max_examples=draws, database=None, deadline=None, derandomize=False, print_blob=False,
               phases=(Phase.generate, Phase.target, Phase.shrink), report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
-    @given(cases)
-    def search(case):
-        res = evaluate(case)
+    @given(recording(cases))
+    def search(drawn):
+        case, coordinates = drawn
+        if out.evaluations >= draws and not violated:    # the rest of the budget is the local phases'
+            return                                         # (shrinking a violated case may use it)
+        res = stop_if_violated(evaluate(case, coordinates))
         if res is None:
             return
         r = res.ratio
         target(float(np.log(r)) if r > 0 and math.isfinite(r) else (50.0 if r == math.inf else -50.0))
-        if res.verification.verdict() == VIOLATED:
-            raise _Violated(res)
+
+    def at(coordinates, phase):
+        """Evaluate the case of the space at ``coordinates`` (None outside the conditions or the budget)."""
+        case, drawn = replay(recording(base), [e[3] for e in coordinates])
+        if not inside(case):
+            return None
+        return stop_if_violated(evaluate(case, drawn, phase))
 
     try:
-        search()
-    except _Violated as e:
-        out.counterexample = e.case
+        try:
+            search()
+        except _Violated as e:
+            out.counterexample = e.case
+        if out.counterexample is None and out.worst is not None and out.worst.coordinates:
+            try:
+                _edges(at, out, budget, _starts([r for r in seen.values() if isinstance(r, FalsifyCase)]))
+                _optimise(at, out, budget)
+            except _Violated as e:
+                out.counterexample = e.case
     except Exception as e:
         case = getattr(e, "fedtheory_case", None)
         if case is not None and not any(case in n for n in getattr(e, "__notes__", ())):
@@ -272,6 +321,107 @@ def falsify(name, variant=None, budget=60, seed=0, cases=None, progress=None):
     finally:
         pbar.close()
     return out
+
+
+def _kinds(strategy):
+    """The kinds of draw of one case of ``strategy`` (the taped primitives it uses)."""
+    from ..testing.draws import recording, replay
+    try:
+        return {e[0] for e in replay(recording(strategy), [])[1]}
+    except Exception:                       # a strategy that cannot be drawn outside a search: no local phases
+        return set()
+
+
+def _score(res):
+    """log(measured/bound) of an evaluated case, -inf for one outside the space or the budget."""
+    if res is None or not res.ratio > 0:
+        return -math.inf
+    return math.log(res.ratio) if math.isfinite(res.ratio) else math.inf
+
+
+def _starts(evaluated, most=3):
+    """Where the edges start: the best evaluated case of each branch of the space's first choice
+    (its families of problems: a ratio is compared fairly only within one), then the best of other
+    shapes of draw (the kinds of its coordinates: which branches were taken), best first, at most
+    ``most`` in all."""
+    def branch(r):
+        return next((e[3] for e in r.coordinates if e[0] == "choice"), None)
+
+    def best_by(key):
+        out = {}
+        for r in evaluated:
+            if r.coordinates and (key(r) not in out or _score(r) > _score(out[key(r)])):
+                out[key(r)] = r
+        return sorted(out.values(), key=_score, reverse=True)
+    starts = best_by(branch)[:most]
+    for r in best_by(lambda r: tuple(e[0] for e in r.coordinates)):
+        if len(starts) < most and all(r is not s for s in starts):
+            starts.append(r)
+    return starts
+
+
+def _edges(at, out, budget, starts):
+    """From each case of ``starts`` (in turns, one coordinate each), set each coordinate in turn to
+    the ends of its range and to each option, keeping the change that raises the ratio most
+    (phase "edges")."""
+    walks = [[best, 0] for best in starts]
+    while out.evaluations < budget and any(i < len(best.coordinates) for best, i in walks):
+        for walk in walks:
+            best, i = walk
+            if i >= len(best.coordinates) or out.evaluations >= budget:
+                continue
+            walk[1] += 1
+            kind, lo, hi, u = best.coordinates[i]
+            if kind == "int" and hi - lo > 64:              # a seed: its ends are no edge of anything
+                continue
+            tries = (lo, hi) if kind == "int" else range(lo, hi + 1) if kind == "choice" else (0.0, 1.0)
+            for v in tries:
+                if v == u or out.evaluations >= budget:
+                    continue
+                coords = list(best.coordinates)
+                coords[i] = (kind, lo, hi, v)
+                res = at(coords, "edges")
+                if _score(res) > _score(walk[0]):
+                    walk[0] = res
+
+
+def _optimise(at, out, budget):
+    """Nelder-Mead over the continuous coordinates of the best case, maximising log(measured/bound)
+    (phase "optimiser"); the discrete ones stay as they are."""
+    from scipy.optimize import minimize
+    best = out.worst
+    free = [i for i, e in enumerate(best.coordinates) if e[0] in ("float", "log", "logint")]
+    if not free or out.evaluations >= budget:
+        return
+    start = np.array([best.coordinates[i][3] for i in free], dtype=float)
+    template = list(best.coordinates)
+
+    def objective(x):
+        if out.evaluations >= budget:
+            raise _Spent()
+        coords = list(template)
+        for j, i in enumerate(free):
+            k, lo, hi, _ = coords[i]
+            coords[i] = (k, lo, hi, float(min(max(x[j], 0.0), 1.0)))
+        res = at(coords, "optimiser")
+        sc = _score(res)
+        return -sc if math.isfinite(sc) else (-1e3 if sc > 0 else 1e3)
+
+    # a simplex of steps of 0.25 towards the middle of each range
+    simplex = [start]
+    for j in range(start.size):
+        x = start.copy()
+        x[j] += 0.25 if x[j] <= 0.5 else -0.25
+        simplex.append(x)
+    try:
+        minimize(objective, start, method="Nelder-Mead",
+                 options=dict(initial_simplex=np.array(simplex), maxfev=4 * budget, xatol=1e-3, fatol=1e-3))
+    except _Spent:
+        pass
+
+
+class _Spent(Exception):
+    """The budget is spent (ends the optimiser)."""
 
 
 def _gt(a, b):

@@ -336,7 +336,7 @@ def _space(theorem):
         def draw_case(draw):
             p = draw(fts.quadratics(n_clients=fts.integers(2, 6), dim=fts.integers(2, 4),
                                     mu=fts.log_uniform(0.02, 0.5), heterogeneity=fts.uniform(0.0, 1.0),
-                                    noise=st.sampled_from([0.0, 0.1])))
+                                    noise=fts.choice(0.0, 0.1)))
             n = p.n_clients
             S = draw(fts.integers(1, n)) if theorem == 1 else n
             K, T = draw(fts.integers(1, 5)), draw(fts.integers(5, 40))

@@ -530,6 +530,12 @@ def _space(kind):
     * 6(a), 6(b): c in [0.1, 2], gamma_b a fraction [0.05, 1] of min{1/(2cL), 1/(20 L tau)},
       ell_i* = f_i* (every step then at the cap, the theorems' regime), tau in 1..4; R in 2..30
       (6(a)), 100..600 (6(b): a plateau to compare);
+    * 6(a) also draws one-dimensional clients at every curvature scale (:func:`scaled_clients`:
+      n in 2..5, h_i/h_1 in [0.01, 1], b_i in [-5, 5], the scale s in [1, 1e4], so L up to 1e8),
+      tau in 1..2e4 (log scale), in the long-run regime of the bound's T-independent terms: started
+      at the fixed point of the capped rounds (:func:`capped_fixed_point`), every round is the same,
+      so T = R tau for R up to 1e9 is simulated by one round (the registered counterexample P13b is
+      such a case; the quadratics above cover the transient from any x^0);
     * 18: shared Hessian (zeta^2 and sigma^2 bounded for all x), gradient noise 0 or in
       [0.01, 0.1], gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
       minus [1, 10] (with noise the Polyak ratio must stay above the cap), three seeds.
@@ -540,15 +546,15 @@ def _space(kind):
 
         @st.composite
         def draw_case(draw):
-            L = draw(st.sampled_from([1.0]) | fts.log_uniform(0.01, 100.0))       # the scale of the curvature
+            L = draw(fts.choice(1.0, fts.log_uniform(0.01, 100.0)))       # the scale of the curvature
             mu = L * draw(fts.log_uniform(0.05, 0.5))
             if kind == "18":
                 p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
                                         heterogeneity=fts.uniform(0.0, 2.0),
-                                        noise=st.sampled_from([0.0]) | fts.uniform(0.01, 0.1), hessian="shared"))
+                                        noise=fts.choice(0.0, fts.uniform(0.01, 0.1)), hessian="shared"))
             else:
                 p = draw(fts.quadratics(n_clients=fts.integers(2, 5), dim=fts.integers(2, 3), L=L, mu=mu,
-                                        heterogeneity=fts.uniform(0.0, 2.0), shared_minimizer=st.booleans()))
+                                        heterogeneity=fts.uniform(0.0, 2.0), shared_minimizer=fts.choice(False, True)))
             tau = draw(fts.integers(1, 4))
             fi = client_minima(p)
             x0 = draw(fts.around(p.info["x_star"]))
@@ -558,7 +564,7 @@ def _space(kind):
                     gamma_b = draw(fts.uniform(0.01, 1.0)) / (2 * sample_constants(p)[1])
                 else:
                     gamma_b = draw(fts.log_uniform(0.01, 10.0))
-                delta = draw(st.sampled_from([0.0]) | fts.log_uniform(1e-3, 1.0))
+                delta = draw(fts.choice(0.0, fts.log_uniform(1e-3, 1.0)))
                 return p, dict(rounds=draw(fts.integers(2, 25)), local_steps=tau, c=c, gamma_b=gamma_b,
                                lower_bound=fi - delta, x0=x0, seeds=1)
             c = draw(fts.uniform(0.1, 2.0))
@@ -571,8 +577,69 @@ def _space(kind):
             gamma_b = draw(fts.uniform(0.05, 1.0)) * step_cap(c, L, tau, 20)
             R = draw(fts.integers(2, 30)) if kind == "6a" else draw(fts.integers(100, 600))
             return p, dict(rounds=R, local_steps=tau, c=c, gamma_b=gamma_b, x0=x0, seeds=1)
+
+        @st.composite
+        def draw_scaled(draw):
+            # one-dimensional clients f_i = (h_i/2)(x - b_i)^2 at curvature scale s^2 (h_i = s^2 h0_i,
+            # b_i = b0_i / s), tau up to 2e4, in the long-run regime: started at the fixed point of the
+            # capped rounds, every round is the first (R = T / tau up to 1e9, simulated by one round)
+            n, scale = draw(fts.integers(2, 5)), draw(fts.log_uniform(1.0, 1e4))
+            h0 = np.array([1.0] + [draw(fts.log_uniform(0.01, 1.0)) for _ in range(n - 1)])
+            b0 = np.array([draw(fts.uniform(-5.0, 5.0)) for _ in range(n)])
+            p = scaled_clients(h0, b0, scale)
+            tau, c = draw(fts.log_integers(1, 20000)), draw(fts.uniform(0.1, 2.0))
+            gamma_b = draw(fts.uniform(0.05, 1.0)) * step_cap(c, _full_batch_L(p), tau, 20)
+            return p, dict(rounds=draw(fts.log_integers(10, 10 ** 9)), simulate_rounds=1, local_steps=tau, c=c,
+                           gamma_b=gamma_b, x0=capped_fixed_point(p, tau, gamma_b), seeds=1)
+        if kind == "6a":
+            return fts.choice(draw_case(), draw_scaled())
         return draw_case()
     return cases
+
+
+def scaled_clients(h0, b0, scale=1.0):
+    r"""One-dimensional clients :math:`f_i(x) = \frac{h_i}2 (x - b_i)^2` at curvature scale ``scale``^2:
+    :math:`h_i = s^2 h^0_i`, :math:`b_i = b^0_i / s` (the problem of docs/papers/fedsps.md, §8, P13b, for
+    any clients: the rescaling keeps :math:`\sigma_f^2` and multiplies L by :math:`s^2`).
+
+    Examples
+    --------
+    >>> p = scaled_clients([1.0, 0.25], [2.0, -2.0], scale=10.0)
+    >>> round(_full_batch_L(p), 9), p.info["recipe"]
+    (100.0, 'fedtheory.theory.fedsps.scaled_clients([1.0, 0.25], [2.0, -2.0], scale=10.0)')
+    """
+    import problems
+    h0, b0 = np.asarray(h0, dtype=float), np.asarray(b0, dtype=float)
+    h, b = scale ** 2 * h0, b0 / scale
+    p = problems.explicit_quadratic(h[:, None, None], (h * b)[:, None], name="scaled_clients")
+    p.info = dict(p.info or {}, recipe=f"fedtheory.theory.fedsps.scaled_clients({h0.tolist()!r}, {b0.tolist()!r}, "
+                                       f"scale={float(scale)!r})")
+    return p
+
+
+def capped_fixed_point(problem, tau, gamma_b):
+    r"""The fixed point of one round of FedAvg with step ``gamma_b`` (FedSPS when every step is capped,
+    the regime of Theorem 6) on quadratic clients :math:`f_i = \frac12 x^\top Q_i x - c_i^\top x`:
+    the solution of :math:`x = \sum_i w_i [A_i^\tau x + (I - A_i^\tau) Q_i^{-1} c_i]`,
+    :math:`A_i = I - \gamma_b Q_i`. A run started there is periodic with period one round.
+
+    Examples
+    --------
+    >>> p = scaled_clients([1.0, 0.25], [2.0, -2.0])
+    >>> x = capped_fixed_point(p, 3, 0.5)
+    >>> import fedtheory as ft
+    >>> bool(abs(ft.run(p, "fedavg", rounds=1, local_steps=3, lr=0.5, x0=x).x[0] - x[0]) < 1e-12)
+    True
+    """
+    d = problem.dim
+    M, v = np.zeros((d, d)), np.zeros(d)
+    for i in range(problem.n_clients):
+        Q, c, _ = problem.datafit.client_quadratic(problem.data, i)
+        A = np.linalg.matrix_power(np.eye(d) - gamma_b * Q, int(tau))
+        xi = np.linalg.solve(Q, c)
+        M += problem.weights[i] * A
+        v += problem.weights[i] * (xi - A @ xi)
+    return np.linalg.solve(np.eye(d) - M, v)
 
 
 # ----------------------------------------------------------------------- Theorem 3 --
@@ -719,7 +786,7 @@ SPEC_3B = register_spec(TheoremSpec(
                     r"\frac{2\gamma_b\sigma_f^2}{\alpha\mu}\quad(c \ge 4\tau^2,\ \mu > 0)",
                     r"\text{the same bound, under } c \ge 4\tau^2,\ \mu > 0 \text{ and } \gamma_b \le \frac{1}{2\mu}",
                     "Lemma 8's upper bound 1/(2 c mu) on the Polyak step is false when ell* < f*; the proof needs "
-                    "gamma_b <= 1/(2 mu), which the theorem does not state"),),
+                    "gamma_b <= 1/(2 mu), which the theorem does not state", level="fedsps.lemma_8"),),
     pep=_pep("3b"), assumptions=_A1, cases=_space("3b"), floor=_distance_floor, rounding=_rounding_sigma,
     quantity="||xbar_T - x*||^2"))
 
@@ -1041,19 +1108,7 @@ def interpolating_quadratic(seed=0):
 
 def rescaled_thm6_problem(s=1000.0):
     """docs/papers/fedsps.md, §8, P13b: 1-D clients f_i = (h_i/2)(x - b_i)^2 rescaled by s (h -> s^2 h, b -> b/s)."""
-    import problems
-    h0 = np.array([1.0, 0.1056, 0.0308, 0.1573])
-    b0 = np.array([5.51, -0.84, -1.07, 0.17])
-    h, b = s ** 2 * h0, b0 / s
-    return problems.explicit_quadratic(h[:, None, None], (h * b)[:, None], name="thm6_rescaled")
-
-
-def thm6_fixed_point(problem, tau, gamma_b):
-    """The FedAvg(gamma_b) fixed point of the 1-D rescaled problem (start of the periodic orbit)."""
-    h = np.array([problem.client_data(i)[0][0, 0] for i in range(problem.n_clients)])
-    b = np.array([problem.client_data(i)[1][0] for i in range(problem.n_clients)]) / h
-    q = (1 - gamma_b * h) ** tau
-    return np.array([np.sum(b * (1 - q)) / np.sum(1 - q)])
+    return scaled_clients([1.0, 0.1056, 0.0308, 0.1573], [5.51, -0.84, -1.07, 0.17], s)
 
 
 def _thm6_case(quick):
@@ -1062,7 +1117,7 @@ def _thm6_case(quick):
     L = float(max(p.client_data(i)[0][0, 0] for i in range(4)))
     gb = 1 / (20 * L * tau)
     return dict(rounds=10 ** 5, simulate_rounds=1, local_steps=tau, c=0.5, gamma_b=gb,
-                x0=thm6_fixed_point(p, tau, gb))
+                x0=capped_fixed_point(p, tau, gb))
 
 
 @register_cases("fedsps.theorem_3a")

@@ -1,0 +1,92 @@
+"""Lemmas and proof steps: registered like theorems, checked on the theorems' own runs."""
+import numpy as np
+import pytest
+
+import validation
+from fedtheory.__main__ import main
+from fedtheory.theory import SPECS, case, is_lemma
+from fedtheory.theory.fedsps import client_minima
+
+FEDSPS = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_18")
+
+
+def test_the_proofs_name_registered_lemmas_in_order():
+    names = validation.lemmas()
+    assert names and all(is_lemma(n) for n in names) and not set(names) & set(validation.theorems())
+    for t in FEDSPS:
+        proof = validation.lemmas(t)
+        assert proof and all(n in names for n in proof), t
+    assert validation.lemmas("fedsps.theorem_3b") == ["fedsps.lemma_14", "fedsps.lemma_8", "fedsps.lemma_15",
+                                                      "fedsps.lemma_16", "fedsps.step_28"]
+    with pytest.raises(ValueError, match="The 'theorem' parameter of lemmas"):
+        validation.lemmas("fedsps.lemma_8")
+
+
+@pytest.mark.parametrize("theorem", FEDSPS)
+def test_the_whole_proof_is_checked_on_the_theorems_runs(theorem):
+    c = case(theorem, 0)
+    v = validation.verify(theorem, c.build(), lemmas=True, **c.kwargs)
+    assert [lv.name for lv in v.lemmas] == validation.lemmas(theorem)
+    for lv in v.lemmas:
+        assert lv.runs[0] is v.runs[0], lv.name                  # the same run, not a second one
+        assert lv.verdict() in ("holds", "UNRESOLVED"), lv.report()
+        assert lv.where is not None and {"round", "step"} <= set(lv.where)
+    assert v.first_failure is None and "proof, in order (first failure: none)" in v.report()
+
+
+def _erratum_1_case():
+    import problems
+    p = problems.quadratic(3, 2, L=1.0, mu=0.2, heterogeneity=1.0, hessian="distinct", seed=0)
+    return p, dict(rounds=3, local_steps=2, c=8.0, gamma_b=2.0, lower_bound=client_minima(p) - 1.0, x0=np.ones(2))
+
+
+def test_lemma_8_as_printed_fails_where_the_lower_bound_is_below_the_minimum():
+    p, kw = _erratum_1_case()
+    printed = validation.verify("fedsps.lemma_8", p, variant="printed", **kw)
+    corrected = validation.verify("fedsps.lemma_8", p, variant="corrected", **kw)
+    assert printed.verdict() == "VIOLATED" and printed.ratio > 1
+    assert corrected.verdict() == "holds" and corrected.ratio <= 1
+    # the worst Polyak ratio is at a traced step: recompute it there from the run's own local iterate
+    w = printed.where
+    rt = printed.runs[0].trace[w["round"]]
+    j = list(rt.clients).index(w["client"])
+    x = rt["local"][j, w["step"]]
+    g = p.client_grad(w["client"], x)
+    ratio = (p.client_value(w["client"], x) - kw["lower_bound"][w["client"]]) / (kw["c"] * g @ g)
+    assert np.isclose(ratio, printed.measured, rtol=1e-12)
+
+
+def test_a_theorem_whose_lemma_fails_names_it_first():
+    """Theorem 3(b)'s proof rests on Lemma 8: with lemma variant 'printed' (the theorem's printed
+    variant) on the erratum's case, the proof's first failure is Lemma 8 while the theorem's own
+    bound holds (the step is loose elsewhere)."""
+    p, kw = _erratum_1_case()
+    v = validation.verify("fedsps.theorem_3b", p, variant="printed", lemmas=True, **dict(kw, c=16.0))
+    assert v.first_failure == "fedsps.lemma_8"
+    assert next(lv for lv in v.lemmas if lv.name == "fedsps.lemma_8").verdict() == "VIOLATED"
+
+
+def test_a_lemma_is_searched_like_a_theorem():
+    f = validation.falsify("fedsps.lemma_8", variant="printed", seed=0, progress=False)
+    assert f.counterexample is not None and f.counterexample.ratio > 1
+    assert f.replay().verdict() == "VIOLATED"
+
+
+def test_the_command_line_takes_lemma_names(tmp_path, capsys):
+    assert main(["describe", "fedsps.lemma_8"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fedsps.lemma_8: lemma (measures algorithm 'fedsps')") and "in the proof of: fedsps.theorem_3b" in out
+    assert main(["describe", "fedsps.theorem_3b"]) == 0
+    assert "proof, in order (fedtheory verify --lemmas): fedsps.lemma_14, fedsps.lemma_8" in capsys.readouterr().out
+    assert main(["verify", "--quick", "--theorem", "fedsps.theorem_3a", "--lemmas", "--out", str(tmp_path / "v")]) == 0
+    out = capsys.readouterr().out
+    assert all(n in out for n in validation.lemmas("fedsps.theorem_3a"))
+    assert main(["falsify", "fedsps.lemma_8", "--variant", "printed", "--out", str(tmp_path / "f")]) == 1
+
+
+def test_every_lemma_holds_on_its_own_cases_and_the_specs_are_lemmas():
+    for name in validation.lemmas():
+        assert SPECS[name].cases is not None, name
+        c = case(name, 0)
+        v = validation.verify(name, c.build(), **c.kwargs)
+        assert v.verdict() in ("holds", "UNRESOLVED"), v.report()
