@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("PEPit")
 
 import validation  # noqa: E402
-from fedtheory.theory import SPECS, tightness as T  # noqa: E402
+from fedtheory.theory import SPECS, is_lemma, tightness as T  # noqa: E402
 
 COVERED = ["localdescent.theorem_4_1", "fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a"]
 
@@ -175,7 +175,7 @@ def test_two_three_and_four_clients_with_two_local_steps(lr):
 
 def test_every_theorem_has_a_pep_or_a_reason():
     cov = T.covered()
-    assert set(cov) == set(SPECS)
+    assert set(cov) == {n for n in SPECS if not is_lemma(n)}
     assert sorted(k for k, v in cov.items() if v is True) == sorted(COVERED)
     import fedtheory as ft
     for name, v in cov.items():

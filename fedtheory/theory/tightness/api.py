@@ -484,7 +484,9 @@ def covered():
     Returns
     -------
     dict
-        ``{theorem: True}`` for theorems with a PEP, ``{theorem: reason}`` for the others.
+        ``{theorem: True}`` for theorems with a PEP, ``{theorem: reason}`` for the others (lemmas and
+        proof steps are steps of a theorem's proof, checked on its runs: the PEP is the theorem's).
     """
-    from .. import SPECS
-    return {n: (True if callable(s.pep) else (s.pep or "no PEP registered")) for n, s in sorted(SPECS.items())}
+    from .. import SPECS, is_lemma
+    return {n: (True if callable(s.pep) else (s.pep or "no PEP registered")) for n, s in sorted(SPECS.items())
+            if not is_lemma(n)}
