@@ -443,6 +443,14 @@ def _sweep(args):
     return 0
 
 
+def _registered(names):
+    """"registered theorems: ...; lemmas: ..." of the theorem checks ``names``."""
+    from .theory import is_lemma
+    theorems = ", ".join(sorted(n for n in names if not is_lemma(n)))
+    lemmas = ", ".join(sorted(n for n in names if is_lemma(n)))
+    return f"registered theorems: {theorems}" + (f"; lemmas: {lemmas}" if lemmas else "")
+
+
 def _verify(args):
     from .theory import THEOREMS
     from .verification import verify_all
@@ -450,8 +458,7 @@ def _verify(args):
     from .registry import import_hint
     unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
     if unknown:
-        raise UsageError(f"unknown theorem {', '.join(map(repr, unknown))}; registered theorems: "
-                         f"{', '.join(sorted(THEOREMS))}."
+        raise UsageError(f"unknown theorem {', '.join(map(repr, unknown))}; {_registered(THEOREMS)}."
                          f"{''.join(did_you_mean(t, THEOREMS) for t in unknown)}{import_hint()}")
     if args.tightness:                 # before the regular cases: no traceback after minutes of work
         from .theory.tightness import require_pepit
@@ -494,7 +501,7 @@ def _falsify(args):
     if args.name not in THEOREMS:
         from ._argcheck import did_you_mean
         from .registry import import_hint
-        raise UsageError(f"unknown theorem {args.name!r}; registered theorems: {', '.join(sorted(THEOREMS))}."
+        raise UsageError(f"unknown theorem {args.name!r}; {_registered(THEOREMS)}."
                          f"{did_you_mean(args.name, THEOREMS)}{import_hint()}")
     if args.out:
         _out_dir(args.out)
@@ -735,7 +742,9 @@ def _main(argv):
             from . import algorithms
             print("algorithms:", ", ".join(algorithms()))
             print("problems:  ", ", ".join(factories()))
-            print("theorems:  ", ", ".join(sorted(THEOREMS)) or "(none registered yet)")
+            from .theory import is_lemma
+            print("theorems:  ", ", ".join(sorted(n for n in THEOREMS if not is_lemma(n))) or "(none registered yet)")
+            print("lemmas:    ", ", ".join(sorted(n for n in THEOREMS if is_lemma(n))) or "(none registered yet)")
         elif args.cmd == "describe":
             from . import describe
             info = describe(args.name)

@@ -160,8 +160,9 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
 
     The errata are those declared on the theorem specs (``TheoremSpec.errata``, one
     :class:`~fedtheory.theory.engine.Erratum` each). For each one the smallest registered
-    counterexample (:func:`smallest_case`) is run by ``validation.verify`` for the printed variant
-    and the erratum's corrected variant (the runs are shared), and where the theorem has a PEP
+    counterexample (:func:`smallest_case`) of the theorem, or of the lemma the erratum is in, is run
+    by ``validation.verify`` for the printed variant and the erratum's corrected variant (the runs
+    are shared), and where the theorem has a PEP
     form its exact worst case is solved by ``validation.tightness`` for the theorem's
     ``fedtheory verify --tightness`` configuration.
 
@@ -188,7 +189,11 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
         measured, bound, ratio and verdict of both
         variants; ``worst_case`` (the PEP's certified bracket, nan when skipped) with the printed
         and corrected bounds at the PEP's constants and ``pep_note`` (what was solved, or why
-        not); ``replay`` (a one-line command reproducing the two verdicts) and ``seconds``.
+        not); ``replay`` (a one-line command reproducing the two verdicts) and ``seconds``;
+        ``level``, where printed and corrected are compared: ``"theorem"``, or the lemma or
+        proof step the erratum is in (:attr:`~fedtheory.theory.engine.Erratum.level`; the case,
+        the verdicts and ``variant`` are then the lemma's); ``separated``, True when printed is
+        VIOLATED and corrected holds there; ``why_not``, the reason when it is not ("" when it is).
 
     Examples
     --------
@@ -224,6 +229,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
                    variant=e.variant, printed=e.printed, corrected=e.corrected, why=e.why, level=e.level)
         at = name if e.level == "theorem" else e.level           # the theorem, or the lemma the erratum is in
         variant = e.variant if e.variant in SPECS[at].variants else SPECS[at].default_variant
+        row["variant"] = variant                                  # the corrected variant compared there
         picked = smallest_case(at, quick)
         if picked is None:
             row.update(case="(no registered case)", case_kind="-", problem="-", params="-", replay="-",

@@ -141,7 +141,7 @@ def _replay_and_compare(rows):
         lines = [m for m in map(_LINE.match, res.stdout.splitlines()) if m]
         assert [m.group(2) for m in lines] == ["printed", r["variant"]], res.stdout
         for m, w in zip(lines, ("printed", "corrected")):
-            assert m.group(1) == r["theorem"]
+            assert m.group(1) == _at(r)
             assert r[f"{w}_verdict"].startswith(m.group(3)), (r["theorem"], w, res.stdout)
             assert math.isclose(float(m.group(4)), r[f"{w}_measured"], rel_tol=1e-3), (r["theorem"], w)
             if m.group(5) is not None:

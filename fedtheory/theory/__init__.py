@@ -604,4 +604,5 @@ from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lem
                      register_spec, worst_instance)
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)
-from . import fedsps_lemmas  # noqa: E402,F401  (registration: after the theorems whose proofs they are in)
+from . import feddeper_lemmas, fedspeed_lemmas, fedsps_lemmas, localdescent_lemmas, pfedfbe_lemmas  # noqa: E402,F401,I001
+# (registration: after the theorems whose proofs they are in)

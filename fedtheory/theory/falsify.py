@@ -92,7 +92,8 @@ class Falsification:
     skipped : int
         Drawn cases that were not applicable to the variant (outside its conditions).
     worst : FalsifyCase or None
-        The applicable case with the largest measured/bound.
+        The applicable case with the largest measured/bound (among those whose comparison does not
+        rest on rounding, where there is one).
     counterexample : FalsifyCase or None
         A case where the variant is VIOLATED, shrunk; None when none was found.
     history : list of (ratio, verdict)
@@ -265,7 +266,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
         else:
             res = FalsifyCase(problem, dict(params), float(v.ratio), v, phase, tuple(coordinates))
             out.history.append((res.ratio, v.verdict()))
-            if out.worst is None or _gt(res.ratio, out.worst.ratio):
+            if out.worst is None or _above(res, out.worst):
                 out.worst = res
         seen[key] = res
         if res is not None and v.verdict() == VIOLATED:
@@ -293,7 +294,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
         if res is None:
             return
         r = res.ratio
-        target(float(np.log(r)) if r > 0 and math.isfinite(r) else (50.0 if r == math.inf else -50.0))
+        target(_score(res) if math.isfinite(_score(res)) else (50.0 if _score(res) > 0 else -50.0))
 
     def at(coordinates, phase):
         """Evaluate the case of the space at ``coordinates`` (None outside the conditions or the budget)."""
@@ -332,9 +333,24 @@ def _kinds(strategy):
         return set()
 
 
+def _informative(v):
+    """Whether a verification's ratio says something: resolved, or unresolved by the sampling noise of
+    its seeds only (more seeds resolve it). A comparison at rounding level (the bound or the
+    measurement within its floor) says nothing, whatever its ratio: the search is not led there and
+    it is not reported as the largest measured/bound while an informative case exists."""
+    return bool(v.resolved or (not v.unresolved and v.noise > v.floor))
+
+
+def _above(a, b):
+    """Whether case ``a`` ranks above case ``b``: informative first, then the larger ratio."""
+    ia, ib = _informative(a.verification), _informative(b.verification)
+    return ia > ib or (ia == ib and _gt(a.ratio, b.ratio))
+
+
 def _score(res):
-    """log(measured/bound) of an evaluated case, -inf for one outside the space or the budget."""
-    if res is None or not res.ratio > 0:
+    """log(measured/bound) of an evaluated case, -inf for one outside the space or the budget or whose
+    comparison rests on rounding (:func:`_informative`)."""
+    if res is None or not res.ratio > 0 or not _informative(res.verification):
         return -math.inf
     return math.log(res.ratio) if math.isfinite(res.ratio) else math.inf
 

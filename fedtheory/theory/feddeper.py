@@ -356,7 +356,7 @@ def _space(theorem):
 SPEC_1 = register_spec(TheoremSpec(
     name="feddeper.theorem_1", algorithm="feddeper", quantity="(1/T) sum_{t<T} ||grad f(x^t)||^2",
     statement=r"(1/T) sum_{t<T} E||grad f(x^t)||^2 <= RHS (Theorem 1; docs/papers/feddeper.md, §4.2)",
-    setup=_setup1, run_kwargs=_run_kwargs, extra_runs=_extra_runs1, measure=measure_theorem_1,
+    setup=_setup1, run_kwargs=lambda st: _run_kwargs1(st), extra_runs=_extra_runs1, measure=measure_theorem_1,
     conditions=lambda st, m: _theorem1_conditions(st),
     variants={"printed": Variant("Theorem 1 as printed", _bound1(False), ("stated",)),
               "corrected": Variant("printed plus the two O(1/T) terms the proof drops: 48 beta^2 phi^0/T and "
@@ -372,7 +372,7 @@ SPEC_1 = register_spec(TheoremSpec(
                     r" + \sum_{j=1}^{6} a^j + \frac{48\beta^2\phi^0}{T} + \frac{100a^2B^2(\mathbb E\lVert\nabla "
                     r"f(x^T)\rVert^2 - \lVert\nabla f(x^0)\rVert^2)}{T}",
                     "the proof drops two O(1/T) terms when it telescopes: the round-0 drift of the personalized "
-                    "paths and the end-point gradient term"),),
+                    "paths and the end-point gradient term", level="feddeper.step_telescope"),),
     cases=_space(1), floor=_floor1, rounding=_rounding1,
     pep=("Non-convex with stochastic gradients (A2) and heterogeneity B^2, G^2 bounded for all x (A3): the "
          "noise enters as an expectation and A3 can be imposed only at the evaluated points (a relaxation: a "
@@ -415,7 +415,16 @@ def _setup2(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clie
     return st
 
 
+def _run_kwargs1(st):
+    """The run of Theorem 1; with exact gradients and full participation (where the proof steps of
+    :mod:`fedtheory.theory.feddeper_lemmas` apply) it traces the personalized paths they read."""
+    if st["sigma2"] == 0 and (st["clients_per_round"] or st["n"]) == st["n"]:
+        return _run_kwargs2(st)
+    return _run_kwargs(st)
+
+
 def _run_kwargs2(st):
+    """The run of Theorem 2: Algorithm 1 with the personalized paths traced."""
     return dict(_run_kwargs(st), trace="personal")
 
 

@@ -226,18 +226,22 @@ def _setup(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rh
     if f_star is None:
         from ..truth import ground_truth
         f_star = ground_truth(problem).f
+    exact = bool(problem.noise == 0 and batch_size is None)
     return dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam, alpha=alpha,
                 rho=rho, seeds=seeds, x0=x0, batch_size=batch_size, batch_replacement=batch_replacement,
-                f_star=f_star)
+                f_star=f_star, exact=exact)
 
 
 def _run_kwargs(st):
     """FedSpeed as the theorem states it: raw perturbation, full participation, Alg. 1 server;
-    the trace keeps z^1 and the corrections of round 0 (the bound's data-dependent inputs)."""
+    the trace keeps z^1 and the corrections of round 0 (the bound's data-dependent inputs), and
+    with exact gradients every round (the proof steps of :mod:`fedtheory.theory.fedspeed_lemmas`
+    are checked per round on those runs)."""
     return dict(rounds=st["T"], local_steps=st["K"], lr=st["lr"], lam=st["lam"], alpha=st["alpha"],
                 rho=st["rho"], perturbation="raw", server="alg1", batch_size=st["batch_size"],
                 batch_replacement=st["batch_replacement"], x0=st["x0"], trace=("z", "ghat", "gbar"),
-                trace_rounds=(0,), eval_every=1)                     # the left-hand side sums z_grad_sq over every round
+                trace_rounds=None if st.get("exact") else (0,),
+                eval_every=1)                                        # the left-hand side sums z_grad_sq over every round
 
 
 def measure(st, runs):
@@ -342,8 +346,7 @@ SPEC = register_spec(TheoremSpec(
                     r"\frac{4\lambda^2L^2(1-2\gamma)^2B_0}{\kappa\gamma^3 T} + \frac{\Phi}{\lambda}",
                     "Phi carries a spurious factor lambda (E1) and the initial-correction term has eta_l where the "
                     "proof gives eta_l^2 (E2); the exact gamma factors of the proof are kept",
-                    why_not="the 'derived' form fixes E1 and E2 but still misses the variance the proof drops (E3), "
-                            "so it fails where the printed form fails; E1-E3 together are separated by 'corrected'"),
+                    level="fedspeed.step_descent"),
             Erratum("corrected", "E3", "Theorem 4.4, eqs. (6)-(7) (proof: E||z^{t+1} - z^t||^2)",
                     r"\frac1T\sum_{t=1}^{T-1}\mathbb E\lVert\nabla F(z^t)\rVert^2 \le \mathrm{RHS}_{(6)-(7)}"
                     r"\quad\text{(no noise floor in } 1/n\text{)}",

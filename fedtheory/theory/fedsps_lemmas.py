@@ -22,8 +22,34 @@ runs: ``validation.verify(theorem, ..., lemmas=True)`` reuses them). With
   :math:`\|\bar x_{t+1} - x^*\|^2 \le \|\bar x_t - x^*\|^2 - \frac2n\sum_i\langle x_t^i - x^*,
   \gamma_t^i g_t^i\rangle + \frac2n\sum_i\|\gamma_t^i g_t^i\|^2 + V_t`.
 
+The small-step proofs (Theorems 6(a), 6(b), 18, with :math:`\gamma_b \le 1/(20L\tau)`, L per sample
+with minibatches, the full-batch constant without), with :math:`\xi_j^i` the sample client i drew at
+step j (its minibatch rows and its additive gradient noise, both in the trace):
+
+* ``fedsps.step_27`` (the first line of eq. (27), in the proof of Lemma 17; Theorem 18 uses it as
+  it is), pathwise, for :math:`\gamma_b \le 1/(10L\tau)`:
+  :math:`V_t \le \frac{32\gamma_b^2\tau}{n}\sum_i\sum_{j=s(t)}^{t-1}\|\nabla F_i(\bar x_j, \xi_j^i)\|^2`;
+* ``fedsps.lemma_17`` (Lemma 17, eq. (26); Theorems 6(a), 6(b)):
+  :math:`\mathbb E V_t \le \frac1{3L\tau}\sum_{j=s(t)}^{t-1}\mathbb E[f(\bar x_j) - f^*] +
+  64L\gamma_b^2\tau\sum_{j=s(t)}^{t-1}\sigma_f^2`;
+* ``fedsps.step_36b`` (the one-step recursion of Theorem 6(b), the strongly convex form of (36),
+  Appendix B.3.2; every step at :math:`\gamma_b`):
+  :math:`\mathbb E\|\bar x_{t+1} - x^*\|^2 \le (1 - \gamma_b\mu)\mathbb E\|\bar x_t - x^*\|^2 -
+  \gamma_b\mathbb E[f(\bar x_t) - f^*] + 4\gamma_bL\,\mathbb E V_t + 4L\gamma_b^2\sigma_f^2`;
+* ``fedsps.step_45`` (eq. (45), Theorem 18): printed,
+  :math:`\mathbb E V_t \le 32\gamma_b^2\tau\sum_{j=s(t)}^{t-1}[\mathbb E\|\nabla f(\bar x_j)\|^2 +
+  \sigma^2/\tau + \zeta^2]`; corrected, :math:`\sigma^2` for :math:`\sigma^2/\tau`, what (27) yields
+  (erratum 5, compared here; not separated: the printed form is true as well, by a martingale argument).
+
+An expectation is checked on the means over the seeds at each step (:func:`expectation`): an excess
+within 3 standard errors of that mean, or one seed of a random run, is UNRESOLVED; a run without
+noise and minibatches is its own expectation. Theorem 6(b)'s run traces every round unless the trace
+would be large (:func:`fedtheory.theory.fedsps.traced_rounds_6b`): its lemmas are then checked on the
+traced rounds only, which ``Verification.details["checked_on"]`` says.
+
 Each reports the worst instance (largest measured/bound) and where it is:
-``Verification.where = dict(round=, client=, step=)`` (``seed`` too with several seeds).
+``Verification.where = dict(round=, client=, step=)`` (``seed`` too with several seeds; no ``client``
+for a lemma about all clients at once, no ``seed`` for an expectation).
 
 Examples
 --------
@@ -38,6 +64,15 @@ Examples
 >>> validation.verify("fedsps.lemma_8", p, variant="corrected", rounds=3, local_steps=2, c=8.0,
 ...                   gamma_b=2.0, lower_bound=ell, x0=np.ones(2)).verdict()
 'holds'
+
+Theorem 6(b)'s proof on its own runs:
+
+>>> q = problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
+>>> v = validation.verify("fedsps.theorem_6b", q, rounds=300, local_steps=4, lemmas=True)
+>>> [lv.name for lv in v.lemmas], v.first_failure
+(['fedsps.step_27', 'fedsps.lemma_17', 'fedsps.step_36b'], None)
+>>> all(lv.runs[0] is v.runs[0] for lv in v.lemmas)
+True
 """
 from __future__ import annotations
 
@@ -45,8 +80,10 @@ import numpy as np
 
 from . import Case, Condition, register_cases
 from .engine import EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, comparison_floor, register_spec, worst_instance
-from .fedsps import (_A1, _space, _completed, _constants, _explicit_quadratic, _params, _problem_conditions,
-                     _quadratic_blocks, _run_kwargs, _stop_if_inapplicable, _lower_bound_condition, client_minima)
+from .fedsps import (_A1, _space, _completed, _constants, _constants_or_na, _explicit_quadratic, _full_batch_mu,
+                     _gamma_stats, _params, _pinned_condition, _problem_conditions, _quadratic_blocks, _run_kwargs,
+                     _setup_18, _small_step_setup, _stop_if_inapplicable, _lower_bound_condition, client_minima,
+                     gradient_at, objective_at)
 
 _THEOREMS = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_18")
 
@@ -299,3 +336,347 @@ def _cases_8(quick=False):
     return [Case("lower bounds 1 below the client minima, gamma_b = 2 < 1/(2 mu)", "counterexample", _below_minima_case,
                  _case_params(1.0), {"printed": False, "corrected": True},
                  "docs/papers/fedsps.md, §8, erratum 1")], []
+
+
+# -- the small-step proofs (Theorems 6 and 18): step (27), Lemma 17, the recursion of 6(b), eq. (45) -----
+def _small_setup(name, div, noise, lower):
+    r"""The setup of a lemma of the small-step proofs (Theorems 6(a), 6(b), 18), whose run is the
+    theorem's (:func:`fedtheory.theory.fedsps._run_kwargs`, with the theorem's ``trace_rounds`` when it
+    traces only some rounds): ``gamma_b`` defaults to min{1/(2cL), 1/(20 L tau)} (Theorem 6's cap), L is
+    per sample with minibatches and the full-batch constant without (docs/papers/fedsps.md, §4.6).
+    The stated condition is gamma_b <= 1/(div L tau); ``noise``: whether additive gradient noise is
+    allowed (A3); ``lower``: whether ell_i* <= F_i* is stated."""
+    def setup(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bound=None, seeds=1, x0=None,
+              batch_size=None, simulate_rounds=None, trace_rounds=None):
+        pc = _problem_conditions(problem, noise=not noise)
+        tau, L, cap = _small_step_setup(problem, name, rounds, local_steps, c, batch_size, seeds, 20, pc)
+        gamma_b = cap if gamma_b is None else gamma_b
+        ell = client_minima(problem) if lower_bound is None else lower_bound
+        s = _constants_or_na(problem, c, gamma_b, ell, x0, pc)
+        mu = s["mu"] if batch_size is not None else _full_batch_mu(problem)
+        lim = 1 / (div * L * tau)
+        conds = pc + [Condition(f"gamma_b <= 1/({div} L tau)", gamma_b, lim, gamma_b <= lim * (1 + 1e-12))]
+        if lower:
+            conds.append(_lower_bound_condition(problem, s["ell"], batch_size))
+        _stop_if_inapplicable(pc, conds)
+        R_sim = simulate_rounds or rounds
+        if R_sim < rounds and (batch_size is not None or problem.noise > 0):
+            raise NotApplicable("simulate_rounds < rounds needs deterministic clients (batch_size=None, no noise)",
+                                conds)
+        traced = None if trace_rounds is None else tuple(sorted(int(t) for t in trace_rounds))
+        return dict(s, L=L, mu=mu, c=c, gamma_b=gamma_b, tau=tau, T=rounds * tau, R_run=R_sim,
+                    batch_size=batch_size, seeds=seeds, conds=conds, trace_rounds=traced,
+                    sigma2=problem.dim * problem.noise ** 2)
+    return setup
+
+
+def _small_run(st):
+    """The theorem's run (:func:`fedtheory.theory.fedsps._run_kwargs`), with its ``trace_rounds``."""
+    kw = _run_kwargs(st)
+    if st.get("trace_rounds") is not None:
+        kw["trace_rounds"] = st["trace_rounds"]
+    return kw
+
+
+def _stochastic(st):
+    """Whether the runs are random (additive gradient noise, or minibatches of a datafit with samples)."""
+    p = st["problem"]
+    return bool(p.noise > 0 or (st.get("batch_size") is not None and p.datafit.has_samples))
+
+
+def rounds_of(st, runs, grads=False):
+    r"""Every traced round of every run, as arrays over (seed, traced round, local step k):
+    the virtual averages :math:`\bar x_k` (k = 0..tau: k = tau is the next server model), the drift
+    :math:`V_k = \frac1n\sum_i\|x_k^i - \bar x_k\|^2` (k < tau), :math:`\frac1n\sum_i\|\nabla F_i(\bar x_k,
+    \xi_k^i)\|^2` with the sample client i drew at step k (its minibatch rows and its additive noise,
+    from the trace), :math:`f(\bar x_k) - f^*`, :math:`\|\nabla f(\bar x_k)\|^2`, and their rounding.
+
+    Parameters
+    ----------
+    grads : bool, default False
+        Whether to compute ``GF2`` and ``dGF2`` (n gradients per step: a loop over them unless the
+        clients are explicit quadratics without minibatches).
+
+    Returns
+    -------
+    dict
+        ``xbar`` (S, R, tau + 1, d), ``V``, ``GF2`` (S, R, tau), ``gap``, ``grad2`` (S, R, tau + 1),
+        ``dV``, ``dGF2``, ``dgap``, ``dx`` (rounding levels), ``rounds`` (the traced round indices).
+    """
+    p, tau = st["problem"], st["tau"]
+    n, d = p.n_clients, p.dim
+    Ys, orders, rounds = [], [], None
+    for s, res in enumerate(runs["main"]):
+        _completed(res, s)
+        orders.append([np.argsort(rt.clients) for rt in res.trace])                   # client i at row i
+        Ys.append(np.array([rt["local"][o] for rt, o in zip(res.trace, orders[-1])]))  # (R, n, tau + 1, d)
+        rounds = [int(rt.round) for rt in res.trace]
+    Y = np.array(Ys)                                                 # (S, R, n, tau + 1, d)
+    xbar = Y.mean(axis=2)                                            # the uniform weights are a stated condition
+    V = np.mean(np.sum((Y[:, :, :, :tau] - xbar[:, :, None, :tau]) ** 2, axis=-1), axis=2)
+    X = xbar[:, :, :tau]                                             # (S, R, tau, d)
+    flat = xbar.reshape(-1, d)
+    fx = objective_at(p, flat).reshape(xbar.shape[:3])
+    gap = fx - st["f_star"]
+    grad2 = np.sum(gradient_at(p, flat) ** 2, axis=1).reshape(xbar.shape[:3])
+    scale = max(float(np.max(np.abs(Y))), float(np.max(np.abs(st["x_star"]))), float(np.finfo(float).tiny))
+    dx = FLOOR_ULPS * EPS * scale * np.sqrt(d)                      # the rounding of a point's coordinates
+    L = st["L"]
+    dgap = FLOOR_ULPS * EPS * np.maximum(np.abs(fx), abs(st["f_star"])) + np.sqrt(grad2) * dx + L * dx ** 2
+    out = dict(xbar=xbar, V=V, gap=gap, grad2=grad2, dV=dx ** 2 + 2 * dx * np.sqrt(V), dgap=dgap, dx=dx,
+               rounds=rounds, d_grad2=2 * np.sqrt(grad2) * L * dx + (L * dx) ** 2)
+    if not grads:
+        return out
+    traces = [list(zip(res.trace, o)) for res, o in zip(runs["main"], orders)]
+    rows = [[rt.idx[o] if rt.idx.shape[2] else None for rt, o in tr] for tr in traces]
+    if _explicit_quadratic(p) and all(r is None for rs in rows for r in rs):
+        _, Q, cq = _quadratic_blocks(p)
+        G = np.einsum("ijk,srtk->srtij", Q, X) - cq + p.l2 * X[:, :, :, None, :]        # (S, R, tau, n, d)
+    else:
+        G = np.empty(X.shape[:3] + (n, d))
+        for s in range(X.shape[0]):
+            for r in range(X.shape[1]):
+                for k in range(tau):
+                    for i in range(n):
+                        G[s, r, k, i] = p.client_grad(i, X[s, r, k], None if rows[s][r] is None else rows[s][r][i, k])
+    if p.noise > 0:                                                   # the noise drawn at step k: grad F_i(x, xi)
+        G = G + np.moveaxis(np.array([[rt.noise[o] for rt, o in tr] for tr in traces]), 2, 3)
+    nG = np.sqrt(np.sum(G ** 2, axis=-1))
+    dG = FLOOR_ULPS * EPS * (nG + L * scale * np.sqrt(d)) + L * dx
+    return dict(out, GF2=np.mean(nG ** 2, axis=-1), dGF2=np.mean(2 * nG * dG + dG ** 2, axis=-1))
+
+
+def _window(a):
+    r""":math:`\sum_{j=s(t)}^{t-1} a_j` at every local step t = s(t) + k of a round (k terms; 0 at k = 0):
+    the window of Lemmas 16, 17 and (27), over the last axis of ``a`` (its first tau entries)."""
+    tau = a.shape[-1]
+    c = np.cumsum(a, axis=-1)
+    return np.concatenate([np.zeros(a.shape[:-1] + (1,)), c[..., :tau - 1]], axis=-1)
+
+
+def _where(q, seed=None, pathwise=True):
+    """Where each instance (seed, traced round, step) of ``q`` is: ``seed`` only for a pathwise lemma of
+    several runs (an expectation is the mean over the seeds at each step)."""
+    S, R, tau = q["V"].shape
+    if pathwise:
+        return [dict(round=q["rounds"][r], step=k, **({"seed": s} if S > 1 else {}))
+                for s in range(S) for r in range(R) for k in range(tau)]
+    return [dict(round=q["rounds"][r], step=k) for r in range(R) for k in range(tau)]
+
+
+def expectation(st, q, lhs, rhs, floor, label=""):
+    r"""The worst instance of an inequality between expectations, :math:`\mathbb E\,a_t \le \mathbb E\,b_t`
+    at every local step t: both sides are the means over the seeds (arrays (S, R, tau)) at each step,
+    compared by :func:`~fedtheory.theory.engine.worst_instance` with the mean of the floors.
+
+    A mean over a few seeds is an estimate: where the worst step exceeds its bound by no more than 3
+    standard errors of the mean of :math:`a_t - b_t` over the seeds (the decision rule of
+    docs/papers/fedsps.md, §4.6), or the runs are random and there is one seed, the measurement says
+    ``"unresolved"`` (it is no violation of an expectation). Deterministic runs (no noise, no minibatches)
+    are their expectation: every seed is the same run, the comparison is exact."""
+    S = lhs.shape[0]
+    a, b, f = lhs.mean(axis=0).ravel(), rhs.mean(axis=0).ravel(), floor.mean(axis=0).ravel()
+    out = worst_instance(a, b, _where(q, pathwise=False), f)
+    k = int(np.argmax([w == out["where"] for w in _where(q, pathwise=False)])) if out["where"] is not None else 0
+    excess = a[k] - b[k] - f[k]
+    if excess > 0 and _stochastic(st):
+        if S == 1:
+            out["unresolved"] = (f"{label}: one run of a random algorithm exceeds the bound at {out['where']}; an "
+                                 "expectation needs several seeds")
+        else:
+            se = float(np.std((lhs - rhs).reshape(S, -1)[:, k], ddof=1) / np.sqrt(S))
+            if a[k] - b[k] <= 3 * se:
+                out["unresolved"] = (f"{label}: the mean over {S} seeds exceeds the bound at {out['where']} by "
+                                     f"{a[k] - b[k]:.3g}, within 3 standard errors ({3 * se:.3g}) of the mean")
+    out["seeds"] = S
+    return out
+
+
+def _traced_note(st, q):
+    """Which rounds the lemma was checked on (every traced round of the run)."""
+    if st.get("trace_rounds") is None:
+        return "every round"
+    return f"the {len(q['rounds'])} traced rounds of {st['R_run']} (trace_rounds), only"
+
+
+def _details(st, m):
+    """The rounds checked, and for an expectation the number of seeds averaged at each step."""
+    return {"checked_on": m.get("checked_on", ""), **({"seeds_averaged": m["seeds"]} if "seeds" in m else {})}
+
+
+# -- step (27) --------------------------------------------------------------------------------------------
+def _measure_27(st, runs):
+    q = rounds_of(st, runs, grads=True)
+    coef = 32 * st["gamma_b"] ** 2 * st["tau"]
+    rhs, floor = coef * _window(q["GF2"]), q["dV"] + coef * _window(q["dGF2"])
+    out = worst_instance(q["V"].ravel(), rhs.ravel(), _where(q), floor.ravel())
+    return dict(out, checked_on=_traced_note(st, q))
+
+
+_setup_27 = _small_setup("fedsps.step_27", 10, noise=True, lower=False)
+
+STEP_27 = register_spec(TheoremSpec(
+    name="fedsps.step_27", algorithm="fedsps", quantity="V_t = (1/n) sum_i ||x_t^i - xbar_t||^2",
+    statement=r"V_t <= (32 gamma_b^2 tau/n) sum_i sum_{j=s(t)}^{t-1} ||grad F_i(xbar_j, xi_j^i)||^2 (pathwise, "
+              r"gamma_b <= 1/(10 L tau); xi_j^i the sample client i drew at step j)",
+    setup=_setup_27, run_kwargs=_small_run, measure=_measure_27, conditions=_conditions,
+    variants={"printed": Variant("the first line of eq. (27) as printed (the proof of Lemma 17; Theorem 18 "
+                                 "uses it as it is)", lambda st, m: m["rhs"])},
+    assumptions=_A1, floor=_floor, cases=_space("6a"), details=_details,
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eq. (27) in the proof of Lemma 17; "
+              "docs/papers/fedsps.md, §4.7"),
+    proof_of=("fedsps.theorem_6a", "fedsps.theorem_6b", "fedsps.theorem_18"))
+
+
+# -- Lemma 17 -------------------------------------------------------------------------------------------
+def _measure_17(st, runs):
+    q = rounds_of(st, runs)
+    L, tau, gb = st["L"], st["tau"], st["gamma_b"]
+    k = np.arange(tau)
+    sf, dsf = st["sigma_f_sq"], FLOOR_ULPS * EPS * max(abs(st["f_star"]), float(np.max(np.abs(st["ell"]))))
+    rhs = _window(q["gap"][..., :tau]) / (3 * L * tau) + 64 * L * gb ** 2 * tau * k * sf
+    floor = q["dV"] + _window(q["dgap"][..., :tau]) / (3 * L * tau) + 64 * L * gb ** 2 * tau * k * dsf
+    return dict(expectation(st, q, q["V"], rhs, floor, "Lemma 17"), checked_on=_traced_note(st, q))
+
+
+_setup_17 = _small_setup("fedsps.lemma_17", 20, noise=False, lower=True)
+
+LEMMA_17 = register_spec(TheoremSpec(
+    name="fedsps.lemma_17", algorithm="fedsps", quantity="E V_t (the mean over the seeds at each step)",
+    statement=r"E V_t <= (1/(3 L tau)) sum_{j=s(t)}^{t-1} E[f(xbar_j) - f*] + 64 L gamma_b^2 tau sum_{j=s(t)}^{t-1} "
+              r"sigma_f^2 (gamma_b <= 1/(20 L tau), ell_i* <= F_i*)",
+    setup=_setup_17, run_kwargs=_small_run, measure=_measure_17, conditions=_conditions,
+    variants={"printed": Variant("Lemma 17 as printed; both sides the means over the seeds at each step",
+                                 lambda st, m: m["rhs"])},
+    assumptions=_A1, floor=_floor, cases=_space("6a"), details=_details,
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 17 (eq. (26)); docs/papers/fedsps.md, §4.7"),
+    proof_of=("fedsps.theorem_6a", "fedsps.theorem_6b"))
+
+
+# -- the one-step recursion of Theorem 6(b) (the strongly convex (36)) -------------------------------------
+def _measure_36b(st, runs):
+    q = rounds_of(st, runs)
+    L, tau, gb, mu = st["L"], st["tau"], st["gamma_b"], st["mu"]
+    xs = st["x_star"]
+    D = np.sum((q["xbar"] - xs) ** 2, axis=-1)                         # (S, R, tau + 1)
+    lhs, d0 = D[..., 1:], D[..., :tau]
+    sf, dsf = st["sigma_f_sq"], FLOOR_ULPS * EPS * max(abs(st["f_star"]), float(np.max(np.abs(st["ell"]))))
+    terms = ((1 - gb * mu) * d0, gb * q["gap"][..., :tau], 4 * gb * L * q["V"], np.full(d0.shape, 4 * L * gb ** 2 * sf))
+    rhs = terms[0] - terms[1] + terms[2] + terms[3]
+    dx = q["dx"]
+    floor = (FLOOR_ULPS * EPS * sum(np.abs(t) for t in terms) + 2 * dx * (np.sqrt(lhs) + np.sqrt(d0)) + 2 * dx ** 2
+             + gb * q["dgap"][..., :tau] + 4 * gb * L * q["dV"] + 4 * L * gb ** 2 * dsf)
+    out = expectation(st, q, lhs, rhs, floor, "the recursion of Theorem 6(b)")
+    return dict(out, checked_on=_traced_note(st, q), **_gamma_stats(runs["main"], gb, st))
+
+
+def _conditions_36b(st, m):
+    mu = st["mu"]
+    return list(st["conds"]) + [Condition("mu > 0 (strongly convex sample functions)", mu, 0.0, mu > 0),
+                                _pinned_condition(m, st["gamma_b"])]
+
+
+_setup_36b = _small_setup("fedsps.step_36b", 20, noise=False, lower=True)
+
+STEP_36B = register_spec(TheoremSpec(
+    name="fedsps.step_36b", algorithm="fedsps", quantity="E||xbar_{t+1} - x*||^2 (the mean over the seeds)",
+    statement=r"E||xbar_{t+1} - x*||^2 <= (1 - gamma_b mu) E||xbar_t - x*||^2 - gamma_b E[f(xbar_t) - f*] "
+              r"+ 4 gamma_b L E V_t + 4 L gamma_b^2 sigma_f^2 (mu-strongly convex, every step at gamma_b)",
+    setup=_setup_36b, run_kwargs=_small_run, measure=_measure_36b, conditions=_conditions_36b,
+    variants={"printed": Variant("the one-step recursion of the proof of Theorem 6(b) as printed (the strongly "
+                                 "convex (36), Appendix B.3.2); both sides the means over the seeds",
+                                 lambda st, m: m["rhs"])},
+    assumptions=_A1, floor=_floor, cases=_space("6b"), details=_details,
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), proof of Theorem 6(b) (Appendix B.3.2, the strongly convex "
+              "form of eq. (36)); docs/papers/fedsps.md, §4.7"),
+    proof_of=("fedsps.theorem_6b",))
+
+
+# -- eq. (45) (Theorem 18) -------------------------------------------------------------------------------
+def _measure_45(st, runs):
+    q = rounds_of(st, runs)
+    tau, gb = st["tau"], st["gamma_b"]
+    coef = 32 * gb ** 2 * tau
+    k = np.arange(tau)
+    g2, dg2 = _window(q["grad2"][..., :tau]), _window(q["d_grad2"][..., :tau])
+    floor = q["dV"] + coef * dg2
+    out = {}
+    for name, noise in (("printed", st["sigma2"] / tau), ("corrected", st["sigma2"])):
+        rhs = coef * (g2 + k * (noise + st["zeta2"]))
+        out[name] = expectation(st, q, q["V"], rhs, floor + coef * k * FLOOR_ULPS * EPS * (noise + st["zeta2"]),
+                                f"eq. (45) {name}")
+    reasons = [out[v]["unresolved"] for v in out if out[v].get("unresolved")]
+    return dict(out["printed"], corrected=out["corrected"], unresolved="; ".join(reasons),
+                checked_on=_traced_note(st, q))
+
+
+STEP_45 = register_spec(TheoremSpec(
+    name="fedsps.step_45", algorithm="fedsps", quantity="E V_t (the mean over the seeds at each step)",
+    statement=r"E V_t <= 32 gamma_b^2 tau sum_{j=s(t)}^{t-1} [E||grad f(xbar_j)||^2 + sigma^2/tau + zeta^2] "
+              r"(printed; corrected: sigma^2 for sigma^2/tau)",
+    setup=_setup_18, run_kwargs=_run_kwargs, measure=_measure_45, conditions=lambda st, m: list(st["conds"]),
+    variants={"printed": Variant("eq. (45) as printed (sigma^2/tau)", lambda st, m: m["rhs"]),
+              "corrected": Variant("what (27) yields in expectation: sigma^2 in place of sigma^2/tau (erratum 5)",
+                                   lambda st, m: m["corrected"]["rhs"],
+                                   values=lambda st, m: m["corrected"]["values"],
+                                   where=lambda st, m: m["corrected"]["where"])},
+    default_variant="corrected", assumptions=_A1,
+    floor=lambda st, m: max(m["floor"], m["corrected"]["floor"]) + comparison_floor(m["values"][0], m["rhs"]),
+    cases=_space("18"), details=_details,
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eq. (45) in the proof of Theorem 18; "
+              "docs/papers/fedsps.md, §4.7, erratum 5"),
+    proof_of=("fedsps.theorem_18",))
+
+
+def _heterogeneous_case():
+    """Theorem 6(b)'s case: a strongly convex heterogeneous quadratic (distinct Hessians, sigma_f^2 > 0)."""
+    import problems
+    return problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
+
+
+def _noisy_case():
+    """Theorem 18's case: a shared-Hessian quadratic with additive gradient noise."""
+    import problems
+    return problems.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=0.5, noise=0.5, seed=2)
+
+
+def _sampled_case():
+    """Least squares with samples (per-sample L, minibatches): a random run whose expectation needs seeds."""
+    import problems
+    rng = np.random.default_rng(0)
+    return problems.least_squares([rng.standard_normal((8, 3)) for _ in range(3)],
+                                  [rng.standard_normal(8) for _ in range(3)], l2=0.1)
+
+
+_NOISY = dict(local_steps=5, x0=np.full(3, 2.0), lower_bound=-10.0)
+
+
+@register_cases("fedsps.step_27")
+def _cases_27(quick=False):
+    return [Case("strongly convex heterogeneous quadratic at Theorem 6's cap", "conforming", _heterogeneous_case,
+                 dict(rounds=200, local_steps=4), {"printed": True}),
+            Case("shared-Hessian quadratic with gradient noise (Theorem 18's case), every seed", "conforming",
+                 _noisy_case, dict(_NOISY, rounds=60, seeds=5), {"printed": True})], []
+
+
+@register_cases("fedsps.lemma_17")
+def _cases_17(quick=False):
+    return [Case("strongly convex heterogeneous quadratic at Theorem 6's cap (deterministic: one seed is E)",
+                 "conforming", _heterogeneous_case, dict(rounds=200, local_steps=4), {"printed": True}),
+            Case("least squares with minibatches of 2, the mean over 4 seeds", "conforming", _sampled_case,
+                 dict(rounds=40, local_steps=3, batch_size=2, seeds=4, lower_bound=0.0, x0=np.ones(3)),
+                 {"printed": True})], []
+
+
+@register_cases("fedsps.step_36b")
+def _cases_36b(quick=False):
+    return [Case("strongly convex heterogeneous quadratic at Theorem 6's cap", "conforming", _heterogeneous_case,
+                 dict(rounds=200, local_steps=4), {"printed": True})], []
+
+
+@register_cases("fedsps.step_45")
+def _cases_45(quick=False):
+    """Theorem 18's case: the printed sigma^2/tau holds as well (erratum 5 is a gap in the derivation)."""
+    return [Case("shared-Hessian quadratic with gradient noise (Theorem 18's case), the mean over the seeds",
+                 "conforming", _noisy_case, dict(_NOISY, rounds=60, seeds=5 if quick else 20),
+                 {"printed": True, "corrected": True})], []

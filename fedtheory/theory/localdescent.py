@@ -487,7 +487,7 @@ def _run_kwargs_4_1(st):
     """LFGD: lfd with exact local gradients, sampling S clients by q with replacement (all clients
     with weights q when clients_per_round is None)."""
     return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["lr"], clients_per_round=st["clients_per_round"],
-                x0=st["x0"], record_iterates=True, eval_every=st["rounds"], **_trace_main(st))
+                x0=st["x0"], record_iterates=True, eval_every=st["rounds"], trace="local")
 
 
 def _measure_4_1(st, runs):
@@ -686,16 +686,15 @@ THEOREM_4_1 = register_spec(TheoremSpec(
     reference="Haddadpour & Mahdavi 2019, Theorem 4.1, eqs. (19)-(20); proof: Lemma A.4 (43), (45), Lemma A.5 (46); "
               "docs/papers/localdescent.md, §4.1",
     pep=pep_4_1,
-    errata=(Erratum("corrected", "§4.1", "Theorem 4.1, eqs. (19)-(20) (proof: Lemma A.4, (43), (45))",
+    errata=(Erratum("corrected", "§4.1", "Theorem 4.1, eqs. (19)-(20) (proof: Lemma A.4, (43), (45); Lemma A.5)",
                     r"\eta\lambda\Bigl[L + \frac{4\kappa L E}{\mu(1-\mu\eta)^{E-1}}\Bigr] \le 1 \;\Rightarrow\; "
                     r"f(\bar x^T) - f^* \le e^{-\mu\eta T}(f(x^0) - f^*)",
                     r"\eta L\lambda\bigl[1 + 4\kappa E((1-\mu\eta)^{1-E} - 1)\bigr] \le 1,\ \mu\eta < 1 \;\Rightarrow\; "
                     r"f(\bar x^T) - f^* \le (1-\mu\eta)^T(f(x^0) - f^*)",
                     "condition (19) carries an extra 1/mu (it is not scale invariant) and is not what the recursion "
-                    "needs: the proof needs (43) with mu eta < 1, and derives the bound (45)",
-                    why_not="the error is in the step-size condition: on the registered case the printed condition "
-                            "(19) fails (the printed form is NOT APPLICABLE) while (43) holds and the bound holds; a "
-                            "condition that excludes the case is shown by the failing condition, not by a bound"),)))
+                    "needs: the proof needs (43) with mu eta < 1, and derives the bound (45); for mu > 1, (19) no "
+                    "longer implies (43) (Lemma A.5 holds for (46), not for (19))",
+                    level="localdescent.lemma_a5"),)))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --
@@ -808,12 +807,13 @@ def _setup_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round
 
 def _run_kwargs_4_2(st):
     """LFSGD: lfd with eta_t = 4/(mu (t + a)), S draws by q with replacement, independent replicas
-    for duplicate draws by default (the independence Lemma E.2 assumes)."""
+    for duplicate draws by default (the independence Lemma E.2 assumes); the local trace, which its
+    proof steps (48) and Lemma B.6 read on the same runs."""
     cpr = st["clients_per_round"]
     return dict(rounds=st["rounds"], local_steps=st["E"], lr=PLStepSizes(st["mu"], st["a"]), clients_per_round=cpr,
                 batch_size=st["batch_size"], x0=st["x0"],
                 replicate_duplicates=st["replicate_duplicates"] and cpr is not None, eval_every=st["rounds"],
-                **_trace_main(st))
+                trace="local")
 
 
 def _measure_4_2(st, runs):
@@ -864,9 +864,11 @@ THEOREM_4_2 = register_spec(TheoremSpec(
                     r" \;\Rightarrow\; \mathbb E[f(\bar x^T) - f^*] \le \text{(22)}",
                     "conditions (i)-(iv) do not imply the step-size bound the proof needs: the first steps may be "
                     "far above 1/L and the iterates diverge",
-                    why_not="the correction is a condition: on the registered counterexample the printed bound is "
-                            "VIOLATED and the corrected conditions (Lemma B.6 per period) exclude the case (NOT "
-                            "APPLICABLE), so no case has printed failing and corrected holding"),),
+                    level="localdescent.lemma_b6",
+                    why_not="the correction is a condition: on the registered counterexample Lemma B.6's requirement "
+                            "(60) fails on the run's first period under (i)-(iv) (printed VIOLATED), and the corrected "
+                            "conditions (Lemma B.6 checked per period) exclude the case (NOT APPLICABLE); where they "
+                            "hold, (60) holds under both, so no case has printed failing and corrected holding"),),
     pep=("LFSGD's bound is an expectation over gradient noise (Assumption 3) and over client sampling with "
          "replacement, and its class is a mu-PL objective with bounded gradient diversity: a PEP of the "
          "expectation would need every sampling path and a noise model, PL functions have no exact "
@@ -999,7 +1001,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
                     r"-\frac{\eta}{2\lambda} + \frac{(S+1)L^2\eta^3(2C_1E + E(E+1))}{2S} + "
                     r"\frac{L\eta^2}{2}\Bigl(\frac{C_1}{S} + 1\Bigr) \le 0",
                     "step (165) drops a factor E on the C1 term of condition (23); bound (24) is unchanged "
-                    "(the two coincide when C1 = 0)"),),
+                    "(the two coincide when C1 = 0)", level="localdescent.step_165"),),
     pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
          "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
          "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
@@ -1079,11 +1081,13 @@ THEOREM_4_7 = register_spec(TheoremSpec(
     floor=_nonconvex_floor, rounding=_nonconvex_rounding,
     reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
               "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
-    errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T",
+    errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T (Appendix D.1, "
+                    "(87) -> (88))",
                     r"T \ge 4\lambda^2\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
                     r"T \ge 4\lambda^2 n\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
-                    "the informal Theorem 3.4 misses a factor n in its condition on T; Theorem 4.7 itself ((28) "
-                    "implies (29)) is correct, so its corrected variant is the printed bound"),),
+                    "the informal Theorem 3.4 misses a factor n in its condition on T (step (87) -> (88) of "
+                    "Appendix D.1); Theorem 4.7 itself ((28) implies (29)) is correct, so its corrected variant is "
+                    "the printed bound", level="localdescent.step_87"),),
     pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
          "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
          "relaxation giving a bracket). Not registered.")))

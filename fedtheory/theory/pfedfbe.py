@@ -452,15 +452,24 @@ SPEC = register_spec(TheoremSpec(
     errata=(Erratum("lemma2_corrected", "erratum 6", "Lemma 2 (heterogeneity of the envelopes)",
                     r"\gamma_F := 24\gamma_G^2 + \frac{12B^2\gamma_H^2}{\lambda^2}",
                     r"\gamma_F^2 \le 24\gamma_G^2 + \frac{12B^2\gamma_H^2}{\lambda^2}",
-                    "Lemma 2 defines gamma_F by a right-hand side that its proof bounds gamma_F^2 with"),
+                    "Lemma 2 defines gamma_F by a right-hand side that its proof bounds gamma_F^2 with",
+                    level="pfedfbe.lemma_2"),
             Erratum("lemma3_proof", "erratum 7", "Lemma 3 (variance of the envelope gradient)",
                     r"\sigma_F^2:\ \text{coefficient } 1 \text{ on } \sigma_G^2\sigma_H^2",
                     r"\sigma_F^2:\ \text{coefficient } 3 \text{ on } \sigma_G^2\sigma_H^2",
-                    "Lemma 3's statement has coefficient 1 on the cross term sigma_G^2 sigma_H^2; its proof derives 3"),
+                    "Lemma 3's statement has coefficient 1 on the cross term sigma_G^2 sigma_H^2; its proof derives 3",
+                    level="pfedfbe.lemma_3",
+                    why_not="the statement with coefficient 1 is itself true (the error is in the proof): with B_H "
+                            "independent of B_g the cross term of the proof vanishes, E||g_i - grad F_i||^2 = "
+                            "E||(lam I - H_i)(R~ - R)||^2 + E||(H_i - H~_i) R~||^2 <= sigma_G^2/b_g + "
+                            "sigma_H^2 (4 B^2 + sigma_G^2/b_g)/(b_H lam^2), since the prox is nonexpansive and the "
+                            "Moreau gradient monotone, which is below the printed sigma_F^2 "
+                            "(docs/papers/pfedfbe.md, §6.6)"),
             Erratum("theorem_L_F2", "erratum 9", "Theorem 1 (proof: eq. (42))",
                     r"\dots + 1600\,\eta_l^2K^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
                     r"\dots + 1600\,\eta_l^2K^2L_F^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
-                    "the theorem's drift term lacks the factor L_F^2 that the proof's eq. (42) carries")),
+                    "the theorem's drift term lacks the factor L_F^2 that the proof's eq. (42) carries",
+                    level="pfedfbe.step_42")),
     pep=("Personalization through the forward-backward envelope: the method's gradient involves the Hessian of"
          " f_i (lambda R_i - Hess f_i R_i) and a prox of h, so the iterates are not linear in gradients and "
          "values of a function class PEP interpolates; the bound also carries minibatch variances. Not "

@@ -1,0 +1,108 @@
+"""FedSPS: the small-step proofs (Theorems 6(a), 6(b), 18) as lemmas on the theorems' own runs."""
+import numpy as np
+import pytest
+
+import fedtheory as ft
+import validation
+from fedtheory.theory import CASES, SPECS, case
+from fedtheory.theory import fedsps as fs
+from fedtheory.theory.fedsps_lemmas import expectation
+
+NEW = ("fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b", "fedsps.step_45")
+
+
+def test_the_small_step_proofs_are_registered_in_order():
+    assert validation.lemmas("fedsps.theorem_6b") == ["fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b"]
+    assert validation.lemmas("fedsps.theorem_18") == ["fedsps.lemma_14", "fedsps.step_27", "fedsps.step_45"]
+    assert validation.lemmas("fedsps.theorem_6a")[-2:] == ["fedsps.step_27", "fedsps.lemma_17"]
+    for name in NEW:
+        assert "docs/papers/fedsps.md, §4.7" in SPECS[name].reference
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_each_lemma_holds_on_its_conforming_cases(name):
+    for c in CASES[name](True)[0]:
+        p = c.build()
+        for variant, ok in c.expect.items():
+            v = validation.verify(name, p, variant=variant, **c.kwargs)
+            assert v.verdict() in (("holds", "UNRESOLVED") if ok else ("VIOLATED",)), v.report()
+            assert v.where is not None and {"round", "step"} <= set(v.where)
+
+
+@pytest.mark.parametrize("theorem", ["fedsps.theorem_6b", "fedsps.theorem_18"])
+def test_the_proof_runs_on_the_theorems_runs(theorem):
+    c = case(theorem, 0)
+    v = validation.verify(theorem, c.build(), lemmas=True, **c.kwargs)
+    assert [lv.name for lv in v.lemmas] == validation.lemmas(theorem)
+    for lv in v.lemmas:
+        assert lv.runs[0] is v.runs[0], lv.name
+        assert lv.verdict() in ("holds", "UNRESOLVED"), lv.report()
+    assert v.first_failure is None
+
+
+def test_theorem_6b_traces_without_changing_its_trajectory():
+    c = case("fedsps.theorem_6b", 0)
+    p = c.build()
+    v = validation.verify("fedsps.theorem_6b", p, **c.kwargs)
+    kw = dict(v.run_kwargs)
+    assert kw["trace"] == ("local", "gammas") and "trace_rounds" not in kw       # small: every round
+    untraced = ft.run(p, "fedsps", **dict(kw, trace=None))
+    assert np.array_equal(untraced.x, v.runs[0].x) and len(v.runs[0].trace) == c.kwargs["rounds"]
+
+
+def test_a_large_trace_of_theorem_6b_keeps_its_first_and_last_rounds(monkeypatch):
+    monkeypatch.setattr(fs, "TRACE_BUDGET_MB_6B", 0.02)          # about 50 rounds of this problem
+    p = case("fedsps.theorem_6b", 0).build()
+    v = validation.verify("fedsps.theorem_6b", p, rounds=400, local_steps=4, lemmas=True)
+    traced = v.run_kwargs["trace_rounds"]
+    assert traced[0] == 0 and traced[-1] == 399 and len(traced) < 400
+    assert [rt.round for rt in v.runs[0].trace] == list(traced)
+    untraced = ft.run(p, "fedsps", **dict(v.run_kwargs, trace=None, trace_rounds=None))
+    assert np.array_equal(untraced.x, v.runs[0].x)
+    for lv in v.lemmas:
+        assert lv.runs[0] is v.runs[0] and lv.where["round"] in traced, lv.name
+        assert "traced rounds" in lv.details["checked_on"] and lv.verdict() == "holds"
+
+
+def test_lemma_17_is_checked_on_the_mean_over_the_seeds():
+    c = CASES["fedsps.lemma_17"](True)[0][1]
+    p = c.build()
+    v = validation.verify("fedsps.lemma_17", p, **c.kwargs)
+    assert v.verdict() == "holds" and set(v.where) == {"round", "step"} and v.details["seeds_averaged"] == 4
+    # the measured value is the mean over the four runs of V_t at that step, from each run's trace
+    r, k = v.where["round"], v.where["step"]
+    V = [np.mean(np.sum((res.trace[r]["local"][:, k] - res.trace[r]["local"][:, k].mean(0)) ** 2, axis=1))
+         for res in v.runs]
+    assert len({res.x.tobytes() for res in v.runs}) == 4                 # four different runs
+    assert np.isclose(v.measured, np.mean(V), rtol=1e-12)
+
+
+def test_an_excess_of_a_mean_within_its_sampling_error_is_unresolved():
+    import problems
+    st = dict(problem=problems.quadratic(2, 2, noise=0.1, seed=0), batch_size=None)
+    q = dict(V=np.zeros((3, 1, 2)), rounds=[0])
+    lhs = np.array([[[0.0, 1.3]], [[0.0, 0.6]], [[0.0, 1.4]]])          # mean 1.1 against a bound of 1
+    rhs, floor = np.ones_like(lhs), np.zeros_like(lhs)
+    out = expectation(st, q, lhs, rhs, floor, "test")
+    assert out["values"] == [pytest.approx(1.1)] and out["where"] == dict(round=0, step=1)
+    assert "within 3 standard errors" in out["unresolved"]
+    far = expectation(st, q, lhs + 10.0, rhs, floor, "test")
+    assert not far.get("unresolved")                                   # far outside: a violation
+    one = expectation(st, dict(q, V=q["V"][:1]), lhs[:1], rhs[:1], floor[:1], "test")
+    assert "one run of a random algorithm" in one["unresolved"]
+    st["problem"] = problems.quadratic(2, 2, seed=0)                    # deterministic: exact comparison
+    assert not expectation(st, q, lhs, rhs, floor, "test").get("unresolved")
+
+
+def test_erratum_5_is_compared_at_eq_45_and_says_why_it_is_not_separated():
+    (r,) = validation.errata(theorems="fedsps.theorem_18", tightness=False, progress=False)
+    assert r["level"] == "fedsps.step_45" and not r["separated"] and "martingale" in r["why_not"]
+    assert r["printed_verdict"] == r["corrected_verdict"] == "holds"
+    # the printed sigma^2/tau is true: E V_t is far below it (the 32 of (27) is not spent on the noise)
+    assert r["printed_ratio"] < 1 / 20 and r["corrected_ratio"] < r["printed_ratio"]
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_a_small_search_finds_no_counterexample(name):
+    f = validation.falsify(name, budget=10, seed=0, progress=False)
+    assert f.counterexample is None
