@@ -57,6 +57,14 @@ def _at(row):
     return row["theorem"] if row["level"] == "theorem" else row["level"]
 
 
+def test_errata_are_separated_by_a_computation_or_say_why(out):
+    _, rows = out
+    separated = [r for r in rows if r["separated"]]
+    assert len(separated) >= 11, [(r["theorem"], r["label"]) for r in rows if not r["separated"]]
+    for r in rows:
+        assert r["separated"] or len(r["why_not"]) > 40, (r["theorem"], r["label"])
+
+
 def test_an_erratum_in_a_lemma_is_separated_at_the_lemma():
     rows = validation.errata(theorems="fedsps.theorem_3b", tightness=False)
     (r,) = rows

@@ -108,6 +108,9 @@ class Variant:
     where : callable, optional
         For a lemma whose variants bound different quantities: ``where(setup, measurement) -> dict``,
         where this variant's worst instance is (default: the measurement's ``"where"``).
+    floor : callable, optional
+        ``floor(setup, measurement) -> float``: this variant's own resolution floor (default: the
+        spec's, :attr:`TheoremSpec.floor`). :func:`instance_variant` sets all three.
     """
 
     description: str
@@ -116,6 +119,46 @@ class Variant:
     values: Callable | None = None
     quantity: str = ""
     where: Callable | None = None
+    floor: Callable | None = None
+
+
+def instance_variant(description, key=None, requires=("stated",), quantity=""):
+    """A lemma's variant that bounds a worst instance of the measurement (:func:`worst_instance`):
+    the measurement itself (``key`` None), or ``measurement[key]`` for a variant that compares other
+    quantities of the same runs (a corrected lemma whose left-hand side differs). The bound, the
+    values, where and the floor (the instance's own plus :func:`comparison_floor`) are that
+    instance's.
+
+    Parameters
+    ----------
+    description : str
+        One sentence (:attr:`Variant.description`).
+    key : str, optional
+        The key of the measurement holding this variant's worst instance.
+    requires : tuple of str, default ("stated",)
+        The condition roles the variant needs.
+    quantity : str, default ""
+        Its left-hand side in words, where it differs from the lemma's.
+
+    Returns
+    -------
+    Variant
+
+    Examples
+    --------
+    >>> v = instance_variant("the step used", key="step", requires=("stated", "hidden"))
+    >>> m = {"step": worst_instance([0.5, 2.0], [3.0, 3.0], [dict(step=0), dict(step=1)])}
+    >>> v.bound({}, m), v.values({}, m), v.where({}, m)
+    (3.0, [2.0], {'step': 1})
+    """
+    def part(m):
+        return m if key is None else m[key]
+
+    def floor(st, m):
+        w = part(m)
+        return w.get("floor", 0.0) + comparison_floor(w["values"][0], w["rhs"])
+    return Variant(description, lambda st, m: part(m)["rhs"], tuple(requires), values=lambda st, m: part(m)["values"],
+                   quantity=quantity, where=lambda st, m: part(m)["where"], floor=floor)
 
 
 @dataclass(frozen=True)
@@ -735,7 +778,8 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
         return v
     setup = full
     reason = "; ".join(f"fails {c.name}" for c in failed)
-    own = float(spec.floor(setup, m)) if spec.floor is not None else comparison_floor(mean, bound)
+    own = (float(var.floor(setup, m)) if var.floor is not None else float(spec.floor(setup, m))
+           if spec.floor is not None else comparison_floor(mean, bound))
     own = max(own, comparison_floor(mean, bound)) if math.isfinite(bound) else own   # the measurement's
     floor = own + propagated
     computed = (mean, bound)

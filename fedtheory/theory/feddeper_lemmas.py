@@ -50,7 +50,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import EPS, FLOOR_ULPS, TheoremSpec, Variant, comparison_floor, register_spec, worst_instance
+from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, register_spec, TheoremSpec, Variant,
+                     worst_instance)
 from .feddeper import (_run_kwargs1, _run_kwargs2, _scale, _setup1, _setup2, _theorem1_conditions, _theorem2_conditions,
                        problem_constants, sampling_constants, a_cap, theorem1_terms, tilde, xi_weight)
 
@@ -319,10 +320,8 @@ STEP_TELESCOPE = register_spec(TheoremSpec(
     setup=_setup, run_kwargs=_run_kwargs1, measure=_measure_telescope, conditions=_conditions_6,
     variants={"printed": Variant("the telescoped potential as the proof of Theorem 1' bounds it, by Gamma (F^0 = f(x^0))",
                                  lambda st, m: m["rhs"], ("stated",)),
-              "corrected": Variant("Gamma + 2 eta_l K beta^2 phi^0: F^0 = f(x^0) + 2 eta_l K beta^2 phi^0 (phi~^0 = 0) "
-                                   "and F^t >= f*", lambda st, m: m["corrected"]["rhs"], ("stated", "hidden"),
-                                   values=lambda st, m: m["corrected"]["values"],
-                                   where=lambda st, m: m["corrected"]["where"])},
+              "corrected": instance_variant("Gamma + 2 eta_l K beta^2 phi^0: F^0 = f(x^0) + 2 eta_l K beta^2 phi^0 (phi~^0 = 0) "
+                                   "and F^t >= f*", "corrected", ("stated", "hidden"))},
     default_variant="corrected", floor=_floor, cases=_cases_fn,
     reference="FedDeper, proof of Theorem 1'; docs/papers/feddeper.md, §4.2, §4.8"),
     proof_of="feddeper.theorem_1")

@@ -48,7 +48,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import EPS, FLOOR_ULPS, TheoremSpec, Variant, comparison_floor, grad_sq_floor, register_spec, worst_instance
+from .engine import (EPS, FLOOR_ULPS, comparison_floor, grad_sq_floor, instance_variant, register_spec,
+                     TheoremSpec, Variant, worst_instance)
 from .fedspeed import _conditions, _run_kwargs, _scale, _setup, gamma_total, kappa, spec_problem
 
 _THEOREM = "fedspeed.theorem_4_4"
@@ -203,9 +204,7 @@ STEP_DESCENT = register_spec(TheoremSpec(
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_descent, conditions=_lemma_conditions,
     variants={"printed": Variant("the per-round inequality as the proof prints it: c_A with eta_l (E2) and Phi of "
                                  "eq. (7), with its factor lambda (E1)", lambda st, m: m["rhs"], ("stated",)),
-              "derived": Variant("c_A with eta_l^2 (erratum E2) and Phi/lambda (erratum E1)",
-                                 lambda st, m: m["derived"]["rhs"], ("stated", "hidden"),
-                                 values=lambda st, m: m["derived"]["values"], where=lambda st, m: m["derived"]["where"])},
+              "derived": instance_variant("c_A with eta_l^2 (erratum E2) and Phi/lambda (erratum E1)", "derived", ("stated", "hidden"))},
     default_variant="derived", floor=_floor, cases=lambda variant="derived": _space(variant),
     details=lambda st, m: {"constants": _constants(st)},
     reference="Sun et al., FedSpeed (ICLR 2023), Appendix C.4.2-C.4.3; docs/papers/fedspeed.md, §4.5 (E1, E2), §4.9"),

@@ -79,7 +79,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, comparison_floor, register_spec, worst_instance
+from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, NotApplicable, register_spec,
+                     TheoremSpec, Variant, worst_instance)
 from .fedsps import (_A1, _space, _completed, _constants, _constants_or_na, _explicit_quadratic, _full_batch_mu,
                      _gamma_stats, _params, _pinned_condition, _problem_conditions, _quadratic_blocks, _run_kwargs,
                      _setup_18, _small_step_setup, _stop_if_inapplicable, _lower_bound_condition, client_minima,
@@ -207,10 +208,8 @@ LEMMA_8 = register_spec(TheoremSpec(
     setup=_setup, run_kwargs=_run, measure=_measure_8, conditions=_conditions_8,
     variants={"printed": Variant("Lemma 8's upper bound as printed: the Polyak ratio at most 1/(2 c mu)",
                                  lambda st, m: m["rhs"], ("stated",)),
-              "corrected": Variant("what the proof of Theorem 3(b) uses, gamma_t^i mu <= 1/2, under the hidden "
-                                   "condition gamma_b <= 1/(2 mu) (erratum 1)", lambda st, m: m["step"]["rhs"],
-                                   ("stated", "hidden"), values=lambda st, m: m["step"]["values"],
-                                   quantity="gamma_t^i", where=lambda st, m: m["step"]["where"])},
+              "corrected": instance_variant("what the proof of Theorem 3(b) uses, gamma_t^i mu <= 1/2, under the hidden "
+                                   "condition gamma_b <= 1/(2 mu) (erratum 1)", "step", ("stated", "hidden"), quantity="gamma_t^i")},
     default_variant="corrected", assumptions=_A1, floor=_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 8 (after Orvieto et al.); docs/papers/fedsps.md, §8, "
               "erratum 1"),
@@ -616,10 +615,7 @@ STEP_45 = register_spec(TheoremSpec(
               r"(printed; corrected: sigma^2 for sigma^2/tau)",
     setup=_setup_18, run_kwargs=_run_kwargs, measure=_measure_45, conditions=lambda st, m: list(st["conds"]),
     variants={"printed": Variant("eq. (45) as printed (sigma^2/tau)", lambda st, m: m["rhs"]),
-              "corrected": Variant("what (27) yields in expectation: sigma^2 in place of sigma^2/tau (erratum 5)",
-                                   lambda st, m: m["corrected"]["rhs"],
-                                   values=lambda st, m: m["corrected"]["values"],
-                                   where=lambda st, m: m["corrected"]["where"])},
+              "corrected": instance_variant("what (27) yields in expectation: sigma^2 in place of sigma^2/tau (erratum 5)", "corrected")},
     default_variant="corrected", assumptions=_A1,
     floor=lambda st, m: max(m["floor"], m["corrected"]["floor"]) + comparison_floor(m["values"][0], m["rhs"]),
     cases=_space("18"), details=_details,

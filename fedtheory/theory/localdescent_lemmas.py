@@ -54,7 +54,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, comparison_floor, register_spec, worst_instance
+from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, NotApplicable, register_spec,
+                     TheoremSpec, Variant, worst_instance)
 from .localdescent import (_conditions_4_2, _f_star, _run_kwargs_4_1, _run_kwargs_4_2, _run_kwargs_4_4,
                            _run_kwargs_4_7, _setup_4_1, _setup_4_2, _setup_4_4, _setup_4_7, _space, client_gradients,
                            cond19_printed, cond43, cond46, conforming_quadratic, counterexample_4_2, lemma_b6_worst,
@@ -183,10 +184,8 @@ LEMMA_A5 = register_spec(TheoremSpec(
     setup=_setup_4_1, run_kwargs=_run_kwargs_4_1, measure=_measure_a5, conditions=_conditions_a5,
     variants={"printed": Variant("Theorem 4.1's stated condition (19) bounds (43), as Lemma A.5 has (46) do",
                                  lambda st, m: m["rhs"], ("stated",)),
-              "corrected": Variant("Lemma A.5 as proved: (46), not (19), bounds (43), for mu eta < 1 (docs/papers/"
-                                   "localdescent.md, §4.1)", lambda st, m: m["corrected"]["rhs"], ("hidden",),
-                                   values=lambda st, m: m["corrected"]["values"],
-                                   where=lambda st, m: m["corrected"]["where"])},
+              "corrected": instance_variant("Lemma A.5 as proved: (46), not (19), bounds (43), for mu eta < 1 (docs/papers/"
+                                   "localdescent.md, §4.1)", "corrected", ("hidden",))},
     default_variant="corrected", floor=_floor, cases=_space("4.1"),
     reference=f"{_REF}, Lemma A.5, eqs. (19), (43), (46); docs/papers/localdescent.md, §4.1"),
     proof_of=("localdescent.theorem_4_1",))
@@ -316,10 +315,8 @@ STEP_165 = register_spec(TheoremSpec(
     setup=_setup_4_4, run_kwargs=_run_kwargs_4_4, measure=_measure_165, conditions=_conditions_165,
     variants={"printed": Variant("step (165) as printed: the C1 term of (164) bounded by 2 C1 sum_k G_k",
                                  lambda st, m: m["rhs"]),
-              "corrected": Variant("with the factor E the step drops: 2 C1 E sum_k G_k "
-                                   "(docs/papers/localdescent.md, §4.3)", lambda st, m: m["corrected"]["rhs"],
-                                   values=lambda st, m: m["corrected"]["values"],
-                                   where=lambda st, m: m["corrected"]["where"])},
+              "corrected": instance_variant("with the factor E the step drops: 2 C1 E sum_k G_k "
+                                   "(docs/papers/localdescent.md, §4.3)", "corrected")},
     default_variant="corrected", floor=_floor, cases=_space("4.4"),
     reference=f"{_REF}, proof of Lemma C.1, eqs. (164)-(166); docs/papers/localdescent.md, §4.3"),
     proof_of=("localdescent.theorem_4_4",))
@@ -360,10 +357,8 @@ STEP_87 = register_spec(TheoremSpec(
     setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_87, conditions=_conditions_87,
     variants={"printed": Variant("the informal Theorem 3.4's threshold T >= 4 lambda^2 (C1/n + 2)^2",
                                  lambda st, m: m["rhs"]),
-              "corrected": Variant("the threshold with the factor n it misses, T >= 4 lambda^2 n (C1/n + 2)^2 "
-                                   "(docs/papers/localdescent.md, §4.4)", lambda st, m: m["corrected"]["rhs"],
-                                   values=lambda st, m: m["corrected"]["values"],
-                                   where=lambda st, m: m["corrected"]["where"])},
+              "corrected": instance_variant("the threshold with the factor n it misses, T >= 4 lambda^2 n (C1/n + 2)^2 "
+                                   "(docs/papers/localdescent.md, §4.4)", "corrected")},
     default_variant="corrected", floor=_floor, cases=_space("4.7"),
     reference=f"{_REF}, Appendix D.1, eqs. (86)-(88), Theorem 3.4 (informal); docs/papers/localdescent.md, §4.4"),
     proof_of=("localdescent.theorem_4_7",))
