@@ -57,14 +57,14 @@ def test_lemmas_true_on_the_theorems_noisy_case():
         assert not lv.applicable and "exact gradients" in lv.reason
 
 
-def test_errata_e1_e2_are_separated_at_the_per_round_inequality():
+def test_erratum_e2_is_separated_at_the_per_round_inequality():
     c = case("fedspeed.step_descent", 0)
     p = c.build()
     printed = validation.verify("fedspeed.step_descent", p, variant="printed", **c.kwargs)
     derived = validation.verify("fedspeed.step_descent", p, variant="derived",
                                 measurement=printed.details["measurement"], **c.kwargs)
-    assert all(x.ok for x in printed.conditions)
-    assert printed.verdict() == "VIOLATED" and printed.ratio > 1.05 and printed.where == {"round": 1}
+    assert all(x.ok for x in printed.conditions if x.role != "informational")
+    assert printed.verdict() == "VIOLATED" and printed.ratio > 1.3 and printed.where == {"round": 1}
     assert derived.verdict() == "holds" and derived.ratio < 0.1
     e = next(x for x in SPECS[THEOREM].errata if x.label == "E1, E2")
     assert e.level == "fedspeed.step_descent" and e.why_not == ""
@@ -73,7 +73,8 @@ def test_errata_e1_e2_are_separated_at_the_per_round_inequality():
 def test_step_r2_is_the_identity_of_eq_13():
     p, kw = _exact_params(1.0)
     v = validation.verify("fedspeed.step_R2", p, **kw)
-    assert v.verdict() == "holds" and v.ratio == pytest.approx(1.0, abs=1e-9)
+    # an identity: equal to rounding (UNRESOLVED where rounding puts the left side above), never VIOLATED
+    assert v.verdict() in ("holds", "UNRESOLVED") and v.ratio == pytest.approx(1.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("name", STEPS)

@@ -85,7 +85,7 @@ def test_an_excess_of_a_mean_within_its_sampling_error_is_unresolved():
     rhs, floor = np.ones_like(lhs), np.zeros_like(lhs)
     out = expectation(st, q, lhs, rhs, floor, "test")
     assert out["values"] == [pytest.approx(1.1)] and out["where"] == dict(round=0, step=1)
-    assert "within 3 standard errors" in out["unresolved"]
+    assert "within 2 standard errors" in out["unresolved"]         # the engine's NOISE_SE
     far = expectation(st, q, lhs + 10.0, rhs, floor, "test")
     assert not far.get("unresolved")                                   # far outside: a violation
     one = expectation(st, dict(q, V=q["V"][:1]), lhs[:1], rhs[:1], floor[:1], "test")

@@ -110,7 +110,11 @@ class Variant:
         where this variant's worst instance is (default: the measurement's ``"where"``).
     floor : callable, optional
         ``floor(setup, measurement) -> float``: this variant's own resolution floor (default: the
-        spec's, :attr:`TheoremSpec.floor`). :func:`instance_variant` sets all three.
+        spec's, :attr:`TheoremSpec.floor`).
+    unresolved : callable, optional
+        ``unresolved(setup, measurement) -> str``: why this variant's comparison cannot be resolved
+        ("" when it can; default: the measurement's ``"unresolved"``). :func:`instance_variant`
+        sets the last four.
     """
 
     description: str
@@ -120,6 +124,7 @@ class Variant:
     quantity: str = ""
     where: Callable | None = None
     floor: Callable | None = None
+    unresolved: Callable | None = None
 
 
 def instance_variant(description, key=None, requires=("stated",), quantity=""):
@@ -158,7 +163,8 @@ def instance_variant(description, key=None, requires=("stated",), quantity=""):
         w = part(m)
         return w.get("floor", 0.0) + comparison_floor(w["values"][0], w["rhs"])
     return Variant(description, lambda st, m: part(m)["rhs"], tuple(requires), values=lambda st, m: part(m)["values"],
-                   quantity=quantity, where=lambda st, m: part(m)["where"], floor=floor)
+                   quantity=quantity, where=lambda st, m: part(m)["where"], floor=floor,
+                   unresolved=lambda st, m: str(part(m).get("unresolved") or ""))
 
 
 @dataclass(frozen=True)
@@ -429,13 +435,15 @@ def _same_kwargs(a, b):
     return True
 
 
-def worst_instance(lhs, rhs, where, floor=None, keep=None):
+def worst_instance(lhs, rhs, where, floor=None, keep=None, se=None):
     """The worst instance of a lemma: of the pairs ``lhs[k] <= rhs[k]`` (one per round, client, local
-    step, ...), the one with the largest excess ``lhs - rhs - floor`` relative to
-    ``max(|rhs| + floor, tiny)``, i.e. the largest ratio where the right-hand side is positive
-    and resolved. A left-hand side above its right-hand side by no more than the instance's floor
-    is a tie (the lemma holds with equality there, to rounding): its value is the right-hand side,
-    and ``computed`` keeps what was computed.
+    step, ...), the one with the largest excess ``lhs - rhs - floor - NOISE_SE se`` relative to
+    ``max(|rhs| + floor + NOISE_SE se, tiny)``, i.e. the largest ratio where the right-hand side is
+    positive and resolved. The verdict follows the engine's rules: an excess within the floor of
+    its instance rests on rounding (UNRESOLVED, through the lemma's floor), and an expectation
+    estimated by a mean over seeds (``se``) whose excess is within :data:`NOISE_SE` standard errors
+    is UNRESOLVED (``"unresolved"`` says why), at every instance: a resolved excess anywhere is a
+    violation even where a larger, noisier one is not.
 
     Parameters
     ----------
@@ -448,33 +456,43 @@ def worst_instance(lhs, rhs, where, floor=None, keep=None):
     keep : array_like of bool, optional
         The instances the lemma speaks of (default all): e.g. not a step taken at a point whose
         Polyak numerator is a rounding residue.
+    se : array_like, optional
+        The standard error of ``lhs - rhs`` at each instance, for sides that are means over seeds
+        estimating expectations (default: exact sides).
 
     Returns
     -------
     dict
         ``values`` (the left-hand side at the worst instance, as the engine's one value),
-        ``rhs`` (its right-hand side), ``floor`` (its floor), ``where`` and ``instances`` (how
-        many were compared).
+        ``rhs`` (its right-hand side), ``floor`` (its floor), ``where``, ``instances`` (how many
+        were compared) and, where the worst excess is within the sampling noise, ``unresolved``.
 
     Examples
     --------
     >>> worst_instance([1.0, 3.0, 2.0], [2.0, 4.0, 1.0], [dict(step=0), dict(step=1), dict(step=2)])
     {'values': [2.0], 'rhs': 1.0, 'floor': 0.0, 'where': {'step': 2}, 'instances': 3}
+    >>> worst_instance([1.5, 3.0], [1.0, 2.5], [dict(step=0), dict(step=1)], se=[1.0, 0.1])["where"]
+    {'step': 1}
     """
+    from . import NOISE_SE
     a, b = np.asarray(lhs, dtype=float).ravel(), np.asarray(rhs, dtype=float).ravel()
     f = np.zeros_like(a) if floor is None else np.broadcast_to(np.asarray(floor, dtype=float).ravel(), a.shape)
+    noise = np.zeros_like(a) if se is None else NOISE_SE * np.nan_to_num(
+        np.broadcast_to(np.asarray(se, dtype=float).ravel(), a.shape), nan=0.0)
     idx = np.arange(a.size) if keep is None else np.flatnonzero(np.asarray(keep, dtype=bool).ravel())
     if idx.size == 0:
-        return dict(values=[0.0], rhs=0.0, floor=0.0, where=None, instances=0)
+        return dict(values=[0.0], rhs=0.0, floor=0.0, where=None, instances=0,
+                    unresolved="no instance of the lemma in this run")
+    allow = f[idx] + noise[idx]
     with np.errstate(divide="ignore", invalid="ignore"):
-        score = (a[idx] - b[idx] - f[idx]) / np.maximum(np.abs(b[idx]) + f[idx], np.finfo(float).tiny)
+        score = (a[idx] - b[idx] - allow) / np.maximum(np.abs(b[idx]) + allow, np.finfo(float).tiny)
     score = np.where(np.isnan(score), -np.inf, score)
     k = int(idx[int(np.argmax(score))])
     out = dict(values=[float(a[k])], rhs=float(b[k]), floor=float(f[k]), where=dict(where[k]), instances=int(idx.size))
-    if 0 < a[k] - b[k] <= f[k]:
-        # a tie to rounding (a lemma that holds with equality, e.g. at the Polyak step): the two sides
-        # agree within the floor of this instance, so it is not an excess; the computed value is kept
-        out.update(values=[float(b[k])], computed=float(a[k]))
+    if f[k] < a[k] - b[k] <= f[k] + noise[k]:
+        out["unresolved"] = (f"the mean over the seeds exceeds the bound at {dict(where[k])} by {a[k] - b[k]:.3g}, "
+                             f"within {NOISE_SE:g} standard errors ({noise[k]:.3g}): sampling noise, more seeds "
+                             "resolve it")
     return out
 
 
@@ -815,7 +833,9 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
                                                 dropped_hyperparameters=dict(sub.dropped), own=dict(sub.own))
     return Verification(spec.name, variant, not failed, reason, conds, mean, bound, se, details,
                         runs=list(runs["main"]), algorithm=alg,
-                        run_kwargs=dict(kwargs, seed=0), floor=floor, unresolved=str(m.get("unresolved") or ""),
+                        run_kwargs=dict(kwargs, seed=0), floor=floor,
+                        unresolved=str((var.unresolved(setup, m) if var.unresolved is not None else m.get("unresolved"))
+                                       or ""),
                         quantity=quantity, where=var.where(setup, m) if var.where is not None else m.get("where"))
 
 

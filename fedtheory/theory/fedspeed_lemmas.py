@@ -183,8 +183,10 @@ def _measure_descent(st, runs):
             g2 = np.array([float(p.grad(z) @ p.grad(z)) for z in Z])
             A, B = np.mean(np.sum(GH ** 2, 2), 1), np.sum(GB ** 2, 1)
             lhs_terms = (g2[t - 1], (Fz[t] - Fs) / lk, c["cA_" + v] * A[t], c["cB"] * B[t])
+            # the display of C.4.3 divided by lam kappa: Phi/lam in both forms (the spurious lam of E1 enters
+            # only when the theorem telescopes it); the forms differ in c_A (eta_l printed, E2; eta_l^2 derived)
             rhs_terms = ((Fz[t - 1] - Fs) / lk, c["cA_" + v] * A[t - 1], c["cB"] * B[t - 1],
-                         np.full(t.shape, c["phi_" + v]))
+                         np.full(t.shape, c["phi_derived"]))
             lhs, rhs = sum(lhs_terms), sum(rhs_terms)
             fl = (FLOOR_ULPS * EPS * (sum(np.abs(x) for x in lhs_terms + rhs_terms)
                                       + (np.abs(Fz[t]) + np.abs(Fz[t - 1]) + 2 * abs(Fs)) / lk) + gfl)
@@ -200,11 +202,13 @@ STEP_DESCENT = register_spec(TheoremSpec(
     name="fedspeed.step_descent", algorithm="fedspeed", quantity="||grad F(z^t)||^2 + Psi^{t+1}",
     statement=r"||grad F(z^t)||^2 + Psi^{t+1} <= Psi^t + Phi at every round t >= 1, Psi^t = (F(z^t) - F*)/(lam kappa) "
               r"+ c_A (1/n) sum_i ||ghat_i^{t-1}||^2 + c_B ||gbar^{t-1}||^2 (C.4.3, the inequality the theorem "
-              r"telescopes; printed: c_A = 32 eta_l L^2 K/(kappa gamma), Phi of eq. (7); derived: eta_l^2 and Phi/lam)",
+              r"telescopes; Phi/lam in both; printed: c_A = 32 eta_l L^2 K/(kappa gamma); derived: eta_l^2 in c_A)",
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_descent, conditions=_lemma_conditions,
-    variants={"printed": Variant("the per-round inequality as the proof prints it: c_A with eta_l (E2) and Phi of "
-                                 "eq. (7), with its factor lambda (E1)", lambda st, m: m["rhs"], ("stated",)),
-              "derived": instance_variant("c_A with eta_l^2 (erratum E2) and Phi/lambda (erratum E1)", "derived", ("stated", "hidden"))},
+    variants={"printed": Variant("the per-round inequality as the proof prints it: c_A with eta_l (E2), and "
+                                 "Phi/lambda (the display of C.4.3 divided by lambda kappa)", lambda st, m: m["rhs"],
+                                 ("stated",)),
+              "derived": instance_variant("c_A with eta_l^2 (erratum E2), and Phi/lambda", "derived",
+                                          ("stated", "hidden"))},
     default_variant="derived", floor=_floor, cases=lambda variant="derived": _space(variant),
     details=lambda st, m: {"constants": _constants(st)},
     reference="Sun et al., FedSpeed (ICLR 2023), Appendix C.4.2-C.4.3; docs/papers/fedspeed.md, §4.5 (E1, E2), §4.9"),
@@ -230,11 +234,18 @@ def _cases_R2(quick=False):
 
 @register_cases("fedspeed.step_descent")
 def _cases_descent(quick=False):
-    """E1 and E2 at the per-round inequality: C1's constants with exact gradients and x^0 = x*. The
-    corrections grow from 0 in the first rounds, so the telescoped term c_A (mean ||ghat^{t-1}||^2 -
-    mean ||ghat^t||^2) is negative; with eta_l in c_A (E2) it outweighs Phi of eq. (7) (E1)."""
-    return [Case("C1 with exact gradients, x^0 = x* (heterogeneous clients)", "counterexample", _build, _params(0.0),
+    """Erratum E2 at the per-round inequality (the display of C.4.3, divided by lam kappa): two
+    heterogeneous clients with exact gradients, found by ``validation.falsify("fedspeed.step_descent",
+    variant="printed", seed=0)``. The corrections grow from 0 in the first rounds, so the telescoped
+    term c_A (mean ||ghat^{t-1}||^2 - mean ||ghat^t||^2) is negative; with eta_l in c_A (E2) it
+    outweighs the step's slack at round 1. E1 (the spurious lambda of eq. (7)) enters only when the
+    theorem telescopes this inequality: both forms here carry Phi/lambda."""
+    return [Case("two heterogeneous clients with exact gradients, K = 2, 7 rounds", "counterexample",
+                 lambda: spec_problem(2, 1.0, 0.0, seed=0)[0],
+                 dict(rounds=7, local_steps=2, lr=0.0063788795384978605, lam=0.012757759076995721, alpha=0.0,
+                      rho=0.0, x0=np.array([0.243662638001439, 0.5859475909194176, 0.7937518067862621,
+                                            -0.29941755932697645, -0.9005454221035818]), seeds=1),
                  {"printed": False, "derived": True},
-                 "every stated and hidden condition holds; errata E1 and E2 (docs/papers/fedspeed.md, §4.5)"),
+                 "every stated and hidden condition holds; erratum E2 (docs/papers/fedspeed.md, §4.5)"),
             Case("C1 with exact gradients, x^0 = x* + 1", "conforming", _build, _params(1.0),
                  {"printed": True, "derived": True})], []

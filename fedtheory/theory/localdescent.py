@@ -694,7 +694,11 @@ THEOREM_4_1 = register_spec(TheoremSpec(
                     "condition (19) carries an extra 1/mu (it is not scale invariant) and is not what the recursion "
                     "needs: the proof needs (43) with mu eta < 1, and derives the bound (45); for mu > 1, (19) no "
                     "longer implies (43) (Lemma A.5 holds for (46), not for (19))",
-                    level="localdescent.lemma_a5"),)))
+                    level="localdescent.lemma_a5",
+                    why_not="the correction is a condition: Lemma A.5 checks the implication 'step condition => (43)' "
+                            "at the run's step, and (46) bounds (43) from above, so on every case where (19) holds "
+                            "and (43) fails (printed VIOLATED at the lemma, ratio 2.42 on the registered case) the "
+                            "corrected premise (46) <= 1 fails too (NOT APPLICABLE)"),)))
 
 
 # --------------------------------------------------------------------------- Theorem 4.2 --

@@ -30,7 +30,11 @@ the sampled clients.
   c = 1 as printed, c = 3 as its proof derives (``lemma3_proof``;
   docs/papers/pfedfbe.md, erratum 7). The expectation over :math:`B_H` is in closed form; the one over :math:`B_g`
   enumerates the :math:`\binom{m_i}{b}` minibatches (the measurement is UNRESOLVED, with the
-  reason, where a client has more than :data:`MAX_SUBSETS`);
+  reason, where a client has more than :data:`MAX_SUBSETS`). The points w are the run's; the
+  expectation is over the estimator as the paper defines it (independent batches without
+  replacement, the registered algorithm's default ``hvp_batch="independent"``), computed from its
+  definition at those points: the run's own minibatch draws are not read, so this lemma checks the
+  estimator's definition, not how the run drew its batches;
 * ``pfedfbe.step_42`` (the per-step descent inequality (42), the recursion the proof of Theorem 1
   sums), at every round t and local step k < K:
 
@@ -400,7 +404,7 @@ LEMMA_3 = register_spec(TheoremSpec(
 def _measure_42(st, runs):
     m = _base(st, runs)
     p, lam, K, eta = st["problem"], st["lam"], st["K"], st["lr"]
-    lhs, flo, cnt = None, None, None
+    lhs, flo, cnt, per_seed = None, None, None, []
     for res in runs["main"]:
         Xb = np.array([rt.virtual_average("local") for rt in res.trace])         # (R, K + 1, d)
         Rr = Xb.shape[0]
@@ -423,11 +427,20 @@ def _measure_42(st, runs):
         lhs[:n] += a[:n]
         flo[:n] += f[:n]
         cnt[:n] += step_ok[:n]
+        per_seed.append(np.where(step_ok, a, np.nan))
     keep = cnt > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         lhs, flo = np.where(keep, lhs / np.maximum(cnt, 1), 0.0), np.where(keep, flo / np.maximum(cnt, 1), 0.0)
     where = [dict(round=t, step=k) for t in range(lhs.shape[0]) for k in range(K)]
-    m["step42"] = dict(lhs=lhs.ravel(), floor=flo.ravel(), where=where, keep=keep.ravel())
+    # the means over the seeds estimate expectations: their standard error at each step (random runs:
+    # sampled clients or minibatches; one seed of a random run resolves nothing)
+    random = st["S"] < st["n"] or st["batch_size"] is not None
+    se = None
+    if random:
+        A = np.array([x[:lhs.shape[0]] for x in per_seed if x.shape[0] >= lhs.shape[0]])
+        se = (np.full(lhs.size, np.inf) if A.shape[0] < 2 else
+              (np.nanstd(A, axis=0, ddof=1) / np.sqrt(np.sum(np.isfinite(A), axis=0).clip(1))).ravel())
+    m["step42"] = dict(lhs=lhs.ravel(), floor=flo.ravel(), where=where, keep=keep.ravel(), se=se)
     m.update(_worst_42(st, m, True))
     return m
 
@@ -445,13 +458,15 @@ def step42_terms(st, m, LF2=True):
 def _worst_42(st, m, LF2):
     q = m["step42"]
     bound = sum(step42_terms(st, m, LF2))
-    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"], keep=q["keep"])
+    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"], keep=q["keep"],
+                          se=q.get("se"))
 
 
 def _variant_42(LF2, description):
     return Variant(description, lambda st, m: _worst_42(st, m, LF2)["rhs"], ("stated",),
                    values=lambda st, m: _worst_42(st, m, LF2)["values"],
-                   where=lambda st, m: _worst_42(st, m, LF2)["where"])
+                   where=lambda st, m: _worst_42(st, m, LF2)["where"],
+                   unresolved=lambda st, m: str(_worst_42(st, m, LF2).get("unresolved") or ""))
 
 
 def _floor_42(st, m):
