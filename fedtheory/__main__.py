@@ -56,7 +56,7 @@ EPILOGS = {
               "  fedtheory verify -j 1                # in this process only (default: one worker per CPU, <= 4)",
     "errata": "examples:\n  fedtheory errata                    # errata/errata.md and errata/errata.tex\n"
               "  fedtheory errata --out paper/errata --no-tightness",
-    "falsify": "examples:\n  fedtheory falsify feddeper.theorem_2 --variant printed --budget 40   # exit 1: a counterexample\n"
+    "falsify": "examples:\n  fedtheory falsify feddeper.theorem_2 --variant printed             # exit 1: a counterexample\n"
                "  fedtheory falsify fedsps.theorem_3a --budget 20 --seed 1 --out falsify-report",
     "plot": "examples:\n  fedtheory plot results                       # results/rates.png\n"
             "  fedtheory plot results --out rates.pdf --y grad_mapping_sq\n"

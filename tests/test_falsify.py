@@ -53,12 +53,15 @@ def test_theorem_4_7_space_draws_the_period_E():
 
 # ------------------------------------------------------------------ the falsifier --
 def test_falsify_finds_and_shrinks_the_feddeper_theorem_2_erratum():
-    f = validation.falsify("feddeper.theorem_2", variant="printed", budget=40, seed=0, progress=False)
-    assert f.evaluations <= 40 and f.counterexample is not None
+    f = validation.falsify("feddeper.theorem_2", variant="printed", seed=0, progress=False)
+    assert f.evaluations <= 200 and f.counterexample is not None
     cx = f.counterexample
     assert cx.verification.verdict() == "VIOLATED" and cx.ratio > 1
-    # shrunk towards the smallest run of the space (T = 5 rounds, K = 1, two clients)
-    assert cx.params["rounds"] == 5 and cx.params["local_steps"] == 1 and cx.problem.n_clients == 2
+    # found by the draws, it is shrunk towards the smallest run of the space (T = 5 rounds, K = 1, two
+    # clients); found by the edges or the optimiser, it is a case of the same space
+    if cx.phase == "draws":
+        assert cx.params["rounds"] == 5 and cx.params["local_steps"] == 1 and cx.problem.n_clients == 2
+    assert cx.phase in ("draws", "edges", "optimiser")
     v = f.replay()
     assert v.verdict() == "VIOLATED" and v.ratio == cx.ratio
     assert f.worst.ratio >= cx.ratio and "COUNTEREXAMPLE" in f.report()
@@ -193,9 +196,9 @@ def test_every_corrected_variant_has_no_counterexample_large_budget(name):
 # ------------------------------------------------------------------ the command line --
 def test_cli_falsify_exits_1_with_a_report_and_figure(tmp_path, capsys):
     out = tmp_path / "f"
-    assert main(["falsify", "feddeper.theorem_2", "--variant", "printed", "--budget", "40", "--out", str(out)]) == 1
+    assert main(["falsify", "feddeper.theorem_2", "--variant", "printed", "--out", str(out)]) == 1
     text = capsys.readouterr().out
-    assert "COUNTEREXAMPLE (shrunk)" in text and "rounds = 5" in text
+    assert "COUNTEREXAMPLE (shrunk)" in text and "rounds = 5" in text        # found by the draws, shrunk
     assert (out / "report.md").exists() and (out / "falsify.png").stat().st_size > 5000
 
 
