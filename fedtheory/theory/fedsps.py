@@ -536,7 +536,8 @@ def _space(kind):
       tau in 1..2e4 (log scale), in the long-run regime of the bound's T-independent terms: started
       at the fixed point of the capped rounds (:func:`capped_fixed_point`), every round is the same,
       so T = R tau for R up to 1e9 is simulated by one round (the registered counterexample P13b is
-      such a case; the quadratics above cover the transient from any x^0);
+      such a case up to the scaling x -> a x, which leaves every term of the theorem in the same
+      ratio: its b_1 = 5.51, 5 after the scaling; the quadratics above cover the transient from any x^0);
     * 18: shared Hessian (zeta^2 and sigma^2 bounded for all x), gradient noise 0 or in
       [0.01, 0.1], gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
       minus [1, 10] (with noise the Polyak ratio must stay above the cap), three seeds.
