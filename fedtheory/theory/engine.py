@@ -279,6 +279,8 @@ class TheoremSpec:
         (``validation.lemmas(name)``; :func:`register_spec` with ``proof_of=`` appends to it).
         ``validation.verify(name, ..., lemmas=True)`` checks each on the same runs.
 
+    Notes
+    -----
     A lemma or a proof step is declared the same way, named ``"<paper>.lemma_<n>"`` or
     ``"<paper>.step_<label>"``: its measurement is the worst instance over rounds, clients and local
     steps (:func:`worst_instance`), and its ``"where"`` says where that was
