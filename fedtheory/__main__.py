@@ -483,7 +483,8 @@ def _errata(args):
     rows = errata(tightness=not args.no_tightness)
     md, tex = write_errata(rows, args.out)
     for r in rows:
-        said = [f"{w} {r[k + '_verdict'].split(':')[0]}" + (f" (measured/bound {r[k + '_ratio']:.4g})"
+        from .errata import _num
+        said = [f"{w} {r[k + '_verdict'].split(':')[0]}" + (f" (measured/bound {_num(r[k + '_ratio'])})"
                                                              if r[k + "_ratio"] == r[k + "_ratio"] else "")
                 for w, k in (("printed", "printed"), (r["variant"], "corrected"))]
         where = "" if r["level"] == "theorem" else f" at {r['level']}"

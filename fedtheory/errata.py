@@ -268,7 +268,21 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
 
 # ------------------------------------------------------------------------------ rendering --
 def _num(v):
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+    """A number to 4 significant digits, with as many more as it takes to tell it from a whole number
+    it is not (a ratio of 1 + 2.2e-7 is not written "1").
+
+    Examples
+    --------
+    >>> _num(0.123456), _num(1.000000224), _num(1.0), _num(float("nan"))
+    ('0.1235', '1.000000224', '1', '-')
+    """
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    digits, text = 4, f"{v:.4g}"
+    while float(text) != v and float(text) == round(float(text)) and digits < 17:
+        digits = min(digits + 3, 17)   # a whole number that the value is not: the digits that tell them apart
+        text = f"{v:.{digits}g}"
+    return text
 
 
 def _pair(r, w):
