@@ -126,13 +126,6 @@ def check_param(name, value, constraints, caller):
         f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.{did_you_mean(value, options)}")
 
 
-def check_params(values, constraints, caller):
-    """Validate a dict of parameters against a dict of constraint lists."""
-    for name, cons in constraints.items():
-        if name in values:
-            check_param(name, values[name], cons, caller)
-
-
 class Bool:
     """Accepts ``True`` or ``False``."""
 

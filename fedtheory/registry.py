@@ -260,11 +260,6 @@ def import_modules(modules, where="--import"):
     return done
 
 
-def imported_modules():
-    """The modules :func:`import_modules` imported in this process, in order."""
-    return list(_IMPORTED)
-
-
 def _importable(module):
     """Whether another process can import ``module`` by name (not ``__main__``, not an exec'd namespace)."""
     if not module or module == "__main__" or module.split(".")[0] in _BUILTIN:

@@ -12,15 +12,6 @@ rows and the noise in NumPy and hands the same index arrays to every backend.
 """
 
 
-def torch_available():
-    """True when the optional torch extra is installed."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def require_torch(what="backend='torch'"):
     """Import and return torch, or raise an ImportError naming the extra to install."""
     try:

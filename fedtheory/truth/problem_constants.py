@@ -110,12 +110,6 @@ class Constants:
         lines += [f"note {k}: {v}" for k, v in self.notes.items()]
         return "\n".join(lines)
 
-    def as_dict(self):
-        """Scalar constants as a plain dict (arrays summarised by their max)."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("L_i", "notes")}
-        out["L_i_max"] = float(np.max(self.L_i))
-        return out
-
 
 gradient_diversity = diversity   # one definition: fedtheory.constants.diversity
 
