@@ -293,7 +293,6 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
         res = stop_if_violated(evaluate(case, coordinates))
         if res is None:
             return
-        r = res.ratio
         # the observation to 6 digits: the path of the search must not turn on the last bits of a ratio
         # (summation order, BLAS threads), which differ between processes and machines
         sc = _score(res)
