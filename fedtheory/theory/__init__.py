@@ -601,7 +601,7 @@ def register_cases(name):
 
 
 from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lemma, mean_stderr, parameters,  # noqa: E402,F401
-                     instance_variant, register_spec, worst_instance)
+                     instance_floor, instance_variant, register_spec, worst_instance)
 
 from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)
 from . import feddeper_lemmas, fedspeed_lemmas, fedsps_lemmas, localdescent_lemmas, pfedfbe_lemmas  # noqa: E402,F401,I001

@@ -127,6 +127,29 @@ class Variant:
     unresolved: Callable | None = None
 
 
+def instance_floor(setup, measurement):
+    """The floor of a lemma whose measurement is a worst instance (:func:`worst_instance`): the
+    instance's own floor plus :func:`comparison_floor` of its two sides (``TheoremSpec(floor=...)``).
+
+    Parameters
+    ----------
+    setup : dict
+        The lemma's setup (not read).
+    measurement : dict
+        A :func:`worst_instance` result (``values``, ``rhs``, ``floor``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> instance_floor({}, worst_instance([2.0], [1.0], [dict(step=0)], [0.5])) == 0.5 + comparison_floor(2.0, 1.0)
+    True
+    """
+    return measurement.get("floor", 0.0) + comparison_floor(measurement["values"][0], measurement.get("rhs", 0.0))
+
+
 def instance_variant(description, key=None, requires=("stated",), quantity=""):
     """A lemma's variant that bounds a worst instance of the measurement (:func:`worst_instance`):
     the measurement itself (``key`` None), or ``measurement[key]`` for a variant that compares other
@@ -159,11 +182,8 @@ def instance_variant(description, key=None, requires=("stated",), quantity=""):
     def part(m):
         return m if key is None else m[key]
 
-    def floor(st, m):
-        w = part(m)
-        return w.get("floor", 0.0) + comparison_floor(w["values"][0], w["rhs"])
     return Variant(description, lambda st, m: part(m)["rhs"], tuple(requires), values=lambda st, m: part(m)["values"],
-                   quantity=quantity, where=lambda st, m: part(m)["where"], floor=floor,
+                   quantity=quantity, where=lambda st, m: part(m)["where"], floor=lambda st, m: instance_floor(st, part(m)),
                    unresolved=lambda st, m: str(part(m).get("unresolved") or ""))
 
 

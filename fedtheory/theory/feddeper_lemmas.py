@@ -50,7 +50,7 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, register_spec, TheoremSpec, Variant,
+from .engine import (EPS, FLOOR_ULPS, TheoremSpec, Variant, instance_floor, instance_variant, register_spec,
                      worst_instance)
 from .feddeper import (_run_kwargs1, _run_kwargs2, _scale, _setup1, _setup2, _theorem1_conditions, _theorem2_conditions,
                        problem_constants, sampling_constants, a_cap, theorem1_terms, tilde, xi_weight)
@@ -122,10 +122,6 @@ def _collect(st, runs, one):
     return worst_instance(np.concatenate(L_), np.concatenate(R_), W, np.concatenate(F_))
 
 
-def _floor(st, m):
-    return m.get("floor", 0.0) + comparison_floor(m["values"][0], m.get("rhs", 0.0))
-
-
 def _fround(st, f):
     """The rounding of f(x) - f* at each f(x) (f* included)."""
     return FLOOR_ULPS * EPS * (np.abs(f) + abs(st["f_star"]))
@@ -180,7 +176,7 @@ STEP_TRIANGLE = register_spec(TheoremSpec(
     conditions=lambda st, m: _theorem2_conditions(st),
     variants={"printed": Variant("the first display of the proof of Theorem 2', before its false last step",
                                  lambda st, m: m["rhs"], ("stated",))},
-    floor=_floor, cases=_cases_fn,
+    floor=instance_floor, cases=_cases_fn,
     reference="FedDeper, proof of Theorem 2' (first display); docs/papers/feddeper.md, §4.6, §4.8"),
     proof_of="feddeper.theorem_2")
 
@@ -239,7 +235,7 @@ LEMMA_5 = register_spec(TheoremSpec(
     setup=_setup, run_kwargs=_run_kwargs1, measure=_measure_5, conditions=_conditions_5,
     variants={"printed": Variant("Lemma 5 as printed (epsilon = eta_l K beta, as the proof of Theorem 2' uses it)",
                                  lambda st, m: m["rhs"])},
-    floor=_floor, cases=_cases_fn, details=lambda st, m: {"constants": lemma5_constants(st)},
+    floor=instance_floor, cases=_cases_fn, details=lambda st, m: {"constants": lemma5_constants(st)},
     reference="FedDeper, Lemma 5; docs/papers/feddeper.md, §4.8"),
     proof_of=_THEOREMS)
 
@@ -286,7 +282,7 @@ LEMMA_6 = register_spec(TheoremSpec(
               r"40(1/p - 1/8) eta K beta^2 phi~^t",
     setup=_setup, run_kwargs=_run_kwargs1, measure=_measure_6, conditions=_conditions_6,
     variants={"printed": Variant("Lemma 6 as printed", lambda st, m: m["rhs"], ("stated", "hidden"))},
-    floor=_floor, cases=_cases_fn, details=lambda st, m: {"C": lemma6_constant(st)},
+    floor=instance_floor, cases=_cases_fn, details=lambda st, m: {"C": lemma6_constant(st)},
     reference="FedDeper, Lemma 6 (one round progress); docs/papers/feddeper.md, §4.8"),
     proof_of="feddeper.theorem_1")
 
@@ -322,7 +318,7 @@ STEP_TELESCOPE = register_spec(TheoremSpec(
                                  lambda st, m: m["rhs"], ("stated",)),
               "corrected": instance_variant("Gamma + 2 eta_l K beta^2 phi^0: F^0 = f(x^0) + 2 eta_l K beta^2 phi^0 (phi~^0 = 0) "
                                    "and F^t >= f*", "corrected", ("stated", "hidden"))},
-    default_variant="corrected", floor=_floor, cases=_cases_fn,
+    default_variant="corrected", floor=instance_floor, cases=_cases_fn,
     reference="FedDeper, proof of Theorem 1'; docs/papers/feddeper.md, §4.2, §4.8"),
     proof_of="feddeper.theorem_1")
 

@@ -48,8 +48,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, comparison_floor, grad_sq_floor, instance_variant, register_spec,
-                     TheoremSpec, Variant, worst_instance)
+from .engine import (EPS, FLOOR_ULPS, TheoremSpec, Variant, grad_sq_floor, instance_floor, instance_variant,
+                     register_spec, worst_instance)
 from .fedspeed import _conditions, _run_kwargs, _scale, _setup, gamma_total, kappa, spec_problem
 
 _THEOREM = "fedspeed.theorem_4_4"
@@ -122,10 +122,6 @@ def _measure_R2(st, runs):
     return worst_instance(np.concatenate(L_), np.concatenate(R_), W, np.concatenate(F_))
 
 
-def _floor(st, m):
-    return m.get("floor", 0.0) + comparison_floor(m["values"][0], m.get("rhs", 0.0))
-
-
 def _space(variant):
     r"""The exact-gradient quadratics of docs/papers/fedspeed.md, §4.6 (:func:`spec_problem` with noise 0: n in
     1..10, heterogeneity in [0, 1.5], construction seed drawn), K in 1..4, eta_l = c/(32 sqrt(3K)) with c in
@@ -159,7 +155,7 @@ STEP_R2 = register_spec(TheoremSpec(
               r"t >= 1 (eq. (13); the quasi-gradient average from the corrections, eq. (12))",
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_R2, conditions=_lemma_conditions,
     variants={"printed": Variant("R2 as the proof of C.4.1 writes it (eq. (13))", lambda st, m: m["rhs"])},
-    floor=_floor, cases=lambda variant="printed": _space(variant),
+    floor=instance_floor, cases=lambda variant="printed": _space(variant),
     reference="Sun et al., FedSpeed (ICLR 2023), Appendix C.4.1 (R2), Lemma C.3 and eq. (13); "
               "docs/papers/fedspeed.md, §4.9"),
     proof_of=_THEOREM)
@@ -209,7 +205,7 @@ STEP_DESCENT = register_spec(TheoremSpec(
                                  ("stated",)),
               "derived": instance_variant("c_A with eta_l^2 (erratum E2), and Phi/lambda", "derived",
                                           ("stated", "hidden"))},
-    default_variant="derived", floor=_floor, cases=lambda variant="derived": _space(variant),
+    default_variant="derived", floor=instance_floor, cases=lambda variant="derived": _space(variant),
     details=lambda st, m: {"constants": _constants(st)},
     reference="Sun et al., FedSpeed (ICLR 2023), Appendix C.4.2-C.4.3; docs/papers/fedspeed.md, §4.5 (E1, E2), §4.9"),
     proof_of=_THEOREM)

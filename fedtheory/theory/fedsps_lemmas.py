@@ -79,8 +79,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, NotApplicable, register_spec,
-                     TheoremSpec, Variant, worst_instance)
+from .engine import (EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, comparison_floor, instance_floor,
+                     instance_variant, register_spec, worst_instance)
 from .fedsps import (_A1, _space, _completed, _constants, _constants_or_na, _explicit_quadratic, _full_batch_mu,
                      _gamma_stats, _params, _pinned_condition, _problem_conditions, _quadratic_blocks, _run_kwargs,
                      _setup_18, _small_step_setup, _stop_if_inapplicable, _lower_bound_condition, client_minima,
@@ -148,11 +148,6 @@ def steps(st, runs):
     return dict(x=X, x_next=Xn, gamma=G, F=F, g=g, client=C, key=K, where=W, ell=ell, dF=dF, resolved=F - ell > dF)
 
 
-def _floor(st, m):
-    """The floor of the worst instance (:func:`~fedtheory.theory.engine.worst_instance`) and of the comparison."""
-    return m.get("floor", 0.0) + comparison_floor(m["values"][0], m.get("rhs", 0.0))
-
-
 def _run(st):
     return _run_kwargs(st)
 
@@ -174,7 +169,7 @@ LEMMA_14 = register_spec(TheoremSpec(
     statement=r"alpha <= gamma_t^i <= gamma_b for every t, i (alpha = min{1/(2cL), gamma_b}; A1 and ell_i* <= F_i*)",
     setup=_setup, run_kwargs=_run, measure=_measure_14, conditions=_conditions,
     variants={"printed": Variant("Lemma 14 as printed", lambda st, m: 1.0)},
-    assumptions=_A1, floor=_floor, cases=_space("3a"),
+    assumptions=_A1, floor=instance_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 14; docs/papers/fedsps.md, §4.7"),
     proof_of=_THEOREMS)
 
@@ -210,7 +205,7 @@ LEMMA_8 = register_spec(TheoremSpec(
                                  lambda st, m: m["rhs"], ("stated",)),
               "corrected": instance_variant("what the proof of Theorem 3(b) uses, gamma_t^i mu <= 1/2, under the hidden "
                                    "condition gamma_b <= 1/(2 mu) (erratum 1)", "step", ("stated", "hidden"), quantity="gamma_t^i")},
-    default_variant="corrected", assumptions=_A1, floor=_floor, cases=_space("3a"),
+    default_variant="corrected", assumptions=_A1, floor=instance_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 8 (after Orvieto et al.); docs/papers/fedsps.md, §8, "
               "erratum 1"),
     proof_of=("fedsps.theorem_3b",))
@@ -229,7 +224,7 @@ LEMMA_15 = register_spec(TheoremSpec(
     statement=r"||gamma_t^i g_t^i||^2 <= (gamma_t^i / c) (F_i(x_t^i, B_t^i) - ell_i*)",
     setup=_setup, run_kwargs=_run, measure=_measure_15, conditions=_conditions,
     variants={"printed": Variant("Lemma 15 as printed", lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("3a"),
+    assumptions=_A1, floor=instance_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 15; docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_3a", "fedsps.theorem_3b"))
 
@@ -278,7 +273,7 @@ LEMMA_16 = register_spec(TheoremSpec(
     statement=r"V_t <= (tau/(n c)) sum_i sum_{j=s(t)}^{t-1} gamma_j^i (F_i(x_j^i, B_j^i) - ell_i*)",
     setup=_setup, run_kwargs=_run, measure=_measure_16, conditions=_conditions,
     variants={"printed": Variant("Lemma 16 as printed", lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("3a"),
+    assumptions=_A1, floor=instance_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 16; docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a"))
 
@@ -302,7 +297,7 @@ STEP_28 = register_spec(TheoremSpec(
               r"+ (2/n) sum_i ||gamma_t^i g_t^i||^2 + V_t (pathwise, no convexity)",
     setup=_setup, run_kwargs=_run, measure=_measure_28, conditions=_conditions,
     variants={"printed": Variant("the one-step inequality (28) as printed", lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("3a"),
+    assumptions=_A1, floor=instance_floor, cases=_space("3a"),
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eq. (28); docs/papers/fedsps.md, §4.7"),
     proof_of=_THEOREMS[:3])
 
@@ -520,7 +515,7 @@ STEP_27 = register_spec(TheoremSpec(
     setup=_setup_27, run_kwargs=_small_run, measure=_measure_27, conditions=_conditions,
     variants={"printed": Variant("the first line of eq. (27) as printed (the proof of Lemma 17; Theorem 18 "
                                  "uses it as it is)", lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("6a"), details=_details,
+    assumptions=_A1, floor=instance_floor, cases=_space("6a"), details=_details,
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eq. (27) in the proof of Lemma 17; "
               "docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_6a", "fedsps.theorem_6b", "fedsps.theorem_18"))
@@ -546,7 +541,7 @@ LEMMA_17 = register_spec(TheoremSpec(
     setup=_setup_17, run_kwargs=_small_run, measure=_measure_17, conditions=_conditions,
     variants={"printed": Variant("Lemma 17 as printed; both sides the means over the seeds at each step",
                                  lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("6a"), details=_details,
+    assumptions=_A1, floor=instance_floor, cases=_space("6a"), details=_details,
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), Lemma 17 (eq. (26)); docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_6a", "fedsps.theorem_6b"))
 
@@ -584,7 +579,7 @@ STEP_36B = register_spec(TheoremSpec(
     variants={"printed": Variant("the one-step recursion of the proof of Theorem 6(b) as printed (the strongly "
                                  "convex (36), Appendix B.3.2); both sides the means over the seeds",
                                  lambda st, m: m["rhs"])},
-    assumptions=_A1, floor=_floor, cases=_space("6b"), details=_details,
+    assumptions=_A1, floor=instance_floor, cases=_space("6b"), details=_details,
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), proof of Theorem 6(b) (Appendix B.3.2, the strongly convex "
               "form of eq. (36)); docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_6b",))

@@ -54,8 +54,8 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, comparison_floor, instance_variant, NotApplicable, register_spec,
-                     TheoremSpec, Variant, worst_instance)
+from .engine import (EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, instance_floor, instance_variant,
+                     register_spec, worst_instance)
 from .localdescent import (_conditions_4_2, _f_star, _run_kwargs_4_1, _run_kwargs_4_2, _run_kwargs_4_4,
                            _run_kwargs_4_7, _setup_4_1, _setup_4_2, _setup_4_4, _setup_4_7, _space, client_gradients,
                            cond19_printed, cond43, cond46, conforming_quadratic, counterexample_4_2, lemma_b6_worst,
@@ -63,11 +63,6 @@ from .localdescent import (_conditions_4_2, _f_star, _run_kwargs_4_1, _run_kwarg
 
 _REF = "Haddadpour & Mahdavi 2019"
 _PAGE = "docs/papers/localdescent.md, §4.5"
-
-
-def _floor(st, m):
-    """The floor of the worst instance (:func:`~fedtheory.theory.engine.worst_instance`) and of the comparison."""
-    return m.get("floor", 0.0) + comparison_floor(m["values"][0], m.get("rhs", 0.0))
 
 
 def _trace(res, s):
@@ -143,7 +138,7 @@ def _descent_spec(name, theorem, eq, algorithm, setup, run_kwargs, space, what):
         setup=setup, run_kwargs=run_kwargs, measure=_measure_descent, conditions=_descent_conditions,
         variants={"printed": Variant(f"{eq} for the realised draw and noise (its expectation is what the proof "
                                      "takes)", lambda st, m: m["rhs"])},
-        floor=_floor, cases=space,
+        floor=instance_floor, cases=space,
         reference=f"{_REF}, {eq} (proof of Theorem {theorem}); {_PAGE}"),
         proof_of=(f"localdescent.theorem_{theorem.replace('.', '_')}",))
 
@@ -194,7 +189,7 @@ LEMMA_A5 = register_spec(TheoremSpec(
                                  lambda st, m: m["rhs"], ("stated",)),
               "corrected": Variant("Lemma A.5 as proved: (46) <= 1 implies (43) <= 1, for mu eta < 1 "
                                    "(docs/papers/localdescent.md, §4.1)", lambda st, m: m["rhs"], ("hidden",))},
-    default_variant="corrected", floor=_floor, cases=_space_a5,
+    default_variant="corrected", floor=instance_floor, cases=_space_a5,
     reference=f"{_REF}, Lemma A.5, eqs. (19), (43), (46); docs/papers/localdescent.md, §4.1"),
     proof_of=("localdescent.theorem_4_1",))
 
@@ -246,7 +241,7 @@ LEMMA_A4 = register_spec(TheoremSpec(
     setup=_setup_a4, run_kwargs=_run_kwargs_4_1, measure=_measure_a4, conditions=_conditions_a4,
     variants={"printed": Variant("Lemma A.4 as printed: under (43) the recursion (42) contracts by 1 - mu eta per "
                                  "step, (1 - mu eta)^E per period", lambda st, m: m["rhs"])},
-    floor=_floor, cases=_space("4.1"),
+    floor=instance_floor, cases=_space("4.1"),
     reference=f"{_REF}, Lemma A.4, eqs. (42)-(45); docs/papers/localdescent.md, §4.1"),
     proof_of=("localdescent.theorem_4_1",))
 
@@ -280,7 +275,7 @@ LEMMA_B6 = register_spec(TheoremSpec(
                                  lambda st, m: 1.0, ("stated",)),
               "corrected": Variant("(60) under the direct per-period check, a >= E - 1 and a >= 4 lambda kappa "
                                    "(C1+S)/S (docs/papers/localdescent.md, §4.2)", lambda st, m: 1.0, ("hidden",))},
-    default_variant="corrected", floor=_floor, cases=_space("4.2"),
+    default_variant="corrected", floor=instance_floor, cases=_space("4.2"),
     reference=f"{_REF}, Lemmas B.6-B.7, eqs. (58)-(61); docs/papers/localdescent.md, §4.2"),
     proof_of=("localdescent.theorem_4_2",))
 
@@ -325,7 +320,7 @@ STEP_165 = register_spec(TheoremSpec(
                                  lambda st, m: m["rhs"]),
               "corrected": instance_variant("with the factor E the step drops: 2 C1 E sum_k G_k "
                                    "(docs/papers/localdescent.md, §4.3)", "corrected")},
-    default_variant="corrected", floor=_floor, cases=_space("4.4"),
+    default_variant="corrected", floor=instance_floor, cases=_space("4.4"),
     reference=f"{_REF}, proof of Lemma C.1, eqs. (164)-(166); docs/papers/localdescent.md, §4.3"),
     proof_of=("localdescent.theorem_4_4",))
 
@@ -367,7 +362,7 @@ STEP_87 = register_spec(TheoremSpec(
                                  lambda st, m: m["rhs"]),
               "corrected": instance_variant("the threshold with the factor n it misses, T >= 4 lambda^2 n (C1/n + 2)^2 "
                                    "(docs/papers/localdescent.md, §4.4)", "corrected")},
-    default_variant="corrected", floor=_floor, cases=_space("4.7"),
+    default_variant="corrected", floor=instance_floor, cases=_space("4.7"),
     reference=f"{_REF}, Appendix D.1, eqs. (86)-(88), Theorem 3.4 (informal); docs/papers/localdescent.md, §4.4"),
     proof_of=("localdescent.theorem_4_7",))
 

@@ -71,7 +71,7 @@ from itertools import combinations
 import numpy as np
 
 from . import Case, register_cases
-from .engine import EPS, FLOOR_ULPS, TheoremSpec, Variant, comparison_floor, register_spec, worst_instance
+from .engine import EPS, FLOOR_ULPS, TheoremSpec, Variant, instance_floor, register_spec, worst_instance
 from .pfedfbe import _run_kwargs, _setup, _space, conditions, gamma_F_sq, measure, sigma_F_sq
 
 _THEOREM = "pfedfbe.theorem_1"
@@ -160,11 +160,6 @@ def _base(st, runs):
     return m
 
 
-def _floor(st, m):
-    """The floor of the worst instance (:func:`~fedtheory.theory.engine.worst_instance`) and of the comparison."""
-    return m.get("floor", 0.0) + comparison_floor(m["values"][0], m.get("rhs", 0.0))
-
-
 def _gamma_F2(st, m, printed):
     c = m["constants"]
     return gamma_F_sq(c["gamma_G"], c["gamma_H"], c["B"], st["lam"], lemma2_as_square=not printed)
@@ -192,21 +187,26 @@ def _measure_2(st, runs):
     return m
 
 
-def _worst_2(st, m, printed):
-    q = m["lemma2"]
-    bound = _gamma_F2(st, m, printed)
-    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"])
+def _worst(st, m, key, arg):
+    """The worst instance of ``m[key]`` (the lemma's left-hand side at every instance, from its
+    measurement) under the bound of variant ``arg`` (:data:`_BOUNDS`): the same at every instance."""
+    q = m[key]
+    bound = _BOUNDS[key](st, m, arg)
+    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"], keep=q.get("keep"),
+                          se=q.get("se"))
 
 
-def _variant_2(printed, description):
-    return Variant(description, lambda st, m: _worst_2(st, m, printed)["rhs"], ("stated",),
-                   values=lambda st, m: _worst_2(st, m, printed)["values"],
-                   where=lambda st, m: _worst_2(st, m, printed)["where"])
+def _variant(key, arg, description, unresolved=False):
+    """The variant of ``m[key]`` under the bound ``arg``; ``unresolved``: its own sampling-noise verdict."""
+    return Variant(description, lambda st, m: _worst(st, m, key, arg)["rhs"], ("stated",),
+                   values=lambda st, m: _worst(st, m, key, arg)["values"],
+                   where=lambda st, m: _worst(st, m, key, arg)["where"],
+                   unresolved=(lambda st, m: str(_worst(st, m, key, arg).get("unresolved") or "")) if unresolved else None)
 
 
-def _floor_2(st, m):
-    w = _worst_2(st, m, False)
-    return w["floor"] + comparison_floor(w["values"][0], w["rhs"])
+def _floor(key, arg):
+    """The lemma's floor: that of its worst instance under the bound ``arg`` (the default variant's)."""
+    return lambda st, m: instance_floor(st, _worst(st, m, key, arg))
 
 
 LEMMA_2 = register_spec(TheoremSpec(
@@ -215,12 +215,12 @@ LEMMA_2 = register_spec(TheoremSpec(
     statement=r"(1/n) sum_j ||grad F_j(w) - grad F(w)||^2 <= 24 gamma_G^2 + 12 B^2 gamma_H^2/lambda^2 "
               r"(Lemma 2 names it gamma_F; the theorem's proof uses gamma_F^2), for lambda > L, w in C",
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_2, conditions=conditions,
-    variants={"printed": _variant_2(True, "Lemma 2 as the proof of Theorem 1 uses it: the heterogeneity bounded by "
+    variants={"printed": _variant("lemma2", True, "Lemma 2 as the proof of Theorem 1 uses it: the heterogeneity bounded by "
                                           "gamma_F^2 with gamma_F := 24 gamma_G^2 + 12 B^2 gamma_H^2/lambda^2 as "
                                           "Lemma 2 defines it (eq. (34), Lemma 4 (11))"),
-              "lemma2_corrected": _variant_2(False, "Lemma 2's right-hand side read as gamma_F^2: the heterogeneity "
+              "lemma2_corrected": _variant("lemma2", False, "Lemma 2's right-hand side read as gamma_F^2: the heterogeneity "
                                                     "bounded by 24 gamma_G^2 + 12 B^2 gamma_H^2/lambda^2 (erratum 6)")},
-    default_variant="lemma2_corrected", floor=_floor_2, cases=_space,
+    default_variant="lemma2_corrected", floor=_floor("lemma2", False), cases=_space,
     reference="pFedFBE (ICLR 2023 submission), Lemma 2 and its proof (Appendix A.2); "
               "docs/papers/pfedfbe.md, §6.6, erratum 6"),
     proof_of=(_THEOREM,))
@@ -338,23 +338,6 @@ def _measure_3(st, runs):
     return m
 
 
-def _worst_3(st, m, coefficient):
-    q = m["lemma3"]
-    bound = _sigma_F2(st, m, coefficient)
-    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"])
-
-
-def _variant_3(coefficient, description):
-    return Variant(description, lambda st, m: _worst_3(st, m, coefficient)["rhs"], ("stated",),
-                   values=lambda st, m: _worst_3(st, m, coefficient)["values"],
-                   where=lambda st, m: _worst_3(st, m, coefficient)["where"])
-
-
-def _floor_3(st, m):
-    w = _worst_3(st, m, 3)
-    return w["floor"] + comparison_floor(w["values"][0], w["rhs"])
-
-
 def _details_3(st, m):
     """The bias part of Lemma 3, ||E g_i - grad F_i|| <= 2 sqrt((1 - (b-1)/(m_i-1))/b) sigma_G, at its worst
     instance (reported, not a variant)."""
@@ -391,10 +374,10 @@ LEMMA_3 = register_spec(TheoremSpec(
     statement=r"E||g_i(w) - grad F_i(w)||^2 <= sigma_F^2 := 12 sigma_G^2/b_g + 12 B^2 sigma_H^2/(b_H lambda^2) "
               r"+ c sigma_G^2 sigma_H^2/(b_g b_H lambda^2), B_g, B_H independent; c = 1 printed, 3 in the proof",
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_3, conditions=conditions,
-    variants={"printed": _variant_3(1, "Lemma 3 as stated: coefficient 1 on sigma_G^2 sigma_H^2"),
-              "lemma3_proof": _variant_3(3, "the coefficient 3 on sigma_G^2 sigma_H^2 that Lemma 3's proof derives "
+    variants={"printed": _variant("lemma3", 1, "Lemma 3 as stated: coefficient 1 on sigma_G^2 sigma_H^2"),
+              "lemma3_proof": _variant("lemma3", 3, "the coefficient 3 on sigma_G^2 sigma_H^2 that Lemma 3's proof derives "
                                             "(erratum 7)")},
-    default_variant="lemma3_proof", floor=_floor_3, details=_details_3, cases=_space_3,
+    default_variant="lemma3_proof", floor=_floor("lemma3", 3), details=_details_3, cases=_space_3,
     reference="pFedFBE (ICLR 2023 submission), Lemma 3 and its proof (Appendix A.3); "
               "docs/papers/pfedfbe.md, §6.6, erratum 7"),
     proof_of=(_THEOREM,))
@@ -441,7 +424,7 @@ def _measure_42(st, runs):
         se = (np.full(lhs.size, np.inf) if A.shape[0] < 2 else
               (np.nanstd(A, axis=0, ddof=1) / np.sqrt(np.sum(np.isfinite(A), axis=0).clip(1))).ravel())
     m["step42"] = dict(lhs=lhs.ravel(), floor=flo.ravel(), where=where, keep=keep.ravel(), se=se)
-    m.update(_worst_42(st, m, True))
+    m.update(_worst(st, m, "step42", True))
     return m
 
 
@@ -455,23 +438,10 @@ def step42_terms(st, m, LF2=True):
             4 * m["r"] * eta * c["sigma_G"] ** 2]
 
 
-def _worst_42(st, m, LF2):
-    q = m["step42"]
-    bound = sum(step42_terms(st, m, LF2))
-    return worst_instance(q["lhs"], np.full(q["lhs"].shape, bound), q["where"], q["floor"], keep=q["keep"],
-                          se=q.get("se"))
-
-
-def _variant_42(LF2, description):
-    return Variant(description, lambda st, m: _worst_42(st, m, LF2)["rhs"], ("stated",),
-                   values=lambda st, m: _worst_42(st, m, LF2)["values"],
-                   where=lambda st, m: _worst_42(st, m, LF2)["where"],
-                   unresolved=lambda st, m: str(_worst_42(st, m, LF2).get("unresolved") or ""))
-
-
-def _floor_42(st, m):
-    w = _worst_42(st, m, True)
-    return w["floor"] + comparison_floor(w["values"][0], w["rhs"])
+#: The right-hand side of each lemma's variants: ``bound(setup, measurement, arg)`` (:func:`_worst`).
+_BOUNDS = {"lemma2": lambda st, m, printed: _gamma_F2(st, m, printed),
+           "lemma3": lambda st, m, coefficient: _sigma_F2(st, m, coefficient),
+           "step42": lambda st, m, LF2: sum(step42_terms(st, m, LF2))}
 
 
 def _details_42(st, m):
@@ -485,12 +455,12 @@ STEP_42 = register_spec(TheoremSpec(
               r"+ 4 sigma_F^2) + 2 L_F eta^2 (q_S gamma_F^2 + sigma_F^2) + 4 r eta sigma_G^2 at every round and "
               r"local step (printed: without L_F^2)",
     setup=_setup, run_kwargs=_run_kwargs, measure=_measure_42, conditions=conditions,
-    variants={"printed": _variant_42(False, "the last line of (42) as printed: the drift term 400 eta^3 K^2 "
-                                            "(gamma_F^2 + 4 sigma_F^2) without L_F^2 (gamma_F^2, sigma_F^2 of the "
-                                            "corrected Lemmas 2 and 3)"),
-              "theorem_L_F2": _variant_42(True, "(42) with the factor L_F^2 its first line carries in the drift "
-                                                "term (erratum 9)")},
-    default_variant="theorem_L_F2", floor=_floor_42, details=_details_42, cases=_space,
+    variants={"printed": _variant("step42", False, "the last line of (42) as printed: the drift term 400 eta^3 "
+                                  "K^2 (gamma_F^2 + 4 sigma_F^2) without L_F^2 (gamma_F^2, sigma_F^2 of the corrected "
+                                  "Lemmas 2 and 3)", unresolved=True),
+              "theorem_L_F2": _variant("step42", True, "(42) with the factor L_F^2 its first line carries in the "
+                                       "drift term (erratum 9)", unresolved=True)},
+    default_variant="theorem_L_F2", floor=_floor("step42", True), details=_details_42, cases=_space,
     reference="pFedFBE (ICLR 2023 submission), proof of Theorem 1, eq. (42) (Appendix A.5); "
               "docs/papers/pfedfbe.md, §6.6, erratum 9"),
     proof_of=(_THEOREM,))
