@@ -330,7 +330,9 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         their weights, the step sizes, the minibatch rows and the noise. The result is
         ``result.trace`` (:class:`fedtheory.trace.Trace`). Off by default: a local path costs
         8 S (K + 1) d bytes per round; the numba, python and torch backends record the same
-        values (to rounding).
+        values (to rounding). On the numba backend a traced run uses compiled rounds of its own
+        (the rounds without a trace carry none of its code and compile in about half the time),
+        so an algorithm's first traced run compiles them once more.
     trace_max_mb : float, default 1024
         Upper bound on the memory of the trace, checked before the run from S, K, d and the
         rounds (an error names the estimate and how to lower it).
@@ -933,7 +935,7 @@ class _Job:
                     (r1 - r0 + 1) * max_drawn
                 drawn_buf, drawn_len = np.empty(int(cap), dtype=np.int64), np.zeros(r1 - r0 + 1, dtype=np.int64)
                 iters = np.empty((r1 - r0 + 1 if self.record else 0, d))
-                traced = np.zeros(0, dtype=np.bool_) if tr is None else \
+                traced = None if tr is None else \
                     np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
                 self._chunk = (r0, drawn_buf, drawn_len, iters)
                 t_start, e_start = time.perf_counter(), self._eval_time

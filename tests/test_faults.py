@@ -992,19 +992,22 @@ NUMBA_RUN = ("import warnings, fedtheory as ft, problems\n"
        "with warnings.catch_warnings(record=True) as w:\n"
        "    warnings.simplefilter('always')\n"
        "    r = ft.run(problems.quadratic(3, 2, seed=0), 'fedavg', rounds=2, local_steps=2)\n"
-       "print(r.status, sum('Numba cache' in str(x.message) for x in w))\n")
+       "print(r.status, sum('Numba cache' in str(x.message) for x in w))\n"
+       "from fedtheory._kernels.drivers import driver\n"
+       "print(driver('fedtheory.algorithms.fedavg').segment._cache._cache_path)\n")   # where Numba keeps its files
 
 
-def _numba_run(cache_dir, drivers_only=False):
+def _numba_run(cache_dir, drivers_only=False, where=False):
     """Run NUMBA_RUN in a child whose Numba cache is ``cache_dir`` (every kernel), or, with
     ``drivers_only``, whose generated drivers (and their cache beside them) are in ``cache_dir``
-    while the library's kernels load from the suite's cache."""
+    while the library's kernels load from the suite's cache. ``(status, warnings about the cache)``,
+    and with ``where`` the directory of FedAvg's compiled rounds' cache files, as Numba names it."""
     env = dict(os.environ, **({"FEDTHEORY_DRIVER_DIR": str(cache_dir)} if drivers_only
                               else {"NUMBA_CACHE_DIR": str(cache_dir)}))
     r = subprocess.run([sys.executable, "-c", NUMBA_RUN], capture_output=True, text=True, cwd=_NB_ROOT, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    status, warned = r.stdout.split()
-    return status, int(warned)
+    status, warned = r.stdout.splitlines()[-2].split()
+    return (status, int(warned)) + ((Path(r.stdout.splitlines()[-1]),) if where else ())
 
 
 @pytest.fixture(scope="module")
@@ -1024,9 +1027,12 @@ def test_damaged_driver_cache_is_recompiled(tmp_path):
     """The compiled rounds' cache files garbled: the run warns, recompiles and caches them again; the
     next run reads them back silently. (The library's kernels load from the suite's cache: only the
     driver compiles. Every kernel's files damaged: the slow cases below.)"""
-    assert _numba_run(tmp_path, drivers_only=True) == ("max_rounds", 0)
-    files = [f for f in tmp_path.rglob("*") if f.suffix in (".nbi", ".nbc")]
+    status, warned, where = _numba_run(tmp_path, drivers_only=True, where=True)
+    assert (status, warned) == ("max_rounds", 0)
+    # beside the drivers, or under NUMBA_CACHE_DIR when the suite runs with it set: where Numba says
+    files = [f for f in where.iterdir() if f.suffix in (".nbi", ".nbc") and f.name.startswith("fedtheory_driver_")]
     assert any(".segment-" in f.name for f in files), files
+    assert where == tmp_path / "__pycache__" or os.environ.get("NUMBA_CACHE_DIR"), where
     _damage(files, "garbage")
     status, warned = _numba_run(tmp_path, drivers_only=True)
     assert status == "max_rounds" and warned >= 1

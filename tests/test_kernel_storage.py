@@ -36,11 +36,12 @@ def _binary_problem(datafit, seed=0, n_clients=4, rows=30, dim=9, regularizer=No
     return FederatedProblem.from_clients(A, b, datafit, regularizer)
 
 
-def _valued_int64_pack(p):
-    """The same data as the kernels received it before: float values (all 1.0), int64 indices."""
+def _valued_int64_pack(p, index=np.int64):
+    """The same data as the kernels received it before: float values (all 1.0), int64 indices (or
+    ``index``)."""
     sparse, A, _, _, _, b, kind, ptr = p.kernel_pack()
     return (sparse, A, np.ascontiguousarray(p.M.data, dtype=np.float64),
-            np.ascontiguousarray(p.M.indices, dtype=np.int64), np.ascontiguousarray(p.M.indptr, dtype=np.int64),
+            np.ascontiguousarray(p.M.indices, dtype=index), np.ascontiguousarray(p.M.indptr, dtype=index),
             b, kind, ptr)
 
 
@@ -117,8 +118,29 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize("algo,kw,kind", RUNS, ids=[f"{r[0]}-{r[2]}" for r in RUNS])
+def _ids(runs):
+    return [f"{r[0]}-{r[2]}" for r in runs]
+
+
+# int64 indices are another type, so every algorithm's compiled rounds are compiled once more for them
+# (about 10 s each on a cold cache): one kernel in the default run, every kernel under -m slow
+INT64_RUNS = [pytest.param(*r, marks=() if r[0] == "fedavg" and r[2] == "logistic" else pytest.mark.slow)
+              for r in RUNS]
+
+
+@pytest.mark.parametrize("algo,kw,kind", RUNS, ids=_ids(RUNS))
+def test_registered_runs_are_bitwise_the_same_with_or_without_the_values(algo, kw, kind):
+    """A binary matrix passed without its values runs bit for bit as with them (uint32 indices both)."""
+    _same_run_with_pack(algo, kw, kind, np.uint32)
+
+
+@pytest.mark.parametrize("algo,kw,kind", INT64_RUNS, ids=_ids(RUNS))
 def test_registered_runs_are_bitwise_the_same_with_either_storage(algo, kw, kind):
+    """The stored pack (no values, uint32 indices) and the old storage (values, int64 indices)."""
+    _same_run_with_pack(algo, kw, kind, np.int64)
+
+
+def _same_run_with_pack(algo, kw, kind, index):
     if kind == "quadratic":
         p = _binary_problem(Quadratic(l2=0.05), seed=7)
     elif kind == "lasso":
@@ -128,9 +150,9 @@ def test_registered_runs_are_bitwise_the_same_with_either_storage(algo, kw, kind
     assert p.kernel_pack()[2].shape == (0,)
     lr = 0.2
     a = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
-    p._pack = _valued_int64_pack(p)                             # the old storage, same data
+    p._pack = _valued_int64_pack(p, index)                      # the old storage, same data
     p._cpack = None                                             # the compiled rules' pack is rebuilt from it
-    assert p.compiled_pack().indices.dtype == np.int64
+    assert p.compiled_pack().indices.dtype == index and p.compiled_pack().data.shape == p.M.data.shape
     b = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
     assert a.status == b.status == "max_rounds"
     assert np.array_equal(a.iterates, b.iterates) and np.array_equal(a.x, b.x)

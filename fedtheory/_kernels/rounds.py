@@ -58,6 +58,18 @@ def empty3():
 
 
 @njit(cache=True)
+def empty1():
+    """An empty (0,) array."""
+    return np.zeros(0)
+
+
+@njit(cache=True)
+def nan_paths(S, K1, d):
+    """An (S, K1, d) array of NaN: the local paths of a traced round before they are recorded."""
+    return np.full((S, K1, d), np.nan)
+
+
+@njit(cache=True)
 def row(x):
     """``x`` (d,) as a (1, d) array (a start or an anchor shared by every participant)."""
     return np.ascontiguousarray(x).reshape(1, x.shape[0])
