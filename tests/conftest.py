@@ -31,6 +31,18 @@ def _sigint_reaches_children():
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _blas_share_per_worker():
+    """Under pytest-xdist each worker keeps BLAS and OpenMP to its share of the CPUs, as the workers of
+    ``fedtheory sweep`` and ``verify`` do (:mod:`fedtheory._threads`): with a full OpenBLAS pool in every
+    worker, its threads spin after each threaded call on CPUs the other workers need."""
+    n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if n > 1:
+        from fedtheory._threads import limit_worker_threads
+        limit_worker_threads(n)
+    yield
+
+
 @pytest.fixture(scope="session")
 def data_dir():
     d = os.environ.get("FEDTHEORY_DATA")

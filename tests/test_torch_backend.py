@@ -3,6 +3,7 @@ small network, the deep problem's oracles, models, image loaders and errors."""
 import copy
 import gzip
 import io
+import os
 import pickle
 import tarfile
 
@@ -20,6 +21,20 @@ from fedtheory.registry import get_algorithm
 
 torch = pytest.importorskip("torch")   # the [torch] extra is installed in CI: these tests run there
 from fedtheory.backends.torch import DeepProblem, models  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread_beside_other_workers():
+    """Under pytest-xdist every worker would start as many torch threads as the machine has cores, and
+    the deep runs of one worker then compete with the other workers' tests for them (a digits run took
+    13-19 s in the suite and 2 s alone). One thread each while the suite runs in several workers."""
+    if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") == "1":
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 COMPOSITE = ("fedmirror", "feddual", "ditto", "pfedme", "pfedprox", "pfedfbe")
 
@@ -126,7 +141,7 @@ RULE_HP = {"fedspeed": dict(lam=10.0, alpha=0.5, rho=0.05), "fedsps": dict(c=0.5
            "fedsps_dec": dict(c0=0.5, gamma_b=0.5), "fedsps_normalized": dict(gamma_b=0.5),
            "fedsps_global": dict(gamma_b=0.5), "feddyn": dict(alpha=0.1), "fedadmm": dict(rho=0.1),
            "fedpd": dict(eta=10.0), "pfedfbe": dict(lam=15.0), "fedadam": dict(server_lr=0.03),
-           "fedams": dict(server_lr=0.03)}
+           "fedams": dict(server_lr=0.03), "pfedme": dict(inner=2)}   # (pfedme: 2 inner steps, not 5: its time)
 
 
 @pytest.mark.parametrize("name", sorted(ft.algorithms()))
