@@ -524,7 +524,8 @@ def test_hyperparameter_types_unpickle_in_a_process_without_their_module():
 
 def test_rules_defined_in_memory_run_uncached():
     """Rules in a module made in memory (a notebook, exec) run on the fused path, compiled once per
-    process without a disk cache, and agree with their NumPy twin."""
+    process without a disk cache, and agree with their NumPy twin; without a trace, no trace code is
+    compiled."""
     mod = types.ModuleType("inmemory_damped_rules")
     sys.modules[mod.__name__] = mod
     from fedtheory.registry import ALGORITHMS
@@ -539,7 +540,10 @@ def test_rules_defined_in_memory_run_uncached():
         assert np.array_equal(fused.iterates, per_round.iterates)
         assert np.allclose(fused.iterates, twin.iterates, rtol=0, atol=1e-12)
         from fedtheory._kernels.drivers import driver
-        assert "cache=False" in open(driver(mod.__name__).__file__).read()
+        drv = driver(mod.__name__)
+        assert "cache=False" in open(drv.__file__).read()
+        # runs without a trace compile rounds without the trace code: its object-mode hooks never compiled
+        assert drv.segment.signatures and drv.trace_round.signatures == drv.trace_empty.signatures == []
     finally:
         ALGORITHMS.pop("inmemory_damped", None)
         sys.modules.pop(mod.__name__, None)
