@@ -478,12 +478,11 @@ def _verify(args):
 
 
 def _errata(args):
-    from .errata import errata, write_errata
+    from .errata import _num, errata, write_errata
     _out_dir(args.out)
     rows = errata(tightness=not args.no_tightness)
     md, tex = write_errata(rows, args.out)
     for r in rows:
-        from .errata import _num
         said = [f"{w} {r[k + '_verdict'].split(':')[0]}" + (f" (measured/bound {_num(r[k + '_ratio'])})"
                                                              if r[k + "_ratio"] == r[k + "_ratio"] else "")
                 for w, k in (("printed", "printed"), (r["variant"], "corrected"))]

@@ -36,7 +36,7 @@ def _binary_problem(datafit, seed=0, n_clients=4, rows=30, dim=9, regularizer=No
     return FederatedProblem.from_clients(A, b, datafit, regularizer)
 
 
-def _valued_int64_pack(p, index=np.int64):
+def _valued_pack(p, index=np.int64):
     """The same data as the kernels received it before: float values (all 1.0), int64 indices (or
     ``index``)."""
     sparse, A, _, _, _, b, kind, ptr = p.kernel_pack()
@@ -85,7 +85,7 @@ def test_a9a_is_passed_as_a_binary_matrix(data_dir):
                          ids=["logistic", "least_squares", "quadratic"])
 def test_oracles_are_bitwise_the_same_with_either_storage(datafit):
     p = _binary_problem(datafit, seed=3)
-    new, old = p.kernel_pack(), _valued_int64_pack(p)
+    new, old = p.kernel_pack(), _valued_pack(p)
     assert new[2].shape == (0,)
     rng = np.random.default_rng(1)
     x, v = rng.normal(size=p.dim), rng.normal(size=p.dim)
@@ -150,7 +150,7 @@ def _same_run_with_pack(algo, kw, kind, index):
     assert p.kernel_pack()[2].shape == (0,)
     lr = 0.2
     a = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
-    p._pack = _valued_int64_pack(p, index)                      # the old storage, same data
+    p._pack = _valued_pack(p, index)                      # the old storage, same data
     p._cpack = None                                             # the compiled rules' pack is rebuilt from it
     assert p.compiled_pack().indices.dtype == index and p.compiled_pack().data.shape == p.M.data.shape
     b = ft.run(p, algo, rounds=6, local_steps=3, lr=lr, clients_per_round=3, seed=2, record_iterates=True, **kw)
