@@ -8,12 +8,13 @@ from fedtheory.theory import CASES, SPECS, case
 from fedtheory.theory import fedsps as fs
 from fedtheory.theory.fedsps_lemmas import expectation
 
-NEW = ("fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b", "fedsps.step_45")
+NEW = ("fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b", "fedsps.step_45_from_27", "fedsps.step_45")
 
 
 def test_the_small_step_proofs_are_registered_in_order():
     assert validation.lemmas("fedsps.theorem_6b") == ["fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b"]
-    assert validation.lemmas("fedsps.theorem_18") == ["fedsps.lemma_14", "fedsps.step_27", "fedsps.step_45"]
+    assert validation.lemmas("fedsps.theorem_18") == ["fedsps.lemma_14", "fedsps.step_27", "fedsps.step_45_from_27",
+                                                      "fedsps.step_45"]
     assert validation.lemmas("fedsps.theorem_6a")[-2:] == ["fedsps.step_27", "fedsps.lemma_17"]
     for name in NEW:
         assert "docs/papers/fedsps.md, §4.7" in SPECS[name].reference
@@ -94,12 +95,27 @@ def test_an_excess_of_a_mean_within_its_sampling_error_is_unresolved():
     assert not expectation(st, q, lhs, rhs, floor, "test").get("unresolved")
 
 
-def test_erratum_5_is_compared_at_eq_45_and_says_why_it_is_not_separated():
+def test_erratum_5_is_separated_at_the_step_from_27_to_45():
     (r,) = validation.errata(theorems="fedsps.theorem_18", tightness=False, progress=False)
-    assert r["level"] == "fedsps.step_45" and not r["separated"] and "martingale" in r["why_not"]
-    assert r["printed_verdict"] == r["corrected_verdict"] == "holds"
-    # the printed sigma^2/tau is true: E V_t is far below it (the 32 of (27) is not spent on the noise)
-    assert r["printed_ratio"] < 1 / 20 and r["corrected_ratio"] < r["printed_ratio"]
+    assert r["level"] == "fedsps.step_45_from_27" and r["separated"] and r["why_not"] == ""
+    assert r["printed_verdict"] == "VIOLATED" and r["corrected_verdict"] == "holds"
+    # the excess is the noise: k sigma^2 in (27)'s expectation against (45)'s sigma^2 per window
+    assert r["printed_ratio"] > 1.2 and r["corrected_ratio"] < 1
+
+
+def test_eq_45_itself_holds_as_printed_where_its_derivation_fails():
+    """(45) is true about E V_t (the noise in the drift is a martingale): only the step shows the erratum."""
+    c = case("fedsps.step_45", 0, quick=True)
+    p = c.build()
+    statement = validation.verify("fedsps.step_45", p, variant="printed", **c.kwargs)
+    step = validation.verify("fedsps.step_45_from_27", p, variant="printed", **c.kwargs)
+    assert statement.verdict() == "holds" and statement.ratio < 1 / 20
+    assert step.verdict() == "VIOLATED" and step.where["step"] >= 2     # the window needs k >= 2 noisy steps
+
+
+def test_the_falsifier_finds_erratum_5_at_its_step_from_scratch():
+    f = validation.falsify("fedsps.step_45_from_27", variant="printed", seed=0, progress=False)
+    assert f.counterexample is not None and f.counterexample.ratio > 1
 
 
 @pytest.mark.parametrize("name", NEW)

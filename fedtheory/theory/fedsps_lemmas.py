@@ -36,10 +36,15 @@ step j (its minibatch rows and its additive gradient noise, both in the trace):
   Appendix B.3.2; every step at :math:`\gamma_b`):
   :math:`\mathbb E\|\bar x_{t+1} - x^*\|^2 \le (1 - \gamma_b\mu)\mathbb E\|\bar x_t - x^*\|^2 -
   \gamma_b\mathbb E[f(\bar x_t) - f^*] + 4\gamma_bL\,\mathbb E V_t + 4L\gamma_b^2\sigma_f^2`;
-* ``fedsps.step_45`` (eq. (45), Theorem 18): printed,
+* ``fedsps.step_45`` (eq. (45), Theorem 18), as printed:
   :math:`\mathbb E V_t \le 32\gamma_b^2\tau\sum_{j=s(t)}^{t-1}[\mathbb E\|\nabla f(\bar x_j)\|^2 +
-  \sigma^2/\tau + \zeta^2]`; corrected, :math:`\sigma^2` for :math:`\sigma^2/\tau`, what (27) yields
-  (erratum 5, compared here; not separated: the printed form is true as well, by a martingale argument).
+  \sigma^2/\tau + \zeta^2]` (true as printed: the noise in the drift is a martingale, so E V_t grows like k sigma^2);
+* ``fedsps.step_45_from_27`` (the step from (27) to (45), both lines of (45): (27)'s right-hand side in
+  expectation over each step's noise, given the run's :math:`\bar x_j`): printed, :math:`\mathbb E[\frac{32\gamma_b^2\tau}{n}\sum_i\sum_{j=s(t)}^{t-1}
+  \|\nabla F_i(\bar x_j, \xi_j^i)\|^2] \le \frac{1}{16L^2\tau}\sum_{j=s(t)}^{t-1}
+  \mathbb E\|\nabla f(\bar x_j)\|^2 + 32\gamma_b^2\tau^2[\sigma^2/\tau + \zeta^2]`; corrected,
+  :math:`\sigma^2` for :math:`\sigma^2/\tau` (erratum 5, separated here: the step fails, although
+  (45) itself holds).
 
 An expectation is checked on the means over the seeds at each step (:func:`expectation`): an excess
 within 2 standard errors (NOISE_SE) of that mean, or one seed of a random run, is UNRESOLVED; a run without
@@ -378,7 +383,7 @@ def _stochastic(st):
     return bool(p.noise > 0 or (st.get("batch_size") is not None and p.datafit.has_samples))
 
 
-def rounds_of(st, runs, grads=False):
+def rounds_of(st, runs, grads=False, drawn_noise=True):
     r"""Every traced round of every run, as arrays over (seed, traced round, local step k):
     the virtual averages :math:`\bar x_k` (k = 0..tau: k = tau is the next server model), the drift
     :math:`V_k = \frac1n\sum_i\|x_k^i - \bar x_k\|^2` (k < tau), :math:`\frac1n\sum_i\|\nabla F_i(\bar x_k,
@@ -390,6 +395,10 @@ def rounds_of(st, runs, grads=False):
     grads : bool, default False
         Whether to compute ``GF2`` and ``dGF2`` (n gradients per step: a loop over them unless the
         clients are explicit quadratics without minibatches).
+    drawn_noise : bool, default True
+        Whether ``GF2`` includes the additive gradient noise each client drew (from the trace), or is
+        :math:`\frac1n\sum_i\|\nabla F_i(\bar x_k, B_k^i)\|^2` without it (for the expectation over the
+        noise, which is independent of :math:`\bar x_k`).
 
     Returns
     -------
@@ -433,7 +442,7 @@ def rounds_of(st, runs, grads=False):
                 for k in range(tau):
                     for i in range(n):
                         G[s, r, k, i] = p.client_grad(i, X[s, r, k], None if rows[s][r] is None else rows[s][r][i, k])
-    if p.noise > 0:                                                   # the noise drawn at step k: grad F_i(x, xi)
+    if p.noise > 0 and drawn_noise:                                   # the noise drawn at step k: grad F_i(x, xi)
         G = G + np.moveaxis(np.array([[rt.noise[o] for rt, o in tr] for tr in traces]), 2, 3)
     nG = np.sqrt(np.sum(G ** 2, axis=-1))
     dG = FLOOR_ULPS * EPS * (nG + L * scale * np.sqrt(d)) + L * dx
@@ -585,37 +594,69 @@ STEP_36B = register_spec(TheoremSpec(
     proof_of=("fedsps.theorem_6b",))
 
 
+# -- eq. (45) as the proof derives it from (27) (Theorem 18) ---------------------------------------------
+def _measure_45_from_27(st, runs):
+    q = rounds_of(st, runs, grads=True, drawn_noise=False)
+    L, tau, gb = st["L"], st["tau"], st["gamma_b"]
+    coef = 32 * gb ** 2 * tau
+    # (27)'s right-hand side in expectation over the noise of each step, given the run's xbar_j (the noise
+    # is independent of xbar_j, zero-mean, E||xi||^2 = sigma^2): (1/n) sum_i ||grad f_i(xbar_j)||^2 + sigma^2
+    lhs = coef * _window(q["GF2"] + st["sigma2"])
+    g2, dg2 = _window(q["grad2"][..., :tau]), _window(q["d_grad2"][..., :tau])
+    floor = coef * _window(q["dGF2"]) + dg2 / (16 * L ** 2 * tau)
+    out = {}
+    for name, noise in (("printed", st["sigma2"] / tau), ("corrected", st["sigma2"])):
+        const = coef * tau * (noise + st["zeta2"])
+        rhs = g2 / (16 * L ** 2 * tau) + const
+        out[name] = expectation(st, q, lhs, rhs, floor + FLOOR_ULPS * EPS * const,
+                                f"(27) -> (45) {name}")
+    reasons = [out[v]["unresolved"] for v in out if out[v].get("unresolved")]
+    return dict(out["printed"], corrected=out["corrected"], unresolved="; ".join(reasons),
+                checked_on=_traced_note(st, q))
+
+
+STEP_45_FROM_27 = register_spec(TheoremSpec(
+    name="fedsps.step_45_from_27", algorithm="fedsps",
+    quantity="E[(27)'s right-hand side] = 32 gamma_b^2 tau sum_{j=s(t)}^{t-1} (1/n) sum_i E||grad F_i(xbar_j, xi_j^i)||^2",
+    statement=r"E[(32 gamma_b^2 tau/n) sum_i sum_{j=s(t)}^{t-1} ||grad F_i(xbar_j, xi_j^i)||^2] <= "
+              r"(1/(16 L^2 tau)) sum_{j=s(t)}^{t-1} E||grad f(xbar_j)||^2 + 32 gamma_b^2 tau^2 [sigma^2/tau + zeta^2] "
+              r"(the two lines of (45), from (27) and A3, gamma_b <= 1/(25 tau L); corrected: sigma^2 for sigma^2/tau)",
+    setup=_setup_18, run_kwargs=_run_kwargs, measure=_measure_45_from_27, conditions=lambda st, m: list(st["conds"]),
+    variants={"printed": Variant("eq. (45) as the proof derives it from (27), as printed (sigma^2/tau)",
+                                 lambda st, m: m["rhs"]),
+              "corrected": instance_variant("what (27) and A3 yield: sigma^2 in place of sigma^2/tau (erratum 5)",
+                                            "corrected")},
+    default_variant="corrected", assumptions=_A1,
+    floor=lambda st, m: max(m["floor"], m["corrected"]["floor"]) + comparison_floor(m["values"][0], m["rhs"]),
+    cases=_space("18"), details=_details,
+    reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eqs. (27) and (45) in the proof of Theorem 18; "
+              "docs/papers/fedsps.md, §4.7, erratum 5"),
+    proof_of=("fedsps.theorem_18",))
+
 # -- eq. (45) (Theorem 18) -------------------------------------------------------------------------------
 def _measure_45(st, runs):
     q = rounds_of(st, runs)
     tau, gb = st["tau"], st["gamma_b"]
     coef = 32 * gb ** 2 * tau
     k = np.arange(tau)
-    g2, dg2 = _window(q["grad2"][..., :tau]), _window(q["d_grad2"][..., :tau])
-    floor = q["dV"] + coef * dg2
-    out = {}
-    for name, noise in (("printed", st["sigma2"] / tau), ("corrected", st["sigma2"])):
-        rhs = coef * (g2 + k * (noise + st["zeta2"]))
-        out[name] = expectation(st, q, q["V"], rhs, floor + coef * k * FLOOR_ULPS * EPS * (noise + st["zeta2"]),
-                                f"eq. (45) {name}")
-    reasons = [out[v]["unresolved"] for v in out if out[v].get("unresolved")]
-    return dict(out["printed"], corrected=out["corrected"], unresolved="; ".join(reasons),
-                checked_on=_traced_note(st, q))
+    const = st["sigma2"] / tau + st["zeta2"]
+    rhs = coef * (_window(q["grad2"][..., :tau]) + k * const)
+    floor = q["dV"] + coef * (_window(q["d_grad2"][..., :tau]) + k * FLOOR_ULPS * EPS * const)
+    return dict(expectation(st, q, q["V"], rhs, floor, "eq. (45)"), checked_on=_traced_note(st, q))
 
 
 STEP_45 = register_spec(TheoremSpec(
     name="fedsps.step_45", algorithm="fedsps", quantity="E V_t (the mean over the seeds at each step)",
     statement=r"E V_t <= 32 gamma_b^2 tau sum_{j=s(t)}^{t-1} [E||grad f(xbar_j)||^2 + sigma^2/tau + zeta^2] "
-              r"(printed; corrected: sigma^2 for sigma^2/tau)",
+              r"(true as printed; its derivation from (27) is fedsps.step_45_from_27)",
     setup=_setup_18, run_kwargs=_run_kwargs, measure=_measure_45, conditions=lambda st, m: list(st["conds"]),
-    variants={"printed": Variant("eq. (45) as printed (sigma^2/tau)", lambda st, m: m["rhs"]),
-              "corrected": instance_variant("what (27) yields in expectation: sigma^2 in place of sigma^2/tau (erratum 5)", "corrected")},
-    default_variant="corrected", assumptions=_A1,
-    floor=lambda st, m: max(m["floor"], m["corrected"]["floor"]) + comparison_floor(m["values"][0], m["rhs"]),
-    cases=_space("18"), details=_details,
+    variants={"printed": Variant("eq. (45) as printed (sigma^2/tau), a statement about E V_t",
+                                 lambda st, m: m["rhs"])},
+    assumptions=_A1, floor=instance_floor, cases=_space("18"), details=_details,
     reference="Mukherjee, Loizou, Stich 2023 (FedSPS), eq. (45) in the proof of Theorem 18; "
-              "docs/papers/fedsps.md, §4.7, erratum 5"),
+              "docs/papers/fedsps.md, §4.7"),
     proof_of=("fedsps.theorem_18",))
+
 
 
 def _heterogeneous_case():
@@ -664,9 +705,17 @@ def _cases_36b(quick=False):
                  dict(rounds=200, local_steps=4), {"printed": True})], []
 
 
+@register_cases("fedsps.step_45_from_27")
+def _cases_45_from_27(quick=False):
+    """Theorem 18's case: (27) in expectation spends k sigma^2 on the drift, (45) only sigma^2 (erratum 5)."""
+    return [Case("shared-Hessian quadratic with gradient noise (Theorem 18's case), the mean over the seeds",
+                 "counterexample", _noisy_case, dict(_NOISY, rounds=60, seeds=5 if quick else 20),
+                 {"printed": False, "corrected": True})], []
+
+
 @register_cases("fedsps.step_45")
 def _cases_45(quick=False):
     """Theorem 18's case: the printed sigma^2/tau holds as well (erratum 5 is a gap in the derivation)."""
     return [Case("shared-Hessian quadratic with gradient noise (Theorem 18's case), the mean over the seeds",
                  "conforming", _noisy_case, dict(_NOISY, rounds=60, seeds=5 if quick else 20),
-                 {"printed": True, "corrected": True})], []
+                 {"printed": True})], []
