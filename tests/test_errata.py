@@ -27,6 +27,7 @@ NOT_ERRATA = {
     ("localdescent.theorem_4_1", "proof"): "the proof's own bound (45) under the printed condition",
     ("pfedfbe.theorem_1", "lemmas_corrected"): "errata 6 and 7 together",
     ("pfedfbe.theorem_1", "corrected"): "errata 6, 7 and 9 together",
+    ("pfedfbe.lemma_3", "lemma3_proof"): "the proof's coefficient on a true statement (erratum 7 is at its step)",
 }
 
 
@@ -60,7 +61,7 @@ def _at(row):
 def test_errata_are_separated_by_a_computation_or_say_why(out):
     _, rows = out
     separated = [r for r in rows if r["separated"]]
-    assert len(separated) >= 10, [(r["theorem"], r["label"]) for r in rows if not r["separated"]]
+    assert len(separated) >= 12, [(r["theorem"], r["label"]) for r in rows if not r["separated"]]
     for r in rows:
         assert r["separated"] or len(r["why_not"]) > 40, (r["theorem"], r["label"])
 

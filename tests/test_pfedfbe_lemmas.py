@@ -6,10 +6,10 @@ import fedtheory as ft
 import validation
 from fedtheory.theory import CASES, SPECS, case
 from fedtheory.theory.pfedfbe import fbe_grad
-from fedtheory.theory.pfedfbe_lemmas import second_moment
+from fedtheory.theory.pfedfbe_lemmas import second_moment, split_bound
 
 THEOREM = "pfedfbe.theorem_1"
-LEMMAS = ["pfedfbe.lemma_2", "pfedfbe.lemma_3", "pfedfbe.step_42"]
+LEMMAS = ["pfedfbe.lemma_2", "pfedfbe.lemma_3", "pfedfbe.step_lemma3", "pfedfbe.step_42"]
 
 
 def test_the_proof_is_registered_in_order():
@@ -42,8 +42,8 @@ def test_the_whole_proof_is_checked_on_the_theorems_runs():
         assert lv.verdict() in ("holds", "UNRESOLVED"), lv.report()
     assert v.first_failure is None
     # the theorem's clients have 40 rows and minibatches of 10: Lemma 3's expectation is not enumerated
-    lemma_3 = v.lemmas[1]
-    assert lemma_3.verdict() == "UNRESOLVED" and "C(40, 10)" in lemma_3.details["measurement"]["unresolved"]
+    for lemma_3 in v.lemmas[1:3]:
+        assert lemma_3.verdict() == "UNRESOLVED" and "C(40, 10)" in lemma_3.details["measurement"]["unresolved"]
     # the traces do not change the trajectory
     kwargs = {k: x for k, x in v.run_kwargs.items() if k != "trace"}
     assert np.array_equal(ft.run(p, v.algorithm, **kwargs).x, v.runs[0].x)
@@ -53,7 +53,7 @@ def test_the_proof_on_small_clients_measures_every_lemma():
     c = case("pfedfbe.lemma_3", 0)
     v = validation.verify(THEOREM, c.build(), lemmas=True, **c.kwargs)
     assert v.holds and v.first_failure is None
-    assert [lv.verdict() for lv in v.lemmas] == ["holds"] * 3
+    assert [lv.verdict() for lv in v.lemmas] == ["holds"] * 4
     assert all(lv.runs[0] is v.runs[0] for lv in v.lemmas)
 
 
@@ -109,8 +109,30 @@ def test_the_errata_rows():
         assert r["level"] == level and r["separated"] and r["why_not"] == ""
         assert r["printed_ratio"] > 1 >= r["corrected_ratio"]
     r = rows["erratum 7"]
-    assert r["level"] == "pfedfbe.lemma_3" and not r["separated"]
-    assert r["printed_verdict"] == "holds" and "itself true" in r["why_not"]
+    assert r["level"] == "pfedfbe.step_lemma3" and r["separated"] and r["why_not"] == ""
+    assert r["printed_ratio"] > 1.2 and r["corrected_ratio"] < 1
+
+
+def test_erratum_7_fails_at_the_proofs_step_while_the_statement_holds():
+    """On the step's counterexample the statement (coefficient 1) holds and the proof's first line exceeds it:
+    the first line bounds the exact second moment from above, as the proof's first inequality says."""
+    c = case("pfedfbe.step_lemma3", 1)
+    p = c.build()
+    step = validation.verify("pfedfbe.step_lemma3", p, variant="printed", **c.kwargs)
+    statement = validation.verify("pfedfbe.lemma_3", p, variant="printed", **c.kwargs)
+    assert step.verdict() == "VIOLATED" and statement.verdict() == "holds"
+    assert statement.measured < step.measured
+    w = step.where
+    x = next(rt["local"][list(rt.clients).index(w["client"]), w["step"]] for rt in step.runs[0].trace
+             if rt.round == w["round"])
+    second, _, _ = second_moment(p, w["client"], x, c.kwargs["lam"], 1)
+    first_line, _ = split_bound(p, w["client"], x, c.kwargs["lam"], 1, {})
+    assert first_line == pytest.approx(step.measured, rel=1e-12) and second <= first_line
+
+
+def test_the_falsifier_finds_erratum_7_at_its_step_from_scratch():
+    f = validation.falsify("pfedfbe.step_lemma3", variant="printed", seed=0, progress=False)
+    assert f.counterexample is not None and f.counterexample.ratio > 1
 
 
 @pytest.mark.parametrize("name", LEMMAS)

@@ -457,14 +457,9 @@ SPEC = register_spec(TheoremSpec(
             Erratum("lemma3_proof", "erratum 7", "Lemma 3 (variance of the envelope gradient)",
                     r"\sigma_F^2:\ \text{coefficient } 1 \text{ on } \sigma_G^2\sigma_H^2",
                     r"\sigma_F^2:\ \text{coefficient } 3 \text{ on } \sigma_G^2\sigma_H^2",
-                    "Lemma 3's statement has coefficient 1 on the cross term sigma_G^2 sigma_H^2; its proof derives 3",
-                    level="pfedfbe.lemma_3",
-                    why_not="the statement with coefficient 1 is itself true (the error is in the proof): with B_H "
-                            "independent of B_g the cross term of the proof vanishes, E||g_i - grad F_i||^2 = "
-                            "E||(lam I - H_i)(R~ - R)||^2 + E||(H_i - H~_i) R~||^2 <= sigma_G^2/b_g + "
-                            "sigma_H^2 (4 B^2 + sigma_G^2/b_g)/(b_H lam^2), since the prox is nonexpansive and the "
-                            "Moreau gradient monotone, which is below the printed sigma_F^2 "
-                            "(docs/papers/pfedfbe.md, §6.6)"),
+                    "Lemma 3's statement has coefficient 1 on the cross term sigma_G^2 sigma_H^2; its proof derives 3 "
+                    "(the statement itself is true, by a finer argument: pfedfbe.lemma_3)",
+                    level="pfedfbe.step_lemma3"),
             Erratum("theorem_L_F2", "erratum 9", "Theorem 1 (proof: eq. (42))",
                     r"\dots + 1600\,\eta_l^2K^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
                     r"\dots + 1600\,\eta_l^2K^2L_F^2(\gamma_F^2 + 4\sigma_F^2) + \dots",
