@@ -66,9 +66,23 @@ def test_a_theorem_whose_lemma_fails_names_it_first():
     assert next(lv for lv in v.lemmas if lv.name == "fedsps.lemma_8").verdict() == "VIOLATED"
 
 
-def test_a_lemma_is_searched_like_a_theorem():
-    f = validation.falsify("fedsps.lemma_8", variant="printed", seed=0, progress=False)
-    assert f.counterexample is not None and f.counterexample.ratio > 1
+#: Every lemma or step an erratum is separated at (a level other than the theorem, no why_not).
+SEPARATED_AT_A_STEP = sorted({e.level for spec in SPECS.values() for e in spec.errata
+                              if e.level != "theorem" and not e.why_not})
+
+
+def test_the_errata_separated_at_a_step_are_the_documented_nine():
+    assert len(SEPARATED_AT_A_STEP) == 9, SEPARATED_AT_A_STEP
+
+
+@pytest.mark.parametrize("name", SEPARATED_AT_A_STEP)
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+def test_each_erratum_at_a_step_is_found_from_scratch(name, seed):
+    """Aimed at the lemma or step, the search finds the printed form's failure from scratch at the default
+    budget, inside the step's conforming space, and the case replays."""
+    f = validation.falsify(name, variant="printed", seed=seed, progress=False)
+    assert f.counterexample is not None, f.report()
+    assert f.counterexample.verification.verdict() == "VIOLATED" and f.counterexample.ratio > 1
     assert f.replay().verdict() == "VIOLATED"
 
 

@@ -10,7 +10,8 @@ and is deterministic for a seed (hypothesis seeded, no example database):
 2. **edges**: every draw of the best case is a coordinate of the space
    (:class:`fedtheory.testing.strategies.Tape`); each is set in turn to the ends of its range (a
    step size at its cap, the smallest n, no noise, x^0 at x*, the longest horizon) and to each of
-   its options, keeping what raises the ratio;
+   its options, keeping what raises the ratio; then every pair of options is changed together
+   from the best case (a corner that needs both changes);
 3. **optimiser**: Nelder-Mead over the continuous coordinates (in the unit cube of their ranges,
    log scale where drawn so) from the best case, maximising log(measured/bound), until a case is
    VIOLATED or the budget is spent.
@@ -401,6 +402,28 @@ def _edges(at, out, budget, starts):
                 res = at(coords, "edges")
                 if _score(res) > _score(walk[0]):
                     walk[0] = res
+    _option_pairs(at, out, budget, max((w[0] for w in walks), key=_score, default=None))
+
+
+def _option_pairs(at, out, budget, best):
+    """From ``best``, every pair of options changed together (two choices at once: a corner that needs
+    both, e.g. a deterministic run started at the minimum, which neither change reaches alone because
+    each by itself lowers the ratio), while the budget lasts (phase "edges")."""
+    if best is None:
+        return
+    choices = [i for i, e in enumerate(best.coordinates) if e[0] == "choice"]
+    for a, i in enumerate(choices):
+        for j in choices[a + 1:]:
+            (ki, li, hi_, ui), (kj, lj, hj, uj) = best.coordinates[i], best.coordinates[j]
+            for vi in range(li, hi_ + 1):
+                for vj in range(lj, hj + 1):
+                    if vi == ui or vj == uj:
+                        continue
+                    if out.evaluations >= budget:
+                        return
+                    coords = list(best.coordinates)
+                    coords[i], coords[j] = (ki, li, hi_, vi), (kj, lj, hj, vj)
+                    at(coords, "edges")
 
 
 def _optimise(at, out, budget):

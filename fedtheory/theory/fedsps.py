@@ -539,7 +539,8 @@ def _space(kind):
       such a case up to the scaling x -> a x, which leaves every term of the theorem in the same
       ratio: its b_1 = 5.51, 5 after the scaling; the quadratics above cover the transient from any x^0);
     * 18: shared Hessian (zeta^2 and sigma^2 bounded for all x), gradient noise 0 or in
-      [0.01, 1] (log scale; it covers the registered case of ``fedsps.step_45_from_27``), gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
+      [0.01, 1] (log scale; it covers the noise level, 0.5, of the registered case of
+      ``fedsps.step_45_from_27``), gamma_b a fraction [0.05, 0.99] of min{1/(2cL), 1/(25 L tau)}, ell_i* = f_i*
       minus [1, 10] (with noise the Polyak ratio must stay above the cap), three seeds.
     """
     def cases(variant):
@@ -1124,8 +1125,8 @@ SPEC_18 = register_spec(TheoremSpec(
                     r"\frac1T\sum_t\mathbb E\lVert\nabla f(\bar x_t)\rVert^2 \le \frac{8\Delta_0}{\gamma_bT} + "
                     r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau^2(\sigma^2 + \zeta^2)",
                     "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
-                    "tau (sigma^2 + tau zeta^2): the step from (27) to (45) fails, although (45) itself is true "
-                    "(the noise in the drift is a martingale; fedsps.step_45)", level="fedsps.step_45_from_27"),),
+                    "tau (sigma^2 + tau zeta^2): the step from (27) to (45) fails, although (45) itself is true with "
+                    "every step at gamma_b (the noise in the drift is a martingale; fedsps.step_45)", level="fedsps.step_45_from_27"),),
     assumptions=_A1, cases=_space("18"), floor=_grad_floor,
     rounding=_rounding_18, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"

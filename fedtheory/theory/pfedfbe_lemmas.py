@@ -218,6 +218,37 @@ def _floor(key, arg):
     return lambda st, m: instance_floor(st, _worst(st, m, key, arg))
 
 
+def _scaled_space(variant):
+    r"""Conforming space of Lemma 2 and step (42): the theorem's (federated lasso on Gaussian data with
+    per-client scales, n in 2..5, d in 2..4, 8..20 rows per client, l1 weight in [0.01, 0.2], lambda = 2L,
+    eta = 1/(10 K L_F)), with the rows scaled by s_A (1 or in [1e-3, 1e6]) and the targets (with the l1
+    weight) by s_b (1 or in [1e-4, 1e4]), log scale: every quantity of the lemmas changes scale, which they
+    must survive; it covers the registered counterexamples of errata 6 and 9), a deterministic run (full batch, S = n) or
+    minibatch in 2..4 or full batch with S in 1..n, x^0 = argmin F (a run started at the minimum of the envelope, as near the run's steady state) or 0;
+    K in 1..4, R in 2..10, two seeds."""
+    from hypothesis import strategies as st
+    from ..testing import draws as fts
+
+    @st.composite
+    def draw_case(draw):
+        n, d, m = draw(fts.integers(2, 5)), draw(fts.integers(2, 4)), draw(fts.integers(8, 20))
+        seed, l1 = draw(fts.integers(0, 2 ** 16)), draw(fts.uniform(0.01, 0.2))
+        sA = draw(fts.choice(1.0, fts.log_uniform(1e-3, 1e6)))
+        sb = draw(fts.choice(1.0, fts.log_uniform(1e-4, 1e4)))
+        p = _small_lasso(n, d, m, seed, l1, scale=sA, target_scale=sb)
+        K = draw(fts.integers(1, 4))
+        x0 = None
+        if draw(fts.choice(True, False)):
+            from .pfedfbe import F_star, _setup as setup
+            x0 = F_star(p, setup(p, local_steps=K)["lam"])[1]
+        if draw(fts.choice(True, False)):           # a deterministic run: full batch, S = n (exact expectations)
+            S, b = None, None
+        else:
+            S, b = draw(fts.integers(1, n)), draw(fts.choice(None, fts.integers(2, 4)))
+        return p, dict(rounds=draw(fts.integers(2, 10)), local_steps=K, clients_per_round=S, batch_size=b, seeds=2,
+                       x0=x0)
+    return draw_case()
+
 LEMMA_2 = register_spec(TheoremSpec(
     name="pfedfbe.lemma_2", algorithm="pfedfbe",
     quantity="(1/n) sum_j ||grad F_j(w) - grad F(w)||^2 at the local iterates w",
@@ -229,7 +260,7 @@ LEMMA_2 = register_spec(TheoremSpec(
                                           "Lemma 2 defines it (eq. (34), Lemma 4 (11))"),
               "lemma2_corrected": _variant("lemma2", False, "Lemma 2's right-hand side read as gamma_F^2: the heterogeneity "
                                                     "bounded by 24 gamma_G^2 + 12 B^2 gamma_H^2/lambda^2 (erratum 6)")},
-    default_variant="lemma2_corrected", floor=_floor("lemma2", False), cases=_space,
+    default_variant="lemma2_corrected", floor=_floor("lemma2", False), cases=_scaled_space,
     reference="pFedFBE (ICLR 2023 submission), Lemma 2 and its proof (Appendix A.2); "
               "docs/papers/pfedfbe.md, §6.6, erratum 6"),
     proof_of=(_THEOREM,))
@@ -398,7 +429,6 @@ LEMMA_3 = register_spec(TheoremSpec(
     proof_of=(_THEOREM,))
 
 
-
 # ----------------------------------------------------------- the last display of Lemma 3's proof --
 def _hessian_error(p, i, lam, b, subsets):
     r"""Client i's :math:`\mathbb E\|e_1\|^2 = \mathbb E\|\nabla^2 f_i - \nabla^2\tilde f_i(B_H)\|_2^2/\lambda^2` over
@@ -466,6 +496,10 @@ def _measure_split(st, runs):
     floor = 12 * _ULP * (lhs + scale ** 2 * (1 + E1))
     m.update(worst_instance(lhs, np.ones_like(lhs), q["where"], floor))
     m["lemma3_split"] = dict(lhs=lhs, floor=floor, where=q["where"])
+    sH = m["constants"]["sigma_H"]
+    # the proof's (14), E||e_1||^2 <= sigma_H^2/(b lam^2), in the spectral norm: a ratio above 1 would make
+    # the coefficient-3 variant fail through (14), not through the coefficient
+    m["e1_over_14"] = E1 * b * lam ** 2 / sH ** 2 if sH > 0 else 0.0
     return m
 
 
@@ -506,6 +540,7 @@ STEP_LEMMA3 = register_spec(TheoremSpec(
               "lemma3_proof": _variant("lemma3_split", 3, "the proof's first line bounded by the sigma_F^2 the proof "
                                        "derives: coefficient 3 on sigma_G^2 sigma_H^2 (erratum 7)")},
     default_variant="lemma3_proof", floor=_floor("lemma3_split", 3), cases=_heavy_space,
+    details=lambda st, m: {"e1_over_14": m.get("e1_over_14", 0.0)},
     reference="pFedFBE (ICLR 2023 submission), the last display of the proof of Lemma 3 (Appendix A.3); "
               "docs/papers/pfedfbe.md, §6.6, erratum 7"),
     proof_of=(_THEOREM,))
@@ -588,7 +623,7 @@ STEP_42 = register_spec(TheoremSpec(
                                   "Lemmas 2 and 3)", unresolved=True),
               "theorem_L_F2": _variant("step42", True, "(42) with the factor L_F^2 its first line carries in the "
                                        "drift term (erratum 9)", unresolved=True)},
-    default_variant="theorem_L_F2", floor=_floor("step42", True), details=_details_42, cases=_space,
+    default_variant="theorem_L_F2", floor=_floor("step42", True), details=_details_42, cases=_scaled_space,
     reference="pFedFBE (ICLR 2023 submission), proof of Theorem 1, eq. (42) (Appendix A.5); "
               "docs/papers/pfedfbe.md, §6.6, erratum 9"),
     proof_of=(_THEOREM,))
@@ -608,7 +643,6 @@ def _small_lasso(n, d, m, seed, l1, scale=1.0, target_scale=1.0):
     return p
 
 
-
 def _heavy_row_lasso(n, d, m, seed, l1, big, heavy=1):
     """Federated lasso on Gaussian data whose first ``heavy`` rows of every client are scaled by ``big``:
     per-sample Hessians far apart, so sigma_H^2/lambda^2 is large (the space of ``pfedfbe.step_lemma3``)."""
@@ -622,6 +656,7 @@ def _heavy_row_lasso(n, d, m, seed, l1, big, heavy=1):
     p.info = dict(p.info or {}, recipe=f"lasso on Gaussian data, the first {heavy} row(s) x {big:g}: n={n}, d={d}, "
                                        f"m={m}, seed={seed}, l1={l1!r}")
     return p
+
 
 def _theorem_case(quick):
     import problems
@@ -655,7 +690,6 @@ def _cases_3(quick=False):
                  lambda: _small_lasso(3, 3, 10, 0, 0.05),
                  dict(rounds=5 if quick else 20, local_steps=3, clients_per_round=2, batch_size=3,
                       seeds=2 if quick else 3), {"printed": True, "lemma3_proof": True})], []
-
 
 
 @register_cases("pfedfbe.step_lemma3")
