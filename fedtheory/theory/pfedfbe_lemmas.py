@@ -267,11 +267,29 @@ LEMMA_2 = register_spec(TheoremSpec(
 
 
 # ------------------------------------------------------------------------------ Lemma 3 --
+def _client_rows(p, i):
+    """Client i's rows A (m, d), dense, and targets y."""
+    A, y = p.client_data(i)
+    return (A.toarray() if hasattr(A, "toarray") else np.asarray(A, dtype=float)), np.asarray(y, dtype=float)
+
+
+def _residuals(p, A, y, x, lam, subsets):
+    r"""At x: :math:`
+abla	ilde f_i(x; B_g)` for every minibatch of ``subsets`` (rows), and
+    :math:`R = x - \operatorname{prox}_{h/\lambda}(x - 
+abla f_i(x)/\lambda)` with :math:`	ilde R` (rows) the
+    same at each :math:`
+abla	ilde f_i(x; B_g)` (the least-squares client of rows A, targets y)."""
+    per = A * (A @ x - y)[:, None]                            # per-sample gradients of 1/2 (a^T x - y)^2
+    l2x = p.l2 * x
+    gt = per[subsets].mean(axis=1) + l2x                      # grad f~_i(x; B_g), every B_g
+    g = per.mean(axis=0) + l2x
+    return gt, x - p.prox(x - g / lam, 1.0 / lam), x - p.prox(x - gt / lam, 1.0 / lam)
+
+
 def _client_moments(p, i):
     """Client i's rows A (m, d), targets y, and M = (1/m) sum_xi (a a^T - H_d)^2 (H_d = mean a a^T)."""
-    A, y = p.client_data(i)
-    A = A.toarray() if hasattr(A, "toarray") else np.asarray(A, dtype=float)
-    y = np.asarray(y, dtype=float)
+    A, y = _client_rows(p, i)
     Hd = A.T @ A / A.shape[0]
     M = (A * np.sum(A * A, axis=1)[:, None]).T @ A / A.shape[0] - Hd @ Hd
     return A, y, M
@@ -321,12 +339,7 @@ def second_moment(p, i, x, lam, b, cache=None):
         parts = cache[i]
     A, y, M, subsets, H = parts
     m = A.shape[0]
-    per = A * (A @ x - y)[:, None]                            # per-sample gradients of 1/2 (a^T x - y)^2
-    l2x = p.l2 * x
-    gt = per[subsets].mean(axis=1) + l2x                      # grad f~_i(x; B_g), every B_g
-    g = per.mean(axis=0) + l2x
-    R = x - p.prox(x - g / lam, 1.0 / lam)
-    Rt = x - p.prox(x - gt / lam, 1.0 / lam)
+    gt, R, Rt = _residuals(p, A, y, x, lam, subsets)
     Lam = lam * np.eye(p.dim) - H
     gF = Lam @ R
     diff = Rt @ Lam.T - gF
@@ -430,12 +443,10 @@ LEMMA_3 = register_spec(TheoremSpec(
 
 
 # ----------------------------------------------------------- the last display of Lemma 3's proof --
-def _hessian_error(p, i, lam, b, subsets):
-    r"""Client i's :math:`\mathbb E\|e_1\|^2 = \mathbb E\|\nabla^2 f_i - \nabla^2\tilde f_i(B_H)\|_2^2/\lambda^2` over
-    every size-b minibatch :math:`B_H` (without replacement; the spectral norm, as :math:`\sigma_H` is
+def _hessian_error(p, i, A, lam, b, subsets):
+    r"""Client i's (rows A) :math:`\mathbb E\|e_1\|^2 = \mathbb E\|\nabla^2 f_i - \nabla^2\tilde f_i(B_H)\|_2^2/\lambda^2`
+    over every size-b minibatch :math:`B_H` (without replacement; the spectral norm, as :math:`\sigma_H` is
     computed) and :math:`\|I - \nabla^2 f_i/\lambda\|_2`."""
-    A, _ = p.client_data(i)
-    A = A.toarray() if hasattr(A, "toarray") else np.asarray(A, dtype=float)
     Hd = A.T @ A / A.shape[0]
     Ht = np.einsum("sja,sjb->sab", A[subsets], A[subsets]) / b
     E1 = float(np.mean(np.linalg.norm(Ht - Hd, 2, axis=(1, 2)) ** 2)) / lam ** 2
@@ -468,15 +479,11 @@ def split_bound(p, i, x, lam, b, cache):
     True
     """
     if i not in cache:
-        A, y, _ = _client_moments(p, i)
+        A, y = _client_rows(p, i)
         subsets = np.array(list(combinations(range(A.shape[0]), b)), dtype=int)
-        cache[i] = (A, y, subsets) + _hessian_error(p, i, lam, b, subsets)
+        cache[i] = (A, y, subsets) + _hessian_error(p, i, A, lam, b, subsets)
     A, y, subsets, E1, opn = cache[i]
-    per = A * (A @ x - y)[:, None]
-    g = per.mean(axis=0) + p.l2 * x
-    gt = per[subsets].mean(axis=1) + p.l2 * x
-    R = x - p.prox(x - g / lam, 1.0 / lam)
-    Rt = x - p.prox(x - gt / lam, 1.0 / lam)
+    gt, R, Rt = _residuals(p, A, y, x, lam, subsets)
     E2 = float(np.mean(np.sum((Rt - R) ** 2, axis=1)))
     M = 3 * lam ** 2 * (E1 * float(R @ R) + opn ** 2 * E2 + E1 * E2)
     scale = lam * np.linalg.norm(x) + float(np.max(np.linalg.norm(gt, axis=1)))
