@@ -620,7 +620,7 @@ def _gap_floor(st, m):
     return gap_floor(st["f_star"], st["f0"] + st["f_star"])
 
 
-def _space(theorem):
+def _space(theorem, curvature_scales=False):
     r"""Conforming space of Theorem ``theorem`` ("4.1", "4.2", "4.4", "4.7") for
     :func:`fedtheory.testing.strategies.theorem_cases`: shared-minimiser quadratics with distinct
     Hessians (mu-PL with exact L, mu and bounded diversity lambda; n in 3..8, d in 2..4, mu in
@@ -630,7 +630,8 @@ def _space(theorem):
     4.7: eta = sqrt(S/T)/L). Theorem 4.1 has exact gradients; the others gradient noise in
     [0.05, 0.3] and three seeds. S in 1..n (4.1: also full participation); 4.7 draws a ring or
     complete graph and E in 1..8 (the theorem holds for every period E; the space fixed E = 1
-    before)."""
+    before). ``curvature_scales``: also mu in [1, 100] and L = mu times [1.05, 5] (log scale) beside
+    L = 1, for a condition that is not scale invariant (Lemma A.5's premise (19))."""
     def cases(variant):
         from hypothesis import strategies as st
         from ..testing import draws as fts
@@ -639,7 +640,11 @@ def _space(theorem):
         def draw_case(draw):
             noise = 0.0 if theorem == "4.1" else draw(fts.uniform(0.05, 0.3))
             mu = fts.log_uniform(0.02, 0.5) if (theorem, variant) == ("4.2", "printed") else fts.uniform(0.1, 0.5)
-            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), mu=mu,
+            L = 1.0
+            if curvature_scales and draw(fts.choice(False, True)):
+                mu = draw(fts.log_uniform(1.0, 100.0))
+                L = mu * draw(fts.log_uniform(1.05, 5.0))
+            p = draw(fts.quadratics(n_clients=fts.integers(3, 8), dim=fts.integers(2, 4), L=L, mu=mu,
                                     noise=noise, hessian="distinct", shared_minimizer=True))
             n = p.n_clients
             x0 = draw(fts.around(p.info["x_star"], radius=fts.log_uniform(0.1, 10.0)))
