@@ -1126,7 +1126,8 @@ SPEC_18 = register_spec(TheoremSpec(
                     r"\frac{4\gamma_bL\sigma^2}{n} + 512\gamma_b^2L^2\tau^2(\sigma^2 + \zeta^2)",
                     "the paper's own bound (27) on the drift yields tau^2 (sigma^2 + zeta^2), not the printed "
                     "tau (sigma^2 + tau zeta^2): the step from (27) to (45) fails, although (45) itself is true with "
-                    "every step at gamma_b (the noise in the drift is a martingale; fedsps.step_45)", level="fedsps.step_45_from_27"),),
+                    "every step at gamma_b (the noise in the drift is a martingale; fedsps.step_45)",
+                    level="fedsps.step_45_from_27"),),
     assumptions=_A1, cases=_space("18"), floor=_grad_floor,
     rounding=_rounding_18, quantity="(1/T) sum_{t<T} ||grad f(xbar_t)||^2",
     pep=("Non-convex, with gradient noise sigma^2 and heterogeneity zeta^2 bounded for all x: L-smooth non-"

@@ -38,10 +38,11 @@ step j (its minibatch rows and its additive gradient noise, both in the trace):
   \gamma_b\mathbb E[f(\bar x_t) - f^*] + 4\gamma_bL\,\mathbb E V_t + 4L\gamma_b^2\sigma_f^2`;
 * ``fedsps.step_45`` (eq. (45), Theorem 18), as printed:
   :math:`\mathbb E V_t \le 32\gamma_b^2\tau\sum_{j=s(t)}^{t-1}[\mathbb E\|\nabla f(\bar x_j)\|^2 +
-  \sigma^2/\tau + \zeta^2]` (true as printed: the noise in the drift is a martingale, so E V_t grows like k sigma^2);
+  \sigma^2/\tau + \zeta^2]`, under Theorem 18's condition that every step is at :math:`\gamma_b` (true as
+  printed there: the noise in the drift is a martingale, so E V_t grows like k sigma^2);
 * ``fedsps.step_45_from_27`` (the step from (27) to (45), both lines of (45): (27)'s right-hand side in
-  expectation over each step's noise, given the run's :math:`\bar x_j`): printed, :math:`\mathbb E[\frac{32\gamma_b^2\tau}{n}\sum_i\sum_{j=s(t)}^{t-1}
-  \|\nabla F_i(\bar x_j, \xi_j^i)\|^2] \le \frac{1}{16L^2\tau}\sum_{j=s(t)}^{t-1}
+  expectation over each step's noise, given the run's :math:`\bar x_j`): printed,
+  :math:`\mathbb E[\frac{32\gamma_b^2\tau}{n}\sum_i\sum_{j=s(t)}^{t-1}\|\nabla F_i(\bar x_j, \xi_j^i)\|^2] \le \frac{1}{16L^2\tau}\sum_{j=s(t)}^{t-1}
   \mathbb E\|\nabla f(\bar x_j)\|^2 + 32\gamma_b^2\tau^2[\sigma^2/\tau + \zeta^2]`; corrected,
   :math:`\sigma^2` for :math:`\sigma^2/\tau` (erratum 5, separated here: the step fails, although
   (45) itself holds). Its verdicts are algebra on the run's :math:`\|\nabla f(\bar x_j)\|^2`: with a shared
@@ -620,7 +621,8 @@ def _measure_45_from_27(st, runs):
 
 STEP_45_FROM_27 = register_spec(TheoremSpec(
     name="fedsps.step_45_from_27", algorithm="fedsps",
-    quantity="E[(27)'s right-hand side] = 32 gamma_b^2 tau sum_{j=s(t)}^{t-1} (1/n) sum_i E||grad F_i(xbar_j, xi_j^i)||^2",
+    quantity="E[(27)'s right-hand side] = 32 gamma_b^2 tau sum_{j=s(t)}^{t-1} (1/n) sum_i "
+             "E||grad F_i(xbar_j, xi_j^i)||^2",
     statement=r"E[(32 gamma_b^2 tau/n) sum_i sum_{j=s(t)}^{t-1} ||grad F_i(xbar_j, xi_j^i)||^2] <= "
               r"(1/(16 L^2 tau)) sum_{j=s(t)}^{t-1} E||grad f(xbar_j)||^2 + 32 gamma_b^2 tau^2 [sigma^2/tau + zeta^2] "
               r"(the two lines of (45), from (27) and A3, gamma_b <= 1/(25 tau L); corrected: sigma^2 for sigma^2/tau)",

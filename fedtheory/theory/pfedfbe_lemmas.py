@@ -223,9 +223,9 @@ def _scaled_space(variant):
     per-client scales, n in 2..5, d in 2..4, 8..20 rows per client, l1 weight in [0.01, 0.2], lambda = 2L,
     eta = 1/(10 K L_F)), with the rows scaled by s_A (1 or in [1e-3, 1e6]) and the targets (with the l1
     weight) by s_b (1 or in [1e-4, 1e4]), log scale: every quantity of the lemmas changes scale, which they
-    must survive; it covers the registered counterexamples of errata 6 and 9), a deterministic run (full batch, S = n) or
-    minibatch in 2..4 or full batch with S in 1..n, x^0 = argmin F (a run started at the minimum of the envelope, as near the run's steady state) or 0;
-    K in 1..4, R in 2..10, two seeds."""
+    must survive; it covers the registered counterexamples of errata 6 and 9. A deterministic run (full
+    batch, S = n), or minibatch in 2..4 or full batch with S in 1..n; x^0 = argmin F (a run started at the
+    minimum of the envelope, as near the run's steady state) or 0; K in 1..4, R in 2..10, two seeds."""
     from hypothesis import strategies as st
     from ..testing import draws as fts
 
@@ -444,7 +444,8 @@ LEMMA_3 = register_spec(TheoremSpec(
 
 # ----------------------------------------------------------- the last display of Lemma 3's proof --
 def _hessian_error(p, i, A, lam, b, subsets):
-    r"""Client i's (rows A) :math:`\mathbb E\|e_1\|^2 = \mathbb E\|\nabla^2 f_i - \nabla^2\tilde f_i(B_H)\|_2^2/\lambda^2`
+    r"""Client i's (rows A)
+    :math:`\mathbb E\|e_1\|^2 = \mathbb E\|\nabla^2 f_i - \nabla^2\tilde f_i(B_H)\|_2^2/\lambda^2`
     over every size-b minibatch :math:`B_H` (without replacement; the spectral norm, as :math:`\sigma_H` is
     computed) and :math:`\|I - \nabla^2 f_i/\lambda\|_2`."""
     Hd = A.T @ A / A.shape[0]
