@@ -3,16 +3,51 @@
 The checks of one algorithm form one ``xdist_group``: with ``pytest -n N --dist loadgroup`` (the
 default options, setup.cfg) they run in one worker process, which compiles that algorithm's
 segments once per datafit form instead of once per worker."""
+import inspect
+
 import pytest
 
 import fedtheory as ft
 from fedtheory.testing import ALL_CHECKS
 
+#: The algorithms of the five papers, whose rules call every local-step kernel (SGD, SAM, the
+#: corrected and the two-gradient steps, SPS's value-and-gradient, FBE's Hessian products), and
+#: the FedAvg and SCAFFOLD baselines: the default run checks them on dense and CSR rows. The other
+#: algorithms are checked on dense rows in the default run (their rounds call the same kernels) and
+#: on both storages under ``-m slow``: each storage is a compilation of an algorithm's rounds of
+#: its own, about 5 s cold.
+EVERY_STORAGE = ("fedavg", "scaffold", "fedspeed", "pfedfbe", "feddeper", "lfd", "fedsps")
+
+
+def _takes_storages(check):
+    return "storages" in inspect.signature(check).parameters
+
 
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()])
 def test_common(name, check):
+    if name in EVERY_STORAGE or not _takes_storages(check):
+        check(name)
+    else:
+        check(name, storages=("dense",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", [c for c in ALL_CHECKS if _takes_storages(c)], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()
+                                  if n not in EVERY_STORAGE])
+def test_common_on_csr_rows(name, check):
+    """The checks that depend on the row storage, on dense and CSR rows, for the algorithms that the
+    default run checks on dense rows only."""
     check(name)
+
+
+def test_the_checks_refuse_storages_without_dense_rows():
+    from fedtheory.exceptions import InvalidParameterError
+    from fedtheory.testing.checks import check_determinism
+    for bad in ((), ("csr",), ("dense", "coo")):
+        with pytest.raises(InvalidParameterError, match=r"'storages' parameter .* Got .* instead"):
+            check_determinism("fedavg", storages=bad)
 
 
 def test_no_recompilation_check_counts_only_what_the_algorithm_compiles():

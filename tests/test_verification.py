@@ -177,6 +177,20 @@ def test_cases_in_worker_processes_give_the_table_of_one_process():
                                                                        for s in s2]
 
 
+def test_workers_get_the_theorems_of_one_algorithm_together():
+    """``run_cases(jobs=...)`` hands each worker whole groups of theorems that run one algorithm (their
+    rounds compile once, in one worker); a theorem without a spec is a group of its own."""
+    from fedtheory.theory import SPECS
+    from fedtheory.verification import _by_algorithm
+    names = sorted(CASES) + ["x.no_spec"]
+    groups = _by_algorithm(names)
+    assert sorted(n for g in groups.values() for n in g) == sorted(names)
+    for group, members in groups.items():
+        assert {getattr(SPECS.get(n), "algorithm", None) or n for n in members} == {group}
+    assert groups["x.no_spec"] == ["x.no_spec"]
+    assert {"fedsps.theorem_3a", "fedsps.theorem_6a", "fedsps.theorem_18"} <= set(groups["fedsps"])
+
+
 def test_a_failing_case_in_a_worker_stops_the_parallel_run(monkeypatch):
     """An error in one worker's case reaches the caller (and the other workers are stopped)."""
     from fedtheory import verification

@@ -24,6 +24,12 @@ from ..exceptions import InvalidParameterError
 from ..problem import FederatedProblem
 from ..registry import get_algorithm
 
+#: The row storages the checks run the margin datafits on: dense rows and CSR rows (a storage is a
+#: specialisation of the compiled rounds of its own, ``oracles.kernel_form``). A check that takes
+#: ``storages`` runs on those given; ``storages=("dense",)`` leaves out the CSR problem (one
+#: compilation of the rounds fewer: a quicker loop while an algorithm is being edited).
+STORAGES = ("dense", "csr")
+
 HISTORY_COLUMNS = ("round", "comm_up", "comm_down", "grad_evals", "sample_grads", "time", "value",
                    "grad_mapping_sq")
 
@@ -61,6 +67,22 @@ def suite_problems():
         "quadratic": FederatedProblem.from_clients(list(Q), list(C), Quadratic(), weights=w, name="quadratic",
                                                    info=info),
     }
+
+
+def _storages(storages):
+    """``storages`` checked: a non-empty subset of :data:`STORAGES` that includes dense rows (the
+    checks' least squares, logistic and quadratic problems are dense)."""
+    storages = tuple(storages)
+    if not storages or not set(storages) <= set(STORAGES) or "dense" not in storages:
+        raise InvalidParameterError(
+            f"The 'storages' parameter of the checks must be a subset of {STORAGES} that includes 'dense'. "
+            f"Got {storages!r} instead.")
+    return storages
+
+
+def _csr_or_dense(storages):
+    """The key of the sampled logistic problem: CSR rows when ``storages`` has them, else dense."""
+    return "logistic_csr" if "csr" in storages else "logistic"
 
 
 def _params(name, **extra):
@@ -110,9 +132,10 @@ def check_param_validation(name):
         raise AssertionError(f"{name}: an unknown hyperparameter was accepted")
 
 
-def check_determinism(name):
-    """Same seed: bit-identical history (time excluded) with sampling and minibatches."""
-    p = suite_problems()["logistic_csr"]
+def check_determinism(name, storages=STORAGES):
+    """Same seed: bit-identical history (time excluded) with sampling and minibatches (on CSR rows
+    when ``storages`` has them)."""
+    p = suite_problems()[_csr_or_dense(_storages(storages))]
     kw = _params(name, rounds=6, local_steps=3, batch_size=4, **_sampled(name, 3))
     r1, r2 = run(p, name, seed=7, **kw), run(p, name, seed=7, **kw)
     h1, h2 = r1.history.drop(columns="time"), r2.history.drop(columns="time")
@@ -140,7 +163,7 @@ def _round_kernels(name=None):
     return out
 
 
-def check_no_recompilation(name):
+def check_no_recompilation(name, storages=STORAGES):
     """A second run (fused or with a callback, another minibatch size, one round) compiles no new
     specialisation: the kernels and an algorithm's compiled rules have one per datafit and storage
     (``oracles.kernel_form``: here dense least squares, CSR logistic and the quadratic), which every
@@ -149,7 +172,8 @@ def check_no_recompilation(name):
     ps = suite_problems()
     kw = _params(name, rounds=2, local_steps=2)
     every = {"callback": lambda r, x: False}
-    keys = ("least_squares", "logistic_csr", "quadratic")
+    keys = ("least_squares", "logistic_csr", "quadratic") if "csr" in _storages(storages) else \
+        ("least_squares", "quadratic")
     start = {k: len(f.signatures) for k, f in _round_kernels().items()}    # what other runs of the process compiled
     for key in keys:
         run(ps[key], name, **kw)
@@ -208,7 +232,7 @@ def option_grid(name):
     return grid
 
 
-def check_backends_agree(name):
+def check_backends_agree(name, storages=STORAGES):
     """Numba kernels and the NumPy twin of the pseudo-code give the same iterates (1e-12), with
     the test parameters on every suite problem and with every combination of the algorithm's
     discrete options (:func:`option_grid`) on a sampled, minibatched problem. Where torch is
@@ -223,6 +247,8 @@ def check_backends_agree(name):
         assert err <= tol * max(1.0, np.abs(a.iterates).max()), \
             f"{name} on {key} {kw}: numba vs {backend} differ by {err:.3e}"
     problems_ = suite_problems()
+    if "csr" not in _storages(storages):
+        del problems_["logistic_csr"]
     try:
         import torch  # noqa: F401
         with_torch = True
@@ -260,15 +286,17 @@ def _schedule(name):
     return lambda t: lr0 / (1.0 + 0.1 * t)
 
 
-def _fused_cases(name):
+def _fused_cases(name, storages=STORAGES):
     """(problem key, run arguments) covering every sampling mode, minibatches with and without
-    replacement, noise, a step-size schedule and the released-code options the algorithm supports."""
+    replacement, noise, a step-size schedule and the released-code options the algorithm supports
+    (the sampled logistic problem on CSR rows when ``storages`` has them)."""
     cls = get_algorithm(name)
     full_only = cls.full_participation_only
-    cases = [("quadratic", {}), ("logistic_csr", {"batch_size": 4}), ("least_squares", {"batch_size": 3})]
+    csr = _csr_or_dense(storages)
+    cases = [("quadratic", {}), (csr, {"batch_size": 4}), ("least_squares", {"batch_size": 3})]
     if not full_only:
         cases += [("logistic", {"clients_per_round": 3, "batch_size": 4}),
-                  ("logistic_csr", {"clients_per_round": 3, "sampling": "with_replacement", "batch_size": 4,
+                  (csr, {"clients_per_round": 3, "sampling": "with_replacement", "batch_size": 4,
                                     "batch_replacement": True}),
                   ("least_squares", {"sampling": "bernoulli", "participation": 0.5}),
                   ("noisy_quadratic", {"clients_per_round": 4})]
@@ -280,7 +308,7 @@ def _fused_cases(name):
     return cases
 
 
-def check_fused_matches_per_round(name):
+def check_fused_matches_per_round(name, storages=STORAGES):
     """The fused path (the rounds between evaluations in one compiled call) and a run with a callback
     (one call of the same compiled segment per round, the callback between) give bit-identical runs: iterates, history (time excluded), counters,
     participants and state, in every sampling mode, with minibatches, noise, step-size schedules and
@@ -292,7 +320,7 @@ def check_fused_matches_per_round(name):
         return
     ps = suite_problems()
     ps["noisy_quadratic"] = _noisy_quadratic()
-    for key, extra in _fused_cases(name):
+    for key, extra in _fused_cases(name, _storages(storages)):
         args = _params(name, rounds=7, local_steps=3, seed=5, record_iterates=True, **extra)
         fused = run(ps[key], name, **args)
         per_round = run(ps[key], name, callback=lambda r, x: False, **args)
@@ -497,9 +525,9 @@ def _failing_on_declarations(check):
     from ..exceptions import DeclarationError
 
     @functools.wraps(check)
-    def wrapped(name):
+    def wrapped(name, **kwargs):
         try:
-            return check(name)
+            return check(name, **kwargs)
         except DeclarationError as e:
             raise AssertionError(f"{name}: {e}") from e
     return wrapped
