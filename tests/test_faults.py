@@ -455,6 +455,7 @@ def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_c
     _complete_and_clean(out, dask_clean)
 
 
+@pytest.mark.slow          # the class of fault (Dask workers lost mid-sweep: test_dask_killed_worker_is_one_line_and_the_rerun_completes in the default run)
 def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
     """The cluster shut down under a running sweep (it gave a 48-60 line FutureCancelledError):
     one line, exit 1, with the stored count and the resume command; the same command against a

@@ -168,7 +168,8 @@ def check_no_recompilation(name, storages=STORAGES):
     specialisation: the kernels and an algorithm's compiled rules have one per datafit and storage
     (``oracles.kernel_form``: here dense least squares, CSR logistic and the quadratic), which every
     later run on such a problem reuses. The algorithm's first runs add at most one per form to
-    what the process had compiled before (other algorithms, other data types)."""
+    what the process had compiled before (other algorithms, other data types). ``storages``: the
+    row storages to run on (:data:`STORAGES`; without ``"csr"`` the CSR logistic problem is left out)."""
     ps = suite_problems()
     kw = _params(name, rounds=2, local_steps=2)
     every = {"callback": lambda r, x: False}
@@ -238,7 +239,7 @@ def check_backends_agree(name, storages=STORAGES):
     discrete options (:func:`option_grid`) on a sampled, minibatched problem. Where torch is
     installed, the torch backend (its ``local_round`` glue and the server it runs) agrees too
     (1e-10, float64) on the quadratic and on the sampled, minibatched logistic problem, with every
-    combination of the discrete options."""
+    combination of the discrete options. ``storages``: as in :func:`check_no_recompilation`."""
     def agree(key, p, kw, backend="python", tol=1e-12):
         args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
         a = run(p, name, backend="numba", **args)
@@ -314,7 +315,9 @@ def check_fused_matches_per_round(name, storages=STORAGES):
     participants and state, in every sampling mode, with minibatches, noise, step-size schedules and
     the released-code options; a replayed ``client_schedule`` gives the same run again; a traced run
     (every declared sequence, of every round or of some) records the same trace on both paths. An
-    algorithm without compiled rules runs per round only, and the check has nothing to compare."""
+    algorithm without compiled rules runs per round only, and the check has nothing to compare.
+    ``storages``: as in :func:`check_no_recompilation` (the sampled logistic cases on dense rows
+    without ``"csr"``)."""
     cls = get_algorithm(name)
     if cls.rules_module() is None:
         return
