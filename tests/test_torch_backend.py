@@ -542,3 +542,40 @@ def test_torch_runs_a_subclass_own_compiled_server_not_the_inherited_server_upda
         ALGORITHMS.clear()
         ALGORITHMS.update(saved)
         sys.modules.pop("test_torch_nesterov_mod", None)
+
+
+@pytest.mark.parametrize("old, new, name, kw", [
+    ("local_sgd_perturbed", "local_sam", "fedspeed", dict(lam=1.0, alpha=0.5, rho=0.1)),
+    ("local_sgd_anchored", "local_vr", "mime", dict(variant="mime")),
+    ("sps_steps", "local_sps", "fedsps", dict(c=0.5, gamma_b=0.5)),
+    ("fbe_steps", "local_fbe", "pfedfbe", dict(lam=5.0))])
+def test_a_primitive_s_former_name_runs_the_primitive_with_a_warning(old, new, name, kw, monkeypatch):
+    """A ``local_round`` written with a primitive's former name (``ctx.local_sgd_perturbed``, ...) runs
+    the renamed primitive (the torch context's override of it): the same run, and a FutureWarning naming
+    the new name."""
+    from fedtheory.backends.torch.context import TorchRoundContext
+    p = problems.quadratic(4, 3, seed=0)
+    args = dict(rounds=2, local_steps=2, lr=0.05, seed=1, backend="torch", record_iterates=True, **kw)
+    ref = ft.run(p, name, **args)
+    calls = []
+    renamed = getattr(TorchRoundContext, new)
+
+    def spy(self, *a, **k):
+        calls.append(new)
+        return renamed(self, *a, **k)
+    monkeypatch.setattr(TorchRoundContext, new, spy)
+    cls = get_algorithm(name)
+    monkeypatch.setattr(cls, "local_round", _calling(cls.local_round, new, old))
+    with pytest.warns(FutureWarning, match=rf"ctx\.{old} is now ctx\.{new}"):
+        res = ft.run(p, name, **args)
+    assert calls and np.array_equal(np.asarray(res.iterates), np.asarray(ref.iterates))
+
+
+def _calling(local_round, new, old):
+    """``local_round`` with the context's ``new`` primitive reached under its ``old`` name."""
+    def wrapped(self, state, ctx):
+        class Old:
+            def __getattr__(_, attr):
+                return getattr(ctx, old if attr == new else attr)
+        return local_round(self, state, Old())
+    return wrapped

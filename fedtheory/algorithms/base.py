@@ -105,6 +105,12 @@ def averaged_step(x, weights, Y, server_lr):
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
+def _renamed(old, new):
+    import warnings
+    warnings.warn(f"ctx.{old} is now ctx.{new} (the name of the compiled rules' primitive, ops.{new}); the old "
+                  "name will be removed", FutureWarning, stacklevel=3)
+
+
 class RoundContext:
     """What one round of local work needs: sampled clients, their randomness, step sizes.
 
@@ -253,14 +259,14 @@ class RoundContext:
                              self.path("local"), self.path("personal"))
         return Y, V, self._failure(bad)
 
-    def local_sgd_anchored(self, x0, gscale, corr):
+    def local_vr(self, x0, gscale, corr):
         """Mime's local steps: y <- y - eta_k (gscale (g(y; B) - g(x0; B)) + corr_s) (same minibatch).
 
         Returns ``(Y, fail)`` as :meth:`local_sgd`.
         """
         return self._local_sgd(x0[None], _EMPTY2, gscale, corr=corr, direction=DIR_VR)
 
-    def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
+    def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
                             corr=None, eps=1e-7):
         """Local SGD with FedSpeed's quasi-gradient (``corrected_local_sgd`` with ``DIR_SAM``).
 
@@ -271,7 +277,7 @@ class RoundContext:
         return self._local_sgd(x0[None], (x0 if anchor is None else anchor)[None], 1.0, mu, corr, DIR_SAM, alpha, rho,
                                normalized, eps)
 
-    def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
+    def local_sps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
         """K local steps with a stochastic Polyak step size (see ``sps_local_steps``).
 
         ``ell``, ``factor`` and the per-client step-size memory ``st`` (updated in place) are
@@ -316,7 +322,7 @@ class RoundContext:
                            float(lam_p), float(eta_p), int(inner), float(wd), float(p.reg_weight), *p.reg_pack(), W, Th)
         return W, Th, self._failure(bad)
 
-    def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
+    def local_fbe(self, x0, lam, hvp_mode, fd_eps, idx_h):
         """pFedFBE's local steps (see ``fbe_local_steps``) with Hessian minibatch rows ``idx_h``.
         Returns ``(Y, fail)``."""
         p = self.problem
@@ -325,6 +331,29 @@ class RoundContext:
                               self.lrs, p.l2, x0, float(lam), float(p.reg_weight), int(hvp_mode), float(fd_eps),
                               *p.reg_pack(), Y, self.path("local"), self.path("prox_point"))
         return Y, self._failure(bad)
+
+    # the names these primitives had before they took those of the compiled rules' (``ops.local_sam``,
+    # ``ops.local_vr``, ``ops.local_sps``, ``ops.local_fbe``); a subclass's override of the new name is
+    # what the old one calls
+    def local_sgd_perturbed(self, *args, **kwargs):
+        """Deprecated name of :meth:`local_sam`."""
+        _renamed("local_sgd_perturbed", "local_sam")
+        return self.local_sam(*args, **kwargs)
+
+    def local_sgd_anchored(self, *args, **kwargs):
+        """Deprecated name of :meth:`local_vr`."""
+        _renamed("local_sgd_anchored", "local_vr")
+        return self.local_vr(*args, **kwargs)
+
+    def sps_steps(self, *args, **kwargs):
+        """Deprecated name of :meth:`local_sps`."""
+        _renamed("sps_steps", "local_sps")
+        return self.local_sps(*args, **kwargs)
+
+    def fbe_steps(self, *args, **kwargs):
+        """Deprecated name of :meth:`local_fbe`."""
+        _renamed("fbe_steps", "local_fbe")
+        return self.local_fbe(*args, **kwargs)
 
     def full_grads(self, x):
         """Exact client gradients grad f_i(x) of the sampled clients, shape (S, d)."""

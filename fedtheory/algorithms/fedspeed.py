@@ -236,8 +236,8 @@ class FedSpeed(Algorithm):
     def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
         ghat_old = state["ghat"][ctx.clients]
-        Y, fail = ctx.local_sgd_perturbed(x, self.alpha, self.rho, self.perturbation == "sam",
-                                          mu=1.0 / self.lam, corr=-ghat_old, eps=self.sam_eps)
+        Y, fail = ctx.local_sam(x, self.alpha, self.rho, self.perturbation == "sam",
+                                mu=1.0 / self.lam, corr=-ghat_old, eps=self.sam_eps)
         ghat_new = ghat_old - (Y - x) * (1.0 / self.lam)                 # line 13
         return {"y": Y, "ghat": ghat_new, "fail": fail}
 

@@ -124,7 +124,7 @@ class Mime(Algorithm):
         else:
             c = ctx.weights @ Gx / ops.participant_total(ctx.weights)
             corr = broadcast_rows((1 - b) * c + b * state["s"], ctx.S)
-            Y, fail = ctx.local_sgd_anchored(x, 1 - b, corr)
+            Y, fail = ctx.local_vr(x, 1 - b, corr)
         return {"y": Y, "gx": Gx, "fail": fail}
 
     def local_round_reference(self, state, ctx):

@@ -144,7 +144,7 @@ class PFedFBE(Algorithm):
 
     def local_round(self, state, ctx):         # the torch backend's glue
         idx_h = self._h_stream(ctx) if self._hvp != HVP_NONE else ctx.idx
-        Y, fail = ctx.fbe_steps(state["x"], self.lam, self._hvp, self.fd_eps, idx_h)
+        Y, fail = ctx.local_fbe(state["x"], self.lam, self._hvp, self.fd_eps, idx_h)
         return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):

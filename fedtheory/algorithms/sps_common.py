@@ -151,7 +151,7 @@ class SPSBase(Algorithm):
     def _run_kernel(self, state, ctx):
         a = self._kernel_args(state, ctx)                      # may reset the per-client state first
         st = np.ascontiguousarray(state["state"][ctx.clients])
-        Y, G, C, lv, lg, fail = ctx.sps_steps(state["x"], self._mode, a["c"], a["gamma_b"], state["ell"][ctx.clients],
+        Y, G, C, lv, lg, fail = ctx.local_sps(state["x"], self._mode, a["c"], a["gamma_b"], state["ell"][ctx.clients],
                                               a["c0"], a["c_round"], a["gamma_fixed"], a["factor"], st, self.eps)
         return {"y": Y, "gammas": G, "capped": C, "state": st, "last_val": lv, "last_gg": lg, "fail": fail}
 

@@ -137,7 +137,7 @@ class TorchRoundContext(RoundContext):
         anchor = (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
         return self._sgd_loop(lambda s: X0[s], float(gscale), float(mu), anchor, corr)
 
-    def local_sgd_perturbed(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
+    def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         anchor = x0 if anchor is None else self._vec(anchor)
         noise = self._noise()
         perturb = alpha != 0.0 and rho != 0.0
@@ -166,7 +166,7 @@ class TorchRoundContext(RoundContext):
             return (y,), flags
         return self._clients(1, client)
 
-    def local_sgd_anchored(self, x0, gscale, corr):
+    def local_vr(self, x0, gscale, corr):
         def client(s):
             y = x0.clone()
             c = self._row(corr, s)
@@ -203,7 +203,7 @@ class TorchRoundContext(RoundContext):
             return (y, v), flags
         return self._clients(2, client)
 
-    def sps_steps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
+    def local_sps(self, x0, mode, c, gamma_b, ell, c0, c_round, gamma_fixed, factor, st, eps):
         S, K = self.S, self.K
         G, C = np.empty((S, K)), np.zeros((S, K), dtype=np.int64)
         lv, lg = np.empty(S), np.empty(S)
@@ -300,7 +300,7 @@ class TorchRoundContext(RoundContext):
             return (w, th), flags
         return self._clients(2, client)
 
-    def fbe_steps(self, x0, lam, hvp_mode, fd_eps, idx_h):
+    def local_fbe(self, x0, lam, hvp_mode, fd_eps, idx_h):
         p = self.problem
         noise, ih = self._noise(), self._index(idx_h)
         t = p.reg_weight / lam
