@@ -111,9 +111,11 @@ def test_simulator_detector_flags_a_simulator():
 
 def test_importing_a_submodule_keeps_ft_algorithms_callable():
     code = ("import fedtheory as ft; import fedtheory.algorithms.fedspeed, fedtheory.theory.fedspeed; "
-            "import fedtheory.truth.optimum, fedtheory.truth.problem_constants, validation.constants; "
+            "import fedtheory.truth.optimum, fedtheory.truth.problem_constants; "
             "import validation; assert 'fedavg' in ft.algorithms(); "
-            "assert callable(validation.constants) and callable(validation.ground_truth); print('ok')")
+            "assert callable(validation.constants) and callable(validation.ground_truth); "
+            "import sys; assert not [m for m in sys.modules if m.startswith('validation.') "
+            "and not sys.modules[m].__name__.startswith('validation.')]; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 

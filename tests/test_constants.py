@@ -3,7 +3,7 @@ import numpy as np
 
 import problems
 import validation
-from validation.constants import gradient_diversity
+from fedtheory.truth.problem_constants import gradient_diversity
 
 
 def test_quadratic_constants_are_the_declared_ones():
