@@ -206,6 +206,37 @@ def test_driver_follows_an_edit_of_the_rules(tmp_path):
     assert len([f for f in (tmp_path / "drivers").iterdir() if f.suffix == ".py"]) == 2
 
 
+def test_a_module_imported_again_with_the_same_code_gets_a_driver_of_its_own(tmp_path, monkeypatch):
+    """The same rules file imported a second time under its name (dropped from ``sys.modules``, as two
+    tests or two notebook sessions do) has new rules and a new ``State`` class with the same code: its
+    runs compile against them. The driver of the first import was reused, and Numba could not unify its
+    server's old ``State`` with the new one ("Cannot unify DampedState(...) and DampedState(...)")."""
+    import importlib
+    from fedtheory.registry import ALGORITHMS
+    saved = dict(ALGORITHMS)
+    p = problems.quadratic(4, 3, seed=0)
+    runs = []
+    try:
+        for where in ("first", "second"):
+            d = tmp_path / where
+            d.mkdir()
+            (d / "user_damped_again.py").write_text(RULES.replace("FACTOR", "0.5").replace("user_damped",
+                                                                                           "user_damped_again"))
+            monkeypatch.syspath_prepend(str(d))
+            sys.modules.pop("user_damped_again", None)
+            importlib.import_module("user_damped_again")
+            runs.append(ft.run(p, "user_damped_again", rounds=4, local_steps=2, lr=0.1).x)
+            # the driver binds this import's rules (an old driver's server returned the old State; with
+            # an empty cache the next compilation of its rounds could not unify the two)
+            from fedtheory._kernels.drivers import driver
+            assert driver("user_damped_again")._rules is sys.modules["user_damped_again"]
+    finally:
+        ALGORITHMS.clear()
+        ALGORITHMS.update(saved)
+        sys.modules.pop("user_damped_again", None)
+    assert np.array_equal(runs[0], runs[1])
+
+
 SHARED_RULES_MODULE = (RULES.replace("FACTOR", "0.5").replace("user_damped", "shared_damped") + """
 
 @register
