@@ -106,9 +106,16 @@ def averaged_step(x, weights, Y, server_lr):
 
 
 def _renamed(old, new):
-    import warnings
-    warnings.warn(f"ctx.{old} is now ctx.{new} (the name of the compiled rules' primitive, ops.{new}); the old "
-                  "name will be removed", FutureWarning, stacklevel=3)
+    """A method of the former name ``old`` that warns and calls ``self.<new>`` (so a subclass's override
+    of the new name is what it runs)."""
+    def method(self, *args, **kwargs):
+        import warnings
+        warnings.warn(f"ctx.{old} is now ctx.{new} (the name of the compiled rules' primitive, ops.{new}); "
+                      "the old name will be removed", FutureWarning, stacklevel=2)
+        return getattr(self, new)(*args, **kwargs)
+    method.__name__ = method.__qualname__ = old
+    method.__doc__ = f"Deprecated name of :meth:`{new}`."
+    return method
 
 
 class RoundContext:
@@ -266,8 +273,7 @@ class RoundContext:
         """
         return self._local_sgd(x0[None], _EMPTY2, gscale, corr=corr, direction=DIR_VR)
 
-    def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None,
-                            corr=None, eps=1e-7):
+    def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         """Local SGD with FedSpeed's quasi-gradient (``corrected_local_sgd`` with ``DIR_SAM``).
 
         gt = (1 - alpha) g(y) + alpha g(y + r g(y)) with r = rho, or rho / (||g(y)|| + eps)
@@ -335,25 +341,10 @@ class RoundContext:
     # the names these primitives had before they took those of the compiled rules' (``ops.local_sam``,
     # ``ops.local_vr``, ``ops.local_sps``, ``ops.local_fbe``); a subclass's override of the new name is
     # what the old one calls
-    def local_sgd_perturbed(self, *args, **kwargs):
-        """Deprecated name of :meth:`local_sam`."""
-        _renamed("local_sgd_perturbed", "local_sam")
-        return self.local_sam(*args, **kwargs)
-
-    def local_sgd_anchored(self, *args, **kwargs):
-        """Deprecated name of :meth:`local_vr`."""
-        _renamed("local_sgd_anchored", "local_vr")
-        return self.local_vr(*args, **kwargs)
-
-    def sps_steps(self, *args, **kwargs):
-        """Deprecated name of :meth:`local_sps`."""
-        _renamed("sps_steps", "local_sps")
-        return self.local_sps(*args, **kwargs)
-
-    def fbe_steps(self, *args, **kwargs):
-        """Deprecated name of :meth:`local_fbe`."""
-        _renamed("fbe_steps", "local_fbe")
-        return self.local_fbe(*args, **kwargs)
+    local_sgd_perturbed = _renamed("local_sgd_perturbed", "local_sam")
+    local_sgd_anchored = _renamed("local_sgd_anchored", "local_vr")
+    sps_steps = _renamed("sps_steps", "local_sps")
+    fbe_steps = _renamed("fbe_steps", "local_fbe")
 
     def full_grads(self, x):
         """Exact client gradients grad f_i(x) of the sampled clients, shape (S, d)."""

@@ -73,7 +73,7 @@ def _storages(storages):
     """``storages`` checked: a non-empty subset of :data:`STORAGES` that includes dense rows (the
     checks' least squares, logistic and quadratic problems are dense)."""
     storages = tuple(storages)
-    if not storages or not set(storages) <= set(STORAGES) or "dense" not in storages:
+    if "dense" not in storages or not set(storages) <= set(STORAGES):
         raise InvalidParameterError(
             f"The 'storages' parameter of the checks must be a subset of {STORAGES} that includes 'dense'. "
             f"Got {storages!r} instead.")
