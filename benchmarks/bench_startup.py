@@ -61,6 +61,7 @@ class HalfStep(Algorithm):
     """Local SGD whose server takes half the averaged step: a user's own algorithm, one file."""
     name: ClassVar[str] = "bench_half_step_{tag}"
     constraints: ClassVar[dict] = {{}}
+    compiled_rules: ClassVar[bool] = True
 
     def local_round_reference(self, state, ctx):
         x = state["x"]

@@ -9,7 +9,6 @@ import pandas as pd
 
 import functools
 import math
-from types import SimpleNamespace
 
 from ._kernels import rounds as _rk
 from ._kernels.cache import harden_all
@@ -521,7 +520,9 @@ class _Job:
         self.const_lrs = None if callable(lr) else np.full(local_steps, float(lr))
         ss = np.random.SeedSequence(seed)
         self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
-        self.rng_aux = np.random.default_rng(ss.spawn(1)[0])      # algorithms' own coins (third child)
+        self._aux_seq = ss.spawn(1)[0]
+        self.rng_aux = np.random.default_rng(self._aux_seq)      # algorithms' own coins (third child)
+        self._rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
         if self.oracles is None:
             self.state = alg.init(problem, self.x0)
         else:                                  # the same rules on tensors (fedtheory.arrays helpers)
@@ -584,6 +585,7 @@ class _Job:
         self.completed = 0
         self.last_finite_x = None
         self.grown_at = None                    # the round at which F was found grown past DIVERGENCE_GROWTH
+        self._checked_names = None              # the history's and the algorithm's column names, once checked
 
     @staticmethod
     def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
@@ -869,13 +871,14 @@ class _Job:
         rules, no callback; traced rounds are recorded from inside the call)."""
         return self.driver is not None and self.callback is None
 
-    def _segment_trace(self, r, rd, x_start, m, st, completed):
+    def _segment_trace(self, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st,
+                       completed):
         """Record traced round r from inside a segment (``rounds.trace_hook``), as :meth:`round` does."""
-        paths = {"local": rd.path_local, "personal": rd.path_personal, "prox_point": rd.path_prox}
-        ctx = SimpleNamespace(S=rd.S, K=rd.K, clients=rd.clients, weights=rd.weights, lrs=rd.lrs, idx=rd.idx,
-                              noise=rd.noise, traced={k: paths[k] for k in self.trace.paths if rd.S})
-        msgs = {} if m is None else dict(m._asdict())
-        self.trace.add(r - 1, ctx, x_start, msgs, dict(st._asdict()) if completed else None)
+        paths = None
+        if p_loc is not None:
+            every = {"local": p_loc, "personal": p_per, "prox_point": p_prox}
+            paths = {k: every[k] for k in self.trace.paths}
+        self.trace.record(r - 1, x_start, clients, weights, lrs, idx, noise, paths, m, st if completed else None)
 
     def _schedule_table(self, r0, r1):
         """``(r0, Ks, t0s, lrs)`` of rounds r0..r1: local steps, first global step and the step sizes
@@ -1040,12 +1043,17 @@ class _Job:
             row.update(problem.eval_extras(x))
         own = dict(self.alg.scalar_values(state)) if self.alg.scalars else {}   # the algorithm's logged scalars
         own.update(self.alg.history_extras(state if self.oracles is None else HostView(state), problem))
-        taken = [k for k in own if k in row or reserved_column(k)]
-        if taken:
-            raise InvalidParameterError(f"The algorithm {self.alg.name!r} logs {taken} under the name of a column of "
-                                        "the run's history or of the results store, which it would replace; "
-                                        "rename them in its scalars or history_extras.")
-        row.update(own)
+        if own:
+            names = (tuple(row), tuple(own))
+            if names != self._checked_names:            # (the same names every evaluation: checked once)
+                taken = [k for k in own if k in row or reserved_column(k)]
+                if taken:
+                    raise InvalidParameterError(
+                        f"The algorithm {self.alg.name!r} logs {taken} under the name of a column of the run's "
+                        "history or of the results store, which it would replace; rename them in its scalars or "
+                        "history_extras.")
+                self._checked_names = names
+            row.update(own)
         self.rows.append(row)
         if grown is not None:
             self.grown_at = r
@@ -1053,7 +1061,7 @@ class _Job:
 
     def _grown(self, F):
         """Why F has grown past :data:`DIVERGENCE_GROWTH` times its start (round 0), or None."""
-        start = next((row["value"] for row in self.rows if row["round"] == 0), None)
+        start = self.rows[0]["value"] if self.rows and self.rows[0]["round"] == 0 else None
         if start is None or not math.isfinite(start):
             return None
         if F - start > DIVERGENCE_GROWTH * max(abs(start), 1.0):
@@ -1062,11 +1070,23 @@ class _Job:
         return None
 
     # ------------------------------------------------------------------ result
+    def _seed_free(self):
+        """Whether the run is that of every seed: it drew no participant, minibatch row or noise, its
+        algorithm's class says in its own body that it does not read the round's coin
+        (``Algorithm.round_coin``: a subclass may read it where its parent did not) and it drew nothing else from
+        the auxiliary stream (which then holds exactly one coin per drawn round)."""
+        drawn = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)] != self._rng_start
+        if drawn or vars(type(self.alg)).get("round_coin", True):
+            return False
+        coins = np.random.default_rng(self._aux_seq)
+        coins.random(len(self.sampled))
+        return coins.bit_generator.state == self.rng_aux.bit_generator.state
+
     def result(self):
         self.alg.run_ended(self.state, self.problem)
         c = self.counters
         x = self.last_finite_x if self.last_finite_x is not None else to_numpy(self.state["x"])
-        return RunResult(x=np.array(x, dtype=np.float64), status=self.status,
+        res = RunResult(x=np.array(x, dtype=np.float64), status=self.status,
                          message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
                          sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
                          history=_history_frame(self.rows),
@@ -1075,6 +1095,10 @@ class _Job:
                          time=c["time"], trace=None if self.trace is None else self.trace.result(),
                          finished=bool(self.completed == self.rounds and np.isfinite(x).all()
                                        and (self.status == "max_rounds" or self.grown_at == self.rounds)))
+        # no draw from the seed's streams (full participation, exact gradients, no noise, no coin): every
+        # seed gives this run (fedtheory.theory.engine runs such a case's seeds once)
+        res._seed_free = self._seed_free()
+        return res
 
 
 def _history_frame(rows):
@@ -1085,8 +1109,20 @@ def _history_frame(rows):
     if rows:
         keys = list(rows[0])
         if all(len(r) == len(keys) and list(r) == keys for r in rows):
-            return pd.DataFrame({k: [r[k] for r in rows] for k in keys})
+            return pd.DataFrame({k: _column([r[k] for r in rows]) for k in keys})
     return pd.DataFrame(rows)
+
+
+def _column(values):
+    """A history column: a NumPy array when every value is a Python float (or every one an int),
+    as ``pd.DataFrame`` would type the list (float64, int64) at a third of the cost; else the list."""
+    kind = type(values[0])
+    if (kind is float or kind is int) and all(type(v) is kind for v in values):
+        try:
+            return np.array(values, dtype=np.float64 if kind is float else np.int64)
+        except OverflowError:                      # an int beyond int64: pandas decides, as before
+            return values
+    return values
 
 
 def _released_options(alg_cls, weight_decay, clip_norm, hyperparameters):

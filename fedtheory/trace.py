@@ -177,6 +177,15 @@ def _copy(a):
     return None if a is None else np.array(to_numpy(a), copy=True)
 
 
+def _entry(record, name):
+    """Entry ``name`` of a dict or of a named tuple, or None (no such entry, or no record)."""
+    if record is None:
+        return None
+    if isinstance(record, dict):
+        return record.get(name)
+    return getattr(record, name, None)
+
+
 class _TraceRecorder:
     """Collects the RoundTraces of one run (used by :func:`fedtheory.run`)."""
 
@@ -248,25 +257,33 @@ class _TraceRecorder:
         return cls(names, declared, wanted)
 
     def add(self, t, ctx, x_start, msgs, state):
-        """Record round t (``state`` None: the round diverged before the server update)."""
+        """Record round t from a round context (the per-round path; ``state`` None: the round
+        diverged before the server update)."""
+        self.record(t, x_start, ctx.clients, ctx.weights, ctx.lrs, ctx.idx, ctx.noise,
+                    ctx.traced if ctx.S else None, msgs, state)
+
+    def record(self, t, x_start, clients, weights, lrs, idx, noise, paths, msgs, state):
+        """Record round t: ``paths`` maps a traced path's name to its (S, K + 1, d) buffer (None
+        without participants); ``msgs`` and ``state`` (None: the round diverged before the server
+        update) are dicts or the compiled rules' named tuples."""
         data = {}
         for k in self.names:
             src = self.declared[k][0]
             if src == "path":
-                buf = ctx.traced.get(k)
+                buf = None if paths is None else paths.get(k)
                 if buf is None:
-                    if ctx.S:
+                    if len(clients):
                         raise RuntimeError(f"{k!r} is declared as a traceable path but the round's local "
                                            "update did not record it (a bug in the algorithm).")
-                    buf = np.zeros((0, ctx.K + 1, x_start.shape[0]))
+                    buf = np.zeros((0, len(lrs) + 1, x_start.shape[0]))
                 data[k] = buf
             elif src == "message":
-                if k in msgs:
-                    data[k] = _copy(msgs[k])
+                if msgs is not None and k in (msgs if isinstance(msgs, dict) else msgs._fields):
+                    data[k] = _copy(_entry(msgs, k))
             elif state is not None:
-                data[k] = _copy(state.get(k))
-        self.rounds.append(RoundTrace(t, x_start, np.array(ctx.clients), np.array(to_numpy(ctx.weights)),
-                                      np.array(ctx.lrs), np.array(ctx.idx), np.array(ctx.noise), data,
+                data[k] = _copy(_entry(state, k))
+        self.rounds.append(RoundTrace(t, x_start, np.array(clients), np.array(to_numpy(weights)),
+                                      np.array(lrs), np.array(idx), np.array(noise), data,
                                       state is not None))
 
     def result(self):

@@ -167,6 +167,7 @@ def server(pk, rd, hp, st, m):
 class Damped(Algorithm):
     name: ClassVar[str] = "user_damped"
     constraints: ClassVar[dict] = {}
+    compiled_rules: ClassVar[bool] = True
 
     def local_round_reference(self, state, ctx):
         x = state["x"]
@@ -281,8 +282,8 @@ def test_rules_shared_by_several_classes_run_only_where_bound(tmp_path, monkeypa
     from fedtheory.registry import ALGORITHMS
     name = f"shared_rules_{int(declared)}"
     text = SHARED_RULES_MODULE.replace("shared_", f"shared{int(declared)}_")
-    if declared:
-        text = text.replace("class Damped(Algorithm):\n", "class Damped(Algorithm):\n    compiled_rules = True\n")
+    if not declared:
+        text = text.replace("    compiled_rules: ClassVar[bool] = True\n", "", 1)
     (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     import importlib

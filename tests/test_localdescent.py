@@ -216,6 +216,20 @@ def test_printed_condition_19_is_not_scale_invariant():
     assert ld.lfgd_eta_max(L, mu, lam, 5, "19") > ld.lfgd_eta_max(L, mu, lam, 5, "43")
 
 
+@given(E=st.integers(1, 12), S=st.integers(1, 10), L=st.floats(0.1, 10), kappa=st.floats(1.0, 60),
+       lam=st.floats(1, 10), C1=st.floats(0, 3), lo=st.floats(0.1, 5), hi=st.floats(5.5, 600))
+def test_theorem_4_2_alpha_min_by_bisection_is_the_first_passing_grid_point(E, S, L, kappa, lam, C1, lo, hi):
+    """The bisection of lfsgd_pl_alpha_min returns what a scan of the grid would: the first alpha
+    whose corrected conditions all hold, or inf when none does (the conditions are monotone in alpha)."""
+    mu = L / kappa
+    grid = np.linspace(lo, hi, 60)
+    ok = [all(c.ok for c in ld.lfsgd_pl_corrected_conditions(float(a), E, S, L, mu, lam, C1)) for a in grid]
+    first = next((float(a) for a, good in zip(grid, ok) if good), math.inf)
+    assert ld.lfsgd_pl_alpha_min(E, S, L, mu, lam, C1, grid=grid) == first
+    if math.isfinite(first):
+        assert all(ok[ok.index(True):]), "a condition fails again above the first passing alpha"
+
+
 @given(S=st.integers(1, 16), E=st.integers(1, 64), L=st.floats(0.1, 10), lam=st.floats(1, 20),
        C1=st.floats(0, 3))
 def test_corollary_4_5_root_of_condition_23(S, E, L, lam, C1):

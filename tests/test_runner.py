@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import pandas as pd
+from hypothesis import given, settings, strategies as st
 
 import fedtheory as ft
 import problems
@@ -288,3 +289,31 @@ def test_finished_means_every_round_ran_with_a_finite_model(backend):
         assert (res.status, res.finished) == (status, finished), (kw, res.message)
     res = ft.run(p, "fedavg", rounds=np.uint8(255), backend=backend)       # 255 + 1 wrapped to 0 rounds
     assert res.rounds == 255 and res.history["round"].iloc[-1] == 255
+
+
+_SEEDED = ("fedavg", "scaffold", "feddeper", "fedsps", "lfd")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(name=st.sampled_from(_SEEDED), sampled=st.booleans(), minibatch=st.booleans(), noise=st.booleans(),
+       seed=st.integers(1, 50))
+def test_a_run_that_draws_nothing_is_the_run_of_every_seed(name, sampled, minibatch, noise, seed):
+    """``_seed_free`` (no draw from the seed's streams, which verify uses to run a case's seeds once)
+    is True exactly when the run is that of another seed, bit for bit; any drawn participant,
+    minibatch or noise makes it False."""
+    p = problems.quadratic(5, 3, L=1.0, mu=0.2, heterogeneity=0.5, noise=0.1 if noise else 0.0, seed=1)
+    if minibatch:
+        A, b = [np.random.default_rng(i).normal(size=(6, 3)) for i in range(4)], \
+            [np.random.default_rng(10 + i).normal(size=6) for i in range(4)]
+        p = problems.least_squares(A, b, l2=0.1)
+    kw = dict(rounds=4, local_steps=2, lr=0.05, clients_per_round=2 if sampled else None,
+              batch_size=3 if minibatch else None, record_iterates=True)
+    a, b = ft.run(p, name, seed=0, **kw), ft.run(p, name, seed=seed, **kw)
+    same = np.array_equal(a.iterates, b.iterates) and a.history.drop(columns="time").equals(
+        b.history.drop(columns="time"))
+    if a._seed_free:
+        assert same and b._seed_free, f"{name}: a run that drew nothing differs from the run of seed {seed}"
+    if sampled or minibatch or noise:
+        assert not a._seed_free, f"{name}: drawn participants, minibatches or noise, yet marked seed-free"
+    else:
+        assert a._seed_free, f"{name}: full participation with exact gradients drew from the seed's streams"

@@ -496,6 +496,7 @@ def server(pk, rd, hp, st, m):
 class NpServer(Algorithm):
     name: ClassVar[str] = "np_server_rule"
     constraints: ClassVar[dict] = {}
+    compiled_rules: ClassVar[bool] = True
     def local_round(self, state, ctx):
         Y, fail = ctx.local_sgd(state["x"])
         return {"y": Y, "fail": fail}

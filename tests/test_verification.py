@@ -251,3 +251,45 @@ def test_a_rate_study_draws_no_bound_of_a_variant_that_is_not_applicable(tmp_pat
     rate = [labels for labels in drawn if any("bound: printed" in t for t in labels)]
     assert rate and all(not any(t == "bound: corrected" for t in labels) for labels in rate)
     assert all(any("NOT APPLICABLE: corrected" in t.replace("\n", " ") for t in labels) for labels in rate)
+
+
+_LD41 = dict(rounds=12, local_steps=4, seeds=3, x0=np.array([-0.449, 1.292, 0.694]), eta_rule="43")
+
+
+@pytest.mark.parametrize("name, recipe, kw", [
+    ("localdescent.theorem_4_1", dict(n=3, mu=0.243, heterogeneity=0.0, seed=35, hessian="distinct",
+                                      shared_minimizer=True), dict(_LD41, clients_per_round=None)),
+    ("localdescent.theorem_4_1", dict(n=3, mu=0.243, heterogeneity=0.0, seed=35, hessian="distinct",
+                                      shared_minimizer=True), dict(_LD41, clients_per_round=2)),
+    ("fedsps.theorem_18", dict(n=5, mu=0.194, heterogeneity=1.18, seed=357, hessian="shared"),
+     dict(rounds=26, local_steps=1, c=1.0, gamma_b=0.0102, seeds=3, x0=np.array([-0.34, 2.02, -0.21])))])
+def test_the_seeds_of_a_case_that_draws_nothing_run_once(monkeypatch, name, recipe, kw):
+    """A case whose runs draw nothing from their seed (full participation, exact gradients) runs
+    its seeds once and gives the verification of running each (the same measurement and verdict);
+    a sampled case runs every seed."""
+    import fedtheory.runner as runner
+    recipe = dict(recipe)
+    p = problems.quadratic(recipe.pop("n"), 3, L=1.0, **recipe)
+    calls = []
+    real = runner.run
+
+    def counted(*a, **k):
+        calls.append(k.get("seed"))
+        return real(*a, **k)
+
+    def every_seed(*a, **k):
+        res = real(*a, **k)
+        res._seed_free = False
+        return res
+
+    monkeypatch.setattr(runner, "run", counted)
+    once = validation.verify(name, p, **kw)
+    n_once = len(calls)
+    monkeypatch.setattr(runner, "run", every_seed)
+    each = validation.verify(name, p, **kw)
+    assert once.applicable and once.verdict() == each.verdict()
+    assert np.array_equal([once.measured, once.bound, once.stderr], [each.measured, each.bound, each.stderr],
+                          equal_nan=True)
+    assert [r.seed for r in once.runs] == [r.seed for r in each.runs] == [0, 1, 2]
+    sampled = kw.get("clients_per_round") is not None
+    assert (calls[:n_once].count(0) == n_once) != sampled, f"{name} {kw}: seeds run {calls[:n_once]}"

@@ -51,16 +51,20 @@ _local_jit, _server_jit = njit(inline="always")(_rules.local), njit(inline="alwa
 
 # (object-mode blocks of their own: written inside ``segment``'s branches they made Numba emit invalid
 # code, "Instruction does not dominate all uses")
+# (the round's arrays one by one, not the round record: each field crossing into object mode is boxed, and
+# the record's were most of a traced round's cost)
 @njit(cache=True)
-def trace_round(token, r, rd, x_start, m, st, completed):
+def trace_round(token, r, x_start, rd, p_loc, p_per, p_prox, m, st, completed):
+    clients, weights, lrs, idx, noise = rd.clients, rd.weights, rd.lrs, rd.idx, rd.noise
     with objmode():
-        _r.trace_hook(token, r, rd, x_start, m, st, completed)
+        _r.trace_hook(token, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed)
 
 
 @njit(cache=True)
-def trace_empty(token, r, rd, x_start, st):
+def trace_empty(token, r, x_start, rd, st):
+    clients, weights, lrs, idx, noise = rd.clients, rd.weights, rd.lrs, rd.idx, rd.noise
     with objmode():
-        _r.trace_hook(token, r, rd, x_start, None, st, True)
+        _r.trace_hook(token, r, x_start, clients, weights, lrs, idx, noise, None, None, None, None, st, True)
 
 
 @njit(cache=True)
@@ -121,7 +125,7 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
                 st_new = _server_jit(pk, rd, hp, st, m)
             if traced is not None:
                 if traced[j]:
-                    trace_round(token, r, rd, x_start, m, st_new, ok)
+                    trace_round(token, r, x_start, rd, p_loc, p_per, p_prox, m, st_new, ok)
             if not ok:
                 info[0] = clients[bad // K]
                 info[1] = bad % K + 1
@@ -130,7 +134,7 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
             st = st_new
         elif traced is not None:
             if traced[j]:
-                trace_empty(token, r, rd, x_start, st)
+                trace_empty(token, r, x_start, rd, st)
         n_unique = _r.count_distinct(clients) if mode == _r.WITH_REPLACEMENT else Sr
         extra_calls, extra_rows = _extra_grads_jit(pk, rd, hp)
         counters[0] += Sr * K * calls + extra_calls

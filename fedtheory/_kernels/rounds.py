@@ -594,12 +594,13 @@ _EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runn
 _TRACERS = {}            # token -> the running job's trace recorder
 
 
-def trace_hook(token, r, rd, x_start, m, st, completed):
+def trace_hook(token, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed):
     """Called by a compiled segment, in object mode, after a traced round r: the runner records it
-    (the round record ``rd`` with its local paths, the model before the round, the messages ``m``
-    (None without participants) and the state after the server update; ``completed`` False: a
-    local iterate diverged, ``st`` is the state before the round)."""
-    _TRACERS[token](r, rd, x_start, m, st, completed)
+    (the model before the round, the round's participants, weights, step sizes, minibatch rows and
+    noise, its local paths (None without participants), the messages ``m`` (None without
+    participants) and the state after the server update; ``completed`` False: a local iterate
+    diverged, ``st`` is the state before the round)."""
+    _TRACERS[token](r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed)
 
 
 def evaluate_hook(token, r, st):

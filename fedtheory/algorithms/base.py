@@ -63,6 +63,7 @@ def _params_tuple(fields):
 
 
 _EMPTY3 = np.zeros((0, 0, 0))
+_UNDECLARED = object()    # a class that does not set compiled_rules in its body
 
 
 def _has_rules(mod):
@@ -416,6 +417,13 @@ class Algorithm:
         must produce the same iterates.
     full_participation_only : bool
         The method is defined for full participation only (the runner rejects client sampling).
+    round_coin : bool
+        Whether the method reads the round's uniform coin (``rd.u`` in the compiled rules, ``ctx.u``
+        round by round), which every round draws whether it is read or not. True by default; a
+        method that never reads it says False, so that a run of it that draws nothing else (full
+        participation, exact gradients, no noise) is known to be the run of every seed, and a
+        theorem check runs such a case's seeds once (``RunResult`` copies for the others). Read from
+        the class's own body only: a subclass that never reads it says so again.
     divergence_params : dict
         Overrides of the common suite's divergence check (lr=50, K=5) for methods whose
         server step is bounded (Adam-type), which need more local steps to overflow.
@@ -442,8 +450,8 @@ class Algorithm:
     compiled_rules : bool, str or None
         Not set by default. Which compiled rules the class runs (:meth:`rules_module`): ``True``
         those of its own module, a module's dotted name that module's, ``False`` or ``None`` none
-        (the round-by-round form). Unset, a class defined alone in a module with rules runs them,
-        and a class that changes none of the round inherits its parent's choice.
+        (the round-by-round form). Unset, a class that changes none of the round inherits its
+        parent's choice, and one that defines a round method runs round by round.
     """
 
     name: ClassVar[str] = "algorithm"
@@ -456,6 +464,7 @@ class Algorithm:
     test_params: ClassVar[dict] = {}
     reductions: ClassVar[list] = []
     full_participation_only: ClassVar[bool] = False
+    round_coin: ClassVar[bool] = True
     divergence_params: ClassVar[dict] = {}
     released_options: ClassVar[tuple] = ()
     released_options_reason: ClassVar[str] = "its local step is not a plain gradient step"
@@ -653,22 +662,21 @@ class Algorithm:
         (those of :meth:`local_round_reference`'s dict). An algorithm without them runs through
         :meth:`local_round` and :meth:`server_update` round by round.
 
-        Which rules a class runs, walking its method resolution order from the class itself:
+        Which rules a class runs is declared, never inferred from what a module holds. Walking
+        its method resolution order from the class itself:
 
         * a class that sets ``compiled_rules`` in its body decides: ``True`` (the rules of its own
           module), a module's dotted name (that module's rules) or ``False`` / ``None`` (none: the
           round-by-round form);
-        * else a class defined in a module with rules that defines no other algorithm class runs
-          them (one algorithm per file, as the built-in ones);
         * else a class that defines a round method itself (``init``, ``local_round``,
-          ``local_round_reference``, ``server_update``) runs round by round: rules of its module
-          that several algorithm classes share are bound to none of them without a declaration;
+          ``local_round_reference``, ``server_update``) runs round by round: it changed the round
+          its parent's rules run;
         * else the search goes on with its parent (a subclass that changes none of the round
           inherits its parent's rules).
         """
-        key = tuple(len(getattr(sys.modules.get(k.__module__), "__dict__", ())) for k in cls.__mro__)
+        key = tuple(vars(k).get("compiled_rules", _UNDECLARED) for k in cls.__mro__)
         cached = cls.__dict__.get("_rules_module_cached")    # asked every round: found again only when a
-        if cached is not None and cached[0] == key:          # module of the class's lineage changed
+        if cached is not None and cached[0] == key:          # declaration of the lineage changed
             return cached[1]
         found, owner = cls._find_rules()
         cls._rules_module_cached = (key, found, owner)
@@ -712,9 +720,6 @@ class Algorithm:
                         "compiled rules: module-level functions local and server and the named tuples State and "
                         "Messages (section 3 of docs/add-your-own-algorithm.md).")
                 return _prepare_rules(name), klass
-            mod = sys.modules.get(klass.__module__)
-            if mod is not None and _has_rules(mod) and _algorithm_classes(mod) == [klass]:
-                return _prepare_rules(klass.__module__), klass
             if any(m in vars(klass) for m in _ROUND_METHODS):
                 return None, None              # its own round, without rules bound to it: the per-round path
         return None, None                      # pragma: no cover - every algorithm derives from Algorithm

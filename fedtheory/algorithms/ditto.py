@@ -72,6 +72,8 @@ class Ditto(Algorithm):
     lam_d: float = 0.1
 
     name: ClassVar[str] = "ditto"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local steps are proximal steps of the composite objective, not plain "
         "gradient steps")

@@ -83,6 +83,8 @@ class FedAdam(FedAvg):
     bias_correction: bool = False
 
     name: ClassVar[str] = "fedadam"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Reddi et al. 2021, Algorithm 2 (FedAdam); docs/baselines.md, FedAdam"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "beta1": [Interval(float, 0, 1, "left")],

@@ -83,6 +83,8 @@ class FedADMM(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedadmm"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Wang, Marella, Anderson 2022 (FedADMM), Algorithm 1; docs/baselines.md, FedADMM"
     constraints: ClassVar[dict] = {"rho": [Interval(float, 0, None, "neither")],

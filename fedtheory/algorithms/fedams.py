@@ -79,6 +79,8 @@ class FedAMS(FedAvg):
     bias_correction: bool = True
 
     name: ClassVar[str] = "fedams"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Wang, Lin, Chen 2022 (FedAMS); docs/baselines.md, FedAMS"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")],
                                    "beta1": [Interval(float, 0, 1, "left")],

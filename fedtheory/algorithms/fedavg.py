@@ -72,6 +72,8 @@ class FedAvg(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedavg"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "McMahan et al. 2017, Alg. 1; docs/baselines.md, FedAvg"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}

@@ -77,6 +77,8 @@ class FedCM(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedcm"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Xu et al. 2021 (FedCM), Algorithm 1; docs/baselines.md, FedCM"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, 1, "right")],

@@ -107,6 +107,8 @@ class FedDeper(Algorithm):
     star: bool = False
 
     name: ClassVar[str] = "feddeper"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local step couples two sequences (Algorithm 1, lines 7-8) and no released-"
         "code convention for it is implemented")

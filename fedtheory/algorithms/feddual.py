@@ -66,6 +66,8 @@ class FedDualAvg(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "feddual"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local step is a dual-averaging step of the composite objective, not a "
         "plain gradient step")

@@ -84,6 +84,8 @@ class FedDyn(Algorithm):
     alpha: float = 0.1
 
     name: ClassVar[str] = "feddyn"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Acar et al. 2021, Algorithm 1 (inexact); docs/baselines.md, FedDyn"
     constraints: ClassVar[dict] = {"alpha": [Interval(float, 0, None, "neither")]}

@@ -69,6 +69,8 @@ class FedMiD(Algorithm):
     server_prox: str = "none"
 
     name: ClassVar[str] = "fedmirror"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local step is a proximal (mirror) step of the composite objective, not a "
         "plain gradient step")

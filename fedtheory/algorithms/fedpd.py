@@ -117,6 +117,8 @@ class FedPD(Algorithm):
     start: str = "anchor"
 
     name: ClassVar[str] = "fedpd"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = True          # communicates with probability 1 - p (the round's coin)
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Zhang et al. 2021 (FedPD), Algorithm 1; docs/baselines.md, FedPD"
     constraints: ClassVar[dict] = {"eta": [Interval(float, 0, None, "neither")],

@@ -71,6 +71,8 @@ class FedProx(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "fedprox"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Li et al. 2020, Alg. 2; docs/baselines.md, FedProx"
     constraints: ClassVar[dict] = {"mu": [Interval(float, 0, None, "left")],

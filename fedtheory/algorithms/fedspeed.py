@@ -197,6 +197,8 @@ class FedSpeed(Algorithm):
     sam_eps: float = SAM_EPS
 
     name: ClassVar[str] = "fedspeed"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     traceables: ClassVar[dict] = {
         "local": ("path", "x_{i,k}, k = 0..K: the local iterates (line 11)"),

@@ -103,6 +103,8 @@ class FedSPS(SPSBase):
     reset_each_round: bool = False
 
     name: ClassVar[str] = "fedsps"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023 (FedSPS), Algorithm 1; docs/papers/fedsps.md, §2.3"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],

@@ -78,6 +78,8 @@ class FedDecSPS(SPSBase):
     c_index: str = "iteration"
 
     name: ClassVar[str] = "fedsps_dec"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, §5 (FedDecSPS); docs/papers/fedsps.md, §2.4"
     constraints: ClassVar[dict] = {"c0": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],

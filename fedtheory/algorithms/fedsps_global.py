@@ -120,6 +120,8 @@ class FedSPSGlobal(SPSBase):
     gamma0: object = None
 
     name: ClassVar[str] = "fedsps_global"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 3; docs/papers/fedsps.md, §2.6"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],

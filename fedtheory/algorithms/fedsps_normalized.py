@@ -83,6 +83,8 @@ class FedSPSNormalized(SPSBase):
     nu_literal: bool = False
 
     name: ClassVar[str] = "fedsps_normalized"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Mukherjee, Loizou, Stich 2023, Algorithm 2; docs/papers/fedsps.md, §2.5"
     constraints: ClassVar[dict] = {"c": [Interval(float, 0, None, "neither")],
                                    "gamma_b": [Interval(float, 0, None, "neither")],

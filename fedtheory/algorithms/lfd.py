@@ -63,6 +63,7 @@ class LFD(FedAvg):
     literal_loop: bool = False
 
     name: ClassVar[str] = "lfd"
+    round_coin: ClassVar[bool] = False
     reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Alg. 1; docs/papers/localdescent.md, §2.1"
     constraints: ClassVar[dict] = {"q": [NoneOk(), ArrayLike("an array of probabilities")],
                                    "replicate_duplicates": [Bool()],

@@ -92,6 +92,8 @@ class Mime(Algorithm):
     variant: str = "mimelite"
 
     name: ClassVar[str] = "mime"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Karimireddy et al. 2021 (Mime/MimeLite, SGDm); docs/baselines.md, Mime / MimeLite"
     constraints: ClassVar[dict] = {"beta": [Interval(float, 0, 1, "left")],

@@ -106,6 +106,8 @@ class NFSGD(Algorithm):
     graph_seed: int = 0
 
     name: ClassVar[str] = "nfsgd"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Haddadpour & Mahdavi 2019, Algorithm 2; docs/papers/localdescent.md, §2.5"
     constraints: ClassVar[dict] = {"W": [NoneOk(), ArrayLike("a mixing matrix")],

@@ -104,6 +104,8 @@ class PFedFBE(Algorithm):
     hvp_batch: str = "independent"
 
     name: ClassVar[str] = "pfedfbe"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local step is a forward-backward envelope step (a prox point and a "
         "Hessian-vector product), not a plain gradient step")

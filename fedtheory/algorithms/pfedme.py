@@ -86,6 +86,8 @@ class PFedMe(Algorithm):
     weight_decay: float = 0.001
 
     name: ClassVar[str] = "pfedme"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay",)
     released_options_reason: ClassVar[str] = (
         "its local step is an inexact proximal (Moreau envelope) step; the run option "

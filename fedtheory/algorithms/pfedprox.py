@@ -67,6 +67,8 @@ class PFedProx(Algorithm):
     mu: float = 0.1
 
     name: ClassVar[str] = "pfedprox"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options_reason: ClassVar[str] = (
         "its local step is a proximal step of the composite objective, not a plain "
         "gradient step")

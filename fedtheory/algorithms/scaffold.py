@@ -78,6 +78,8 @@ class Scaffold(Algorithm):
     server_lr: float = 1.0
 
     name: ClassVar[str] = "scaffold"
+    compiled_rules: ClassVar[bool] = True
+    round_coin: ClassVar[bool] = False
     released_options: ClassVar[tuple] = ("weight_decay", "clip_norm")
     reference: ClassVar[str] = "Karimireddy et al. 2020, Alg. 1 (option II); docs/baselines.md, SCAFFOLD"
     constraints: ClassVar[dict] = {"server_lr": [Interval(float, 0, None, "neither")]}

@@ -82,13 +82,12 @@ class Quadratic(Datafit):
         """(sum_i w_i Q_i, sum_i w_i c_i), computed once per data (kept on it, with the arrays they
         were computed from: replaced arrays or weights recompute them). The evaluation of a run
         calls the objective every evaluated round; the per-client contraction was most of it."""
-        key = (data.M, data.b, data.weights)
         got = getattr(data, "_quadratic_sums", None)
-        if got is None or any(a is not b for a, b in zip(got[0], key)):
+        if got is None or got[0] is not data.M or got[1] is not data.b or got[2] is not data.weights:
             Q, c = self._blocks(data)
-            got = (key, np.einsum("i,ijk->jk", data.weights, Q), data.weights @ c)
+            got = (data.M, data.b, data.weights, np.einsum("i,ijk->jk", data.weights, Q), data.weights @ c)
             data._quadratic_sums = got
-        return got[1], got[2]
+        return got[3], got[4]
 
     def loss_value(self, data, x):
         H, cbar = self._sums(data)

@@ -334,7 +334,6 @@ def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
 
     ``algorithm`` replaces the theorem's algorithm (in its extra runs too); ``adapt(kwargs)`` turns
     the theorem's run arguments into that algorithm's (:func:`_Substitution.adapt`)."""
-    from ..runner import run
     if measurement is not None and "runs" in measurement:
         return measurement["runs"], measurement["run_kwargs"]
     alg = spec.algorithm if algorithm is None else algorithm
@@ -343,13 +342,26 @@ def _runs(problem, spec, setup, measurement, algorithm=None, adapt=None):
     given = (measurement or {}).get("shared_runs")
     if given is not None and alg == given[0] and _same_kwargs(kwargs, given[1]) and set(given[2]) >= {"main"}:
         return {label: given[2][label] for label in given[2] if label == "main"}, kwargs     # the theorem's runs
-    runs = {"main": [run(problem, alg, seed=s, **kwargs) for s in range(setup["seeds"])]}
+    runs = {"main": _seeded_runs(problem, alg, kwargs, setup["seeds"])}
     if spec.extra_runs is not None:
         for label, (extra, kw) in spec.extra_runs(setup).items():
             if extra == spec.algorithm:
                 extra, kw = alg, adapt(kw)
-            runs[label] = [run(problem, extra, seed=s, **kw) for s in range(setup["seeds"])]
+            runs[label] = _seeded_runs(problem, extra, kw, setup["seeds"])
     return runs, kwargs
+
+
+def _seeded_runs(problem, alg, kwargs, seeds):
+    """The runs of seeds 0 .. seeds - 1. A run that drew nothing from its seed's random streams
+    (full participation, exact gradients, no noise: ``RunResult._seed_free``) is the run of every
+    seed: the others are copies of it with their seed, not run again."""
+    from dataclasses import replace
+
+    from ..runner import run
+    first = run(problem, alg, seed=0, **kwargs)
+    if getattr(first, "_seed_free", False):
+        return [first] + [replace(first, seed=s) for s in range(1, seeds)]
+    return [first] + [run(problem, alg, seed=s, **kwargs) for s in range(1, seeds)]
 
 
 class ForeignHyperparameter(KeyError):

@@ -757,11 +757,22 @@ def lfsgd_pl_corrected_conditions(alpha, E, S, L, mu, lam, C1=0.0, horizon=None)
 
 
 def lfsgd_pl_alpha_min(E, S, L, mu, lam, C1=0.0, grid=None):
-    """Smallest alpha on a grid passing the corrected conditions (docs/papers/localdescent.md, §4.2)."""
-    for al in (grid if grid is not None else np.linspace(0.5, 400, 1600)):
-        if all(c.ok for c in lfsgd_pl_corrected_conditions(al, E, S, L, mu, lam, C1)):
-            return float(al)
-    return math.inf
+    """Smallest alpha of an increasing grid (default 1600 points from 0.5 to 400) passing the corrected
+    conditions (docs/papers/localdescent.md, §4.2), or inf.
+
+    Each condition holds for every alpha above a threshold: a = alpha E + 4 grows with alpha, and the
+    step sizes 4/(mu (t + a)) shrink, and with them every term of Lemma B.6's maximum. So the first
+    passing grid point is found by bisection, in about 11 checks of the conditions instead of up to
+    1600 (the property test compares it with the scan)."""
+    grid = np.linspace(0.5, 400, 1600) if grid is None else np.asarray(grid, dtype=float)
+    lo, hi = 0, len(grid)                  # grid[:lo] fail, grid[hi:] pass
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if all(c.ok for c in lfsgd_pl_corrected_conditions(float(grid[mid]), E, S, L, mu, lam, C1)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(grid[lo]) if lo < len(grid) else math.inf
 
 
 def bound22(T, a, E, S, B, sigma2, L, mu, f0):
