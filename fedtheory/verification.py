@@ -500,7 +500,8 @@ def ratios_figure(df):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
-    from .plotting import MAX_DECADES, _usable_mask, bound_style, log_ticks
+    from .plotting import MAX_DECADES, bound_style, log_ticks
+    from .plotting.axes import _usable_mask
     theorems = list(dict.fromkeys(df.theorem))
     layouts = []
     for name in theorems:                      # row positions: a header row (or two) per case, then its bars

@@ -74,8 +74,8 @@ def figure(t, cur, con):
     """
     import matplotlib.pyplot as plt
 
-    from ...plotting import (PREDICTED_COLOR, _legend_entries, _usable_mask, bound_style, linear_limits, log_limits,
-                            log_ticks, mark_off_axis)
+    from ...plotting import PREDICTED_COLOR, bound_style, linear_limits, log_limits, log_ticks, mark_off_axis
+    from ...plotting.axes import _legend_entries, _usable_mask
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
 
     def value_axis(ax, *arrays):
