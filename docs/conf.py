@@ -27,6 +27,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "sphinxcontrib.mermaid",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -39,6 +40,7 @@ exclude_patterns = ["_build", "README.md", "examples/GALLERY_HEADER.rst", "**.ip
 # dollarmath: $...$ and $$...$$ (the notation GitHub renders too); heading anchors so that
 # [text](page.md#a-heading) links resolve; relative links to .md pages become cross-references.
 myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_fence_as_directive = ["mermaid"]        # ```mermaid blocks are pictures (docs/architecture.md), as on GitHub
 myst_heading_anchors = 3
 # Pages link to files of the repository outside docs/ (examples/sweep.toml): on GitHub they open
 # the file; here they point to the same file in the repository.
