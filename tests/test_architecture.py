@@ -231,3 +231,17 @@ def test_import_fedtheory_and_the_version_load_no_heavy_dependency():
                         "'fedavg' in ft.algorithms(), ft.get_algorithm('fedavg').name, ft.RunResult.__name__)"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.split() == ["max_rounds", "True", "fedavg", "RunResult"], r.stderr
+
+
+def test_no_module_swaps_its_class_but_the_callable_algorithms_package():
+    """A module object is what it is: the one exception is ``fedtheory.algorithms``, which must be
+    both a package (``import fedtheory.algorithms.fedavg as m``) and the function
+    ``ft.algorithms()`` that no submodule import may shadow (the public API), and a module object
+    is callable only through its type."""
+    swaps = []
+    for f in sorted((ROOT / "fedtheory").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "__class__"
+                                                    for t in node.targets):
+                swaps.append(str(f.relative_to(ROOT)))
+    assert swaps == ["fedtheory/algorithms/__init__.py"], swaps

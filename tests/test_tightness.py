@@ -13,6 +13,7 @@ pytest.importorskip("PEPit")
 
 import validation  # noqa: E402
 from fedtheory.theory import SPECS, is_lemma, tightness as T  # noqa: E402
+from fedtheory.theory.tightness import solve as solve_module  # noqa: E402
 
 COVERED = ["localdescent.theorem_4_1", "fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a"]
 
@@ -367,7 +368,7 @@ def _failing_exact_solves(monkeypatch, form, keep):
             raise RuntimeError("injected solver failure")
         return solve(pep, solver)
     monkeypatch.setattr(form, "build", tagged)
-    monkeypatch.setattr(T, "solve_pep", failing)
+    monkeypatch.setattr(solve_module, "solve_pep", failing)
 
 
 def test_branch_and_bound_keeps_children_whose_exact_solve_fails(monkeypatch):
