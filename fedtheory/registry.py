@@ -287,7 +287,7 @@ def user_modules():
     """
     out = list(_IMPORTED)
     found = [cls.__module__ for cls in ALGORITHMS.values()] + [_origin(fn)[0] for fn in PROBLEMS.values()]
-    comp = sys.modules.get("fedtheory.components.registry")
+    comp = sys.modules.get("fedtheory.components.catalog")
     if comp is not None:
         found += [cls.__module__ for table in (comp.DATAFITS, comp.REGULARIZERS) for cls in table.values()]
     theory = sys.modules.get("fedtheory.theory")

@@ -245,3 +245,19 @@ def test_no_module_swaps_its_class_but_the_callable_algorithms_package():
                                                     for t in node.targets):
                 swaps.append(str(f.relative_to(ROOT)))
     assert swaps == ["fedtheory/algorithms/__init__.py"], swaps
+
+
+def test_file_names_say_their_role():
+    """Two modules share a file name only where the name is the same role in two places: a
+    package's ``__init__``, its abstract ``base``, a paper's algorithm beside the same paper's
+    theorems (``algorithms/fedsps.py``, ``theory/fedsps.py``) and a backend's ``oracles``."""
+    import collections
+    seen = collections.defaultdict(list)
+    for top in ("fedtheory", "problems", "validation"):
+        for f in (ROOT / top).rglob("*.py"):
+            seen[f.stem].append(str(f.relative_to(ROOT)))
+    papers = {f.stem for f in (ROOT / "fedtheory" / "theory").glob("*.py")} & \
+        {f.stem for f in (ROOT / "fedtheory" / "algorithms").glob("*.py")}
+    shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    allowed = {"__init__", "base", "oracles"} | papers
+    assert set(shared) <= allowed, {k: v for k, v in shared.items() if k not in allowed}

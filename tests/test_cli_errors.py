@@ -262,7 +262,7 @@ def test_python_api_unknown_names_suggest_the_close_ones():
     import validation
 
     import fedtheory as ft
-    from fedtheory.components.registry import get_datafit
+    from fedtheory.components.catalog import get_datafit
     from fedtheory.exceptions import InvalidParameterError
     p = problems.quadratic(4, 3, seed=0)
     with pytest.raises(InvalidParameterError, match=r"Got 'fedavgg' instead\. Did you mean 'fedavg'"):

@@ -2,7 +2,7 @@
 
 Parametrised over the registries (fedtheory.components.DATAFITS, REGULARIZERS), so a component
 added to the library is checked here without a new test. The checks themselves live in
-fedtheory.components.checks (see there for what is compared and how tightly).
+fedtheory.components.suite (see there for what is compared and how tightly).
 """
 import re
 from pathlib import Path
@@ -16,7 +16,7 @@ import fedtheory as ft
 import fedtheory.constants  # noqa: F401  (ft.constants below, whichever tests run first)
 from fedtheory import components
 from fedtheory.components import DATAFITS, REGULARIZERS
-from fedtheory.components.checks import check_datafit, check_pair, check_regularizer, example_problem
+from fedtheory.components.suite import check_datafit, check_pair, check_regularizer, example_problem
 from fedtheory.exceptions import DataError, InvalidParameterError
 from fedtheory.problem import ClientData, FederatedProblem
 

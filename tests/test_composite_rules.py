@@ -7,7 +7,7 @@ from numba import njit
 import fedtheory as ft
 from fedtheory._kernels import rounds as ops
 from fedtheory.components import REGULARIZERS
-from fedtheory.components.checks import example_problem
+from fedtheory.components.suite import example_problem
 
 _compiled_sum = njit(ops.numpy_sum)
 

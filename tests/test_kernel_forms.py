@@ -14,7 +14,7 @@ from fedtheory._kernels import fbe, local_steps
 from fedtheory._kernels.oracles import (FORM_FALLBACK, KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC, OP_GRAD,
                                         OP_HVP, client_grad, client_hvp, client_oracle, client_value_grad,
                                         kernel_form)
-from fedtheory.components.checks import example_problem
+from fedtheory.components.suite import example_problem
 
 
 def _drop_stale_cache():

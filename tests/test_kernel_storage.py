@@ -15,7 +15,7 @@ import fedtheory as ft
 import problems
 from fedtheory._kernels.vec import count_nonfinite, end_step, nonfinite
 from fedtheory.components import L1, LeastSquares, Logistic, Quadratic
-from fedtheory.components.checks import _kernel_oracles, example_problem
+from fedtheory.components.suite import _kernel_oracles, example_problem
 from fedtheory.problem import FederatedProblem, _index_dtype
 
 

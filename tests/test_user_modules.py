@@ -520,7 +520,7 @@ def test_user_datafit_problem_has_a_certified_optimum_that_scipy_confirms(userpk
 def test_user_datafit_passes_the_component_suite(userpkg):
     """NumPy, the numba backend (through the registry's fallback), torch and CVXPY agree on the user's
     datafit, alone and with a regularizer."""
-    from fedtheory.components.checks import check_datafit, check_pair
+    from fedtheory.components.suite import check_datafit, check_pair
     check_datafit(userpkg.logcosh.LogCosh)
     check_pair(userpkg.logcosh.LogCosh, "l1")
 

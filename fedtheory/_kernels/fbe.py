@@ -3,7 +3,7 @@ Ditto, pFedProx, pFedMe), compiled with Numba; h = tau h0 is the problem's regul
 import numpy as np
 
 from .oracles import OP_GRAD, OP_HVP, client_grad, client_oracle, loop_kernel, prox_vec
-from .trace import record
+from .paths import record
 from .vec import add_into, copy_into, count_nonfinite, end_step, nonfinite
 
 HVP_NONE = 0       # cheap variant: g = lam Rm

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .oracles import client_grad, loop_kernel
-from .trace import record
+from .paths import record
 from .vec import add_into, copy_into, end_step, nonfinite, sum_sq
 
 DIR_PLAIN = 0      # d_k = g(y_k; B_k) + noise

@@ -126,7 +126,7 @@ def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out,
 # --------------------------------------------------------------------------- dispatch
 def _python_rows(kind, op, start, end, rows, x, v, out, val):
     """A registered datafit without a Numba kernel: its NumPy code (through ``objmode``)."""
-    from ..components.registry import kernel_fallback
+    from ..components.catalog import kernel_fallback
     return float(kernel_fallback("datafit", kind).rows(op, start, end, rows, x, v, out, val))
 
 
@@ -284,7 +284,7 @@ def client_oracle(sparse, A, data, indices, indptr, b, kind, op, start, end, row
 # --------------------------------------------------------------------------- regularizers
 def _python_prox(reg, u, t, out):
     """A registered regularizer without a Numba kernel: its NumPy prox (through ``objmode``)."""
-    from ..components.registry import kernel_fallback
+    from ..components.catalog import kernel_fallback
     out[:] = kernel_fallback("regularizer", reg).prox_t(u, t)
 
 

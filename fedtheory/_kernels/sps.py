@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit
 
 from .oracles import client_value_grad, loop_kernel
-from .trace import record
+from .paths import record
 from .vec import copy_into, end_step, nonfinite
 
 MODE_SPS = 0          # FedSPS: min{(F - l)/(c ||g||^2), gamma_b}

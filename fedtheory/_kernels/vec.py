@@ -3,7 +3,7 @@ array expressions) and the end of a local step (trace, divergence check)."""
 import numpy as np
 from numba import njit
 
-from .trace import record
+from .paths import record
 
 
 @njit(cache=True)

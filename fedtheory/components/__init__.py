@@ -36,8 +36,8 @@ Examples
 ('logistic', 'l1', 0.1, 0.01, True)
 """
 from .base import Datafit, MarginDatafit, Regularizer, capabilities
-from .registry import (DATAFITS, REGULARIZERS, get_datafit, get_regularizer, make_datafit, make_regularizer,
-                       register_datafit, register_regularizer)
+from .catalog import (DATAFITS, REGULARIZERS, get_datafit, get_regularizer, make_datafit, make_regularizer,
+                      register_datafit, register_regularizer)
 from .least_squares import LeastSquares
 from .logistic import Logistic
 from .quadratic import Quadratic

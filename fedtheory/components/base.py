@@ -14,8 +14,8 @@ kernel; the regularizer owns :math:`h_0`, its weight :math:`\tau`, its proximal 
 torch, Numba id) and its CVXPY expression. The problem only stacks the client data and adds
 things up: no code outside the components asks which datafit or regularizer a problem has.
 
-A component is one small class, registered by name (:mod:`fedtheory.components.registry`); the
-component suite (:mod:`fedtheory.components.checks`, run by ``tests/test_components.py`` on every
+A component is one small class, registered by name (:mod:`fedtheory.components.catalog`); the
+component suite (:mod:`fedtheory.components.suite`, run by ``tests/test_components.py`` on every
 registered pair) checks that its Numba, NumPy, torch and CVXPY forms agree.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ import numpy as np
 
 from .._kernels.regularizers import REG_L1
 from .base import Regularizer
-from .registry import register_regularizer
+from .catalog import register_regularizer
 
 
 @register_regularizer

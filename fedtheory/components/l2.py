@@ -5,7 +5,7 @@ regularizer is the non-smooth-slot version, so proximal methods treat it exactly
 """
 from .._kernels.regularizers import REG_L2
 from .base import Regularizer
-from .registry import register_regularizer
+from .catalog import register_regularizer
 
 
 @register_regularizer

@@ -3,7 +3,7 @@ import numpy as np
 
 from .._kernels.datafits import KIND_LEAST_SQUARES
 from .base import MarginDatafit
-from .registry import register_datafit
+from .catalog import register_datafit
 
 
 @register_datafit

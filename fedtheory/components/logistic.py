@@ -5,7 +5,7 @@ from scipy.special import expit
 
 from .._kernels.datafits import KIND_LOGISTIC
 from .base import MarginDatafit
-from .registry import register_datafit
+from .catalog import register_datafit
 
 
 @register_datafit

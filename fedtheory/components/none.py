@@ -1,7 +1,7 @@
 """No regularizer: h = 0 (a smooth problem)."""
 from .._kernels.regularizers import REG_NONE
 from .base import Regularizer
-from .registry import register_regularizer
+from .catalog import register_regularizer
 
 
 @register_regularizer

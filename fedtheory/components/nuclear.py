@@ -4,7 +4,7 @@ import numpy as np
 from .._kernels.regularizers import REG_NUCLEAR
 from ..exceptions import DataError
 from .base import Regularizer
-from .registry import register_regularizer
+from .catalog import register_regularizer
 
 
 @register_regularizer

@@ -7,7 +7,7 @@ from .._kernels.datafits import KIND_QUADRATIC
 from .._argcheck import Bool, Interval, Options, check_param
 from ..exceptions import DataError
 from .base import Datafit
-from .registry import register_datafit
+from .catalog import register_datafit
 
 
 @register_datafit

@@ -3,7 +3,7 @@ r"""The component suite: every datafit and regularizer agrees with itself across
 Run on every registered component by ``tests/test_components.py`` (so a new component gets every
 check by registering itself), and callable on a component of your own::
 
-    from fedtheory.components.checks import check_datafit, check_regularizer, check_pair
+    from fedtheory.components.suite import check_datafit, check_regularizer, check_pair
     check_datafit(MyDatafit)                    # value, gradient, Hessian-vector product
     check_regularizer(MyRegularizer)            # value and prox
     check_pair(MyDatafit, "l1")                 # the problem F = sum_i w_i f_i + h they make
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import FederatedProblem
-from .registry import get_datafit, get_regularizer
+from .catalog import get_datafit, get_regularizer
 
 RTOL = 1e-10         # Numba / NumPy / torch / CVXPY evaluations of the same formula (summation order)
 FD_RTOL = 1e-6       # central finite differences, h = 1e-6 (error O(h^2) plus rounding O(eps / h))
