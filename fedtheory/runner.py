@@ -481,7 +481,7 @@ class _Job:
                    "itself)" if isinstance(reference, bool) else "") + ".")
         self.deep = bool(getattr(problem, "is_deep", False))
         if reference is not None and not self.deep:
-            from .truth.optimum import check_reference
+            from .truth.record import check_reference
             check_reference(problem, reference, "run")
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,

@@ -536,7 +536,7 @@ def test_a_column_equal_to_a_combination_only_after_rounding_is_never_dropped(se
     in the data (a singular value near 1e-16), so dropping it could overstate F*. It is kept, unless
     the rounded column happens to be an exact combination; whatever is certified holds against F*
     in exact arithmetic."""
-    from fedtheory.truth.optimum import _drop_exact_combinations
+    from fedtheory.truth.exact import _drop_exact_combinations
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((12, 2))
     col = c1 * A[:, 0] + c2 * A[:, 1]

@@ -889,7 +889,7 @@ import fedtheory as ft  # noqa: E402
 import problems  # noqa: E402
 from fedtheory.testing.checks import suite_problems  # noqa: E402
 from fedtheory.truth import ground_truth  # noqa: E402
-from fedtheory.truth.optimum import _cache_path  # noqa: E402
+from fedtheory.truth.store import _cache_path  # noqa: E402
 
 
 # ------------------------------------------------------------------ ground-truth cache
@@ -959,13 +959,13 @@ def test_corrupt_entry_is_recomputed_with_a_warning(kind, tmp_path):
 def test_wrong_but_well_formed_entry_with_a_fresh_checksum_is_rejected(tmp_path):
     """An entry whose arrays were replaced consistently (checksum recomputed) but whose x* is not the
     optimum of the problem is caught by the optimality check."""
-    from fedtheory.truth import optimum
+    from fedtheory.truth import optimum, store
     p = _gt_problem()
     ref, path = _fresh_gt(p, tmp_path)
     wrong = optimum.GroundTruth(x=ref.x + 0.1, f=p.value(ref.x + 0.1), residual=ref.residual,
                                 client_f=ref.client_f, client_x=ref.client_x, client_residual=ref.client_residual,
                                 client_attained=ref.client_attained, info=dict(ref.info))
-    optimum._save(path, p, wrong)
+    store._save(path, p, wrong)
     with pytest.warns(RuntimeWarning, match="gradient-mapping norm at the stored x"):
         gt = ground_truth(p, cache_dir=tmp_path)
     assert np.allclose(gt.x, ref.x, atol=1e-12)

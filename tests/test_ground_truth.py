@@ -130,7 +130,7 @@ def test_newton_polish_converges_when_F_cannot_resolve_the_decrease():
     200 iterations at residual 1.2e-9, on another it took 8. Here F carries a rounding error that
     is adversarial (points nearer x* evaluate 1e-9 higher, as rounding may round them), and the
     polish must still reach the gradient's rounding floor."""
-    from fedtheory.truth.optimum import _newton_smooth
+    from fedtheory.truth.solvers import _newton_smooth
     rng = np.random.default_rng(3)
     A = [rng.normal(size=(30, 6)) for _ in range(3)]
     y = [np.sign(rng.normal(size=30)) for _ in range(3)]

@@ -180,7 +180,8 @@ def test_unregularised_huber_client_optima_are_certified_and_no_worse_than_cvxpy
     initial residual left, refusing 77 of 108 configurations of the docs' example. Now every optimum
     is certified, and each f_i* is no higher than F_i at an independent CVXPY (Clarabel) solution
     and within its accuracy of that solver's optimal value."""
-    from fedtheory.truth.optimum import _client_problem, _cvxpy_solve
+    from fedtheory.truth.numerics import _client_problem
+    from fedtheory.truth.solvers import _cvxpy_solve
     rng = np.random.default_rng(seed)
     A = [scale * rng.normal(size=(m, d)) for _ in range(3)]
     b = [a @ np.ones(d) + rng.standard_t(2, size=m) for a in A]

@@ -8,7 +8,8 @@
   (see :mod:`fedtheory.truth.problem_constants`).
 """
 from .problem_constants import Constants, constants, feddeper_constants
-from .optimum import GroundTruth, ground_truth
+from .optimum import ground_truth
+from .record import GroundTruth
 from .recession import Infimum, infimum
 
 __all__ = ["ground_truth", "GroundTruth", "infimum", "Infimum", "constants", "Constants", "feddeper_constants"]

@@ -30,7 +30,7 @@ The verdict (``certified``) holds when, with :math:`\tau` the tolerance (default
    terms at 0, :func:`gradient_terms`: where they cancel, as when x* = 0 exactly, the residual at
    0 is their rounding and no scale) and no
    decrease of F by more than ``tau s`` along a weakly curved direction of the Hessian
-   (``optimum._flat_descent``: a small residual proves nothing where the Hessian is nearly
+   (``exact._flat_descent``: a small residual proves nothing where the Hessian is nearly
    singular);
 3. ``f_eval_error <= tau s`` (otherwise runs, which evaluate F in double precision, could not
    measure suboptimality to the tolerance either).

@@ -27,7 +27,8 @@ import numpy as np
 from ..constants import client_smoothness, diversity, quadratic_diversity_sup, smoothness, strong_convexity
 
 from ..exceptions import DataError
-from .optimum import _norm, ground_truth
+from .numerics import _norm
+from .optimum import ground_truth
 
 
 @dataclass
@@ -143,7 +144,7 @@ def constants(problem, gt=None):
     (2.0, 0.5, 0.3, 'exact')
     """
     if gt is not None:
-        from .optimum import check_reference
+        from .record import check_reference
         check_reference(problem, gt, "constants", "gt")
     gt = gt if gt is not None else ground_truth(problem)
     with np.errstate(over="ignore", invalid="ignore"):

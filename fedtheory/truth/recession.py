@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import UncertifiedOptimumError
-from .optimum import GroundTruth, ground_truth
+from .optimum import ground_truth
+from .record import GroundTruth
 
 
 @dataclass
