@@ -431,8 +431,9 @@ def test_verify_row_outside_the_step_conditions_is_no_refutation(monkeypatch):
     """A worst case above the bound at a step the theorem does not allow is reported as such, not as
     UNEXPECTED (which would claim a refutation)."""
     from fedtheory.theory import tightness as T
+    from fedtheory.theory.tightness import report
     cfg = dict(L=1.0, mu=0.1, local_steps=2, rounds=2, lr=1.9, n_clients=2)    # outside (19) and (43)
-    monkeypatch.setattr(T, "TIGHTNESS_CASES", {"localdescent.theorem_4_1": lambda quick: cfg})
+    monkeypatch.setattr(report, "TIGHTNESS_CASES", {"localdescent.theorem_4_1": lambda quick: cfg})
     rows, _ = T.tightness_rows(quick=True, theorems=["localdescent.theorem_4_1"])
     (row,) = rows
     assert row["worst_case_lower"] > row["bound"]                 # the bound does not hold at this step...

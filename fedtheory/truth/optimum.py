@@ -1,4 +1,4 @@
-"""Certified ground truth: a first stage (QR, closed form or CVXPY), then a high-precision polish.
+r"""Certified ground truth: a first stage (QR, closed form or CVXPY), then a high-precision polish.
 
 The stages are chosen from the components' capabilities (:mod:`fedtheory.components`), never from
 which datafit or regularizer a problem has. The optimum of :math:`F = \sum_i w_i f_i + h` is first
