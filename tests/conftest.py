@@ -1,5 +1,13 @@
 import os
+import sys
 from pathlib import Path
+
+# The suite starts about a hundred Python processes (xdist workers, command-line runs, sweep workers).
+# Where bytecode caching is switched off (PYTHONDONTWRITEBYTECODE, set on some machines), each of them
+# compiled the project's sources and pytest rewrote every test module again: about 5 s a worker. The
+# caches go to the ``__pycache__`` folders Python and pytest always use (git ignores them).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import matplotlib
 import pytest

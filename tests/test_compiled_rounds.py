@@ -511,7 +511,9 @@ def test_a_reloaded_algorithm_with_other_hyperparameters_runs_them(tmp_path, mon
             cons = "{" + ", ".join(f"{n!r}: [Interval({'int' if n == 'extra' else 'float'}, 0, None, 'left')]"
                                    for n in names) + "}"
             src.write_text(RELOADED.replace("FIELDS", fields).replace("CONSTRAINTS", cons))
-            os.utime(src, ns=(len(xs) + 1, len(xs) + 1))
+            os.utime(src, (len(xs) + 1, len(xs) + 1))     # whole seconds apart: Python's bytecode cache
+                                                          # keeps a file's mtime in seconds (versions 1 and 2
+                                                          # have the same size)
             mod = importlib.reload(sys.modules["reloaded_rules"]) if xs else importlib.import_module("reloaded_rules")
             assert ALGORITHMS["reloaded_alg"] is mod.Damped and mod.Damped.params_class()._fields == tuple(names)
             fused = ft.run(p, "reloaded_alg", **kw)
@@ -830,6 +832,7 @@ def test_a_helper_module_beside_top_level_rules_is_in_the_digest(tmp_path, monke
         importlib.import_module("tl_rules")
         before = drivers._sources_digest("tl_rules")
         (tmp_path / "tl_helpers.py").write_text(STALE_HELPERS.replace("return 1.0", "return 0.5"))
+        os.utime(tmp_path / "tl_helpers.py", (1, 1))    # same size: Python's bytecode cache would load the old code
         importlib.reload(sys.modules["tl_helpers"])
         after = drivers._sources_digest("tl_rules")
         assert after != before
