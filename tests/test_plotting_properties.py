@@ -135,7 +135,7 @@ def test_bound_vs_T_never_crashes(args):
 @closing
 def test_log_ticks_label_any_range(lo_exp, decades):
     """Any limits from 1e-310 (subnormal) to 1e310 (clipped to the largest float): readable ticks."""
-    lo = 10.0 ** max(lo_exp, -307)
+    lo = 10.0 ** min(max(lo_exp, -307), 308)
     hi = min(10.0 ** min(lo_exp + decades, 308), np.finfo(float).max)
     if not hi > lo * (1 + 1e-6):
         hi = lo * 1.01
@@ -147,6 +147,27 @@ def test_log_ticks_label_any_range(lo_exp, decades):
     labels = [t.get_text() for t in ax.get_yticklabels()
               if t.get_text() and lo * (1 - 1e-9) <= t.get_position()[1] <= hi * (1 + 1e-9)]
     assert 2 <= len(labels) <= 12 and len(set(labels)) == len(labels), (lo, hi, labels)
+
+
+@pytest.mark.parametrize("lo, hi", [(1e308, 1.01e308), (1e300, 1e308), (1.5e307, 1.7e308), (2e-308, 3e-308)])
+@closing
+def test_log_ticks_near_the_ends_of_the_floats(lo, hi):
+    """Within a decade of the largest float the evenly spaced fallback does not overflow (it raised
+    "arange: cannot compute length"), and no minor tick overflows either (matplotlib's minor
+    ``LogLocator`` did from 1e300 to 1e308): several labelled ticks, warnings as errors."""
+    import warnings
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    log_ticks(ax)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.draw_without_rendering()
+    labels = [t.get_text() for t in ax.get_yticklabels()
+              if t.get_text() and lo * (1 - 1e-9) <= t.get_position()[1] <= hi * (1 + 1e-9)]
+    assert 2 <= len(labels) <= 12 and len(set(labels)) == len(labels), labels
+    minor = ax.yaxis.get_minorticklocs()
+    assert np.all(np.isfinite(minor)) and np.all((minor >= lo) & (minor <= hi)), minor
 
 
 @pytest.mark.parametrize("lims", [(np.nan, 1.0), (0.0, 1.0), (-1.0, 5.0), (np.inf, np.inf), (1.0, 1.0),

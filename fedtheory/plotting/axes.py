@@ -114,10 +114,11 @@ def linear_limits(*arrays, margin=0.05):
     return 4 * a, 4 * b
 
 
-# Hand-written log ticks (this function, _format_ticks and the two classes below) where matplotlib's own fail,
-# as tests/test_plotting_properties.py::test_matplotlib_log_ticks_fail_where_ours_are_used shows: LogLocator
-# with LogFormatterSciNotation labels no tick, or one, on a range within a decade (0.12 to 0.5: none), and
-# raises OverflowError on limits near the largest float (1e-300 to 1e300). Linear ranges use MaxNLocator.
+# Hand-written log ticks (this function, _minor_tick_values, _format_ticks and the three classes below) where
+# matplotlib's own fail, as tests/test_plotting_properties.py::test_matplotlib_log_ticks_fail_where_ours_are_used
+# shows: LogLocator with LogFormatterSciNotation labels no tick, or one, on a range within a decade (0.12 to
+# 0.5: none), raises OverflowError on limits near the largest float (1e-300 to 1e300), and its minor ticks
+# overflow from 1e300 to 1e308. Linear ranges use MaxNLocator (on the mantissa's scale).
 def _tick_values(lo, hi):
     """Readable tick positions of a logarithmic axis from ``lo`` to ``hi`` (at least three when
     the range allows): whole decades (a regular step of them, at most about eight labels, when it
@@ -142,9 +143,25 @@ def _tick_values(lo, hi):
         if len(ticks) >= 3:
             return ticks
     from matplotlib.ticker import MaxNLocator
-    lin = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+    # on the mantissa's scale: MaxNLocator's arithmetic on the values themselves overflows within a
+    # decade of the largest float (1e308 to 1.01e308: "arange: cannot compute length")
+    scale = 10.0 ** min(max(int(np.floor(a)), -307), 307)
+    lin = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(lo / scale, hi / scale) * scale
     lin = [float(t) for t in lin if lo * (1 - 1e-12) <= t <= hi * (1 + 1e-12) and t > 0]
     return lin if len(lin) >= 2 else sorted(set(ticks + lin))
+
+
+def _minor_tick_values(lo, hi):
+    """Unlabelled ticks of a logarithmic axis from ``lo`` to ``hi``: 2 to 9 times the powers of ten
+    on a range of at most eight decades, none on a wider one (its major ticks are decades)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)) or min(lo, hi) <= 0:
+        return []
+    lo, hi = min(lo, hi), max(lo, hi)
+    a, b = float(np.log10(lo)), float(np.log10(hi))
+    if b - a > 8:
+        return []
+    return [m * 10.0 ** k for k in range(max(int(np.floor(a)), -323), min(int(np.ceil(b)), 308) + 1)
+            for m in range(2, 10) if lo <= m * 10.0 ** k <= hi]
 
 
 def _format_ticks(values):
@@ -188,6 +205,22 @@ def _readable_log_locator():
             return np.asarray(_tick_values(vmin, vmax), dtype=float)
 
     return ReadableLogLocator()
+
+
+def _minor_log_locator():
+    from matplotlib.ticker import Locator
+
+    class MinorLogLocator(Locator):
+        """Ticks of :func:`_minor_tick_values` at the axis' current limits."""
+
+        def __call__(self):
+            vmin, vmax = self.axis.get_view_interval()
+            return self.tick_values(vmin, vmax)
+
+        def tick_values(self, vmin, vmax):
+            return np.asarray(_minor_tick_values(vmin, vmax), dtype=float)
+
+    return MinorLogLocator()
 
 
 def _readable_formatter():
@@ -280,6 +313,7 @@ def log_ticks(ax, axis="y"):
     a = getattr(ax, f"{axis}axis")
     a.set_major_locator(_readable_log_locator())
     a.set_major_formatter(_readable_formatter())
+    a.set_minor_locator(_minor_log_locator())
     a.set_minor_formatter(NullFormatter())
 
 
