@@ -261,3 +261,32 @@ def test_file_names_say_their_role():
     shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
     allowed = {"__init__", "base", "oracles"} | papers
     assert set(shared) <= allowed, {k: v for k, v in shared.items() if k not in allowed}
+
+
+def test_each_local_primitive_has_one_name_on_every_layer():
+    """The round contexts' local-update primitives (NumPy and torch) carry the names of the compiled
+    rules' primitives (``ops.local_*``), and no other public method of a context runs a local-step
+    kernel (a primitive under a second name)."""
+    import inspect
+
+    from fedtheory._kernels import rounds as ops
+    from fedtheory.algorithms.base import RoundContext
+    kernels = ("corrected_local_sgd", "feddeper_local", "sps_local_steps", "fbe_local_steps", "prox_local_sgd",
+               "pfedme_local")
+    compiled = {n for n in vars(ops) if n.startswith("local_")}
+    contexts = [RoundContext]
+    try:
+        from fedtheory.backends.torch.context import TorchRoundContext
+        contexts.append(TorchRoundContext)
+    except ImportError:                               # torch not installed: the NumPy context alone
+        pass
+    for ctx in contexts:
+        own = {n for n in vars(ctx) if n.startswith("local_")}
+        assert own and own <= compiled, (ctx.__name__, sorted(own - compiled))
+    base = {n for n in vars(RoundContext) if n.startswith("local_")}
+    for ctx in contexts[1:]:
+        assert {n for n in vars(ctx) if n.startswith("local_")} == base, ctx.__name__
+    for name, f in vars(RoundContext).items():
+        if callable(f) and not name.startswith(("_", "local_")):
+            src = inspect.getsource(f)
+            assert not any(k + "(" in src for k in kernels), f"RoundContext.{name} runs a local-step kernel"

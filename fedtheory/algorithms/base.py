@@ -106,19 +106,6 @@ def averaged_step(x, weights, Y, server_lr):
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
-def _renamed(old, new):
-    """A method of the former name ``old`` that warns and calls ``self.<new>`` (so a subclass's override
-    of the new name is what it runs)."""
-    def method(self, *args, **kwargs):
-        import warnings
-        warnings.warn(f"ctx.{old} is now ctx.{new} (the name of the compiled rules' primitive, ops.{new}); "
-                      "the old name will be removed", FutureWarning, stacklevel=2)
-        return getattr(self, new)(*args, **kwargs)
-    method.__name__ = method.__qualname__ = old
-    method.__doc__ = f"Deprecated name of :meth:`{new}`."
-    return method
-
-
 class RoundContext:
     """What one round of local work needs: sampled clients, their randomness, step sizes.
 
@@ -210,24 +197,15 @@ class RoundContext:
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
         """Run the corrected local SGD kernel for every sampled client.
 
-        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor) + corr_s),
-        from y_0 = x0. Returns ``(Y, fail)`` with Y of shape (S, d) and ``fail`` None, or
-        ``(s, k)`` for the first client slot and local step whose iterate became non-finite
-        (put it in the messages under "fail" so that the runner reports it).
+        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor_s) + corr_s),
+        from y_0 = x0 (one start for every client, shape (d,), or one row per sampled client,
+        (S, d)); ``anchor`` is one vector or one row per client, by default the start. Returns
+        ``(Y, fail)`` with Y of shape (S, d) and ``fail`` None, or ``(s, k)`` for the first client
+        slot and local step whose iterate became non-finite (put it in the messages under "fail"
+        so that the runner reports it).
         """
-        return self._local_sgd(x0[None], (x0 if anchor is None else anchor)[None], gscale, mu, corr)
-
-    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None, anchors=None):
-        """Local SGD with one start per sampled client: y_0 = X0[s], prox anchor X0[s] (or
-        ``anchors``: one vector for every client, or one row per sampled client).
-
-        y_{k+1} = y_k - eta_k (gscale (g(y_k) + noise_k) + mu (y_k - anchor_s) + corr_s).
-        Returns ``(Y, fail)`` as :meth:`local_sgd`.
-        """
-        if anchors is None:
-            anchors = X0
-        elif np.ndim(anchors) == 1:
-            anchors = anchors[None]
+        X0 = x0[None] if np.ndim(x0) == 1 else x0
+        anchors = X0 if anchor is None else anchor[None] if np.ndim(anchor) == 1 else anchor
         return self._local_sgd(X0, anchors, gscale, mu, corr)
 
     def round_record(self):
@@ -302,26 +280,21 @@ class RoundContext:
                               np.ascontiguousarray(factor, dtype=np.float64), st, float(eps), Y, G, C, lv, lg, self.path("local"))
         return Y, G, C, lv, lg, self._failure(bad)
 
-    def _prox_sgd(self, X0, anchors, mu=0.0, dual=False, t0_thresh=0.0):
+    def local_prox_sgd(self, x0, anchor=None, mu=0.0, dual=False, t0_thresh=0.0):
+        """Proximal local SGD for h of the problem (see ``prox_local_sgd``): FedMiD's primal steps
+        (``dual`` False), pulled to ``anchor`` with weight ``mu`` when it is given (Ditto, pFedProx),
+        or FedDualAvg's dual steps (``dual`` True, with the accumulated step ``t0_thresh``). ``x0``
+        and ``anchor``: one vector, or one row per sampled client. Returns ``(X, Z, fail)``: the
+        primal and the dual local iterates (Z the start in the primal mode)."""
         p = self.problem
         X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
-        X0, anchors = np.ascontiguousarray(X0), np.ascontiguousarray(anchors)
+        X0 = np.ascontiguousarray(x0[None] if np.ndim(x0) == 1 else x0)
+        anchors = _EMPTY2 if anchor is None else np.ascontiguousarray(anchor[None] if np.ndim(anchor) == 1 else anchor)
         bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
                              float(mu), float(p.reg_weight), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
         return X, Z, self._failure(bad)
 
-    def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
-        """Proximal local SGD of FedMiD (``dual`` False) or FedDualAvg (True) for h of the problem
-        (see ``prox_local_sgd``). Returns ``(X, Z, fail)``: primal and dual local iterates."""
-        return self._prox_sgd(x0[None], _EMPTY2, dual=dual, t0_thresh=t0_thresh)
-
-    def anchored_prox_sgd(self, X0, anchor, mu):
-        """K proximal steps pulled to ``anchor`` from y_0 = X0[s] (see ``prox_local_sgd``).
-        Returns ``(Y, fail)``."""
-        X, _, fail = self._prox_sgd(X0, anchor[None], mu)
-        return X, fail
-
-    def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
+    def local_pfedme(self, x0, lam_p, eta_p, inner, wd):
         """pFedMe's local rounds (see ``pfedme_local``). Returns ``(W, Theta, fail)``."""
         p = self.problem
         W, Th = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
@@ -338,14 +311,6 @@ class RoundContext:
                               self.lrs, p.l2, x0, float(lam), float(p.reg_weight), int(hvp_mode), float(fd_eps),
                               *p.reg_pack(), Y, self.path("local"), self.path("prox_point"))
         return Y, self._failure(bad)
-
-    # the names these primitives had before they took those of the compiled rules' (``ops.local_sam``,
-    # ``ops.local_vr``, ``ops.local_sps``, ``ops.local_fbe``); a subclass's override of the new name is
-    # what the old one calls
-    local_sgd_perturbed = _renamed("local_sgd_perturbed", "local_sam")
-    local_sgd_anchored = _renamed("local_sgd_anchored", "local_vr")
-    sps_steps = _renamed("sps_steps", "local_sps")
-    fbe_steps = _renamed("fbe_steps", "local_fbe")
 
     def full_grads(self, x):
         """Exact client gradients grad f_i(x) of the sampled clients, shape (S, d)."""

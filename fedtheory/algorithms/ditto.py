@@ -93,8 +93,8 @@ class Ditto(Algorithm):
         return {"x": copy(x0), "v": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):         # the torch backend's glue
-        X, _, fail = ctx.prox_sgd(state["x"])
-        V, fail2 = ctx.anchored_prox_sgd(state["v"][ctx.clients], state["x"], self.lam_d)
+        X, _, fail = ctx.local_prox_sgd(state["x"])
+        V, _, fail2 = ctx.local_prox_sgd(state["v"][ctx.clients], state["x"], self.lam_d)
         return {"y": X, "v": V, "fail": fail if fail is not None else fail2}
 
     def local_round_reference(self, state, ctx):

@@ -83,7 +83,7 @@ class FedDualAvg(Algorithm):
         return {"x": copy(x0), "z": copy(x0), "acc": 0.0}
 
     def local_round(self, state, ctx):         # the torch backend's glue
-        _, Z, fail = ctx.prox_sgd(state["z"], dual=True, t0_thresh=state["acc"])
+        _, Z, fail = ctx.local_prox_sgd(state["z"], dual=True, t0_thresh=state["acc"])
         return {"z": Z, "fail": fail}
 
     def local_round_reference(self, state, ctx):

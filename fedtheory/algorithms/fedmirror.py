@@ -89,7 +89,7 @@ class FedMiD(Algorithm):
         return Params(float(self.server_lr), SERVER_PROX.index(self.server_prox))
 
     def local_round(self, state, ctx):         # the torch backend's glue
-        X, _, fail = ctx.prox_sgd(state["x"])
+        X, _, fail = ctx.local_prox_sgd(state["x"])
         return {"y": X, "fail": fail}
 
     def local_round_reference(self, state, ctx):

@@ -144,14 +144,14 @@ class FedPD(Algorithm):
         lam = state["dual"][ctx.clients]
         if self.start == "previous":             # from each client's last local solution
             anchors = state["anchor"][0] if state["synced"] else state["anchor"][ctx.clients]
-            Y, fail = ctx.local_sgd_from(state["last"][ctx.clients], mu=1.0 / self.eta, corr=lam, anchors=anchors)
+            Y, fail = ctx.local_sgd(state["last"][ctx.clients], mu=1.0 / self.eta, corr=lam, anchor=anchors)
             return {"y": Y, "fail": fail}
         if state["synced"]:                      # one anchor for everyone: one kernel call
             x0 = state["anchor"][0]
             Y, fail = ctx.local_sgd(x0, mu=1.0 / self.eta, corr=lam)
             return {"y": Y, "fail": fail}
         # per-client anchors after a silent round: every client from its own x_{0,i}
-        Y, fail = ctx.local_sgd_from(state["anchor"][ctx.clients], mu=1.0 / self.eta, corr=lam)
+        Y, fail = ctx.local_sgd(state["anchor"][ctx.clients], mu=1.0 / self.eta, corr=lam)
         return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):

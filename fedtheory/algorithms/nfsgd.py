@@ -153,7 +153,7 @@ class NFSGD(Algorithm):
         return _Params(TOPOLOGIES.index(self.topology), float(self.er_p), int(self.graph_seed))
 
     def local_round(self, state, ctx):         # the torch backend's glue
-        Y, fail = ctx.local_sgd_from(state["X"][ctx.clients])
+        Y, fail = ctx.local_sgd(state["X"][ctx.clients])
         return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):

@@ -113,7 +113,7 @@ class PFedMe(Algorithm):
         return {"x": copy(x0), "theta": repeat_rows(x0, problem.n_clients)}
 
     def local_round(self, state, ctx):         # the torch backend's glue
-        W, Th, fail = ctx.pfedme_steps(state["x"], self.lam_p, self.eta_p, self.inner, self.weight_decay)
+        W, Th, fail = ctx.local_pfedme(state["x"], self.lam_p, self.eta_p, self.inner, self.weight_decay)
         return {"w": W, "theta": Th, "fail": fail}
 
     def local_round_reference(self, state, ctx):

@@ -86,7 +86,7 @@ class PFedProx(Algorithm):
 
     def local_round(self, state, ctx):         # the torch backend's glue
         x = state["x"]
-        Y, fail = ctx.anchored_prox_sgd(broadcast_rows(x, ctx.S), x, self.mu)
+        Y, _, fail = ctx.local_prox_sgd(broadcast_rows(x, ctx.S), x, self.mu)
         return {"y": Y, "fail": fail}
 
     def local_round_reference(self, state, ctx):

@@ -128,14 +128,11 @@ class TorchRoundContext(RoundContext):
         return self._clients(1, client)
 
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
-        anchor = x0 if anchor is None else self._vec(anchor)
-        return self._sgd_loop(lambda s: x0, float(gscale), float(mu), lambda s: anchor, corr)
-
-    def local_sgd_from(self, X0, gscale=1.0, mu=0.0, corr=None, anchors=None):
-        X0 = self._vec(X0)
-        A = X0 if anchors is None else self._vec(anchors)
-        anchor = (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
-        return self._sgd_loop(lambda s: X0[s], float(gscale), float(mu), anchor, corr)
+        X0 = self._vec(x0)
+        A = X0 if anchor is None else self._vec(anchor)
+        start = (lambda s: X0) if X0.dim() == 1 else (lambda s: X0[s])
+        pull = (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
+        return self._sgd_loop(start, float(gscale), float(mu), pull, corr)
 
     def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         anchor = x0 if anchor is None else self._vec(anchor)
@@ -247,13 +244,17 @@ class TorchRoundContext(RoundContext):
         Y, fail = self._clients(1, client)
         return Y, G, C, lv, lg, fail
 
-    def prox_sgd(self, x0, dual=False, t0_thresh=0.0):
+    def local_prox_sgd(self, x0, anchor=None, mu=0.0, dual=False, t0_thresh=0.0):
         p = self.problem
+        X0 = self._vec(x0)
+        A = None if anchor is None else self._vec(anchor)
         noise = self._noise()
         tau = p.reg_weight
 
         def client(s):
-            x, z = x0.clone(), x0.clone()
+            start = X0 if X0.dim() == 1 else X0[s]
+            pull = None if A is None else A if A.dim() == 1 else A[s]
+            x, z = start.clone(), start.clone()
             acc = float(t0_thresh)
             flags = []
             for k in range(self.K):
@@ -263,28 +264,16 @@ class TorchRoundContext(RoundContext):
                     acc += lr
                     x = p.prox_t(z, acc * tau)
                     flags.append(torch.isfinite(z).all())
-                else:
+                elif pull is None:
                     x = p.prox_t(x - lr * self._g(s, k, x, noise=noise), lr * tau)
+                    flags.append(torch.isfinite(x).all())
+                else:
+                    x = p.prox_t(x - lr * (self._g(s, k, x, noise=noise) + mu * (x - pull)), lr * tau)
                     flags.append(torch.isfinite(x).all())
             return (x, z), flags
         return self._clients(2, client)
 
-    def anchored_prox_sgd(self, X0, anchor, mu):
-        p = self.problem
-        X0, anchor = self._vec(X0), self._vec(anchor)
-        noise = self._noise()
-
-        def client(s):
-            y = X0[s].clone()
-            flags = []
-            for k in range(self.K):
-                lr = float(self.lrs[k])
-                y = p.prox_t(y - lr * (self._g(s, k, y, noise=noise) + mu * (y - anchor)), lr * p.reg_weight)
-                flags.append(torch.isfinite(y).all())
-            return (y,), flags
-        return self._clients(1, client)
-
-    def pfedme_steps(self, x0, lam_p, eta_p, inner, wd):
+    def local_pfedme(self, x0, lam_p, eta_p, inner, wd):
         p = self.problem
         noise = self._noise()
 
