@@ -62,7 +62,7 @@ numpydoc_validation_checks = {"PR01", "PR02", "RT01", "GL08"}
 # _check_record_attributes below fails the build when a dataclass field is not documented there.
 RECORDS = ("fedtheory.RunResult", "validation.GroundTruth", "validation.Constants", "validation.Tightness",
            "validation.Infimum",
-           "fedtheory.theory.Verification", "fedtheory.trace.Trace", "fedtheory.trace.RoundTrace",
+           "fedtheory.theory.Verification", "fedtheory.runs.trace.Trace", "fedtheory.runs.trace.RoundTrace",
            "fedtheory.algorithms.base.RoundContext", "validation.Falsification")
 numpydoc_validation_exclude = {"^" + name.replace(".", r"\.") + "$" for name in RECORDS}
 

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 #: Public names loaded where first used (``import fedtheory`` stays light: no Numba, pandas or
 #: SciPy until a run, a problem or the algorithm list needs them): name -> defining module.
-_LAZY = {"run": "runner", "RunResult": "runner", "FederatedProblem": "problem", "get_algorithm": "registry",
+_LAZY = {"run": "runs.runner", "RunResult": "runs.runner", "FederatedProblem": "problem", "get_algorithm": "registry",
          "algorithms": "algorithms"}
 
 
@@ -22,7 +22,7 @@ def __getattr__(name):
     import importlib
     import importlib.util
     if name not in _LAZY:
-        # a submodule (fedtheory.registry, fedtheory.trace, ...): ``import fedtheory`` used to load them
+        # a submodule (fedtheory.registry, fedtheory.runs.trace, ...): ``import fedtheory`` used to load them
         if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
             return importlib.import_module(f".{name}", __name__)
         raise AttributeError(f"module 'fedtheory' has no attribute {name!r}")
@@ -107,7 +107,7 @@ def describe(name, conditions=True):
                 "traceables": {k: f"{src}: {text}" for k, (src, text) in cls.traceables.items()},
                 "scalars": dict(cls.scalars),
                 "doc": _summary(cls.__doc__)}
-    from .config import factories, factory_call
+    from .reporting.config import factories, factory_call
     table = factories()
     if name in table:
         import inspect

@@ -16,7 +16,7 @@ from .exceptions import InvalidParameterError
 
 ALGORITHMS = {}
 #: Problem factories registered with :func:`register_problem` (the built-in ones are the
-#: functions of :mod:`problems`; :func:`fedtheory.config.factories` lists both).
+#: functions of :mod:`problems`; :func:`fedtheory.reporting.config.factories` lists both).
 PROBLEMS = {}
 
 _IMPORTED = []          # modules imported by import_modules, in order
@@ -157,7 +157,7 @@ def register_problem(factory=None, *, name=None):
         The name to register it under (default: the function's ``__name__``). The same
         function defined again (a re-run cell or a re-imported module) replaces itself; another
         function of a taken name is a ValueError; the name of a built-in factory is an
-        InvalidParameterError once the factories are listed (:func:`fedtheory.config.factories`).
+        InvalidParameterError once the factories are listed (:func:`fedtheory.reporting.config.factories`).
 
     Returns
     -------
@@ -173,7 +173,7 @@ def register_problem(factory=None, *, name=None):
     ...     rng = np.random.default_rng(seed)
     ...     A = [rng.normal(size=(10, dim)) for _ in range(n_clients)]
     ...     return problems.least_squares(A, [a @ np.ones(dim) for a in A], l2=l2)
-    >>> from fedtheory.config import make_problem
+    >>> from fedtheory.reporting.config import make_problem
     >>> make_problem({"factory": "my_ridge", "dim": 4}).dim
     4
     >>> del PROBLEMS["my_ridge"]

@@ -93,7 +93,7 @@ def forget_user_modules():
     yield
     import sys
 
-    from fedtheory.sweep import _POOL, _stop_pool
+    from fedtheory.reporting.sweep import _POOL, _stop_pool
     for pool in list(_POOL.values()):            # its workers imported the package: later sweeps start afresh
         _stop_pool(pool)
     for table, content in saved:

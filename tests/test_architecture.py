@@ -26,7 +26,7 @@ def test_library_never_imports_validation():
 
 def test_importing_the_library_needs_no_validation_package():
     code = ("import sys; sys.modules['validation'] = None; import fedtheory, fedtheory.theory, "
-            "fedtheory.truth, fedtheory.verification, fedtheory.trace; "
+            "fedtheory.truth, fedtheory.reporting.verification, fedtheory.runs.trace; "
             "print(sum(not fedtheory.theory.is_lemma(n) for n in fedtheory.theory.THEOREMS))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -290,3 +290,14 @@ def test_each_local_primitive_has_one_name_on_every_layer():
         if callable(f) and not name.startswith(("_", "local_")):
             src = inspect.getsource(f)
             assert not any(k + "(" in src for k in kernels), f"RoundContext.{name} runs a local-step kernel"
+
+
+def test_the_top_level_holds_the_foundations_and_each_package_says_what_it_may_import():
+    """Directly in ``fedtheory/``: the package's foundations and its entry points, about eight
+    modules; the run engine (``runs``), the reporting and command-line layer (``reporting``) and the
+    rest are sub-packages, each of whose docstrings says what lives there and what it may import."""
+    top = sorted(f.name for f in (ROOT / "fedtheory").glob("*.py"))
+    assert len(top) <= 9, top
+    for init in sorted((ROOT / "fedtheory").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 200 and "may import" in doc.lower(), init.parent.name

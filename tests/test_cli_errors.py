@@ -136,8 +136,8 @@ def test_usage_mistakes_in_a_real_process_print_no_traceback(files, argv):
 
 
 @pytest.mark.parametrize("cmd,target,argv", [
-    ("run", "fedtheory.sweep.run_point", ["run", "{d}/ok.toml"]),
-    ("verify", "fedtheory.verification.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
+    ("run", "fedtheory.reporting.sweep.run_point", ["run", "{d}/ok.toml"]),
+    ("verify", "fedtheory.reporting.verification.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
     ("plot", "fedtheory.plotting.results_figure", ["plot", "{d}/res", "--out", "{d}/r.png"]),
     ("describe", "fedtheory.describe", ["describe", "fedavg"]),
     ("list", "fedtheory.algorithms", ["list"]),
@@ -158,7 +158,7 @@ def test_sigint_to_a_running_verify_exits_130_without_traceback(tmp_path):
     # (a process started in the background by a non-interactive shell inherits SIGINT ignored, and
     # Python then installs no KeyboardInterrupt handler: restore it, as a terminal would have it)
     code = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
-            "import sys\nimport fedtheory.verification as v\nrun_cases = v.run_cases\n"
+            "import sys\nimport fedtheory.reporting.verification as v\nrun_cases = v.run_cases\n"
             "def announced(*a, **k):\n    print('ready', flush=True)\n    return run_cases(*a, **k)\n"
             "v.run_cases = announced\nfrom fedtheory.__main__ import main\n"
             f"sys.exit(main(['verify', '--quick', '--out', {str(tmp_path / 'v')!r}]))")
@@ -228,12 +228,12 @@ def test_quiet_and_environment_switch_turn_bars_off(monkeypatch):
 def test_progress_bars_go_to_stderr_when_asked(tmp_path, capsys, monkeypatch):
     """Sweeps, ground truth and verify draw bars (stderr) when asked; --quiet silences them."""
     import problems
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     from fedtheory.truth import ground_truth
     monkeypatch.delenv("FEDTHEORY_QUIET", raising=False)
     sweep(CFG, tmp_path / "s", n_jobs=1, progress=True)
     ground_truth(problems.quadratic(4, 3, seed=7), cache=False, progress=True)
-    from fedtheory.verification import run_cases
+    from fedtheory.reporting.verification import run_cases
     run_cases(quick=True, theorems=["fedsps.theorem_3a"], progress=True)
     captured = capsys.readouterr()
     assert "sweep: 100%" in captured.err and "ground truth of quadratic" in captured.err

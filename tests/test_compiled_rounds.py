@@ -18,7 +18,7 @@ from numba import njit
 import fedtheory as ft
 import problems
 from fedtheory._kernels import rounds as rk
-from fedtheory.participants import Participants
+from fedtheory.runs.participants import Participants
 from fedtheory.registry import get_algorithm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,7 +92,7 @@ def test_participants_extend_records_what_append_records(n, data):
 
 
 def test_fused_path_is_taken_only_without_per_round_python():
-    from fedtheory.runner import _Job
+    from fedtheory.runs.runner import _Job
     p = problems.quadratic(4, 3, seed=0)
 
     def job(**kw):
@@ -651,7 +651,7 @@ def test_the_types_of_every_rule_signature_pickle_by_name(name):
 def test_a_trace_of_some_rounds_is_recorded_on_the_fused_path(name):
     """trace_rounds: the traced rounds are recorded from inside the fused call; the run, its history,
     participants and trace are those of the per-round run (taken with a callback)."""
-    from fedtheory.runner import _Job  # noqa: F401  (the path is chosen by _Job.fused)
+    from fedtheory.runs.runner import _Job  # noqa: F401  (the path is chosen by _Job.fused)
     p = problems.quadratic(6, 4, heterogeneity=1.0, seed=0)
     cls = get_algorithm(name)
     kw = dict(cls.test_params, rounds=12, local_steps=3, record_iterates=True, clients_per_round=3, eval_every=2,

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from fedtheory.config import ConfigError, key_lines, load, make_problem
+from fedtheory.reporting.config import ConfigError, load, make_problem
+from fedtheory.reporting.toml_text import key_lines
 
 BASE = """\
 [problem]
@@ -155,7 +156,7 @@ def test_missing_tables_and_keys(tmp_path):
 
 def test_values_are_checked_for_every_grid_point_before_any_run(tmp_path, monkeypatch):
     """The second grid point's bad value is found at load; no run starts."""
-    from fedtheory.runner import _Job
+    from fedtheory.runs.runner import _Job
     calls = []
     monkeypatch.setattr(_Job, "round", lambda self, r: calls.append(r))
     monkeypatch.setattr(_Job, "evaluate", lambda self, r: calls.append(r))
@@ -271,7 +272,7 @@ def test_dotted_grid_keys_are_problem_arguments(tmp_path):
 
 def test_run_ids_of_configurations_naming_the_factory_with_name_are_unchanged():
     """A sweep written when ``name`` named the factory keeps its run ids: resuming it redoes nothing."""
-    from fedtheory.config import run_id
+    from fedtheory.reporting.config import run_id
     run = {"algorithm": "fedavg", "rounds": 5, "seed": 0}
     old = json.dumps({"problem": {"name": "quadratic", "dim": 3}, "run": run}, sort_keys=True, default=str)
     assert run_id({"factory": "quadratic", "dim": 3}, run) == hashlib.sha256(old.encode()).hexdigest()[:16]

@@ -6,22 +6,22 @@ import pytest
 
 import fedtheory as ft
 
-MODULES = (["fedtheory", "fedtheory.runner", "fedtheory.schedules", "fedtheory.theory.fedspeed",
+MODULES = (["fedtheory", "fedtheory.runs.runner", "fedtheory.runs.schedules", "fedtheory.theory.fedspeed",
             "fedtheory.theory.localdescent", "fedtheory.theory.fedsps", "fedtheory.theory.feddeper",
-            "fedtheory.theory.pfedfbe", "fedtheory.metrics", "fedtheory.errata", "fedtheory.theory", "problems.lasso_settings",
+            "fedtheory.theory.pfedfbe", "fedtheory.runs.metrics", "fedtheory.reporting.errata", "fedtheory.theory", "problems.lasso_settings",
             "fedtheory.theory.rates",
             "fedtheory.theory.verdicts", "fedtheory._threads",
             "problems.low_rank",
-            "fedtheory.topology",
-            "fedtheory.config", "fedtheory.registry", "fedtheory._argcheck", "fedtheory.__main__",
-            "fedtheory.results", "fedtheory.sweep", "fedtheory.plotting.styles", "fedtheory.plotting.axes",
+            "fedtheory.runs.topology",
+            "fedtheory.reporting.config", "fedtheory.registry", "fedtheory._argcheck", "fedtheory.__main__",
+            "fedtheory.reporting.results", "fedtheory.reporting.sweep", "fedtheory.plotting.styles", "fedtheory.plotting.axes",
             "fedtheory.plotting.tables", "fedtheory.plotting.figures", "fedtheory.plotting.save",
             "problems.regression", "problems.classification", "problems.synthetic", "problems.explicit",
             "problems.datasets", "problems.partition", "fedtheory.truth.optimum", "fedtheory.truth.recession", "fedtheory.truth.problem_constants", "validation.theorem_checks",
-            "fedtheory.trace", "fedtheory.theory.engine", "fedtheory.participants",
-            "fedtheory.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
+            "fedtheory.runs.trace", "fedtheory.theory.engine", "fedtheory.runs.participants",
+            "fedtheory.runs.arrays", "fedtheory.backends.torch", "fedtheory.backends.torch.deep",
             "fedtheory.backends.torch.models", "problems.vision", "fedtheory.testing.strategies",
-            "fedtheory.theory.falsify", "fedtheory.components.base", "fedtheory.verification",
+            "fedtheory.theory.falsify", "fedtheory.components.base", "fedtheory.reporting.verification",
             "fedtheory.theory.tightness", "fedtheory.theory.tightness.api", "fedtheory.theory.tightness.instances",
             "fedtheory.theory.tightness.pepit_adapter", "fedtheory.constants", "fedtheory.testing.draws"]
            + sorted({ft.get_algorithm(a).__module__ for a in ft.algorithms()}))

@@ -91,9 +91,9 @@ _TOML_PAGES = [(p, i) for p in (README, *PAGES) for i, _ in enumerate(_blocks(p,
 
 @pytest.mark.parametrize("page,i", _TOML_PAGES, ids=[f"{_ids(p)}-{i}" for p, i in _TOML_PAGES])
 def test_toml_examples_are_valid_configurations(page, i, data_dir, monkeypatch):
-    """Each TOML block loads and passes every check of fedtheory.config.load (its problem built)."""
+    """Each TOML block loads and passes every check of fedtheory.reporting.config.load (its problem built)."""
     from fedtheory import registry
-    from fedtheory.config import load
+    from fedtheory.reporting.config import load
     monkeypatch.setattr(registry, "_IMPORTED", [])      # a block's import = [...] stays in this test
     text = _blocks(page, "toml")[i]
     if "vision." in text:

@@ -13,7 +13,7 @@ import pytest
 
 import validation
 from fedtheory.__main__ import main
-from fedtheory.errata import FIELDS, render_tex, tex_escape
+from fedtheory.reporting.errata import FIELDS, render_tex, tex_escape
 from fedtheory.exceptions import InvalidParameterError
 from fedtheory.theory import CASES, SPECS, Erratum, TheoremSpec, Variant, case, register_spec
 

@@ -278,7 +278,7 @@ def test_run_arguments_of_the_wrong_kind_are_named_before_any_round(kw, match):
 def test_the_registrys_run_parameter_names_are_runs_signature():
     """registry.RUN_PARAMETERS (the names a hyperparameter may not take) lists exactly run's own."""
     from fedtheory.registry import RUN_PARAMETERS
-    from fedtheory.runner import _run_parameters
+    from fedtheory.runs.runner import _run_parameters
     assert set(RUN_PARAMETERS) == set(_run_parameters()) - {"problem", "algorithm", "hyperparameters"}
     assert len(RUN_PARAMETERS) == len(set(RUN_PARAMETERS))
 
@@ -333,7 +333,7 @@ def test_describe_every_algorithm():
 
 
 def test_nfsgd_refuses_a_graph_given_with_a_mixing_matrix():
-    from fedtheory.topology import mixing_matrix
+    from fedtheory.runs.topology import mixing_matrix
     p = problems.quadratic(4, 3, seed=0)
     W = mixing_matrix("complete", 4, p.weights, 0.5, 0)
     for graph in (dict(topology="torus"), dict(topology="ring"), dict(graph_seed=0)):     # ring: the default

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fedtheory.config import load, run_id
-from fedtheory.sweep import sweep
+from fedtheory.reporting.config import load, run_id
+from fedtheory.reporting.sweep import sweep
 
 TINY = """\
 [problem]
@@ -255,7 +255,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         def executing():
             return sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
-        from fedtheory.sweep import run_point                  # kernels loaded: the run is in its rounds
+        from fedtheory.reporting.sweep import run_point                  # kernels loaded: the run is in its rounds
         prob, rn = load(cfg).points()[0]
         client.submit(run_point, prob, dict(rn, rounds=1), pure=False).result()
         cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(tmp_path / "d"),
@@ -540,7 +540,7 @@ def test_sweep_argument_errors_are_one_line(tmp_path, capsys):
     one.write_text(TINY.split("[grid]")[0].replace("[run]\n", '[run]\nalgorithm = "fedavg"\n'))
     assert main(["run", str(one), "--out", ""]) == 2          # ran without storing, silently
     assert capsys.readouterr().err == "fedtheory run: error: --out '': an empty path; a directory name is expected\n"
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     with pytest.raises(InvalidParameterError, match="The 'directory' parameter of ResultsStore must be a non-empty"):
         ResultsStore("")
     with pytest.raises(InvalidParameterError, match="The 'out' parameter of sweep must be a non-empty path"):
@@ -637,7 +637,7 @@ def test_run_file_with_altered_content_fails_its_checksum(tmp_path, reference):
 
 def test_run_files_record_run_id_rows_and_checksum(tmp_path, reference):
     import json
-    from fedtheory.results import META_KEY, content_digest
+    from fedtheory.reporting.results import META_KEY, content_digest
     out, files = _fresh(tmp_path)
     for f in files:
         t = pq.read_table(f)
@@ -652,14 +652,14 @@ def test_run_file_of_the_previous_store_is_adopted_not_redone(tmp_path, referenc
     """A run file without run metadata but whose rows all carry its name's run id (as
     fedtheory 0.1 wrote them) is kept: rewritten with a checksum, its run not redone."""
     import json
-    from fedtheory.results import META_KEY
+    from fedtheory.reporting.results import META_KEY
     out, files = _fresh(tmp_path)
     old = pd.read_parquet(files[0])
     old.to_parquet(files[0], index=False)      # what the previous store wrote (pandas metadata only)
     assert META_KEY not in pq.read_schema(files[0]).metadata
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        from fedtheory.results import ResultsStore
+        from fedtheory.reporting.results import ResultsStore
         s = ResultsStore(out)
     assert s.finished() == _ids(TINY)
     assert json.loads(pq.read_schema(files[0]).metadata[META_KEY])["run_id"] == files[0].stem
@@ -672,7 +672,7 @@ def test_opening_a_store_keeps_live_writers_temporary_files(tmp_path):
     """Opening a store never deletes another live writer's temporary file (the crash race of
     0.1); a dead writer's temporary file on this host is removed."""
     import socket
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     host = socket.gethostname().replace("~", "-")
     out = tmp_path / "s"
     (out / "runs").mkdir(parents=True)
@@ -691,7 +691,7 @@ def test_opening_a_store_keeps_live_writers_temporary_files(tmp_path):
 
 def test_two_writers_interleaved_on_one_store(tmp_path, reference):
     """Two stores open on one directory, adding runs in turn: each commit holds both writers' runs."""
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     out = tmp_path / "two"
     a, b = ResultsStore(out), ResultsStore(out)
     groups = [g for _, g in reference.groupby("run_id", sort=True)]
@@ -732,7 +732,7 @@ NO_POOL_THREADS = """
 import os, sys
 import pyarrow                                     # its jemalloc thread starts here, before the count
 from pathlib import Path
-from fedtheory.results import ResultsStore, _read_table
+from fedtheory.reporting.results import ResultsStore, _read_table
 
 def native_threads():
     return len(os.listdir("/proc/self/task"))
@@ -754,7 +754,7 @@ def test_store_reads_start_no_arrow_pool_thread(tmp_path, reference):
     after reading the other's run files. A process that loads a store another process wrote, reads
     its table, commits and reads results.parquet starts no native thread (pq.read_table with
     use_threads=False started two: its pre-buffering reads through Arrow's I/O pool)."""
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     out = tmp_path / "store"
     writer = ResultsStore(out)
     for rid, g in reference.groupby("run_id", sort=True):
@@ -772,7 +772,7 @@ def test_store_reads_start_no_arrow_pool_thread(tmp_path, reference):
 EXCLUSIVE = """
 import sys, time
 from pathlib import Path
-from fedtheory.results import _exclusive
+from fedtheory.reporting.results import _exclusive
 d = Path(sys.argv[1])
 for _ in range(int(sys.argv[2])):
     with _exclusive(d / ".lock"):
@@ -801,7 +801,7 @@ def test_commit_lock_excludes_concurrent_holders_and_leaves_no_file(tmp_path):
 def test_adding_a_run_does_not_rewrite_the_table(tmp_path, reference):
     """Storing a run writes its own file only: results.parquet is written on the first run and
     by commit(), not once per run (which made 3000 runs quadratic)."""
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     s = ResultsStore(tmp_path / "o1")
     groups = [g.reset_index(drop=True) for _, g in reference.groupby("run_id", sort=True)]
     s.add(groups[0].run_id.iloc[0], groups[0])
@@ -841,7 +841,7 @@ def test_diverged_rows_are_never_stored(tmp_path):
 def test_store_refuses_inf_and_nan_rows_and_repairs_old_files(tmp_path, reference):
     """add() drops rows with a non-finite value/grad_mapping_sq/suboptimality/dist_sq or any
     +-inf metric and marks the run diverged; a stored file with such rows is repaired on open."""
-    from fedtheory.results import ResultsStore
+    from fedtheory.reporting.results import ResultsStore
     g = reference[reference.run_id == reference.run_id.iloc[0]].reset_index(drop=True)
     rid = g.run_id.iloc[0]
     bad = pd.concat([g, g.iloc[[-1]].assign(round=40, value=np.inf), g.iloc[[-1]].assign(round=50, dist_sq=np.nan),
@@ -1146,7 +1146,7 @@ def test_divergence_with_a_reference_keeps_finite_suboptimality():
 def test_a_metric_never_computed_is_not_divergence():
     """A deep run without gradients has grad_mapping_sq NaN in every row: stored as it is; a NaN that
     appears in a computed metric still marks divergence."""
-    from fedtheory.results import nonfinite_rows
+    from fedtheory.reporting.results import nonfinite_rows
     df = pd.DataFrame({"round": [0, 1, 2], "value": [2.0, 1.5, 1.2], "grad_mapping_sq": [np.nan] * 3})
     assert not nonfinite_rows(df).any()
     df2 = df.assign(grad_mapping_sq=[1.0, np.nan, 0.5])

@@ -286,7 +286,7 @@ def test_fedpd_rejects_partial_participation():
 def test_lr_decay_drops_the_auxiliary_sequence():
     """spec E11: with a decayed step z^t has no closed form; the history says so (NaN) instead
     of computing it with a constant gamma."""
-    from fedtheory.schedules import round_decay
+    from fedtheory.runs.schedules import round_decay
     p = problems.quadratic(4, 3, heterogeneity=1.0, seed=0)
     const = ft.run(p, "fedspeed", rounds=4, local_steps=3, lr=0.1, lam=1.0, eval_every=1)
     assert np.isfinite(const.history.z_grad_sq.iloc[1:]).all()
@@ -296,7 +296,7 @@ def test_lr_decay_drops_the_auxiliary_sequence():
 
 
 def test_round_decay_and_epochs_helpers():
-    from fedtheory.schedules import epochs_to_local_steps, round_decay
+    from fedtheory.runs.schedules import epochs_to_local_steps, round_decay
     p = problems.quadratic(4, 3, seed=0)
     K = 3
     sched = round_decay(0.2, 0.5, K)

@@ -12,7 +12,7 @@ import problems
 import validation
 from fedtheory.exceptions import InvalidParameterError
 from fedtheory.theory import localdescent as ld
-from fedtheory.topology import check_mixing, mixing_matrix, zeta
+from fedtheory.runs.topology import check_mixing, mixing_matrix, zeta
 
 
 def shared_quadratic(n=6, d=4, seed=0, noise=0.0, weights=None):

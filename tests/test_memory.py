@@ -6,7 +6,7 @@ import pytest
 
 import fedtheory as ft
 import problems
-from fedtheory.participants import Participants
+from fedtheory.runs.participants import Participants
 
 
 def test_participants_of_1e5_rounds_of_1000_clients_take_under_10_mb():

@@ -1,5 +1,5 @@
 """Every parameter checked the same way (fedtheory._argcheck.check_param), and no configuration
-setting silently dropped (fedtheory.config).
+setting silently dropped (fedtheory.reporting.config).
 
 Messages name the parameter, the caller, the accepted range and the value received; numbers are
 taken as users write them (Python ints of any size, numpy scalars), booleans never as numbers.
@@ -9,9 +9,9 @@ import pytest
 
 import fedtheory as ft
 import problems
-from fedtheory.config import ConfigError, load
+from fedtheory.reporting.config import ConfigError, load
 from fedtheory.exceptions import InvalidParameterError
-from fedtheory.runner import check_arguments
+from fedtheory.runs.runner import check_arguments
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_toml_values_of_the_wrong_kind_name_the_key():
 def test_large_grids_report_their_size_and_progress(monkeypatch, capsys):
     """From LARGE_GRID points on, listing and checking show a bar with the grid's size (here
     lowered to 4 to keep the test fast; a 1e6-point grid takes minutes to check)."""
-    import fedtheory.config as config
+    import fedtheory.reporting.config as config
     text = CFG.replace("seed = [0, 1]", "seed = [0, 1, 2, 3]\nlr = [0.1, 0.2]")
     cfg = load(text, check=False)
     assert cfg.size() == 8 and len(cfg.points()) == 8

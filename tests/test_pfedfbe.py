@@ -307,7 +307,7 @@ def test_federated_lasso_generator_and_support_metrics():
     res = ft.run(p, "pfedfbe", rounds=5, local_steps=3, lr=1e-3, lam=500.0)
     for col in ("pm_precision", "pm_recall", "pm_f1", "gm_f1", "pm_shift_inf"):
         assert col in res.history
-    from fedtheory.metrics import support_scores
+    from fedtheory.runs.metrics import support_scores
     assert support_scores(W[0], W[0]) == (1.0, 1.0, 1.0)
 
 

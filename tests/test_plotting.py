@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 from fedtheory.plotting import (BOUND_STYLES, bound_style, bound_vs_T, curve_groups, filter_table,  # noqa: E402
                                 rate_plot, results_figure)
-from fedtheory.verification import MAX_PIXELS, ratios_figure, save_figure  # noqa: E402
+from fedtheory.reporting.verification import MAX_PIXELS, ratios_figure, save_figure  # noqa: E402
 
 ROUNDS = np.array([0, 1, 2, 3])
 
@@ -256,7 +256,7 @@ def test_every_violated_verdict_verify_writes_is_hatched(holds, expected):
     from types import SimpleNamespace
 
     from fedtheory.theory.verdicts import is_violated
-    from fedtheory.verification import verdict_cell
+    from fedtheory.reporting.verification import verdict_cell
     ratio = 0.5 if holds else 3.0
     v = SimpleNamespace(applicable=True, holds=holds, measured=ratio, bound=1.0, verdict=lambda: "holds" if holds
                         else "VIOLATED")

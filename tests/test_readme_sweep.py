@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from fedtheory.__main__ import EXAMPLE_CONFIG, main
-from fedtheory.config import load
+from fedtheory.reporting.config import load
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sweep.toml"

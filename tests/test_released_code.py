@@ -15,7 +15,7 @@ import pytest
 import fedtheory as ft
 import problems
 from fedtheory.exceptions import InvalidParameterError
-from fedtheory.schedules import epochs_to_local_steps, round_decay
+from fedtheory.runs.schedules import epochs_to_local_steps, round_decay
 
 torch = pytest.importorskip("torch")
 

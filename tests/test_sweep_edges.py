@@ -17,9 +17,9 @@ import pytest
 
 import fedtheory as ft
 import problems
-from fedtheory.config import ConfigError, load, run_id
+from fedtheory.reporting.config import ConfigError, load, run_id
 from fedtheory.exceptions import DeclarationError, InvalidParameterError
-from fedtheory.sweep import sweep
+from fedtheory.reporting.sweep import sweep
 
 QUAD = """
 [problem]
@@ -98,7 +98,7 @@ def test_the_running_script_and_this_project_are_not_the_users_code(tmp_path, mo
     """Resuming with ``python -m fedtheory`` after ``fedtheory`` warned that "your code" changed: the
     console script (``__main__``, and multiprocessing's alias ``__mp_main__``) was recorded as the
     user's code. A module of the user's own is still recorded."""
-    from fedtheory.sweep import _user_files
+    from fedtheory.reporting.sweep import _user_files
     script, mine = tmp_path / "entry_point", tmp_path / "my_helpers.py"
     script.write_text("# a console script\n")
     mine.write_text("X = 1\n")

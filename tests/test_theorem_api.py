@@ -182,7 +182,7 @@ def test_rate_study_rejects_a_form_without_its_prediction():
 
 
 def test_the_user_theorem_s_geometric_rate_study_in_verify(userpkg_theory):
-    from fedtheory.verification import run_cases
+    from fedtheory.reporting.verification import run_cases
     table, studies = run_cases(quick=True, theorems=[USER_THEOREM], progress=False)
     assert list(table.kind) == ["conforming", "conforming", "conforming", "rate"]     # the third: log-cosh
     assert table.verdict[:3].tolist() == ["holds (vacuous: bound > 1e3 x measured)", "holds", "holds"]
@@ -197,7 +197,7 @@ def test_the_user_theorem_s_geometric_rate_study_in_verify(userpkg_theory):
 
 def test_a_geometric_rate_slower_than_predicted_is_reported(userpkg_theory):
     from fedtheory.theory import CASES
-    from fedtheory.verification import run_cases
+    from fedtheory.reporting.verification import run_cases
     study = RateStudy("predicted too fast", _problem, [4, 8, 12, 16, 20], lambda T: dict(rounds=T, lr=0.5),
                       variants=("printed",), form="geometric", predicted_factor=0.5)
     CASES[USER_THEOREM] = lambda quick: ([], [study])
@@ -279,7 +279,7 @@ def test_rate_study_rows_judge_each_variant_on_its_own_checks():
     bound is 0 (it was inf, the falsifier's "worst case")."""
     from fedtheory.theory import CASES, SPECS, THEOREMS, Verification, register_cases
     from fedtheory.theory.engine import gap_floor, register_spec
-    from fedtheory.verification import run_cases
+    from fedtheory.reporting.verification import run_cases
 
     def setup(problem, rounds=30, lr=1.0, seeds=1):
         L, mu, xs = problem.info["L"], problem.info["mu"], problem.info["x_star"]
@@ -417,7 +417,7 @@ def test_rate_fit_gives_no_verdict_without_an_interval_and_ignores_rounding():
     from types import SimpleNamespace as NS
     import problems
     from fedtheory.theory import RateStudy
-    from fedtheory.verification import rate_fit
+    from fedtheory.reporting.verification import rate_fit
     build = lambda: problems.quadratic(1, 3, mu=0.2, seed=0)          # noqa: E731
     geo = RateStudy("geo", build, [5, 10, 15, 20], lambda T: dict(rounds=T), variants=("printed",),
                     form="geometric", predicted_factor=0.5)

@@ -315,7 +315,7 @@ def test_fedsps_worst_case_instance_is_extracted_too():
 
 def test_verify_tightness_without_pepit_is_a_usage_error_before_any_case(tmp_path, capsys, monkeypatch):
     """Without PEPit, `fedtheory verify --tightness` stops at once: one line, exit 2, no regular case run."""
-    from fedtheory import verification
+    from fedtheory.reporting import verification
     from fedtheory.__main__ import main
     ran = []
     monkeypatch.setattr(verification, "run_cases", lambda *a, **k: ran.append(1))

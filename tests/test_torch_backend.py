@@ -316,7 +316,7 @@ def test_no_device_tensor_reaches_numpy_implicitly(tmp_path, monkeypatch):
     ran). Emulated here on the CPU: a tensor refuses NumPy's implicit conversion, as a CUDA tensor
     does, and every rule still runs and agrees with numba."""
     import importlib
-    from fedtheory.arrays import to_numpy
+    from fedtheory.runs.arrays import to_numpy
     from fedtheory.registry import ALGORITHMS
 
     def refuse(self, dtype=None, copy=None):

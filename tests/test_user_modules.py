@@ -112,7 +112,7 @@ def test_an_unknown_name_says_what_was_imported_and_suggests_import(tmp_path):
 
 
 def test_a_factory_name_is_registered_once_and_never_a_built_in_one(monkeypatch, capsys):
-    from fedtheory.config import factories
+    from fedtheory.reporting.config import factories
     from fedtheory.registry import PROBLEMS, register_problem
     monkeypatch.setattr("fedtheory.registry.PROBLEMS", dict(PROBLEMS))
 
@@ -215,7 +215,7 @@ def test_python_sweep_with_two_workers_imports_the_registering_module(tmp_path, 
     found in the registries and imported by every loky worker, although no --import named them;
     the two workers give the values of a sweep in this process."""
     from fedtheory.registry import user_modules
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     assert {"userpkg", "userpkg.logcosh"} <= set(user_modules())
     local = sweep(USER_CFG, tmp_path / "one", n_jobs=1, progress=False)
     two = sweep(USER_CFG, tmp_path / "two", n_jobs=2, progress=False, warm=False)
@@ -231,7 +231,7 @@ def test_python_sweep_with_two_workers_imports_the_registering_module(tmp_path, 
 
 def test_dask_workers_import_the_module(tmp_path, userpkg, dask_cluster):
     cluster, _ = dask_cluster
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     df = sweep(CFG, tmp_path / "dask", backend="dask", scheduler=cluster.scheduler_address, progress=False)
     assert df.run_id.nunique() == 2 and set(df.status) == {"max_rounds"}
 
@@ -306,9 +306,9 @@ def test_a_sweep_after_an_edit_and_reload_runs_the_new_code(tmp_path, monkeypatc
     import importlib
 
     import fedtheory as ft
-    from fedtheory.config import build_problem, load, run_call
+    from fedtheory.reporting.config import build_problem, load, run_call
     from fedtheory.registry import ALGORITHMS
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     src = tmp_path / "reload_sweep_mod.py"
     src.write_text(RELOAD_ALG.replace("FACTOR", "0.5"))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -343,7 +343,7 @@ def test_a_resumed_sweep_over_runs_of_other_code_says_so(tmp_path, monkeypatch, 
     import importlib
 
     from fedtheory.registry import ALGORITHMS
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     src = tmp_path / "resume_code_mod.py"
     src.write_text(RELOAD_ALG.replace("FACTOR", "0.5").replace("reload_sweep_alg", "resume_code_alg"))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -374,7 +374,7 @@ def test_an_algorithm_or_factory_of_main_is_refused_before_workers_start(tmp_pat
         "import userpkg\n"
         "from dataclasses import dataclass\n"
         "from fedtheory.registry import register\n"
-        "from fedtheory.sweep import sweep\n"
+        "from fedtheory.reporting.sweep import sweep\n"
         "from fedtheory.exceptions import InvalidParameterError\n"
         "@register\n"
         "@dataclass(frozen=True)\n"
@@ -496,7 +496,7 @@ def test_user_datafit_problem_has_a_certified_optimum_that_scipy_confirms(userpk
     polish) is certified, and F*, x* and every f_i* agree with scipy's Newton on the test's formulas;
     its constants come from the declared capabilities."""
     import validation
-    from fedtheory.config import make_problem
+    from fedtheory.reporting.config import make_problem
     from fedtheory.components import capabilities
     p = make_problem({"factory": FACTORY, "n_clients": 3, "dim": 3, "shift": 0.5, "seed": 1})
     gt = validation.ground_truth(p, cache=False)
@@ -530,7 +530,7 @@ def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch
     "No module named ... (the command line also searches the current directory)", as if the driver
     had failed, and pointed at the wrong machine."""
     from fedtheory import registry
-    from fedtheory.sweep import sweep
+    from fedtheory.reporting.sweep import sweep
     cluster, _ = dask_cluster
     (tmp_path / "only_on_the_driver_mod.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -544,7 +544,7 @@ def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch
 def test_dask_without_a_scheduler_starts_n_jobs_workers(tmp_path, monkeypatch):
     """``--backend dask`` without ``--scheduler`` ignored -j: its local cluster had one worker per CPU."""
     pytest.importorskip("distributed")
-    from fedtheory import sweep as sw
+    from fedtheory.reporting import sweep as sw
     seen = []
     real = sw._connect
 
@@ -567,7 +567,7 @@ def test_a_local_dask_cluster_takes_no_fixed_port(monkeypatch):
     import socket
     import warnings
 
-    from fedtheory.sweep import _connect
+    from fedtheory.reporting.sweep import _connect
     held = socket.socket()
     try:
         try:

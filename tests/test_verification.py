@@ -10,7 +10,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import CASES, THEOREMS, Condition, Verification
-from fedtheory.verification import failing_conditions
+from fedtheory.reporting.verification import failing_conditions
 
 
 def _na():
@@ -44,7 +44,7 @@ def test_table_lists_failing_conditions_with_roles():
 
 def test_run_cases_marks_not_applicable_rows(monkeypatch):
     """A case whose check is not applicable gets verdict NOT APPLICABLE, no bound and no ratio."""
-    from fedtheory import verification
+    from fedtheory.reporting import verification
     from fedtheory.theory import Case
 
     def fake(problem, variant="printed", measurement=None, **kw):
@@ -108,7 +108,7 @@ def _v(variant, measured, bound, conds=None, applicable=True, reason="", stderr=
 
 def _rows(monkeypatch, by_variant, expect, kind="conforming", variants=None):
     from types import SimpleNamespace
-    from fedtheory import verification
+    from fedtheory.reporting import verification
     from fedtheory.theory import SPECS, Case
 
     def fake(problem, variant="printed", measurement=None, **kw):
@@ -135,7 +135,7 @@ def test_rows_name_the_quantity_mark_vacuous_bounds_and_show_no_spread_for_one_s
                {"printed": True, "corrected": True})
     assert list(df.quantity) == ["f(x^T) - f*"] * 2 and list(df.kind) == ["conforming"] * 2
     assert df.verdict[0] == "holds (vacuous: bound > 1e3 x measured)" and df.verdict[1] == "holds"
-    from fedtheory.verification import format_table
+    from fedtheory.reporting.verification import format_table
     lines = format_table(df).splitlines()
     assert "nan" not in lines[2] and "0.1" in lines[3]
 
@@ -166,7 +166,7 @@ def test_cases_in_worker_processes_give_the_table_of_one_process():
     """``run_cases(jobs=2)`` checks the theorems in forked workers; the table and the rate studies are
     those of one process, row for row and in the same order (every case is deterministic)."""
     import pandas as pd
-    from fedtheory.verification import run_cases
+    from fedtheory.reporting.verification import run_cases
     names = ["fedsps.theorem_3a", "localdescent.theorem_4_1", "feddeper.theorem_1"]
     names = [n for n in names if n in CASES] + [n for n in sorted(CASES) if n not in names][:1]
     one, s1 = run_cases(quick=True, theorems=names, progress=False)
@@ -181,7 +181,7 @@ def test_workers_get_the_theorems_of_one_algorithm_together():
     """``run_cases(jobs=...)`` hands each worker whole groups of theorems that run one algorithm (their
     rounds compile once, in one worker); a theorem without a spec is a group of its own."""
     from fedtheory.theory import SPECS
-    from fedtheory.verification import _by_algorithm
+    from fedtheory.reporting.verification import _by_algorithm
     names = sorted(CASES) + ["x.no_spec"]
     groups = _by_algorithm(names)
     assert sorted(n for g in groups.values() for n in g) == sorted(names)
@@ -193,7 +193,7 @@ def test_workers_get_the_theorems_of_one_algorithm_together():
 
 def test_a_failing_case_in_a_worker_stops_the_parallel_run(monkeypatch):
     """An error in one worker's case reaches the caller (and the other workers are stopped)."""
-    from fedtheory import verification
+    from fedtheory.reporting import verification
     from fedtheory.theory import Case
 
     def broken(problem, variant="printed", measurement=None, **kw):
@@ -228,7 +228,7 @@ def test_a_rate_study_draws_no_bound_of_a_variant_that_is_not_applicable(tmp_pat
     """FedSpeed's rate figure drew "bound: corrected" as an ordinary line while its row said NOT
     APPLICABLE (H2 fails): such a variant is left out of the figure, and its title says why."""
     from fedtheory.theory.verdicts import is_not_applicable
-    from fedtheory.verification import run_cases, write_report
+    from fedtheory.reporting.verification import run_cases, write_report
     df, studies = run_cases(True, ["fedspeed.theorem_4_4"])
     rates = df[df.kind == "rate"]
     na = set(rates.variant[rates.verdict.map(is_not_applicable)])
@@ -267,7 +267,7 @@ def test_the_seeds_of_a_case_that_draws_nothing_run_once(monkeypatch, name, reci
     """A case whose runs draw nothing from their seed (full participation, exact gradients) runs
     its seeds once and gives the verification of running each (the same measurement and verdict);
     a sampled case runs every seed."""
-    import fedtheory.runner as runner
+    import fedtheory.runs.runner as runner
     recipe = dict(recipe)
     p = problems.quadratic(recipe.pop("n"), 3, L=1.0, **recipe)
     calls = []

@@ -6,7 +6,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from threadpoolctl import threadpool_info
 
-from fedtheory import sweep, verification
+from fedtheory.reporting import sweep, verification
 from fedtheory._threads import cpus, limit_worker_threads
 
 

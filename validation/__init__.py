@@ -10,7 +10,7 @@ from fedtheory.truth import Constants, GroundTruth, Infimum, constants, feddeper
 from fedtheory.theory.falsify import Falsification, falsify
 from fedtheory.theory.tightness import Tightness, tightness
 
-from fedtheory.errata import errata
+from fedtheory.reporting.errata import errata
 
 from fedtheory.theory import lemmas
 

@@ -103,10 +103,10 @@ def build(problem_args, data_dir=None, dataset=None):
 def run_experiment(name, quick=False, device=None, seed=0, out=OUT, data_dir=None, dataset=None, log=print):
     """Run one experiment; return the results directory (resumable: finished runs are skipped)."""
     import fedtheory as ft
-    from fedtheory.results import ResultsStore
-    from fedtheory.schedules import round_decay
-    from fedtheory.sweep import history_frame
-    from fedtheory.config import run_id
+    from fedtheory.reporting.results import ResultsStore
+    from fedtheory.runs.schedules import round_decay
+    from fedtheory.reporting.sweep import history_frame
+    from fedtheory.reporting.config import run_id
     problem_args, runs = _experiments(quick)[name]
     store = ResultsStore(Path(out) / name)
     done = store.finished()

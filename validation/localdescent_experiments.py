@@ -17,7 +17,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import localdescent as ld
-from fedtheory.topology import mixing_matrix, zeta
+from fedtheory.runs.topology import mixing_matrix, zeta
 from validation.experiments import run_experiments
 
 

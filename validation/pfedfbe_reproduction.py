@@ -23,7 +23,7 @@ import pandas as pd
 
 import fedtheory as ft
 import problems
-from fedtheory.metrics import client_support_scores
+from fedtheory.runs.metrics import client_support_scores
 from validation.experiments import markdown
 
 PAPER = dict(lr=5e-4, local_steps=20, clients_per_round=10, batch_size=50)

@@ -32,6 +32,10 @@ regularizer (:mod:`fedtheory.components`). Each component's kernels live in
 are the d rows of Q_i and b holds c_i) and :mod:`.regularizers` (prox kernels); :mod:`.oracles`
 is the one module that dispatches on the ids (``client_grad``, ``client_value_grad``,
 ``client_hvp``, ``prox_vec``), at compile time for the datafit. The local-step loops call only those.
+
+May import numba, NumPy, the foundations (``fedtheory.exceptions``) and, for a registered datafit
+without a kernel of its own, the components' catalog (its NumPy fallback, in object mode); nothing
+else of the library imports numba.
 """
 import hashlib
 from pathlib import Path

@@ -590,7 +590,7 @@ def _add_rows_compiled(a, rows, v):
 
 
 # --------------------------------------------------------------------------- evaluation from a segment
-_EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runner)
+_EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runs.runner)
 _TRACERS = {}            # token -> the running job's trace recorder
 
 

@@ -8,6 +8,11 @@ answers the call with :func:`fedtheory.registry.algorithms`: its
 module object is a :class:`types.ModuleType` subclass with ``__call__``, so no import can shadow
 the function with the package or the package with the function.
 
+An algorithm file may import the foundations (``fedtheory.registry``, ``fedtheory._argcheck``,
+``fedtheory.exceptions``), the kernels (its compiled rules call ``fedtheory._kernels.rounds``) and the
+run engine's leaf modules (``runs.arrays``, ``runs.metrics``, ``runs.topology``); never the runner,
+which runs it, the theory or the reporting layer.
+
 Examples
 --------
 >>> import fedtheory as ft

@@ -8,7 +8,7 @@ An algorithm is a small frozen dataclass of its own hyperparameters plus three m
   paper's pseudo-code line by line and is used by the ``"python"`` backend and the tests;
 * ``server_update(state, ctx, messages) -> state`` (NumPy; shared by both backends).
 
-The runner owns the loop, the randomness and the bookkeeping (see :mod:`fedtheory.runner`).
+The runner owns the loop, the randomness and the bookkeeping (see :mod:`fedtheory.runs.runner`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from .._kernels.fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .._kernels.local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .._kernels.sps import sps_local_steps
 from .._argcheck import Bool, Interval, NoneOk, Options, check_param  # noqa: F401  (for algorithms' constraints)
-from ..arrays import copy
+from ..runs.arrays import copy
 from ..exceptions import InvalidParameterError
 
 _EMPTY2 = np.zeros((0, 0))
@@ -173,7 +173,7 @@ class RoundContext:
         """Record iterate ``y`` of client slot ``s`` after local step ``k`` (0: the start) of the
         local path ``name`` (the NumPy twins and the torch context; kernels use :meth:`path`)."""
         if name in self.want:
-            from ..arrays import to_numpy
+            from ..runs.arrays import to_numpy
             self.path(name)[s, k] = to_numpy(y)
 
     # -- Numba path -----------------------------------------------------------------
@@ -437,7 +437,7 @@ class Algorithm:
                                                      "client (row s: client clients[s])")}
     scalars: ClassVar[dict] = {}
     #: the cost of :meth:`history_extras` at an evaluation, in the unit of the default evaluation
-    #: schedule (per-sample gradients; ``fedtheory.runner.EVAL_FIXED_COST`` is the rest of an
+    #: schedule (per-sample gradients; ``fedtheory.runs.runner.EVAL_FIXED_COST`` is the rest of an
     #: evaluation's Python): the schedule keeps the evaluations within 25% of the training time
     eval_extra_cost: ClassVar[float] = 0.0
 
@@ -564,7 +564,7 @@ class Algorithm:
                 f"tensors, with pk None, and it failed ({type(e).__name__}: {' '.join(str(e).split())}). A rule "
                 "that calls NumPy "
                 "functions on the state or reads the problem pack needs a server_update of its own for torch, "
-                "written with fedtheory.arrays (as FedAdam's).") from e
+                "written with fedtheory.runs.arrays (as FedAdam's).") from e
         return dict(out._asdict())
 
     def round_schedule(self, rnd, local_steps):
@@ -734,5 +734,5 @@ class Algorithm:
     def scalar_values(self, state):
         """The declared :attr:`scalars` in ``state`` as floats, ``{name: value}`` (the runner's
         history columns at an evaluated round)."""
-        from ..arrays import to_numpy
+        from ..runs.arrays import to_numpy
         return {k: float(to_numpy(state[k])) for k in self.scalars}

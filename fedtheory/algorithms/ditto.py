@@ -18,7 +18,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import Interval
 from ..registry import register
-from ..arrays import copy, repeat_rows
+from ..runs.arrays import copy, repeat_rows
 from .base import Algorithm
 
 State = namedtuple("DittoState", "x v")
@@ -110,5 +110,5 @@ class Ditto(Algorithm):
         return {"y": X, "v": V}
 
     def history_extras(self, state, problem):
-        from ..metrics import personalized_extras
+        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["v"], state["x"])

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from .._kernels import rounds as ops
 from .._argcheck import Bool, Interval
-from ..arrays import copy, maximum, sqrt, zeros
+from ..runs.arrays import copy, maximum, sqrt, zeros
 from ..registry import register
 from .fedavg import FedAvg
 
@@ -102,14 +102,14 @@ class FedAdam(FedAvg):
 
     def server_update(self, state, ctx, messages):
         # the torch backend only (numba and python run the rule ``server``): the rule's np.sqrt does not
-        # take torch tensors, so the tensors go through the same step written with fedtheory.arrays
+        # take torch tensors, so the tensors go through the same step written with fedtheory.runs.arrays
         return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.tau,
                                     self.bias_correction)
 
 
 def adaptive_server_step(state, ctx, messages, lr, beta1, beta2, eps, bias_correction, amsgrad=False):
     r"""The torch backend's twin of ``fedtheory._kernels.rounds.adaptive_step`` (the same operations, on
-    tensors through :mod:`fedtheory.arrays`): Adam (or AMSGrad with ``amsgrad``) on the averaged update
+    tensors through :mod:`fedtheory.runs.arrays`): Adam (or AMSGrad with ``amsgrad``) on the averaged update
     :math:`\Delta = \sum_S \omega_i \Delta_i`.
 
     m <- b1 m + (1 - b1) Delta;  v <- b2 v + (1 - b2) Delta^2;  s = v, or vhat <- max(vhat, v) with

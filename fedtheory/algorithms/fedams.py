@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from .._kernels import rounds as ops
 from .._argcheck import Bool, Interval
-from ..arrays import copy, full, zeros
+from ..runs.arrays import copy, full, zeros
 from ..registry import register
 from .fedadam import adaptive_server_step
 from .fedavg import FedAvg
@@ -98,6 +98,6 @@ class FedAMS(FedAvg):
 
     def server_update(self, state, ctx, messages):
         # the torch backend only (numba and python run the rule ``server``): the rule's np.sqrt and
-        # np.maximum do not take torch tensors, so the tensors go through the twin written with fedtheory.arrays
+        # np.maximum do not take torch tensors, so the tensors go through the twin written with fedtheory.runs.arrays
         return adaptive_server_step(state, ctx, messages, self.server_lr, self.beta1, self.beta2, self.eps,
                                     self.bias_correction, amsgrad=True)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._argcheck import Bool, Interval, Options
-from ..arrays import copy, repeat_rows
+from ..runs.arrays import copy, repeat_rows
 from ..registry import register
 from .base import Algorithm
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import Interval
 from ..registry import register
-from ..arrays import copy
+from ..runs.arrays import copy
 from .base import Algorithm, averaged_step
 
 State = namedtuple("FedDualAvgState", "x z acc")

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._argcheck import Interval, Options
-from ..arrays import copy, repeat_rows, zeros
+from ..runs.arrays import copy, repeat_rows, zeros
 from ..registry import register
 from .base import Algorithm
 

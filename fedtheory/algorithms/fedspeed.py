@@ -58,7 +58,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._argcheck import Interval, Options
-from ..arrays import copy, zeros
+from ..runs.arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
 

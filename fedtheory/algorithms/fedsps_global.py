@@ -25,7 +25,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._kernels.sps import MODE_FIXED
 from .._argcheck import Interval, NoneOk, Options
-from ..arrays import as_like, copy, to_numpy, zeros
+from ..runs.arrays import as_like, copy, to_numpy, zeros
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps

@@ -21,7 +21,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._kernels.sps import MODE_SPS
 from .._argcheck import Bool, Interval
-from ..arrays import as_like, copy
+from ..runs.arrays import as_like, copy
 from ..registry import register
 from .fedsps import LOWER_BOUND
 from .sps_common import SPSBase, sps

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._argcheck import Interval, Options
-from ..arrays import broadcast_rows, copy, zeros
+from ..runs.arrays import broadcast_rows, copy, zeros
 from ..registry import register
 from .base import Algorithm
 

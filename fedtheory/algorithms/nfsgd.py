@@ -22,9 +22,9 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import ArrayLike, Interval, NoneOk, Options
 from ..exceptions import InvalidParameterError
-from ..arrays import as_like, copy, repeat_rows, to_numpy
+from ..runs.arrays import as_like, copy, repeat_rows, to_numpy
 from ..registry import register
-from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
+from ..runs.topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta
 from .base import Algorithm
 
 State = namedtuple("NFSGDState", "x X W zeta messages")
@@ -75,7 +75,7 @@ class NFSGD(Algorithm):
         zeta < 1. None builds it from ``topology``; with a W, ``topology``, ``er_p`` and
         ``graph_seed`` must stay at their defaults (a graph passed with W is refused, not ignored).
     topology : {"ring", "complete", "torus", "erdos_renyi"}, default "ring"
-        Graph with Metropolis-Hastings weights (see :mod:`fedtheory.topology`).
+        Graph with Metropolis-Hastings weights (see :mod:`fedtheory.runs.topology`).
     er_p : float, default 0.5
         Edge probability of the Erdos-Renyi graph.
     graph_seed : int, default 0

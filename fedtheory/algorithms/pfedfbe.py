@@ -181,7 +181,7 @@ class PFedFBE(Algorithm):
                          for i in range(problem.n_clients)])
 
     def history_extras(self, state, problem):
-        from ..metrics import personalized_extras
+        from ..runs.metrics import personalized_extras
         th = self.personalized(problem, state["x"])
         out = personalized_extras(problem, th, state["x"])
         if (problem.info or {}).get("w_clients") is not None:

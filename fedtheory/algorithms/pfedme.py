@@ -19,7 +19,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import Interval
 from ..registry import register
-from ..arrays import copy, repeat_rows
+from ..runs.arrays import copy, repeat_rows
 from .base import Algorithm
 
 State = namedtuple("PFedMeState", "x theta")
@@ -130,5 +130,5 @@ class PFedMe(Algorithm):
         return {"w": W, "theta": Th}
 
     def history_extras(self, state, problem):
-        from ..metrics import personalized_extras
+        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["theta"], state["x"])

@@ -17,7 +17,7 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import Interval
 from ..registry import register
-from ..arrays import broadcast_rows, copy, repeat_rows
+from ..runs.arrays import broadcast_rows, copy, repeat_rows
 from .base import Algorithm
 
 State = namedtuple("PFedProxState", "x personal")
@@ -100,5 +100,5 @@ class PFedProx(Algorithm):
         return {"y": Y}
 
     def history_extras(self, state, problem):
-        from ..metrics import personalized_extras
+        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["personal"], state["x"])

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._kernels import rounds as ops
 from .._argcheck import Interval
-from ..arrays import copy, zeros
+from ..runs.arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._kernels.rounds import sps_step
 from ..exceptions import InvalidParameterError
-from ..arrays import copy
+from ..runs.arrays import copy
 from .base import Algorithm, averaged_step
 
 STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")

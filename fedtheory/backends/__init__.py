@@ -9,6 +9,10 @@
 
 All three follow one trajectory for one seed: the runner draws the sampled clients, the minibatch
 rows and the noise in NumPy and hands the same index arrays to every backend.
+
+May import the foundations (``fedtheory.exceptions``, ``fedtheory._argcheck``), the components,
+the kernels and the algorithms' base; never the run engine above it, the theory or the reporting
+layer; torch only inside :mod:`fedtheory.backends.torch`.
 """
 
 

@@ -23,6 +23,10 @@ add a component with one class and :func:`register_datafit` / :func:`register_re
 (``docs/how-a-problem-is-built.md``). The suite of :mod:`.checks` (``tests/test_components.py``) checks every
 registered pair.
 
+May import the foundations (``fedtheory.problem``, ``fedtheory.exceptions``, ``fedtheory._argcheck``) and
+the kernels (the built-in components' Numba kernels); the torch oracles only where torch is used;
+never the run engine, the theory or the reporting layer.
+
 Examples
 --------
 >>> import numpy as np

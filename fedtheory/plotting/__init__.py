@@ -1,6 +1,6 @@
 """Publication-quality rate plots from results tables (library code: returns Figures, never shows).
 
-The tables are those of :func:`fedtheory.sweep.sweep` (``results.parquet``) or any frame with a
+The tables are those of :func:`fedtheory.reporting.sweep.sweep` (``results.parquet``) or any frame with a
 ``run_id``, ``param_*`` columns and history metrics.
 
 Conventions shared by every figure of the project (the command line, the ``fedtheory verify``
@@ -19,6 +19,10 @@ Layout: :mod:`~fedtheory.plotting.styles` (labels, colours, line styles),
 :mod:`~fedtheory.plotting.axes` (limits, ticks, off-axis marks, legends),
 :mod:`~fedtheory.plotting.tables` (filters, settings, names), :mod:`~fedtheory.plotting.figures`
 (the figures) and :mod:`~fedtheory.plotting.save` (saving). They import matplotlib where they draw.
+
+May import matplotlib, pandas and the foundations (``fedtheory.registry`` for the algorithms'
+names, ``fedtheory._argcheck``); never the run engine, the theory or the reporting layer, which
+call it.
 """
 from .styles import (  # noqa: F401
     X_LABELS, Y_LABELS, X_ALIASES, LOG_METRICS, MARKERS, LINESTYLES, BOUND_STYLES,

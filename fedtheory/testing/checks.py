@@ -456,7 +456,7 @@ def check_history_schema(name):
 
 def check_divergence_reported(name):
     """A huge step size ends with status 'diverged', naming the round and a client, the non-finite
-    quantity, or F's growth past ``fedtheory.runner.DIVERGENCE_GROWTH`` times its start."""
+    quantity, or F's growth past ``fedtheory.runs.runner.DIVERGENCE_GROWTH`` times its start."""
     p = suite_problems()["least_squares"]
     kw = dict(rounds=400, local_steps=5, **_params(name, lr=50.0))
     kw.update(get_algorithm(name).divergence_params)

@@ -2,6 +2,10 @@
 
 Each paper module registers its checks with :func:`register_theorem`; they are run through
 ``validation.verify(name, problem, ...)`` and return a :class:`Verification`.
+
+May import the run engine (:mod:`fedtheory.runs`, to run the registered algorithms it checks), the
+ground truth, the constants, the testing strategies and draws (its searches), plotting (rate
+figures) and the foundations; never the reporting layer, which calls it.
 """
 from __future__ import annotations
 
@@ -162,7 +166,7 @@ def register_cases(name):
     The decorated function ``fn(quick) -> (list of Case, list of RateStudy)`` returns the
     theorem's default :class:`Case` s (conforming configurations and documented
     counterexamples) and its :class:`RateStudy` s; ``quick`` is True for ``fedtheory verify
-    --quick`` (fewer rounds and seeds). ``fedtheory verify`` (:func:`fedtheory.verification.run_cases`)
+    --quick`` (fewer rounds and seeds). ``fedtheory verify`` (:func:`fedtheory.reporting.verification.run_cases`)
     runs them, ``fedtheory describe NAME`` evaluates the conditions on the first case, and
     :func:`case` returns one to replay it. A user's theorem registers its cases in its own module,
     imported with ``fedtheory verify --import MODULE``.

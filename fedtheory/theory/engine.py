@@ -357,7 +357,7 @@ def _seeded_runs(problem, alg, kwargs, seeds):
     seed: the others are copies of it with their seed, not run again."""
     from dataclasses import replace
 
-    from ..runner import run
+    from ..runs.runner import run
     first = run(problem, alg, seed=0, **kwargs)
     if getattr(first, "_seed_free", False):
         return [first] + [replace(first, seed=s) for s in range(1, seeds)]
@@ -789,7 +789,7 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
         return not_applicable(e.reason, e.conditions)
     if sub is not None:
         from ..exceptions import IncompatibleProblemError, InvalidParameterError
-        from ..runner import check_arguments
+        from ..runs.runner import check_arguments
         kwargs = sub.adapt(spec.run_kwargs(setup))
         try:
             check_arguments(problem, alg, **kwargs)

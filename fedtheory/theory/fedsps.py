@@ -228,7 +228,7 @@ def virtual_averages(res):
     r"""The virtual averages :math:`\bar x_t = \frac1n\sum_i x_t^i`, t = 0..T-1 (T = R tau), of a
     full-participation run traced with ``trace="local"``: array (T, d).
 
-    Computed with the aggregation weights (:meth:`fedtheory.trace.RoundTrace.virtual_average`):
+    Computed with the aggregation weights (:meth:`fedtheory.runs.trace.RoundTrace.virtual_average`):
     the paper's unweighted average is that average under its uniform weights w_i = 1/n, a condition
     every FedSPS theorem check states (:func:`uniform_weights_condition`).
 
@@ -472,7 +472,7 @@ def _pep(kind):
             return pep
 
         def instances(R, cases=None):
-            from ..runner import run
+            from ..runs.runner import run
             out = []
             cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
             for p, x0 in cases:

@@ -75,7 +75,7 @@ from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defin
 from . import Case, Condition, RateStudy, register_cases
 from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, register_spec,
                      setup_scale)
-from ..trace import virtual_average
+from ..runs.trace import virtual_average
 from .tightness.pepit_adapter import tightness_case
 
 
@@ -594,7 +594,7 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
         return pep
 
     def instances(R, cases=None):
-        from ..runner import run
+        from ..runs.runner import run
         out = []
         cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
         for p, x0 in cases:
@@ -1032,7 +1032,7 @@ THEOREM_4_4 = register_spec(TheoremSpec(
 def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
                trajectory=True):
     from .._argcheck import Interval, NoneOk, Options, check_param
-    from ..topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
+    from ..runs.topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
     name = "localdescent.theorem_4_7"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("topology", topology, [Options(*TOPOLOGIES)], name)

@@ -720,7 +720,7 @@ def _cases_split(quick=False):
 def _steady_state(scale, K, rounds=4000):
     """The model after ``rounds`` rounds of the deterministic run (full batch, S = n) of the counterexample
     of erratum 9 from argmin F: the fixed point of pFedFBE's round, to rounding."""
-    from ..runner import run
+    from ..runs.runner import run
     from .pfedfbe import F_star, _setup as setup
     p = _small_lasso(3, 3, 12, 0, 0.05, scale=scale)
     st = setup(p, local_steps=K)

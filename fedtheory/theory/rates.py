@@ -140,7 +140,7 @@ def fit_rate(Ts, measured, form="power"):
     measurements are left out (a logarithm is fitted), and so are T <= 0 for the power form (log T).
     Measurements at rounding level are not: a plateau at the resolution floor flattens the fit (a
     decay 0.7^T floored at 1e-16 fits 0.83), so pass only the resolved ones, as ``fedtheory
-    verify`` does (:func:`fedtheory.verification.rate_fit`). The 95% confidence interval comes from
+    verify`` does (:func:`fedtheory.reporting.verification.rate_fit`). The 95% confidence interval comes from
     the slope's standard error and Student's t with n - 2 degrees of freedom (nan with fewer
     than three points; a factor's interval is ``exp`` of the slope's).
 

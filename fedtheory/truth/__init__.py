@@ -6,6 +6,10 @@
   ridge; see :mod:`fedtheory.truth.recession`);
 * :func:`constants`: L, L_max, mu and each paper's heterogeneity measure, computed from the data
   (see :mod:`fedtheory.truth.problem_constants`).
+
+May import the foundations (``fedtheory.problem``, ``fedtheory.constants``,
+``fedtheory.exceptions``, ``fedtheory._argcheck``, ``fedtheory._progress``) and the components;
+never the run engine, the theory or the reporting layer.
 """
 from .problem_constants import Constants, constants, feddeper_constants
 from .optimum import ground_truth

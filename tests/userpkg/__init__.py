@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from fedtheory.algorithms.base import Algorithm, Interval
-from fedtheory.arrays import copy
+from fedtheory.runs.arrays import copy
 from fedtheory.registry import register
 
 from . import logcosh  # noqa: F401  (registers the datafit and the problem factory userpkg_logcosh)
@@ -50,7 +50,7 @@ class ServerHeavyBall(Algorithm):
     reductions: ClassVar[list] = [({"beta": 0.0}, "fedavg", {})]
 
     def init(self, problem, x0):
-        state = super().init(problem, x0)                # NumPy or torch (fedtheory.arrays.copy)
+        state = super().init(problem, x0)                # NumPy or torch (fedtheory.runs.arrays.copy)
         return {**state, "x_prev": copy(state["x"]), "server_step": np.nan}
 
     def local_round(self, state, ctx):

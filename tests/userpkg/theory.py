@@ -124,7 +124,7 @@ def _problem():
 
 
 def _logcosh_problem():
-    from fedtheory.config import make_problem
+    from fedtheory.reporting.config import make_problem
     return make_problem({"factory": "userpkg_logcosh", "l2": 0.2})
 
 

@@ -1,6 +1,6 @@
 """Sweeps: a configuration's grid run in parallel, locally (joblib/loky) or on Dask.
 
-The driver process is the only writer of its :class:`~fedtheory.results.ResultsStore`;
+The driver process is the only writer of its :class:`~fedtheory.reporting.results.ResultsStore`;
 workers only compute. ``-j 1`` runs in the driver process (no pool, no warm-up). With more
 workers the driver first warms up the Numba cache (one one-round run per algorithm and problem
 family) and the ground-truth cache (one solve per distinct problem), so workers load compiled
@@ -86,7 +86,7 @@ def _reference(p, progress=None):
     """The certified optimum of ``p`` for ``reference = true``; a problem without one (e.g. no
     minimiser: separable data, l2 = 0) is the configuration's error (:class:`ConfigError`), in the
     driver's warm-up as in a run."""
-    from . import truth
+    from .. import truth
     try:
         return truth.ground_truth(p, progress=progress or None)
     except ValueError as e:
@@ -123,7 +123,7 @@ def run_point(problem_args, run_args, callback=None, progress=False, result=Fals
     run_result : fedtheory.RunResult
         Only with ``result=True``.
     """
-    from .runner import run
+    from ..runs.runner import run
     p = build_problem(problem_args)
     alg, kw, want_ref = run_call(run_args)
     ref = _reference(p, progress) if want_ref else None
@@ -135,7 +135,7 @@ def run_point(problem_args, run_args, callback=None, progress=False, result=Fals
 def history_frame(problem_args, run_args, res):
     """A run's history with the results store's run_id, param_*, status, seed and version columns.
 
-    These are the rows :class:`~fedtheory.results.ResultsStore` and ``fedtheory plot`` read.
+    These are the rows :class:`~fedtheory.reporting.results.ResultsStore` and ``fedtheory plot`` read.
 
     Parameters
     ----------
@@ -154,7 +154,7 @@ def history_frame(problem_args, run_args, res):
         One row per evaluated round.
     """
     import pandas as pd
-    from . import __version__
+    from .. import __version__
     h = res.history
     rid = run_id(problem_args, run_args)
     cols = {"run_id": rid, **flatten_params(problem_args, run_args), "status": res.status,
@@ -171,7 +171,7 @@ def warm_up(points):
     Kernels are compiled per algorithm and problem family (the problem's arguments other than
     its seed), so a grid over seeds costs one one-round warm-up run per algorithm.
     """
-    from .runner import run
+    from ..runs.runner import run
     seen_alg, seen_prob = set(), set()
     for prob, rn in points:
         key = json.dumps(prob, sort_keys=True)
@@ -201,7 +201,7 @@ def _worker_init(n_workers=1):
     the worker is re-parented and exits within ``_WATCH_PERIOD`` seconds, mid-run if need be.
     """
     import signal
-    from ._threads import limit_worker_threads
+    from .._threads import limit_worker_threads
     limit_worker_threads(n_workers)
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -234,7 +234,7 @@ def _user_files(modules=()):
     them), sorted. The running script (``__main__``: ``fedtheory`` or ``python -m fedtheory``) and
     this project's packages (an editable install lies outside site-packages) are not the user's
     code, unless they declare the algorithms or problems themselves."""
-    from ._kernels.drivers import _source_files, _user_module
+    from .._kernels.drivers import _source_files, _user_module
     paths = set()
     for name, m in list(sys.modules.items()):
         f = getattr(m, "__file__", None)
@@ -263,7 +263,7 @@ def _record_code(directory, adding):
     from an earlier version: a resumed sweep then holds runs of two versions of the user's code,
     which the run ids (a hash of the configuration) cannot tell apart."""
     import hashlib
-    from .registry import user_modules
+    from ..registry import user_modules
     now = {}
     for path, _, _ in _user_files(user_modules()):
         try:
@@ -319,7 +319,7 @@ def _worker_run_point(modules, problem_args, run_args):
     """``run_point`` in a worker process, after importing the driver's user modules (they register
     the user's algorithms, problem factories, components and theorems;
     :func:`fedtheory.registry.user_modules`)."""
-    from .registry import import_modules
+    from ..registry import import_modules
     import_modules(modules)
     return run_point(problem_args, run_args)
 
@@ -331,7 +331,7 @@ def _dask_run_point(problem_args, run_args, modules=()):
     (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished).
     ``modules``: the driver's user modules, imported first (a worker that cannot import one says
     it is a worker, and how to give it the module)."""
-    from .registry import import_modules
+    from ..registry import import_modules
     try:
         import_modules(modules)
     except ImportError as e:
@@ -368,9 +368,9 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     Parameters
     ----------
     config : str, Path or Config
-        A TOML file (or text) or a loaded :class:`~fedtheory.config.Config`.
+        A TOML file (or text) or a loaded :class:`~fedtheory.reporting.config.Config`.
     out : str or Path
-        Results directory (:class:`~fedtheory.results.ResultsStore`: ``out/runs/``,
+        Results directory (:class:`~fedtheory.reporting.results.ResultsStore`: ``out/runs/``,
         ``out/results.parquet``).
     n_jobs : int, optional
         Local worker processes (loky); default all CPUs; 1 runs in this process; a negative
@@ -409,7 +409,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     Examples
     --------
     >>> import tempfile
-    >>> from fedtheory.sweep import sweep
+    >>> from fedtheory.reporting.sweep import sweep
     >>> cfg = '''
     ... [problem]
     ... factory = "quadratic"
@@ -426,7 +426,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> df.run_id.nunique(), len(df)
     (2, 8)
     """
-    from ._progress import bar as progress_bar
+    from .._progress import bar as progress_bar
     _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm)
     cfg = config if hasattr(config, "points") else load(config, progress=progress)
     points = cfg.points(progress)
@@ -491,8 +491,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
 
 def _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm):
     """sweep()'s own arguments, before the configuration is read (sklearn-style messages)."""
-    from ._argcheck import Bool, Interval, NoneOk, Options, check_param
-    from .exceptions import InvalidParameterError
+    from .._argcheck import Bool, Interval, NoneOk, Options, check_param
+    from ..exceptions import InvalidParameterError
     if not isinstance(out, (str, os.PathLike)) or not str(os.fspath(out)).strip():
         raise InvalidParameterError(f"The 'out' parameter of sweep must be a non-empty path of a results "
                                     f"directory. Got {out!r} instead.")
@@ -543,14 +543,14 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 store.add(*out)
             bar.update(1)
         return
-    from .registry import check_workers_can_import
+    from ..registry import check_workers_can_import
     check_workers_can_import([rn["algorithm"] for _, _, rn in todo],    # before any warm-up
                              factories=[p["factory"] for _, p, _ in todo])
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
     from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, wait
 
-    from .registry import user_modules
+    from ..registry import user_modules
     modules = user_modules()
     pool = _local_pool(n, _user_files(modules))
     pending, point = set(), {}
@@ -664,7 +664,7 @@ def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClose
     tag = uuid.uuid4().hex[:8]                 # keys name their run: fedtheory-run-<run_id>-<tag>
     rid_of, killed = {}, []
     pending = None
-    from .registry import check_workers_can_import, user_modules
+    from ..registry import check_workers_can_import, user_modules
     check_workers_can_import([r["algorithm"] for _, _, r in todo], factories=[p["factory"] for _, p, _ in todo])
     try:
         keys = [f"fedtheory-run-{rid}-{tag}" for rid, _, _ in todo]

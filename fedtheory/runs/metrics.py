@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .exceptions import UncertifiedOptimumError
+from ..exceptions import UncertifiedOptimumError
 
 
 def reference_metrics(reference, value, x, where="run"):
@@ -47,7 +47,7 @@ def reference_metrics(reference, value, x, where="run"):
     Examples
     --------
     >>> import numpy as np, problems, validation
-    >>> from fedtheory.metrics import reference_metrics
+    >>> from fedtheory.runs.metrics import reference_metrics
     >>> p = problems.quadratic(4, 3, seed=0)
     >>> gt = validation.ground_truth(p, cache=False)
     >>> m = reference_metrics(gt, p.value(gt.x), gt.x)
@@ -78,7 +78,7 @@ def support_scores(w, w_true, threshold=0.01):
 
     Examples
     --------
-    >>> from fedtheory.metrics import support_scores
+    >>> from fedtheory.runs.metrics import support_scores
     >>> support_scores([1.0, 0.0, 0.5, 0.02], [1.0, 0.0, 0.0, 1.0])
     (0.6666666666666666, 1.0, 0.8)
     """

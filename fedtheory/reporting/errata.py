@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .theory.verdicts import HOLDS, NOT_APPLICABLE, VIOLATED
+from ..theory.verdicts import HOLDS, NOT_APPLICABLE, VIOLATED
 
 #: The fields of a row of :func:`errata`, in order.
 FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected", "why", "case", "case_kind",
@@ -62,12 +62,12 @@ def smallest_case(name, quick=True):
 
     Examples
     --------
-    >>> from fedtheory.errata import smallest_case
+    >>> from fedtheory.reporting.errata import smallest_case
     >>> k, c = smallest_case("fedspeed.theorem_4_4")
     >>> k, c.label.split(":")[0], c.expect["printed"]
     (1, 'C2', False)
     """
-    from .theory import CASES
+    from ..theory import CASES
     if name not in CASES:
         return None
     cases = list(enumerate(CASES[name](quick)[0]))
@@ -98,7 +98,7 @@ def format_params(kwargs):
 
     Examples
     --------
-    >>> from fedtheory.errata import format_params
+    >>> from fedtheory.reporting.errata import format_params
     >>> format_params(dict(rounds=5, lr=0.123456, x0=[2.0, 2.0, 2.0]))
     'rounds=5, lr=0.1235, x0=[2, 2, 2]'
     """
@@ -111,7 +111,7 @@ def replay_command(name, index, variant, quick=True):
 
     Examples
     --------
-    >>> from fedtheory.errata import replay_command
+    >>> from fedtheory.reporting.errata import replay_command
     >>> print(replay_command("feddeper.theorem_2", 0, "corrected"))  # doctest: +NORMALIZE_WHITESPACE
     python -c "import validation; from fedtheory.theory import case; c = case('feddeper.theorem_2', 0,
     quick=True); [print(validation.verify('feddeper.theorem_2', c.build(), variant=v,
@@ -133,11 +133,11 @@ def _pep(spec, erratum, solved):
     if not callable(spec.pep):
         return nan, math.nan, math.nan, "", f"no PEP form: {spec.pep or 'none registered'}"
     try:
-        from .theory.tightness import require_pepit
+        from ..theory.tightness import require_pepit
         require_pepit()
     except ImportError as e:
         return nan, math.nan, math.nan, "", f"skipped: {e}"
-    from .theory.tightness import TIGHTNESS_CASES, form_of, tightness
+    from ..theory.tightness import TIGHTNESS_CASES, form_of, tightness
     if spec.name not in TIGHTNESS_CASES:
         return nan, math.nan, math.nan, "", "skipped: no tightness configuration registered (TIGHTNESS_CASES)"
     cfg = TIGHTNESS_CASES[spec.name](True)
@@ -205,9 +205,9 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
     >>> r["printed_ratio"] > 1 >= r["corrected_ratio"]
     True
     """
-    from ._progress import bar as progress_bar
-    from .theory import SPECS, THEOREMS, case
-    from ._argcheck import Bool, NoneOk, Options, check_param
+    from .._progress import bar as progress_bar
+    from ..theory import SPECS, THEOREMS, case
+    from .._argcheck import Bool, NoneOk, Options, check_param
     check_param("quick", quick, [Bool()], "errata")
     check_param("tightness", tightness, [Bool()], "errata")
     if isinstance(theorems, str):
@@ -309,7 +309,7 @@ def tex_escape(text):
 
     Examples
     --------
-    >>> from fedtheory.errata import tex_escape
+    >>> from fedtheory.reporting.errata import tex_escape
     >>> print(tex_escape("50% of x_1 & {y}^2 ~ §4"))
     50\% of x\_1 \& \{y\}\textasciicircum{}2 \textasciitilde{} \ensuremath{\S}4
     """
@@ -429,7 +429,7 @@ def write_errata(rows, out):
     Examples
     --------
     >>> import tempfile, validation
-    >>> from fedtheory.errata import write_errata
+    >>> from fedtheory.reporting.errata import write_errata
     >>> rows = validation.errata(theorems=["feddeper.theorem_2"], tightness=False)
     >>> md, tex = write_errata(rows, tempfile.mkdtemp())
     >>> md.name, tex.read_text().count(r"\begin{tabularx}")

@@ -100,7 +100,7 @@ def mixing_matrix(topology, n, q=None, p=0.5, seed=0):
 
     Examples
     --------
-    >>> from fedtheory.topology import mixing_matrix, zeta
+    >>> from fedtheory.runs.topology import mixing_matrix, zeta
     >>> W = mixing_matrix("ring", 8)
     >>> round(zeta(W), 6), round(float((1 + 2 * np.cos(2 * np.pi / 8)) / 3), 6)
     (0.804738, 0.804738)

@@ -8,7 +8,7 @@ element-wise functions that do not are dispatched here, without importing torch.
 Examples
 --------
 >>> import numpy as np
->>> from fedtheory import arrays
+>>> from fedtheory.runs import arrays
 >>> arrays.repeat_rows(np.array([1.0, 2.0]), 2)
 array([[1., 2.],
        [1., 2.]])

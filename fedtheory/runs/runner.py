@@ -10,15 +10,15 @@ import pandas as pd
 import functools
 import math
 
-from ._kernels import rounds as _rk
-from ._kernels.cache import harden_all
-from ._argcheck import Bool, Interval, NoneOk, Options, check_param
-from .algorithms.base import Algorithm, RoundContext
+from .._kernels import rounds as _rk
+from .._kernels.cache import harden_all
+from .._argcheck import Bool, Interval, NoneOk, Options, check_param
+from ..algorithms.base import Algorithm, RoundContext
 from .arrays import HostView, as_like, is_tensor, to_numpy
-from .exceptions import InvalidParameterError
+from ..exceptions import InvalidParameterError
 from .metrics import reference_metrics
-from .problem import FederatedProblem
-from .registry import get_algorithm, reserved_column
+from ..problem import FederatedProblem
+from ..registry import get_algorithm, reserved_column
 from .participants import Participants, check_schedule
 from .trace import _TraceRecorder
 
@@ -96,7 +96,7 @@ class RunResult:
         Final algorithm state (control variates, duals, ...).
     sampled : Participants
         The participants of each round as drawn (a sequence of int64 arrays, stored compactly,
-        :class:`fedtheory.participants.Participants`): ``arange(n)`` under full participation,
+        :class:`fedtheory.runs.participants.Participants`): ``arange(n)`` under full participation,
         the S distinct clients of uniform sampling in their draw order, the participants of
         Bernoulli participation, and under sampling with replacement the S sorted draws *with
         their duplicates* (a client drawn m times appears m times), with or without replicated
@@ -113,7 +113,7 @@ class RunResult:
     time : float
         Wall-clock seconds of the rounds' local work and server updates (evaluations excluded; on
         the fused path the compiled calls, which include drawing the rounds' randomness).
-    trace : fedtheory.trace.Trace or None
+    trace : fedtheory.runs.trace.Trace or None
         Per-round, per-client recorded sequences when ``trace=...`` was given.
     finished : bool
         Every planned round ran and ``x`` is finite: status "max_rounds", or "diverged" because F
@@ -317,7 +317,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         Draw minibatch rows with replacement.
     reference : object with ``f`` and ``x``, optional
         Ground truth (e.g. :func:`validation.ground_truth`); adds ``suboptimality``,
-        ``dist_sq`` and ``reference_certified`` columns (:func:`fedtheory.metrics.reference_metrics`:
+        ``dist_sq`` and ``reference_certified`` columns (:func:`fedtheory.runs.metrics.reference_metrics`:
         NaN metrics against a reference marked ``certified=False``, an error when F(x) falls
         below a certified F* by more than its accuracy).
     tol : float, optional
@@ -327,7 +327,7 @@ def run(problem, algorithm, rounds=100, local_steps=1, lr=0.1, clients_per_round
         ``traceables`` (``ft.describe`` lists them): True records all of them, a name or a list
         records those. Every traced round also keeps the broadcast model x^t, the participants,
         their weights, the step sizes, the minibatch rows and the noise. The result is
-        ``result.trace`` (:class:`fedtheory.trace.Trace`). Off by default: a local path costs
+        ``result.trace`` (:class:`fedtheory.runs.trace.Trace`). Off by default: a local path costs
         8 S (K + 1) d bytes per round; the numba, python and torch backends record the same
         values (to rounding). On the numba backend a traced run uses compiled rounds of its own
         (the rounds without a trace carry none of its code and compile in about half the time),
@@ -427,13 +427,13 @@ def check_arguments(problem, algorithm, **kwargs):
 
     The run is set up as :func:`run` sets it up (arguments, the algorithm's hyperparameters,
     the problem's compatibility, client sampling, ``x0``, the trace budget) and then dropped:
-    no round and no evaluation. Configurations (:mod:`fedtheory.config`) check every grid point
+    no round and no evaluation. Configurations (:mod:`fedtheory.reporting.config`) check every grid point
     with it before a sweep starts.
 
     Examples
     --------
     >>> import problems
-    >>> from fedtheory.runner import check_arguments
+    >>> from fedtheory.runs.runner import check_arguments
     >>> check_arguments(problems.quadratic(4, 3), "fedavg", lr=-1.0)
     Traceback (most recent call last):
     ...
@@ -481,7 +481,7 @@ class _Job:
                    "itself)" if isinstance(reference, bool) else "") + ".")
         self.deep = bool(getattr(problem, "is_deep", False))
         if reference is not None and not self.deep:
-            from .truth.record import check_reference
+            from ..truth.record import check_reference
             check_reference(problem, reference, "run")
         alg_cls = self._check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round,
                                         batch_size, seed, record_iterates, backend, device, eval_every,
@@ -499,9 +499,9 @@ class _Job:
         check_param("trace_max_mb", trace_max_mb, [Interval(float, 0, None, "neither")], "run")   # with or without trace
         self.oracles = None
         if backend == "torch":
-            from .backends import require_torch
+            from ..backends import require_torch
             require_torch()
-            from .backends.torch import make_oracles
+            from ..backends.torch import make_oracles
             self.oracles = make_oracles(problem, device)
         if "q" in alg_cls.hyperparameters() and q is None:
             q = hyperparameters.get("q")
@@ -525,7 +525,7 @@ class _Job:
         self._rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
         if self.oracles is None:
             self.state = alg.init(problem, self.x0)
-        else:                                  # the same rules on tensors (fedtheory.arrays helpers)
+        else:                                  # the same rules on tensors (fedtheory.runs.arrays helpers)
             x0t = self.oracles.tensor(self.x0)
             try:
                 self.state = alg.init(self.oracles, x0t)
@@ -567,11 +567,11 @@ class _Job:
             self.rules = sys.modules[name]
             self.hp = alg.compiled_params()
             if backend == "numba":
-                from ._kernels.drivers import driver
+                from .._kernels.drivers import driver
                 self.driver = driver(name)
         self.context_cls = RoundContext
         if self.oracles is not None:
-            from .backends.torch.context import TorchRoundContext
+            from ..backends.torch.context import TorchRoundContext
             self.context_cls = TorchRoundContext
         self.B = batch_size or 0
         self.batch_replacement = batch_replacement
@@ -854,7 +854,7 @@ class _Job:
         try:
             return self.driver.segment(*args)
         except Exception as e:
-            from ._kernels.drivers import compile_error_text
+            from .._kernels.drivers import compile_error_text
             said = compile_error_text(e)
             if said is None or self.rules is None or self.rules.__name__.startswith("fedtheory."):
                 raise
@@ -1151,7 +1151,7 @@ def _eval_step(problem):
     """Step 1/L used by the gradient mapping of composite problems (exact L of the smooth part)."""
     if not problem.is_composite:
         return 1.0
-    from .constants import smoothness
+    from ..constants import smoothness
     return 1.0 / smoothness(problem)
 
 

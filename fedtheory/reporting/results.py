@@ -172,7 +172,7 @@ def content_digest(table):
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from fedtheory.results import content_digest
+    >>> from fedtheory.reporting.results import content_digest
     >>> content_digest(pa.table({"a": [1, 2]})) == content_digest(pa.table({"a": [1, 2]}))
     True
     >>> content_digest(pa.table({"a": [1, 2]})) == content_digest(pa.table({"a": [1.0, 2.0]}))
@@ -274,7 +274,7 @@ class ResultsStore:
     Examples
     --------
     >>> import pandas as pd, tempfile
-    >>> from fedtheory.results import ResultsStore
+    >>> from fedtheory.reporting.results import ResultsStore
     >>> d = tempfile.mkdtemp()
     >>> s = ResultsStore(d)
     >>> s.add("abc", pd.DataFrame({"run_id": ["abc"], "round": [0], "status": ["max_rounds"],
@@ -287,8 +287,8 @@ class ResultsStore:
     """
 
     def __init__(self, directory, commit_interval=30.0, commit_cost_factor=20.0, fsync=False):
-        from ._argcheck import Bool, Interval, check_param
-        from .exceptions import InvalidParameterError
+        from .._argcheck import Bool, Interval, check_param
+        from ..exceptions import InvalidParameterError
         if not isinstance(directory, (str, os.PathLike)) or not str(os.fspath(directory)).strip():
             raise InvalidParameterError(f"The 'directory' parameter of ResultsStore must be a non-empty path "
                                         f"(Path('') is the current directory). Got {directory!r} instead.")

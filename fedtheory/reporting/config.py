@@ -31,7 +31,7 @@ network's arguments.
 
 :func:`load` checks every argument of every grid point before any run: the factory's
 signature and its own checks (the problem is built), and ``fedtheory.run``'s checks of the run
-arguments and of the algorithm's hyperparameters (:func:`fedtheory.runner.check_arguments`).
+arguments and of the algorithm's hyperparameters (:func:`fedtheory.runs.runner.check_arguments`).
 Errors (:class:`ConfigError`) name the file, the line, the key, what is expected and what was
 found.
 """
@@ -48,7 +48,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._argcheck import did_you_mean
+from .._argcheck import did_you_mean
+from .toml_text import (_HEADER, _INT64, _KEY, _big_int, _default_type_error, _describe, _expectation, _flatten, _mentioned,
+                        key_lines)
 
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
@@ -84,18 +86,18 @@ def factories():
 
     Examples
     --------
-    >>> from fedtheory.config import factories
+    >>> from fedtheory.reporting.config import factories
     >>> factories()["quadratic"].__module__
     'problems.synthetic'
     """
     import problems
 
-    from .registry import PROBLEMS
+    from ..registry import PROBLEMS
     out = {name: getattr(problems, name) for name in problems.available()}
     out[VISION] = problems.vision.image_problem
     for name, fn in PROBLEMS.items():
         if name in out:
-            from .exceptions import InvalidParameterError
+            from ..exceptions import InvalidParameterError
             raise InvalidParameterError(
                 f"The 'name' parameter of register_problem must differ from the built-in factories "
                 f"({', '.join(sorted(out))}). Got {name!r} (for {fn.__module__}.{fn.__qualname__}) instead.")
@@ -106,7 +108,7 @@ def factories():
 def factory_call(name, fn):
     """How a factory is called in Python, for ``describe``: ``problems.quadratic``, or the module
     and name of a registered one (``mypkg.problems.robust_regression``)."""
-    from .registry import PROBLEMS
+    from ..registry import PROBLEMS
     if PROBLEMS.get(name) is fn:
         return f"{fn.__module__}.{getattr(fn, '__qualname__', name)}"
     return f"problems.{name}"
@@ -128,7 +130,7 @@ def make_problem(problem_args):
     name, args = _split_problem(problem_args)
     table = factories()
     if name not in table:
-        from .registry import import_hint
+        from ..registry import import_hint
         raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}."
                           f"{did_you_mean(name, table)}{import_hint()}")
     if name == VISION:
@@ -182,7 +184,7 @@ def _vision_model(spec):
 
 @functools.lru_cache(maxsize=None)
 def _run_keys():
-    from .runner import run
+    from ..runs.runner import run
     params = inspect.signature(run).parameters
     return frozenset(p for p in params if p not in RUN_EXCLUDED and params[p].kind != inspect.Parameter.VAR_KEYWORD)
 
@@ -196,191 +198,6 @@ def run_call(run_args):
     if kw.get("x0") is not None:
         kw["x0"] = np.asarray(kw["x0"], dtype=float)
     return alg, kw, ref
-
-
-# ------------------------------------------------------------------------------- line numbers
-
-_BARE = r"[A-Za-z0-9_-]+"
-_BASIC = r'"(?:[^"\\\n]|\\.)*"'
-_LITERAL = r"'[^'\n]*'"
-_PART = rf"(?:{_BARE}|{_BASIC}|{_LITERAL})"
-_DOTTED = rf"{_PART}(?:[ \t]*\.[ \t]*{_PART})*"
-_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(rf"^\s*({_DOTTED})\s*=")
-_PARTS = re.compile(_PART)
-
-
-def _key_path(dotted):
-    """The parts of a TOML key (``a."b.c".d`` -> ``("a", "b.c", "d")``)."""
-    out = []
-    for m in _PARTS.finditer(dotted):
-        s = m.group(0)
-        out.append(json.loads(s) if s.startswith('"') else s[1:-1] if s.startswith("'") else s)
-    return tuple(out)
-
-
-def _value_state(s, state):
-    """Advance the scanner state ``(depth, string delimiter)`` over a value's text ``s``."""
-    depth, quote = state
-    i = 0
-    while i < len(s):
-        if quote:
-            if quote in ('"', '"""') and s[i] == "\\":
-                i += 2
-                continue
-            if s.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                continue
-            i += 1
-            continue
-        for q in ('"""', "'''", '"', "'"):
-            if s.startswith(q, i):
-                quote = q
-                i += len(q)
-                break
-        else:
-            c = s[i]
-            if c == "#":
-                break
-            depth += (c in "[{") - (c in "]}")
-            i += 1
-    if quote in ('"', "'"):             # single-line strings end with their line
-        quote = None
-    return depth, quote
-
-
-def key_lines(text):
-    """``{key path: line}`` of every table header and ``key =`` of a TOML text (1-based lines).
-
-    A key's path starts with its table's (``[grid]`` then ``"problem.seed" = ...`` is
-    ``("grid", "problem.seed")``; ``problem.seed = ...`` is ``("grid", "problem", "seed")``).
-    Lines inside multi-line strings and arrays are skipped. Used for error messages only: the
-    values themselves come from :mod:`tomllib`.
-    """
-    lines, table, state = {}, (), (0, None)
-    for n, line in enumerate(text.splitlines(), 1):
-        if state != (0, None):                       # inside a multi-line value
-            state = _value_state(line, state)
-            continue
-        m = _HEADER.match(line)
-        if m:
-            table = _key_path(m.group(2))
-            lines.setdefault(table, n)
-            continue
-        m = _KEY.match(line)
-        if m:
-            path = table + _key_path(m.group(1))
-            lines.setdefault(path, n)
-            state = _value_state(line[m.end():], (0, None))
-    return lines
-
-
-def _flatten(d, prefix="", path=(), origins=None):
-    """Nested tables of ``[grid]`` (dotted keys, ``[grid.problem]``) as ``"problem.key"`` entries.
-
-    ``origins`` (a dict, filled when given) maps each entry to the key paths that spell it: a
-    quoted ``"problem.dim"`` is ``("problem.dim",)``, ``problem.dim`` or ``dim`` in
-    ``[grid.problem]`` is ``("problem", "dim")``; two paths for one entry are a duplicate.
-    """
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}.", path + (k,), origins))
-        else:
-            out[prefix + k] = v
-            if origins is not None:
-                origins.setdefault(prefix + k, []).append(path + (k,))
-    return out
-
-
-_INT64 = (-2 ** 63, 2 ** 63 - 1)
-
-
-def _big_int(value):
-    """The first integer of a TOML value outside TOML's 64-bit range, or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if not _INT64[0] <= value <= _INT64[1] else None
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    for v in items:
-        big = _big_int(v)
-        if big is not None:
-            return big
-    return None
-
-
-# ------------------------------------------------------------------------------- messages
-
-_CHECK = re.compile(r"^The '(?P<param>[^']+)' parameter of (?P<caller>\S+) must be (?P<what>.+?)\. "
-                    r"Got (?P<got>.+?) instead\.?(?P<hint> Did you mean .+\?)?$", re.S)
-
-
-def _describe(value):
-    """A value as written in TOML (true, "text", 1.5, [1, 2])."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(map(_describe, value)) + "]"
-    return repr(value)
-
-
-def _expectation(msg, args):
-    """``(parameter, "expected ...; got ...")`` from a check_param message, or (None, msg)."""
-    m = _CHECK.match(str(msg).strip())
-    if not m:
-        return None, str(msg)
-    param, got, what = m.group("param"), m.group("got"), m.group("what")
-    if param in args and got == repr(args[param]):
-        got = _describe(args[param])
-    if what.startswith("None or "):              # TOML has no None: leaving the key out is None
-        what = what[len("None or "):] + " (or the key left out)"
-    caller = {"run": "fedtheory.run"}.get(m.group("caller"), m.group("caller"))
-    hint = f".{m.group('hint')}" if m.group("hint") else ""
-    return param, f"expected {what} (argument of {caller}); got {got}{hint}"
-
-
-def _mentioned(msg, args, keys):
-    """The first of ``keys`` an error message names: as 'key', then by its (string) value in
-    quotes, then as key=, then as a bare word; None if none is named."""
-    for k in keys:
-        if f"'{k}'" in msg:
-            return k
-    for k in keys:
-        v = args[k]
-        if isinstance(v, str) and v and (f"'{v}'" in msg or f'"{v}"' in msg):
-            return k
-    for pat in (r"\b{}=", r"\b{}\b"):
-        for k in keys:
-            if re.search(pat.format(re.escape(k)), msg):
-                return k
-    return None
-
-
-_TYPES = {bool: "a bool (true or false)", int: "an int", float: "a float", str: "a str"}
-
-
-def _default_type_error(value, default):
-    """What a TOML value of the wrong type for a factory argument (judged by its default) is."""
-    if default is None or default is inspect.Parameter.empty:
-        return None
-    kind = type(default)
-    if kind is bool:
-        ok = isinstance(value, bool)
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif kind is str:
-        ok = isinstance(value, str)
-    else:
-        return None
-    if ok:
-        return None
-    return f"expected {_TYPES[kind]} (the default is {_describe(default)}); got {_describe(value)}"
 
 
 # ------------------------------------------------------------------------------- the configuration
@@ -489,7 +306,7 @@ class Config:
 
         Examples
         --------
-        >>> from fedtheory.config import load
+        >>> from fedtheory.reporting.config import load
         >>> cfg = load('''
         ... [problem]
         ... factory = "quadratic"
@@ -507,7 +324,7 @@ class Config:
         return math.prod(len(v) for v in self.grid.values())
 
     def _bar(self, progress, what):
-        from ._progress import bar
+        from .._progress import bar
         n = self.size()
         return bar(progress if n >= LARGE_GRID else False, total=n, unit="point",
                    desc=f"{what} {n:,} grid points", leave=False)
@@ -547,7 +364,7 @@ class Config:
         return prob, rn
 
     def _check_names(self, prob, rn, fkey, memo=None):
-        from .registry import algorithms, get_algorithm
+        from ..registry import algorithms, get_algorithm
         memo = {} if memo is None else memo      # factories, signatures, algorithms: once per points()
         if "factories" not in memo:
             memo["factories"], memo["algorithms"] = factories(), algorithms()
@@ -555,7 +372,7 @@ class Config:
         name = prob["factory"]
         t, k = self._where("problem", fkey)
         if not isinstance(name, str) or name not in table:
-            from .registry import import_hint
+            from ..registry import import_hint
             raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
                                    f"got {_describe(name)}.{did_you_mean(name, table)}{import_hint()}",
                              name, t == "grid")
@@ -590,7 +407,7 @@ class Config:
         alg = rn.get("algorithm")
         if not isinstance(alg, str) or alg not in memo["algorithms"]:
             t = "grid" if "algorithm" in self.grid else "run"
-            from .registry import import_hint
+            from ..registry import import_hint
             raise self.error(t, "algorithm", f"expected a registered algorithm, one of "
                                              f"{', '.join(memo['algorithms'])}; got {_describe(alg)}."
                                              f"{did_you_mean(alg, memo['algorithms'])}{import_hint()}",
@@ -617,7 +434,7 @@ class Config:
     # -- values ----------------------------------------------------------------------
     def check(self, points=None, progress=None):
         """Check every value of every grid point: build each distinct problem (the factory's own
-        checks) and set up each run (:func:`fedtheory.runner.check_arguments`), before any run.
+        checks) and set up each run (:func:`fedtheory.runs.runner.check_arguments`), before any run.
 
         Raises :class:`ConfigError` naming the line and key of the first bad value.
         """
@@ -632,8 +449,8 @@ class Config:
 
     def _check_group(self, prob, runs, bar):
         """Build one problem and set up each of its runs (a bar step per run)."""
-        from .exceptions import IncompatibleProblemError
-        from .runner import check_arguments
+        from ..exceptions import IncompatibleProblemError
+        from ..runs.runner import check_arguments
         problem = self._build(prob)
         for rn in runs:
             bar.update(1)
@@ -743,7 +560,7 @@ def load(path_or_text, path=None, check=True, progress=None):
 
     Examples
     --------
-    >>> from fedtheory.config import load
+    >>> from fedtheory.reporting.config import load
     >>> cfg = load('''
     ... [problem]
     ... factory = "quadratic"
@@ -761,7 +578,7 @@ def load(path_or_text, path=None, check=True, progress=None):
     >>> load(cfg.text.replace("lr = [0.1, 0.2]", "lr = [0.1, -2]"))
     Traceback (most recent call last):
     ...
-    fedtheory.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
+    fedtheory.reporting.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
     """
     text, where = _read(path_or_text, path)
     try:
@@ -804,7 +621,7 @@ def load(path_or_text, path=None, check=True, progress=None):
         if not isinstance(mods, list) or not all(isinstance(m, str) and m.strip() for m in mods):
             raise ConfigError(f"{at}: key 'import': expected a list of module names (e.g. import = "
                               f"[\"my_algorithms\"]); got {_describe(mods)}")
-        from .registry import import_modules
+        from ..registry import import_modules
         try:
             import_modules(mods, where="import")
         except ImportError as e:
@@ -831,7 +648,7 @@ def load(path_or_text, path=None, check=True, progress=None):
         raise cfg.error("problem", None, "missing key 'factory' (a problems factory, one of "
                                          f"{', '.join(sorted(factories()))})")
     if "algorithm" not in cfg.run and "algorithm" not in cfg.grid:
-        from .registry import algorithms
+        from ..registry import algorithms
         raise cfg.error("run", None, f"missing key 'algorithm' (one of {', '.join(algorithms())})")
     points = cfg.points(progress)   # names and keys of every grid point
     if check:

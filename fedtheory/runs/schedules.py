@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ._argcheck import Interval, check_param
+from .._argcheck import Interval, check_param
 
 
 def round_decay(lr, decay, local_steps):
@@ -31,7 +31,7 @@ def round_decay(lr, decay, local_steps):
 
     Examples
     --------
-    >>> from fedtheory.schedules import round_decay
+    >>> from fedtheory.runs.schedules import round_decay
     >>> s = round_decay(0.1, 0.5, local_steps=3)
     >>> [s(t) for t in range(7)]
     [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025]
@@ -69,7 +69,7 @@ def epochs_to_local_steps(problem, epochs, batch_size):
     Examples
     --------
     >>> import numpy as np, problems
-    >>> from fedtheory.schedules import epochs_to_local_steps
+    >>> from fedtheory.runs.schedules import epochs_to_local_steps
     >>> rng = np.random.default_rng(0)
     >>> p = problems.least_squares([rng.normal(size=(100, 3))] * 4, [rng.normal(size=100)] * 4)
     >>> epochs_to_local_steps(p, epochs=5, batch_size=50)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .theory import CASES, SPECS, THEOREMS
-from .theory.verdicts import (DOCUMENTED_VIOLATION, HOLDS, NOT_APPLICABLE, UNRESOLVED, VIOLATED, is_not_applicable,
+from ..theory import CASES, SPECS, THEOREMS
+from ..theory.verdicts import (DOCUMENTED_VIOLATION, HOLDS, NOT_APPLICABLE, UNRESOLVED, VIOLATED, is_not_applicable,
                               is_violated, unexpected)
 
 COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "quantity", "measured", "stderr", "bound", "ratio",
@@ -228,13 +228,13 @@ def _worker_init(n_workers):
     """A verify worker: Ctrl-C is left to the parent, BLAS to this worker's share of the CPUs."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from ._threads import limit_worker_threads
+    from .._threads import limit_worker_threads
     limit_worker_threads(n_workers)
 
 
 def default_jobs():
     """Worker processes ``run_cases`` uses by default: the CPUs this process may run on, at most 4."""
-    from ._threads import cpus
+    from .._threads import cpus
     return max(1, min(4, cpus()))
 
 
@@ -249,8 +249,8 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1, lemmas=False):
     worker compiles the kernels of its own theorems, and the compiled code is shared through
     Numba's disk cache). ``lemmas``: each case's lemmas too, on
     its runs (:func:`_check_item`); a lemma is run on its own cases only when named in ``theorems``."""
-    from ._progress import bar as progress_bar
-    from .theory import is_lemma
+    from .._progress import bar as progress_bar
+    from ..theory import is_lemma
     names = [n for n in sorted(THEOREMS) if (n in theorems if theorems is not None else not is_lemma(n))]
     checked = [n for n in names if n in CASES]
     items = {n: _items(n, quick) for n in checked}
@@ -310,7 +310,7 @@ def rate_fit(study, measured, verifications):
     factor through them has no interval, and a slower contraction was called as predicted), fewer
     than two for the power slope. ``ci`` is the interval as text; ``what`` names the rate in the
     verdict ("rate" or "contraction factor")."""
-    from .theory import fit_rate
+    from ..theory import fit_rate
     T = np.asarray(study.Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
     predicted = study.predicted(verifications[-1])
@@ -428,7 +428,7 @@ def verdict_counts(df):
     -------
     str
     """
-    from .theory.verdicts import DOCUMENTED_VIOLATION, WORDS, word
+    from ..theory.verdicts import DOCUMENTED_VIOLATION, WORDS, word
     counts = {}
     for cell in df.verdict.astype(str):
         key = DOCUMENTED_VIOLATION if cell.startswith(DOCUMENTED_VIOLATION) else (word(cell) or "other")
@@ -437,14 +437,14 @@ def verdict_counts(df):
     return f"{len(df)} rows: " + ", ".join(f"{counts[w]} {w}" for w in order)
 
 
-from .plotting import MAX_PIXELS  # noqa: E402  (the largest side, in pixels, of a report figure)
+from ..plotting import MAX_PIXELS  # noqa: E402  (the largest side, in pixels, of a report figure)
 
 
 def save_figure(fig, path, dpi=150):
     """Save a report figure as PNG at ``dpi`` (lowered where needed so that no side exceeds
     :data:`MAX_PIXELS`) and as PDF beside it, for papers; close it
     (:func:`fedtheory.plotting.save_figure`, the one save helper of every figure)."""
-    from .plotting import save_figure as save
+    from ..plotting import save_figure as save
     return save(fig, path, dpi=dpi, pdf=True)
 
 
@@ -486,7 +486,7 @@ def ratios_figure(df):
     Examples
     --------
     >>> import pandas as pd
-    >>> from fedtheory.verification import ratios_figure
+    >>> from fedtheory.reporting.verification import ratios_figure
     >>> t = pd.DataFrame(dict(theorem=["a.t1"] * 3, case=["C1: x", "C1: x", "docs/papers/fedsps.md, §8: y"],
     ...                       kind="conforming", variant=["printed", "corrected", "printed"],
     ...                       ratio=[2.0, 0.5, float("nan")],
@@ -500,8 +500,8 @@ def ratios_figure(df):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
-    from .plotting import MAX_DECADES, bound_style, log_ticks
-    from .plotting.axes import _usable_mask
+    from ..plotting import MAX_DECADES, bound_style, log_ticks
+    from ..plotting.axes import _usable_mask
     theorems = list(dict.fromkeys(df.theorem))
     layouts = []
     for name in theorems:                      # row positions: a header row (or two) per case, then its bars
@@ -603,13 +603,13 @@ def left_hand_side(theorem, width=40):
 
     Examples
     --------
-    >>> from fedtheory.verification import left_hand_side
+    >>> from fedtheory.reporting.verification import left_hand_side
     >>> left_hand_side("localdescent.theorem_4_1")
     'E[f(xbar^T) - f*]'
     >>> left_hand_side("no.such_theorem")
     'left-hand side of the theorem'
     """
-    from .theory import SPECS
+    from ..theory import SPECS
     spec = SPECS.get(theorem)
     statement = getattr(spec, "statement", "") or ""
     if "<=" not in statement:
@@ -622,8 +622,8 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     appended); returns the report path."""
     import matplotlib
     matplotlib.use("Agg")
-    from . import __version__
-    from .plotting import bound_vs_T
+    from .. import __version__
+    from ..plotting import bound_vs_T
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     figs = []
@@ -685,7 +685,7 @@ def verify_all(quick=False, out="verify-report", theorems=None, progress=None, e
     df, studies = run_cases(quick, theorems, progress, jobs=jobs, lemmas=lemmas)
     extra = []
     if tightness:
-        from .theory.tightness import tightness_rows, uncovered
+        from ..theory.tightness import tightness_rows, uncovered
         rows, extra = tightness_rows(quick, theorems, out)
         for name, why in uncovered(theorems).items():
             echo(f"tightness: no row for {name}: {why}")

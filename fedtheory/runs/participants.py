@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
-from .exceptions import InvalidParameterError
+from ..exceptions import InvalidParameterError
 
 
 class Participants(Sequence):

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .arrays import to_numpy
-from .exceptions import InvalidParameterError
+from ..exceptions import InvalidParameterError
 
 __all__ = ["Trace", "RoundTrace"]
 
@@ -228,7 +228,7 @@ class _TraceRecorder:
             raise InvalidParameterError(f"The 'trace' parameter of run must name sequences that {alg.name!r} "
                                         f"declares: {sorted(declared)} (or be True for all). Got {trace!r} "
                                         f"instead.")
-        from ._argcheck import Interval, check_param
+        from .._argcheck import Interval, check_param
         check_param("trace_max_mb", max_mb, [Interval(float, 0, None, "neither")], "run")
         wanted = None
         if trace_rounds is not None:

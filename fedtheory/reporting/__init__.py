@@ -1,0 +1,14 @@
+"""The reporting and command-line layer: what turns runs into studies and reports.
+
+- :mod:`.config`: TOML configurations (a problem, a run, a grid) and the problem factories they name;
+  :mod:`.toml_text` the configuration's text for error messages (the line of every key);
+- :mod:`.sweep`: grids of runs in parallel (joblib/loky, Dask), stored run by run and resumable;
+- :mod:`.results`: the stored result tables;
+- :mod:`.verification`: ``fedtheory verify``'s report (every theorem's verdict, tables, figures);
+- :mod:`.errata`: the errata table of the papers' theorems and proof steps;
+- :mod:`.commands`: the command line's commands; :mod:`fedtheory.__main__` parses the arguments and
+  calls them.
+
+May import everything below it: the run engine (:mod:`fedtheory.runs`), the theory, the ground
+truth, plotting and the foundations. Nothing in the library below imports it.
+"""
