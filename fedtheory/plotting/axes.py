@@ -114,7 +114,7 @@ def linear_limits(*arrays, margin=0.05):
     return 4 * a, 4 * b
 
 
-# Hand-written log ticks (this function, _minor_tick_values, _format_ticks and the three classes below) where
+# Hand-written log ticks (this function, _minor_tick_values, _format_ticks, the locator and the formatter below) where
 # matplotlib's own fail, as tests/test_plotting_properties.py::test_matplotlib_log_ticks_fail_where_ours_are_used
 # shows: LogLocator with LogFormatterSciNotation labels no tick, or one, on a range within a decade (0.12 to
 # 0.5: none), raises OverflowError on limits near the largest float (1e-300 to 1e300), and its minor ticks
@@ -191,36 +191,29 @@ def _format_ticks(values):
     return labels
 
 
-def _readable_log_locator():
+def _locator(ticks, name):
+    """A matplotlib locator placing ``ticks(vmin, vmax)`` at the axis' current limits."""
     from matplotlib.ticker import Locator
 
-    class ReadableLogLocator(Locator):
-        """Ticks of :func:`_tick_values` at the axis' current limits."""
-
+    class _Ticks(Locator):
         def __call__(self):
             vmin, vmax = self.axis.get_view_interval()
             return self.tick_values(vmin, vmax)
 
         def tick_values(self, vmin, vmax):
-            return np.asarray(_tick_values(vmin, vmax), dtype=float)
+            return np.asarray(ticks(vmin, vmax), dtype=float)
 
-    return ReadableLogLocator()
+    _Ticks.__name__ = _Ticks.__qualname__ = name
+    _Ticks.__doc__ = f"Ticks of :func:`{ticks.__name__}` at the axis' current limits."
+    return _Ticks()
+
+
+def _readable_log_locator():
+    return _locator(_tick_values, "ReadableLogLocator")
 
 
 def _minor_log_locator():
-    from matplotlib.ticker import Locator
-
-    class MinorLogLocator(Locator):
-        """Ticks of :func:`_minor_tick_values` at the axis' current limits."""
-
-        def __call__(self):
-            vmin, vmax = self.axis.get_view_interval()
-            return self.tick_values(vmin, vmax)
-
-        def tick_values(self, vmin, vmax):
-            return np.asarray(_minor_tick_values(vmin, vmax), dtype=float)
-
-    return MinorLogLocator()
+    return _locator(_minor_tick_values, "MinorLogLocator")
 
 
 def _readable_formatter():
