@@ -10,15 +10,15 @@ import pandas as pd
 import functools
 import math
 
+from .._argcheck import Bool, Interval, NoneOk, Options, check_param
 from .._kernels import rounds as _rk
 from .._kernels.cache import harden_all
-from .._argcheck import Bool, Interval, NoneOk, Options, check_param
 from ..algorithms.base import Algorithm, RoundContext
-from .arrays import HostView, as_like, is_tensor, to_numpy
 from ..exceptions import InvalidParameterError
-from .metrics import reference_metrics
 from ..problem import FederatedProblem
 from ..registry import get_algorithm, reserved_column
+from .arrays import HostView, as_like, is_tensor, to_numpy
+from .metrics import reference_metrics
 from .participants import Participants, check_schedule
 from .trace import _TraceRecorder
 
