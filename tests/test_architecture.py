@@ -301,3 +301,53 @@ def test_the_top_level_holds_the_foundations_and_each_package_says_what_it_may_i
     for init in sorted((ROOT / "fedtheory").glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert len(doc) > 200 and "may import" in doc.lower(), init.parent.name
+
+
+#: What each sub-package of fedtheory may not import (its docstring says what it may): the layers
+#: below never reach up to the run engine, the theory or the reporting layer that use them.
+LAYER_RULES = {
+    "_kernels": ("fedtheory.runs", "fedtheory.theory", "fedtheory.reporting", "fedtheory.algorithms", "problems",
+                 "validation"),
+    "components": ("fedtheory.runs", "fedtheory.theory", "fedtheory.reporting", "problems", "validation"),
+    "backends": ("fedtheory.runs", "fedtheory.theory", "fedtheory.reporting", "problems", "validation"),
+    "algorithms": ("fedtheory.runs.runner", "fedtheory.theory", "fedtheory.reporting", "problems", "validation"),
+    "truth": ("fedtheory.runs", "fedtheory.theory", "fedtheory.reporting", "validation"),
+    "plotting": ("fedtheory.runs", "fedtheory.theory", "fedtheory.reporting", "problems", "validation"),
+    "runs": ("fedtheory.theory", "fedtheory.reporting", "problems", "validation"),
+    "testing": ("fedtheory.reporting", "problems", "validation"),
+    "theory": ("fedtheory.reporting", "validation"),
+}
+
+
+def _imported(path):
+    """``(line, module)`` of every import in a file, at any depth (inside functions too), relative
+    imports resolved (``from . import x`` gives the package and ``package.x``)."""
+    mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    pkg = mod.removesuffix(".__init__") if path.name == "__init__.py" else mod.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            parts = pkg.split(".")
+            target = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            yield node.lineno, target
+            if not node.module:
+                yield from ((node.lineno, f"{target}.{a.name}") for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, node.module
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+
+
+def test_each_layer_imports_only_what_its_docstring_allows():
+    """No sub-package reaches up to a layer that uses it, not even inside a function."""
+    bad = []
+    for package, forbidden in LAYER_RULES.items():
+        for f in sorted((ROOT / "fedtheory" / package).rglob("*.py")):
+            bad += [f"{f.relative_to(ROOT)}:{line} imports {target}" for line, target in _imported(f)
+                    if any(target == x or target.startswith(x + ".") for x in forbidden)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_sees_imports_inside_functions():
+    """The check above finds a function-level import, and resolves a relative one."""
+    found = dict((t, n) for n, t in _imported(ROOT / "fedtheory" / "theory" / "engine.py"))
+    assert "fedtheory.runs.runner" in found
