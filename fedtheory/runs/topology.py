@@ -21,7 +21,18 @@ def _uniform(n, q):
 
 
 def ring_adjacency(n):
-    """Cycle graph on n nodes."""
+    """Cycle graph on n nodes.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes.
+
+    Returns
+    -------
+    ndarray of bool, shape (n, n)
+        The symmetric adjacency matrix (no self-loops).
+    """
     A = np.zeros((n, n), dtype=bool)
     for i in range(n):
         A[i, (i + 1) % n] = A[(i + 1) % n, i] = True
@@ -30,7 +41,18 @@ def ring_adjacency(n):
 
 
 def torus_adjacency(rows, cols):
-    """2-D torus grid (each node linked to its 4 neighbours, with wrap-around)."""
+    """2-D torus grid (each node linked to its 4 neighbours, with wrap-around).
+
+    Parameters
+    ----------
+    rows, cols : int
+        The grid's shape; node ``r * cols + c`` sits at row r, column c.
+
+    Returns
+    -------
+    ndarray of bool, shape (rows * cols, rows * cols)
+        The symmetric adjacency matrix (no self-loops).
+    """
     n = rows * cols
     A = np.zeros((n, n), dtype=bool)
     for r in range(rows):
@@ -43,7 +65,29 @@ def torus_adjacency(rows, cols):
 
 
 def erdos_renyi_adjacency(n, p, seed=0, max_tries=1000):
-    """A connected Erdos-Renyi G(n, p) graph (resampled until connected)."""
+    """A connected Erdos-Renyi G(n, p) graph (resampled until connected).
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes.
+    p : float
+        Probability of each edge.
+    seed : int, default 0
+        Seed of the draws.
+    max_tries : int, default 1000
+        Graphs drawn before giving up.
+
+    Returns
+    -------
+    ndarray of bool, shape (n, n)
+        The symmetric adjacency matrix of the first connected draw.
+
+    Raises
+    ------
+    ValueError
+        When no draw of ``max_tries`` is connected.
+    """
     rng = np.random.default_rng(seed)
     for _ in range(max_tries):
         U = rng.random((n, n)) < p
@@ -68,7 +112,23 @@ def _connected(A):
 
 
 def metropolis_hastings(adjacency, q=None):
-    """Metropolis-Hastings mixing matrix of a graph, reversible with respect to q."""
+    r"""Metropolis-Hastings mixing matrix of a graph, reversible with respect to q.
+
+    :math:`W_{ij} = \min\{1/(d_i + 1),\ q_j/(q_i (d_j + 1))\}` on the graph's edges, the rest of
+    each row on the diagonal.
+
+    Parameters
+    ----------
+    adjacency : array_like of bool, shape (n, n)
+        Symmetric adjacency matrix (the diagonal is ignored).
+    q : array_like, shape (n,), optional
+        Client weights (uniform by default).
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        The row-stochastic mixing matrix W with :math:`q_i W_{ij} = q_j W_{ji}`.
+    """
     A = np.asarray(adjacency, dtype=bool)
     n = A.shape[0]
     q = _uniform(n, q)
@@ -91,12 +151,23 @@ def mixing_matrix(topology, n, q=None, p=0.5, seed=0):
         "complete" is :math:`\mathbf 1 q^\top` (one exact averaging step; 11^T/n for uniform q);
         "torus" needs n = rows * cols with rows = the largest divisor of n not above sqrt(n).
     n : int
+        Number of clients.
     q : array (n,), optional
         Client weights (uniform by default).
     p : float
         Edge probability of "erdos_renyi".
     seed : int
         Seed of "erdos_renyi".
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        The mixing matrix (row-stochastic, reversible with respect to q).
+
+    Raises
+    ------
+    ValueError
+        For an unknown topology.
 
     Examples
     --------
@@ -121,7 +192,23 @@ def mixing_matrix(topology, n, q=None, p=0.5, seed=0):
 
 
 def zeta(W, q=None):
-    r""":math:`\max(|\lambda_2|, |\lambda_n|)` of W (eigenvalues of the q-symmetrised matrix)."""
+    r"""The mixing rate :math:`\zeta = \max(|\lambda_2|, |\lambda_n|)` of W.
+
+    The eigenvalues are those of the q-symmetrised matrix :math:`D^{1/2} W D^{-1/2}`,
+    :math:`D = \mathrm{diag}(q)` (W itself for uniform q).
+
+    Parameters
+    ----------
+    W : array_like, shape (n, n)
+        A mixing matrix reversible with respect to q.
+    q : array_like, shape (n,), optional
+        Client weights (uniform by default).
+
+    Returns
+    -------
+    float
+        zeta in [0, 1] for a mixing matrix; 0 for one client. The spectral gap is 1 - zeta.
+    """
     W = np.asarray(W, dtype=np.float64)
     n = W.shape[0]
     if n == 1:
@@ -133,11 +220,32 @@ def zeta(W, q=None):
 
 
 def check_mixing(W, q=None, name="W", tol=1e-10):
-    """Validate a user-given mixing matrix; return it as a float array, or raise ValueError.
+    """Validate a user-given mixing matrix.
 
     Requirements (Definition 2 / Assumption 4, generalised to weights q): square (n, n),
     finite, non-negative, rows summing to 1, reversible with respect to q (symmetric for
     uniform q, hence doubly stochastic), and zeta < 1 (connected, aperiodic).
+
+    Parameters
+    ----------
+    W : array_like, shape (n, n)
+        The matrix to check.
+    q : array_like, shape (n,), optional
+        Client weights (uniform by default); n is its length when given.
+    name : str, default "W"
+        The parameter's name in the error message.
+    tol : float, default 1e-10
+        Tolerance of the sign, row-sum and reversibility checks.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        ``W`` as a float array.
+
+    Raises
+    ------
+    ValueError
+        Naming the first requirement that fails and the value found.
     """
     q = None if q is None else np.asarray(q, dtype=np.float64)
     Wa = np.asarray(W, dtype=np.float64)
