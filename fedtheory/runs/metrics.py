@@ -76,6 +76,21 @@ def reference_metrics(reference, value, x, where="run"):
 def support_scores(w, w_true, threshold=0.01):
     """(precision, recall, F1) of the support of ``w`` against that of ``w_true``.
 
+    Parameters
+    ----------
+    w : array_like, shape (d,)
+        The estimate; its support is where ``|w| >= threshold``.
+    w_true : array_like, shape (d,)
+        The reference; its support is where it is non-zero.
+    threshold : float, default 0.01
+        Smallest magnitude counted as non-zero in ``w``.
+
+    Returns
+    -------
+    tuple of float
+        ``(precision, recall, F1)``: precision 0 when ``w`` has an empty support, recall 1 when
+        ``w_true`` has one, F1 0 when both precision and recall are 0.
+
     Examples
     --------
     >>> from fedtheory.runs.metrics import support_scores
@@ -92,7 +107,22 @@ def support_scores(w, w_true, threshold=0.01):
 
 
 def client_support_scores(models, w_clients, threshold=0.01):
-    """Mean (precision, recall, F1) over clients; ``models`` is (n, d) or one (d,) model for all."""
+    """Mean (precision, recall, F1) of :func:`support_scores` over clients.
+
+    Parameters
+    ----------
+    models : array_like, shape (n, d) or (d,)
+        One model per client, or one model for all.
+    w_clients : sequence of array_like, shape (d,)
+        Each client's true parameter vector.
+    threshold : float, default 0.01
+        Smallest magnitude counted as non-zero in a model.
+
+    Returns
+    -------
+    tuple of float
+        The clients' mean ``(precision, recall, F1)``.
+    """
     models = np.asarray(models)
     if models.ndim == 1:
         models = np.repeat(models[None], len(w_clients), axis=0)
@@ -101,9 +131,26 @@ def client_support_scores(models, w_clients, threshold=0.01):
 
 
 def personalized_extras(problem, models, x):
-    """History columns for personalized models ``models`` (n, d) and the global model x:
-    ``pm_value`` (mean of f_i + h at the personalized models), support precision / recall / F1
-    (problems with ``info["w_clients"]``) and rank / recovery error (``info["W_clients"]``)."""
+    """History columns of personalized models and of the global model.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem; ``problem.info`` may hold the clients' true parameters (``"w_clients"``,
+        sparse vectors; ``"W_clients"``, low-rank matrices flattened, with ``problem.mat_shape``).
+    models : ndarray, shape (n, d)
+        One personalized model per client.
+    x : ndarray, shape (d,)
+        The global model.
+
+    Returns
+    -------
+    dict of str to float
+        ``pm_value`` (the clients' mean of f_i + h at their personalized models); with
+        ``"w_clients"`` the support ``pm_/gm_precision``, ``_recall`` and ``_f1`` of the personalized
+        and the global models; with ``"W_clients"`` their mean rank (singular values above 0.01,
+        ``pm_rank``, ``gm_rank``) and recovery error (``pm_recovery``, ``gm_recovery``).
+    """
     n = problem.n_clients
     out = {"pm_value": float(np.mean([problem.client_value(i, models[i]) + problem.h_value(models[i])
                                       for i in range(n)]))}
