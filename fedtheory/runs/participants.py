@@ -145,7 +145,34 @@ class Participants(Sequence):
 
 
 def check_schedule(schedule, alg, n, rounds, mode, clients_per_round):
-    """A ``client_schedule`` as a list of ``rounds`` int64 arrays, validated for the sampling mode."""
+    """A ``client_schedule`` as a list of ``rounds`` int64 arrays, validated for the sampling mode.
+
+    Parameters
+    ----------
+    schedule : sequence of array_like
+        ``run``'s ``client_schedule``: the participants of each round, in round order.
+    alg : Algorithm
+        The run's algorithm (one defined for full participation only refuses a partial round).
+    n : int
+        Number of clients.
+    rounds : int
+        Number of rounds; the schedule has one entry each.
+    mode : str
+        The run's sampling mode (with replacement, an entry may repeat a client).
+    clients_per_round : int or None
+        The run's S: under uniform sampling or sampling with replacement each entry has S clients.
+
+    Returns
+    -------
+    list of ndarray
+        One int64 array of client indices per round (sorted for an algorithm defined for full
+        participation only).
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the first entry that is not a valid round of participants.
+    """
     what = "The 'client_schedule' parameter of run"
     if isinstance(schedule, (Mapping, Set)):
         raise InvalidParameterError(f"{what} must be a sequence of client-index arrays, one per round in round "

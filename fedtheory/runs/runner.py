@@ -430,6 +430,20 @@ def check_arguments(problem, algorithm, **kwargs):
     no round and no evaluation. Configurations (:mod:`fedtheory.reporting.config`) check every grid point
     with it before a sweep starts.
 
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem the run would use.
+    algorithm : str or Algorithm
+        A registered name or an algorithm instance, as :func:`run` takes it.
+    **kwargs
+        Every other argument of :func:`run`, the algorithm's hyperparameters included.
+
+    Raises
+    ------
+    InvalidParameterError
+        For the first bad argument, with the message :func:`run` gives.
+
     Examples
     --------
     >>> import problems
