@@ -35,8 +35,11 @@ class UncertifiedOptimumError(ValueError):
 
 
 class UncertifiedOptimumWarning(RuntimeWarning):
-    """``ground_truth(..., certify="warn")`` returned a result marked ``certified=False``: its F*
-    is not known to the tolerance, and runs measured against it show suboptimality as NaN."""
+    """A ground truth that is not certified was returned.
+
+    ``ground_truth(..., certify="warn")`` returned a result marked ``certified=False``: its F* is not
+    known to the tolerance, and runs measured against it show suboptimality as NaN.
+    """
 
 
 class DeclarationError(TypeError):

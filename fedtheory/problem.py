@@ -201,8 +201,14 @@ class FederatedProblem:
     datafit : Datafit, str or int
         The smooth datafit: a :class:`fedtheory.components.Datafit`, a registered name
         (``"least_squares"``, ``"logistic"``, ``"quadratic"``) or a kernel id (``problem.datafit_id``).
-    M, b, client_ptr, weights
-        The stacked client data (see :class:`ClientData`).
+    M : ndarray of shape (m, d) or scipy CSR matrix
+        Stacked client rows (see :class:`ClientData`).
+    b : ndarray of shape (m,)
+        Stacked targets (see :class:`ClientData`).
+    client_ptr : ndarray of shape (n + 1,)
+        Row offsets of the clients (see :class:`ClientData`).
+    weights : ndarray of shape (n,), optional
+        Client weights w_i (see :class:`ClientData`).
     l2, l1 : float
         Ridge weight of a datafit given by name, and the weight tau of a regularizer given by name.
     noise : float
@@ -289,8 +295,10 @@ class FederatedProblem:
     @classmethod
     def from_clients(cls, A, b, datafit, regularizer=None, weights=None, noise=0.0, name=None, info=None,
                      caller=None):
-        """A problem from per-client lists of rows ``A`` and targets ``b`` (validated: shapes, NaN/inf,
-        empty clients, the datafit's targets), a datafit and a regularizer (None: h = 0).
+        """Build a problem from per-client rows and targets, a datafit and a regularizer.
+
+        ``A`` and ``b`` are validated (shapes, NaN/inf, empty clients, the datafit's targets); a
+        regularizer None means h = 0.
 
         Parameters
         ----------
@@ -563,9 +571,10 @@ class FederatedProblem:
 
     # --------------------------------------------------------------- client oracles
     def client_value(self, i, x, rows=None):
-        """f_i(x), the smooth objective of client ``i``; with ``rows`` (absolute row indices)
-        the minibatch value F_i(x, B), the mean loss over those rows plus the ridge term
-        (a datafit without samples, the quadratic, ignores ``rows``).
+        """Smooth objective f_i(x) of client ``i``, or its minibatch value.
+
+        With ``rows`` (absolute row indices) the minibatch value F_i(x, B), the mean loss over those
+        rows plus the ridge term (a datafit without samples, the quadratic, ignores ``rows``).
 
         Parameters
         ----------
@@ -585,8 +594,10 @@ class FederatedProblem:
         return self.datafit.client_value(self.data, i, self._check_x(x), rows)
 
     def client_grad(self, i, x, rows=None):
-        """Gradient of f_i at x; with ``rows`` (absolute row indices) a minibatch mean
-        (ignored by the quadratic, which has no samples).
+        """Gradient of f_i at x, or its minibatch mean.
+
+        With ``rows`` (absolute row indices) the mean over those rows (ignored by the quadratic,
+        which has no samples).
 
         Parameters
         ----------

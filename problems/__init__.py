@@ -34,7 +34,7 @@ __all__ = ["least_squares", "lasso", "group_lasso", "matrix_completion", "logist
 
 
 def available():
-    """Names of the problem factories.
+    """List the names of the problem factories.
 
     Returns
     -------

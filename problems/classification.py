@@ -28,6 +28,7 @@ def logistic(A, y, l2=0.0, weights=None, noise=0.0, name="logistic"):
     Returns
     -------
     FederatedProblem
+        The logistic-regression problem, one client per design matrix.
 
     Examples
     --------

@@ -201,14 +201,19 @@ def libsvm(name, n_clients=10, partition="iid", l2=0.0, seed=0, data_dir=None, m
         Use a uniformly random subset of this many samples (for fast tests).
     weights : None, "samples" or array
         Client weights: uniform (None), proportional to client sizes, or given.
-    alpha, shards_per_client, min_size
-        Partition parameters.
+    alpha : float, default 0.5
+        Dirichlet concentration of the partition (:func:`partition_indices`).
+    shards_per_client : int, default 2
+        Shards per client of the ``"shards"`` partition.
+    min_size : int, default 1
+        Minimum samples per client.
     download : bool
         Download a missing known data set when online.
 
     Returns
     -------
-    FederatedProblem (CSR data)
+    FederatedProblem
+        Logistic regression on the data set's rows (CSR), partitioned over the clients.
 
     Examples
     --------

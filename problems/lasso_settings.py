@@ -21,12 +21,13 @@ def federated_lasso(setting="II", n_clients=30, dim=1024, samples=128, l1=0.1, n
     n_clients, dim, samples : int
         30, 1024, 128 in the paper; dim >= 33 in setting (I) (the signal has d - 32 ones), >= 11 in (II).
     l1 : float
-        tau = 0.1 in the paper.
+        The l1 weight tau (0.1 in the paper).
     normalization : {"half_mse", "mse"}
         The paper does not state its loss normalisation (docs/papers/pfedfbe.md, §8.4): "half_mse" is
         :math:`\frac{1}{2m}\|Aw - y\|^2` (the library's least squares), "mse" is :math:`\frac1m\|Aw-y\|^2`
         (features and responses scaled by sqrt 2; it doubles L).
     seed : int
+        Seed of the data.
 
     Returns
     -------

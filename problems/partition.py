@@ -115,6 +115,7 @@ def partition_indices(labels, n_clients, partition="iid", seed=0, alpha=0.5,
     Returns
     -------
     list of int64 arrays
+        The sample indices of each client.
 
     Examples
     --------

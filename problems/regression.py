@@ -25,6 +25,7 @@ def least_squares(A, b, l2=0.0, weights=None, noise=0.0):
     Returns
     -------
     FederatedProblem
+        The least-squares problem, one client per design matrix.
 
     Examples
     --------

@@ -33,7 +33,7 @@ def quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=0.0, seed=
         required when dim == 1), and mu >= 100 dim eps L (about 2.2e-14 dim L): the stored Hessian's
         eigenvalues are exact only to about dim eps L.
     heterogeneity : float, default 0
-        zeta_*^2 >= 0 (squared gradient dissimilarity at x*). Must be 0 with
+        The squared gradient dissimilarity at x*, zeta_*^2 >= 0. Must be 0 with
         ``shared_minimizer=True``.
     noise : float, default 0
         Std of the additive Gaussian gradient noise per coordinate (sigma^2 = dim noise^2).

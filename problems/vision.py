@@ -123,9 +123,13 @@ def load_mnist(data_dir=None, download=True):
     Returns
     -------
     X_train : ndarray of shape (60000, 1, 28, 28), float32
+        The training images.
     y_train : ndarray of shape (60000,), int64
+        Their class labels.
     X_test : ndarray of shape (10000, 1, 28, 28), float32
+        The test images.
     y_test : ndarray of shape (10000,), int64
+        Their class labels.
 
     Examples
     --------
@@ -177,9 +181,13 @@ def load_cifar10(data_dir=None, download=True, normalize=True):
     Returns
     -------
     X_train : ndarray of shape (50000, 3, 32, 32), float32
+        The training images.
     y_train : ndarray of shape (50000,), int64
+        Their class labels.
     X_test : ndarray of shape (10000, 3, 32, 32), float32
+        The test images.
     y_test : ndarray of shape (10000,), int64
+        Their class labels.
     """
     return _load_cifar("cifar10", data_dir, download, normalize)
 
@@ -201,15 +209,19 @@ def load_cifar100(data_dir=None, download=True, normalize=True):
     Returns
     -------
     X_train : ndarray of shape (50000, 3, 32, 32), float32
-    y_train : ndarray of shape (50000,), int64 (100 classes)
+        The training images.
+    y_train : ndarray of shape (50000,), int64
+        Their class labels (100 classes).
     X_test : ndarray of shape (10000, 3, 32, 32), float32
+        The test images.
     y_test : ndarray of shape (10000,), int64
+        Their class labels.
     """
     return _load_cifar("cifar100", data_dir, download, normalize)
 
 
 def load_digits_images(flatten=False, test_fraction=0.0, seed=0):
-    """scikit-learn's bundled digits (1797 images 8x8, no network), pixels in [0, 1].
+    """Load scikit-learn's bundled digits (1797 images 8x8, no network), pixels in [0, 1].
 
     The offline stand-in for MNIST in tests.
 
@@ -261,9 +273,17 @@ def image_problem(dataset, model, n_clients=100, partition="iid", seed=0, alpha=
         A data set name, or arrays ``(X, y)`` / ``(X, y, X_test, y_test)``.
     model : torch.nn.Module
         The network (e.g. from :mod:`fedtheory.backends.torch.models`).
-    n_clients, partition, seed, alpha, shards_per_client
-        Passed to :func:`problems.partition_indices` (e.g. ``"dirichlet_per_client"`` with alpha=0.6
-        for FedSpeed's Dir-0.6, ``"shards"`` for the McMahan et al. two-shard split).
+    n_clients : int, default 100
+        Number of clients.
+    partition : str, default "iid"
+        The split of :func:`problems.partition_indices` (e.g. ``"dirichlet_per_client"`` with
+        alpha=0.6 for FedSpeed's Dir-0.6, ``"shards"`` for the McMahan et al. two-shard split).
+    seed : int, default 0
+        Seed of the split (and of ``max_samples``' subset).
+    alpha : float, default 0.5
+        Dirichlet concentration of the split.
+    shards_per_client : int, default 2
+        Shards per client of the ``"shards"`` split.
     l2 : float
         Ridge weight (weight decay in the objective).
     data_dir : str or Path, optional
@@ -282,6 +302,7 @@ def image_problem(dataset, model, n_clients=100, partition="iid", seed=0, alpha=
     Returns
     -------
     fedtheory.backends.torch.DeepProblem
+        The network's loss on each client's images, with the test set for evaluation when there is one.
 
     Examples
     --------

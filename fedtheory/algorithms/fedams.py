@@ -48,7 +48,7 @@ class FedAMS(FedAvg):
     Parameters
     ----------
     server_lr : float, default 1
-        eta > 0.
+        The server step eta > 0.
     beta1, beta2 : float, default 0.9, 0.99
         Moment decays in [0, 1).
     eps_ams : float, default 1e-3
@@ -56,6 +56,7 @@ class FedAMS(FedAvg):
     eps : float, default 1e-8
         Added to the denominator.
     bias_correction : bool, default True
+        Divide m by 1 - beta1^r and v-hat by 1 - beta2^r (the FedCAMS code); False drops both factors.
 
     References
     ----------

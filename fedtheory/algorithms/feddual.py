@@ -48,6 +48,7 @@ class FedDualAvg(Algorithm):
     Parameters
     ----------
     server_lr : float, default 1
+        Global step size eta_g.
 
     References
     ----------

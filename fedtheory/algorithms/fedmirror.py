@@ -49,7 +49,10 @@ class FedMiD(Algorithm):
     Parameters
     ----------
     server_lr : float, default 1
+        Global step size eta_g.
     server_prox : {"none", "eta_g*eta_l", "eta_g*eta_l*K"}, default "none"
+        A prox of c h applied to the server average, with c = eta_g eta_l or eta_g eta_l K; "none"
+        applies none.
 
     References
     ----------

@@ -60,7 +60,7 @@ class FedSPS(SPSBase):
     gamma_b : float, default 1
         Step-size cap gamma_b > 0.
     lower_bound : float or array (n,), default 0
-        ell_i^*, a lower bound on every sample loss of client i (0 for non-negative losses).
+        The lower bound ell_i^* on every sample loss of client i (0 for non-negative losses).
     smoothing : {"none", "sps_code", "literal"}, default "none"
         Smoothed cap of the non-convex experiments (docs/papers/fedsps.md, §2.7).
     reset_each_round : bool, default False

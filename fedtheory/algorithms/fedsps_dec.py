@@ -53,7 +53,7 @@ class FedDecSPS(SPSBase):
     gamma_b : float, default 1
         Initial cap gamma_b > 0.
     lower_bound : float or array (n,), default 0
-        ell_i^*.
+        The lower bound ell_i^* on every sample loss of client i.
     c_index : {"iteration", "round"}, default "iteration"
         Index t of c_t: the global local-iteration counter or the round.
 

@@ -86,8 +86,11 @@ class FedSPSGlobal(SPSBase):
     Parameters
     ----------
     c : float, default 0.5
+        SPS scale c > 0.
     gamma_b : float, default 1
+        Step-size cap gamma_b > 0.
     lower_bound : float or array (n,), default 0
+        The lower bound ell_i^* on every sample loss of client i.
     aggregation : {"a", "b", "c"}, default "a"
         The aggregation formula of App. D.2.2.
     gamma0 : float, optional

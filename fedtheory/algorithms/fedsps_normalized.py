@@ -59,8 +59,11 @@ class FedSPSNormalized(SPSBase):
     Parameters
     ----------
     c : float, default 0.5
+        SPS scale c > 0.
     gamma_b : float, default 1
+        Step-size cap gamma_b > 0.
     lower_bound : float or array (n,), default 0
+        The lower bound ell_i^* on every sample loss of client i.
     nu_literal : bool, default False
         Sum only the first tau - 1 step sizes, as printed (needs tau >= 2).
 

@@ -34,6 +34,8 @@ class LFD(FedAvg):
 
     Parameters
     ----------
+    server_lr : float, default 1
+        Global step size (1 in the paper).
     q : array of shape (n,), optional
         Sampling probabilities, which are also the objective weights (the paper's double
         role of q): they must equal ``problem.weights`` (build the problem with
@@ -42,8 +44,6 @@ class LFD(FedAvg):
         Whether a client drawn several times runs independent replicas.
     literal_loop : bool, default False
         Round 0 has a single local step (Algorithm 1's literal loop, docs/papers/localdescent.md, §2.1 and A1).
-    server_lr : float, default 1
-        Global step size (1 in the paper).
 
     References
     ----------

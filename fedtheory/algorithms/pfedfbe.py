@@ -60,7 +60,7 @@ def soft(u, t):
 @register
 @dataclass(frozen=True)
 class PFedFBE(Algorithm):
-    r"""pFedFBE: FedAvg on the clients' forward-backward envelopes; personalized proximal-gradient models.
+    r"""FedAvg on the clients' forward-backward envelopes, with personalized proximal-gradient models (pFedFBE).
 
     Parameters
     ----------

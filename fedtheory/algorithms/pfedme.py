@@ -45,7 +45,7 @@ def server(pk, rd, hp, st, m):
 @register
 @dataclass(frozen=True)
 class PFedMe(Algorithm):
-    r"""pFedMe: Moreau-envelope personalization with an inner proximal solver.
+    r"""Moreau-envelope personalization with an inner proximal solver (pFedMe).
 
     Parameters
     ----------

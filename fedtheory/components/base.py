@@ -586,7 +586,7 @@ class Regularizer(Component):
     Parameters
     ----------
     weight : float, default 0
-        tau >= 0 (``problem.reg_weight``); with 0 the problem is smooth.
+        The weight tau >= 0 (``problem.reg_weight``); with 0 the problem is smooth.
     """
 
     #: Capability: h is differentiable with a Lipschitz gradient (a smooth objective stays smooth).

@@ -81,8 +81,9 @@ def _kernel_oracles(p, i, x, v, rows):
 
 
 def check_datafit(datafit, sparse=False, seed=0):
-    """Value, gradient and Hessian-vector product of a datafit: NumPy == Numba == torch == CVXPY, and
-    against finite differences.
+    """Check a datafit's value, gradient and Hessian-vector product on every backend.
+
+    NumPy == Numba == torch == CVXPY, and against finite differences.
 
     Raises AssertionError with a message naming the disagreeing forms; returns None when every
     check passes (torch is skipped when it is not installed).
@@ -202,8 +203,9 @@ def check_regularizer(regularizer, dim=6, seed=0):
 
 
 def check_pair(datafit, regularizer, sparse=False, seed=0):
-    """The problem of a datafit and a regularizer: F(x) and the gradient mapping from the problem,
-    from the Numba kernels and from CVXPY.
+    """Check the problem of a datafit and a regularizer on every backend.
+
+    F(x) and the gradient mapping from the problem, from the Numba kernels and from CVXPY.
 
     Raises AssertionError with a message naming the disagreeing forms; returns None when every
     check passes (or when the regularizer has no example in the datafit's dimension).

@@ -427,6 +427,7 @@ def legend_outside(ax, **kw):
     Returns
     -------
     matplotlib.legend.Legend
+        The legend drawn.
     """
     return ax.legend(**{"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0,
                         "fontsize": 7, "frameon": False, **kw})

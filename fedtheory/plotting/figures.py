@@ -49,6 +49,7 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, one curve per setting.
 
     Examples
     --------
@@ -215,8 +216,10 @@ def rate_plot(df, y=None, x="round", by=None, ax=None, spread="minmax", bound=No
 
 
 def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None, filters=None):
-    """One panel per horizontal axis (rounds, communication, gradient evaluations), one legend
-    outside the panels (the curves are the same in every panel).
+    """Plot a results table against each horizontal axis, one legend outside the panels.
+
+    One panel per horizontal axis (rounds, communication, gradient evaluations); the curves are the
+    same in every panel.
 
     ``xs`` entries may use the command line's names (``"rounds"``, ``"comm"``, ``"grad_evals"``);
     ``filters`` keeps the matching runs (:func:`filter_table`) and is named in the legend's
@@ -240,6 +243,7 @@ def results_figure(df, y=None, xs=("round", "comm_up", "grad_evals"), title=None
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, one panel per horizontal axis.
 
     Examples
     --------

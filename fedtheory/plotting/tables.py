@@ -14,8 +14,10 @@ def _filter_title(filters):
 
 
 def default_metric(df):
-    """``suboptimality`` when the runs were measured against a certified optimum, else the
-    squared gradient mapping norm.
+    """Choose the metric to plot: suboptimality where it was measured, else the gradient mapping.
+
+    ``suboptimality`` when the runs were measured against a certified optimum, else the squared
+    gradient mapping norm.
 
     Parameters
     ----------

@@ -155,6 +155,7 @@ def build_problem(problem_args):
     Returns
     -------
     FederatedProblem
+        The problem the point's factory builds.
     """
     return _problem(json.dumps(problem_args, sort_keys=True))
 

@@ -384,7 +384,7 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
         Dask scheduler address (``tcp://host:port``) or a connected client (backend "dask");
         None starts a local Dask cluster of ``n_jobs`` workers for the sweep.
     progress : bool, optional
-        tqdm progress bar on stderr; None shows it only when stderr is a terminal (never with
+        A tqdm progress bar on stderr; None shows it only when stderr is a terminal (never with
         ``FEDTHEORY_QUIET=1`` or ``fedtheory --quiet``).
     warm : bool
         Warm the Numba and ground-truth caches in the driver first (parallel runs only).

@@ -279,12 +279,6 @@ class TheoremSpec:
         than the floor is UNRESOLVED, never VIOLATED. Default: :func:`comparison_floor`.
         A measurement may also set ``"unresolved"`` to a reason (a quantity it divides by is
         at rounding level): the verdict is then UNRESOLVED whatever the comparison.
-    rounding : callable, optional
-        ``rounding(setup, measurement) -> {(where, key): delta}``: the rounding of the bound's own
-        inputs (``where`` is ``"setup"`` or ``"measure"``; e.g. f(x^0) - f*, resolved to
-        :func:`gap_floor`, or a squared gradient norm, to :func:`grad_sq_floor`). The floor grows
-        by how far those deltas move the variant's bound (:func:`propagated_floor`): a bound whose
-        f(x^0) - f* term is rounding is not a bound of 0 (nor a negative one).
     assumptions : tuple of str
         Capabilities the theorem's function class needs from the problem's components
         (``"smooth"``, ``"strongly_convex"``; :func:`fedtheory.components.capabilities`), each
@@ -294,6 +288,12 @@ class TheoremSpec:
         ``cases() -> hypothesis strategy`` of ``(problem, params)`` pairs inside the theorem's
         function class and conditions: its conforming space, searched by
         ``validation.falsify`` (:mod:`fedtheory.testing.strategies`).
+    rounding : callable, optional
+        ``rounding(setup, measurement) -> {(where, key): delta}``: the rounding of the bound's own
+        inputs (``where`` is ``"setup"`` or ``"measure"``; e.g. f(x^0) - f*, resolved to
+        :func:`gap_floor`, or a squared gradient norm, to :func:`grad_sq_floor`). The floor grows
+        by how far those deltas move the variant's bound (:func:`propagated_floor`): a bound whose
+        f(x^0) - f* term is rounding is not a bound of 0 (nor a negative one).
     proof : tuple of str
         For a theorem: the lemmas and proof steps its proof rests on, in proof order
         (``validation.lemmas(name)``; :func:`register_spec` with ``proof_of=`` appends to it).

@@ -62,6 +62,7 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     Parameters
     ----------
     problem : FederatedProblem
+        The problem to solve.
     cache : bool, default True
         Read and write the on-disk cache (keyed by a hash of the problem data).
     cache_dir : str or Path, optional

@@ -121,12 +121,14 @@ def constants(problem, gt=None):
     Parameters
     ----------
     problem : FederatedProblem
+        The problem.
     gt : GroundTruth, optional
         Result of :func:`validation.ground_truth`.
 
     Returns
     -------
     Constants
+        L, L_max, mu, the clients' constants and each paper's heterogeneity measures.
 
     Raises
     ------
@@ -231,7 +233,9 @@ def constants(problem, gt=None):
 
 
 def feddeper_constants(problem, batch_size=None):
-    """FedDeper's Assumption constants (docs/papers/feddeper.md, §4.7): beta, sigma^2 (varsigma), B^2_min and G^2(B^2).
+    """Compute FedDeper's Assumption constants: beta, sigma^2 (varsigma), B^2_min and G^2(B^2).
+
+    See docs/papers/feddeper.md, §4.7.
 
     Quadratics: beta = max_i lambda_max(A_i), B^2_min = max(1, lambda_max(Abar^-1 M Abar^-1)) and
     G^2(B) = max_x [(1/n) sum ||A_i x - b_i||^2 - B^2 ||Abar x - bbar||^2] (exact); logistic

@@ -68,12 +68,20 @@ def infimum(problem, cache=True, cache_dir=None, solver="CLARABEL", tol=1e-9):
     ----------
     problem : FederatedProblem
         Without a regularizer when no minimiser exists.
-    cache, cache_dir, solver, tol
+    cache : bool, default True
         As in :func:`ground_truth` (used for the minimum over the remaining rows).
+    cache_dir : str or Path, optional
+        As in :func:`ground_truth`.
+    solver : str, default "CLARABEL"
+        As in :func:`ground_truth`.
+    tol : float, default 1e-9
+        As in :func:`ground_truth`.
 
     Returns
     -------
     Infimum
+        The certified infimum ``f``, whether it is ``attained`` (then the minimiser ``x``), the
+        rows a separating direction leaves out, and its error bound.
 
     Raises
     ------

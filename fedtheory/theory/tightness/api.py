@@ -242,16 +242,18 @@ def pep_size(local_steps, rounds, n_clients):
     Parameters
     ----------
     local_steps : int
-        K.
+        The local steps K.
     rounds : int
-        R.
+        The rounds R.
     n_clients : int
-        n.
+        The clients n.
 
     Returns
     -------
-    points, constraints : int
-        About n (K R + 2) and n (K R + 2)(K R + 1).
+    points : int
+        About n (K R + 2): the points of the PEP.
+    constraints : int
+        About n (K R + 2)(K R + 1): its interpolation constraints.
     """
     m = local_steps * rounds + 2
     return n_clients * m, n_clients * m * (m - 1)
@@ -386,20 +388,26 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
         have none).
     L, mu : float
         Smoothness and strong convexity of every client (0 <= mu < L; mu = 0: convex).
-    local_steps, rounds, n_clients : int
-        K (tau, E), R and the number of clients (uniform weights, full participation).
+    local_steps, rounds : int
+        K (tau, E) and R.
     lr : float
         The method's step: the local step size (local GD) or the cap gamma_b (FedSPS).
+    n_clients : int, default 2
+        The number of clients (uniform weights, full participation).
     variant : str, default "printed"
         The spec's bound variant (what the paper prints by default).
     threshold : bool, default True
         Compute :attr:`Tightness.lr_threshold` (a bisection of one-round PEPs).
     solver : {"CLARABEL", "SCS"}
         CVXPY's SDP solver.
-    rtol, time_limit, max_nodes
-        Branch and bound of adaptive steps (:func:`branch_and_bound`): ``time_limit`` seconds
-        for the worst case, a quarter of it for the one-round contraction and as much again for
-        the threshold's bisection (about 2.3 ``time_limit`` in all, at most).
+    rtol : float, default 1e-3
+        Relative gap at which the branch and bound of adaptive steps (:func:`branch_and_bound`)
+        stops.
+    time_limit : float, default 8
+        Its seconds for the worst case, a quarter of it for the one-round contraction and as much
+        again for the threshold's bisection (about 2.3 ``time_limit`` in all, at most).
+    max_nodes : int, default 400
+        Its largest number of nodes.
     max_constraints : int or None, default :data:`MAX_CONSTRAINTS` (612)
         Refuse (``InvalidParameterError``) a PEP with more interpolation constraints than this,
         estimated up front by :func:`pep_size` as n (K R + 2)(K R + 1): the default allows
@@ -412,6 +420,8 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     Returns
     -------
     Tightness
+        The worst case, the theorem's bound at the same constants and their ratio (``looseness``),
+        with the one-round contractions and the step-size threshold.
 
     Raises
     ------

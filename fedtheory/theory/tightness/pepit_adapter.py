@@ -117,8 +117,10 @@ class PEPForm:
 
 
 def shared_minimiser_clients(n, L, mu):
-    """A PEP with n clients, each L-smooth and mu-strongly convex (convex when mu = 0), all
-    stationary at one point x*.
+    """Build a PEP of n clients that share a minimiser x*.
+
+    Each client is L-smooth and mu-strongly convex (convex when mu = 0); all are stationary at one
+    point x*.
 
     Parameters
     ----------
