@@ -145,7 +145,6 @@ def _check_item(name, item, lemmas=False):
     rows, fits = [], {}
     for variant, vs in done.items():
         meas = [v.measured for v in vs]                 # each variant's own quantity (Variant.values)
-        bounds = [v.bound for v in vs]
         last = vs[-1]
         n_ok = min(sum(c.ok for c in v.conditions) for v in vs)
         na = [(T, v) for T, v in zip(item.Ts, vs) if not v.applicable]
