@@ -76,9 +76,9 @@ def full(like, shape, value):
     Parameters
     ----------
     like : array or torch.Tensor
-        The array whose kind, dtype and device the result takes.
+        Its kind, dtype and device are the result's.
     shape : int or tuple of int
-        The shape.
+        The result's shape.
     value : float
         The fill value.
 
@@ -116,14 +116,14 @@ def broadcast_rows(x, n):
     Parameters
     ----------
     x : array or torch.Tensor
-        A vector of shape (d,).
+        The row, of shape (d,); the view shares its memory.
     n : int
-        The number of rows.
+        How many times the row appears.
 
     Returns
     -------
     array or torch.Tensor
-        An (n, d) view of ``x``.
+        The view (NumPy's ``broadcast_to``, torch's ``expand``).
     """
     return x.unsqueeze(0).expand(n, -1) if is_tensor(x) else np.broadcast_to(x, (n, x.shape[0]))
 
@@ -134,7 +134,7 @@ def sqrt(a):
     Parameters
     ----------
     a : array or torch.Tensor
-        The array.
+        Non-negative values.
 
     Returns
     -------
