@@ -106,6 +106,12 @@ def averaged_step(x, weights, Y, server_lr):
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
+def _rows(a):
+    """A primitive's start or anchor as rows: one vector (d,) becomes (1, d), shared by every client;
+    (S, d) is one row per sampled client."""
+    return a[None] if np.ndim(a) == 1 else a
+
+
 class RoundContext:
     """What one round of local work needs: sampled clients, their randomness, step sizes.
 
@@ -204,9 +210,8 @@ class RoundContext:
         slot and local step whose iterate became non-finite (put it in the messages under "fail"
         so that the runner reports it).
         """
-        X0 = x0[None] if np.ndim(x0) == 1 else x0
-        anchors = X0 if anchor is None else anchor[None] if np.ndim(anchor) == 1 else anchor
-        return self._local_sgd(X0, anchors, gscale, mu, corr)
+        X0 = _rows(x0)
+        return self._local_sgd(X0, X0 if anchor is None else _rows(anchor), gscale, mu, corr)
 
     def round_record(self):
         """This round as the compiled rules' :data:`~fedtheory._kernels.rounds.Round` record (the
@@ -288,8 +293,8 @@ class RoundContext:
         primal and the dual local iterates (Z the start in the primal mode)."""
         p = self.problem
         X, Z = np.empty((self.S, p.dim)), np.empty((self.S, p.dim))
-        X0 = np.ascontiguousarray(x0[None] if np.ndim(x0) == 1 else x0)
-        anchors = _EMPTY2 if anchor is None else np.ascontiguousarray(anchor[None] if np.ndim(anchor) == 1 else anchor)
+        X0 = np.ascontiguousarray(_rows(x0))
+        anchors = _EMPTY2 if anchor is None else np.ascontiguousarray(_rows(anchor))
         bad = prox_local_sgd(*p.kernel_pack(), self.clients, self.idx, self.noise, self.lrs, p.l2, X0, anchors,
                              float(mu), float(p.reg_weight), bool(dual), float(t0_thresh), *p.reg_pack(), X, Z)
         return X, Z, self._failure(bad)

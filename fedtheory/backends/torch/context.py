@@ -21,6 +21,11 @@ from ..._kernels.sps import MODE_DEC, MODE_SMOOTH, MODE_SMOOTH_LIT, MODE_SPS
 from ...algorithms.base import RoundContext
 
 
+def _row_of(A):
+    """Client slot s -> its row of ``A``: A itself when it is one vector (shared), else A[s]."""
+    return (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
+
+
 class TorchRoundContext(RoundContext):
     """:class:`RoundContext` whose ``problem`` is a :class:`~.oracles.TorchOracles` and whose
     ``weights`` are a tensor; the primitives return tensors."""
@@ -129,10 +134,9 @@ class TorchRoundContext(RoundContext):
 
     def local_sgd(self, x0, gscale=1.0, mu=0.0, anchor=None, corr=None):
         X0 = self._vec(x0)
-        A = X0 if anchor is None else self._vec(anchor)
-        start = (lambda s: X0) if X0.dim() == 1 else (lambda s: X0[s])
-        pull = (lambda s: A) if A.dim() == 1 else (lambda s: A[s])
-        return self._sgd_loop(start, float(gscale), float(mu), pull, corr)
+        start = _row_of(X0)
+        return self._sgd_loop(start, float(gscale), float(mu), start if anchor is None else _row_of(self._vec(anchor)),
+                              corr)
 
     def local_sam(self, x0, alpha, rho, normalized=False, mu=0.0, anchor=None, corr=None, eps=1e-7):
         anchor = x0 if anchor is None else self._vec(anchor)
@@ -246,15 +250,14 @@ class TorchRoundContext(RoundContext):
 
     def local_prox_sgd(self, x0, anchor=None, mu=0.0, dual=False, t0_thresh=0.0):
         p = self.problem
-        X0 = self._vec(x0)
-        A = None if anchor is None else self._vec(anchor)
+        start = _row_of(self._vec(x0))
+        anchor_of = None if anchor is None else _row_of(self._vec(anchor))
         noise = self._noise()
         tau = p.reg_weight
 
         def client(s):
-            start = X0 if X0.dim() == 1 else X0[s]
-            pull = None if A is None else A if A.dim() == 1 else A[s]
-            x, z = start.clone(), start.clone()
+            pull = None if anchor_of is None else anchor_of(s)
+            x, z = start(s).clone(), start(s).clone()
             acc = float(t0_thresh)
             flags = []
             for k in range(self.K):
