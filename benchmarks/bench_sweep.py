@@ -2,7 +2,7 @@
 
 A grid of N tiny runs (quadratic, 4 clients, d = 3, FedAvg, 5 rounds by default; ``seed`` = 0..N-1) is
 swept into an empty results directory with ``fedtheory.reporting.sweep.sweep(..., n_jobs=JOBS)``; the
-in-process baseline calls ``fedtheory.reporting.sweep.run_point`` on the same points and stores nothing.
+in-process baseline calls ``fedtheory.reporting.points.run_point`` on the same points and stores nothing.
 For each N the table gives seconds per run of both, their ratio, and the time to open the
 finished store again and find nothing to do (the resume check of every run file). The store
 must cost O(1) per run: the per-run time at the largest N should stay within 1.3x of that at
@@ -20,7 +20,8 @@ import tempfile
 import time
 
 import fedtheory
-from fedtheory.reporting.sweep import run_point, sweep
+from fedtheory.reporting.points import run_point
+from fedtheory.reporting.sweep import sweep
 
 CONFIG = """\
 [problem]

@@ -68,7 +68,7 @@ numpydoc_validation_checks = {"GL08", "SS01", "SS02", "SS03", "SS04", "SS06", "P
 RECORDS = ("fedtheory.RunResult", "validation.GroundTruth", "validation.Constants", "validation.Tightness",
            "validation.Infimum",
            "fedtheory.theory.Verification", "fedtheory.runs.trace.Trace", "fedtheory.runs.trace.RoundTrace",
-           "fedtheory.algorithms.base.RoundContext", "validation.Falsification")
+           "fedtheory.algorithms.context.RoundContext", "validation.Falsification")
 numpydoc_validation_exclude = {"^" + name.replace(".", r"\.") + "$" for name in RECORDS}
 
 # -- Gallery: small rate plots, run on every build ---------------------------------------------

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 #: Public names loaded where first used (``import fedtheory`` stays light: no Numba, pandas or
 #: SciPy until a run, a problem or the algorithm list needs them): name -> defining module.
-_LAZY = {"run": "runs.runner", "RunResult": "runs.runner", "FederatedProblem": "problem", "get_algorithm": "registry",
+_LAZY = {"run": "runs.runner", "RunResult": "runs.result", "FederatedProblem": "problem", "get_algorithm": "registry",
          "algorithms": "algorithms"}
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import components
+from .components.base import client_weights
 from .components.catalog import kernel_id
 from .exceptions import DataError
 
@@ -96,16 +97,6 @@ def _as_client_arrays(A, b, caller, datafit=None):
     return M, np.concatenate(targets), ptr
 
 
-def _check_weights(weights, n, caller):
-    if weights is None:
-        return np.full(n, 1.0 / n)
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise DataError(f"{caller}: 'weights' must be {n} non-negative finite numbers "
-                        f"with a positive sum; got {weights!r}.")
-    return w / w.sum()
-
-
 def _derived(component, attr, doc):
     """A read-only attribute of the problem that is ``attr`` of its ``component`` (None when absent)."""
     return property(lambda self: getattr(getattr(self, component), attr, None), doc=doc)
@@ -142,7 +133,7 @@ class ClientData:
         self.client_ptr = np.ascontiguousarray(client_ptr, dtype=np.int64)
         self.n_clients = len(self.client_ptr) - 1
         self.dim = int(M.shape[1])
-        self.weights = _check_weights(weights, self.n_clients, name)
+        self.weights = client_weights(weights, self.n_clients, name)
         self.client_sizes = np.diff(self.client_ptr)
         # per-row weight: sum_i w_i mean_{r in client i} loss_r = sum_rows row_w[r] * loss_r
         self.row_w = np.repeat(self.weights / self.client_sizes, self.client_sizes)

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from ._argcheck import did_you_mean
-from .exceptions import InvalidParameterError
+from .exceptions import DeclarationError, InvalidParameterError
 
 ALGORITHMS = {}
 #: Problem factories registered with :func:`register_problem` (the built-in ones are the
@@ -75,7 +75,6 @@ def _check_declaration(cls):
     import dataclasses
 
     from .algorithms.base import Algorithm
-    from .exceptions import DeclarationError
     if not any("name" in vars(k) for k in cls.__mro__ if k is not Algorithm) or not isinstance(cls.name, str) \
             or not cls.name:
         raise DeclarationError(f"{cls.__qualname__} sets no name: give the class a name (name: ClassVar[str] = "

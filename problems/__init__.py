@@ -30,7 +30,7 @@ from . import vision
 
 __all__ = ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer",
            "digits", "load_libsvm", "partition_indices", "PARTITIONS", "LIBSVM_DATASETS",
-           "available", "vision"]
+           "available", "factories", "vision"]
 
 
 def available():
@@ -42,3 +42,25 @@ def available():
         The factories of this package (a configuration's ``factory`` accepts them).
     """
     return ["least_squares", "lasso", "group_lasso", "matrix_completion", "logistic", "quadratic", "explicit_quadratic", "federated_lasso", "libsvm", "breast_cancer", "digits"]
+
+
+def factories():
+    """The factories of this package by the names configurations and the command line use.
+
+    fedtheory finds them through the package's entry point (group ``fedtheory.problems`` in
+    ``setup.cfg``): the library does not import this package, which builds on it.
+
+    Returns
+    -------
+    dict
+        ``{name: factory}``: every name of :func:`available`, then ``"vision.image_problem"``.
+
+    Examples
+    --------
+    >>> import problems
+    >>> problems.factories()["quadratic"] is problems.quadratic
+    True
+    """
+    table = {name: globals()[name] for name in available()}
+    table["vision.image_problem"] = vision.image_problem
+    return table

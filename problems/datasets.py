@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedtheory._argcheck import Interval, check_param
+from fedtheory.truth.store import cache_dir
 
 from .classification import logistic
 from .partition import partition_indices
@@ -27,14 +28,6 @@ LIBSVM_DATASETS = {
     "w8a": ("w8a.bz2", 300, "821765de2cbea06f54f2f06b1db12c946aec2f95aed74105d12556b11bc34526",
             "b464b4f6ce6a5d9e181ffc793e19a04751036273722312398ef7673705014902"),
 }
-
-
-def cache_dir():
-    """User cache directory: $FEDTHEORY_CACHE, else $XDG_CACHE_HOME/fedtheory, else ~/.cache/fedtheory."""
-    if os.environ.get("FEDTHEORY_CACHE"):
-        return Path(os.environ["FEDTHEORY_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fedtheory"
 
 
 def file_digest(path, algorithm="sha256"):

@@ -210,7 +210,7 @@ def test_rate_plot_mean_and_spread_over_seeds():
 
 def _worker_cache_stats(i):
     from fedtheory._kernels import local_steps as ls
-    from fedtheory.reporting.sweep import run_point
+    from fedtheory.reporting.points import run_point
     run_point({"name": "quadratic", "n_clients": 4, "dim": 3, "seed": i}, {"algorithm": "fedspeed", "rounds": 2})
     d = ls.perturbed_local_sgd
     return sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())
@@ -220,7 +220,7 @@ def test_workers_load_compiled_kernels_after_warm_up():
     """After the driver's warm-up, worker processes load the kernels from Numba's disk cache
     (a cache hit) and compile nothing (no cache miss)."""
     from joblib import Parallel, delayed
-    from fedtheory.reporting.sweep import warm_up
+    from fedtheory.reporting.points import warm_up
     warm_up([({"name": "quadratic", "n_clients": 4, "dim": 3, "seed": 0}, {"algorithm": "fedspeed"})])
     stats = Parallel(n_jobs=2, backend="loky")(delayed(_worker_cache_stats)(i) for i in range(4))
     assert all(misses == 0 for _, misses in stats), stats

@@ -60,7 +60,7 @@ def test_no_recompilation_check_counts_only_what_the_algorithm_compiles():
     from numba import types
 
     from fedtheory._kernels import local_steps as ls
-    from fedtheory.algorithms.base import averaged_step
+    from fedtheory.algorithms.context import averaged_step
     from fedtheory.algorithms.fedavg import FedAvg
     from fedtheory.registry import ALGORITHMS, register
     from fedtheory.testing.checks import check_no_recompilation

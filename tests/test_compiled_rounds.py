@@ -18,6 +18,7 @@ from numba import njit
 import fedtheory as ft
 import problems
 from fedtheory._kernels import rounds as rk
+from fedtheory._kernels import sampling as smp
 from fedtheory.runs.participants import Participants
 from fedtheory.registry import get_algorithm
 
@@ -40,7 +41,7 @@ def test_with_replacement_draw_is_numpys_choice(n, S, seed, raw):
     cdf = np.cumsum(q)
     cdf /= cdf[-1]
     a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-    got = rk.draw_participants(rk.WITH_REPLACEMENT, a, n, S, cdf, 0.0)
+    got = smp.draw_participants(smp.WITH_REPLACEMENT, a, n, S, cdf, 0.0)
     assert got.tolist() == np.sort(b.choice(n, S, replace=True, p=q)).tolist()
     assert a.random() == b.random()
 
@@ -51,12 +52,12 @@ def test_draws_follow_the_documented_streams(n, S, seed, part):
     """Uniform: Floyd's S-subset from S uniforms, sorted; Bernoulli: one uniform per client."""
     S = min(S, n)
     a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-    got = rk.draw_participants(rk.UNIFORM, a, n, S, np.zeros(1), 0.0)
+    got = smp.draw_participants(smp.UNIFORM, a, n, S, np.zeros(1), 0.0)
     u = b.random(S)
     assert len(set(got.tolist())) == S and got.tolist() == sorted(got.tolist()) and 0 <= got.min()
     assert got.max() < n
-    assert got.tolist() == rk.sample_clients(u, n, np.empty(S, dtype=np.int64)).tolist()
-    got = rk.draw_participants(rk.BERNOULLI, a, n, S, np.zeros(1), part)
+    assert got.tolist() == smp.sample_clients(u, n, np.empty(S, dtype=np.int64)).tolist()
+    got = smp.draw_participants(smp.BERNOULLI, a, n, S, np.zeros(1), part)
     assert got.tolist() == np.flatnonzero(b.random(n) < part).tolist()
     assert a.random() == b.random()
 
@@ -68,10 +69,10 @@ def test_with_replacement_weights_merge_duplicates(drawn):
     and the number of distinct clients (the uplinks) is that of ``np.unique``; in any draw order."""
     S = len(drawn)
     a = np.array(drawn, dtype=np.int64)
-    clients, weights = rk.weigh(rk.WITH_REPLACEMENT, np.sort(a), np.full(7, 1 / 7), S, False)
+    clients, weights = smp.weigh(smp.WITH_REPLACEMENT, np.sort(a), np.full(7, 1 / 7), S, False)
     u, counts = np.unique(a, return_counts=True)
     assert clients.tolist() == u.tolist() and weights.tolist() == (counts / S).tolist()
-    assert rk.count_distinct(a) == len(u)
+    assert smp.count_distinct(a) == len(u)
 
 
 @settings(max_examples=100, deadline=None)
@@ -92,21 +93,21 @@ def test_participants_extend_records_what_append_records(n, data):
 
 
 def test_fused_path_is_taken_only_without_per_round_python():
-    from fedtheory.runs.runner import _Job
+    from fedtheory.runs.plan import Plan
     p = problems.quadratic(4, 3, seed=0)
 
-    def job(**kw):
+    def plan(**kw):
         args = dict(rounds=3, local_steps=2, lr=0.1, clients_per_round=None, batch_size=None, seed=0, x0=None,
                     record_iterates=False, backend="numba", device=None, eval_every=None, callback=None,
                     sampling=None, q=None, participation=None, batch_replacement=False, reference=None, tol=None,
                     trace=None, trace_max_mb=1024.0, trace_rounds=None, hyperparameters={})
         args.update(kw)
-        return _Job(p, "fedavg", **args)
+        return Plan(p, "fedavg", **args)
 
-    assert job().fused and job(record_iterates=True).fused and job(tol=1e-9).fused and job(trace=True).fused
-    assert job(trace=True, trace_rounds=(1,)).fused
-    assert not job(callback=lambda r, x: False).fused
-    assert not job(backend="python").fused
+    assert plan().fused and plan(record_iterates=True).fused and plan(tol=1e-9).fused and plan(trace=True).fused
+    assert plan(trace=True, trace_rounds=(1,)).fused
+    assert not plan(callback=lambda r, x: False).fused
+    assert not plan(backend="python").fused
 
 
 def _run_py(code, env):
@@ -651,7 +652,6 @@ def test_the_types_of_every_rule_signature_pickle_by_name(name):
 def test_a_trace_of_some_rounds_is_recorded_on_the_fused_path(name):
     """trace_rounds: the traced rounds are recorded from inside the fused call; the run, its history,
     participants and trace are those of the per-round run (taken with a callback)."""
-    from fedtheory.runs.runner import _Job  # noqa: F401  (the path is chosen by _Job.fused)
     p = problems.quadratic(6, 4, heterogeneity=1.0, seed=0)
     cls = get_algorithm(name)
     kw = dict(cls.test_params, rounds=12, local_steps=3, record_iterates=True, clients_per_round=3, eval_every=2,

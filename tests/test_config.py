@@ -156,10 +156,13 @@ def test_missing_tables_and_keys(tmp_path):
 
 def test_values_are_checked_for_every_grid_point_before_any_run(tmp_path, monkeypatch):
     """The second grid point's bad value is found at load; no run starts."""
-    from fedtheory.runs.runner import _Job
+    from fedtheory.runs.fused import FusedExecutor
+    from fedtheory.runs.log import RunLog
+    from fedtheory.runs.per_round import PerRoundExecutor
     calls = []
-    monkeypatch.setattr(_Job, "round", lambda self, r: calls.append(r))
-    monkeypatch.setattr(_Job, "evaluate", lambda self, r: calls.append(r))
+    monkeypatch.setattr(PerRoundExecutor, "run", lambda self, bar=None: calls.append("rounds"))
+    monkeypatch.setattr(FusedExecutor, "run", lambda self, bar=None: calls.append("rounds"))
+    monkeypatch.setattr(RunLog, "evaluate", lambda self, r: calls.append(r))
     msg = _error(tmp_path, BASE.replace("[grid]", "[grid]\nlam = [1.0, 0.0]"))
     assert msg.startswith(", line 15: [grid] key 'lam' (grid value 0.0): expected a float in the range (0, inf)"), msg
     assert calls == []

@@ -197,3 +197,4 @@ def test_libsvm_checks_max_samples_and_weights(data_dir):
             problems.libsvm("mushrooms", n_clients=3, max_samples=bad, data_dir=data_dir)
     with pytest.raises(ValueError, match="'weights' parameter of problems.libsvm .* Got 'sample'"):
         problems.libsvm("mushrooms", n_clients=3, weights="sample", data_dir=data_dir)
+

@@ -255,7 +255,7 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         def executing():
             return sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
-        from fedtheory.reporting.sweep import run_point                  # kernels loaded: the run is in its rounds
+        from fedtheory.reporting.points import run_point                 # kernels loaded: the run is in its rounds
         prob, rn = load(cfg).points()[0]
         client.submit(run_point, prob, dict(rn, rounds=1), pure=False).result()
         cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(tmp_path / "d"),

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 import fedtheory as ft
 import problems
-from fedtheory.algorithms.base import RoundContext
+from fedtheory.algorithms.context import RoundContext
 from fedtheory.registry import get_algorithm
 from test_update_rules import CASES, _data, _grad_fn, _problem
 

@@ -5,8 +5,8 @@ import pytest
 import fedtheory as ft
 import validation
 from fedtheory.theory import CASES, SPECS, case
-from fedtheory.theory import fedsps as fs
-from fedtheory.theory.fedsps_lemmas import expectation
+from fedtheory.theory import fedsps_theorem6 as fs6
+from fedtheory.theory.fedsps_quantities import expectation
 
 NEW = ("fedsps.step_27", "fedsps.lemma_17", "fedsps.step_36b", "fedsps.step_45_from_27", "fedsps.step_45")
 
@@ -52,7 +52,7 @@ def test_theorem_6b_traces_without_changing_its_trajectory():
 
 
 def test_a_large_trace_of_theorem_6b_keeps_its_first_and_last_rounds(monkeypatch):
-    monkeypatch.setattr(fs, "TRACE_BUDGET_MB_6B", 0.02)          # about 50 rounds of this problem
+    monkeypatch.setattr(fs6, "TRACE_BUDGET_MB_6B", 0.02)          # about 50 rounds of this problem
     p = case("fedsps.theorem_6b", 0).build()
     v = validation.verify("fedsps.theorem_6b", p, rounds=400, local_steps=4, lemmas=True)
     traced = v.run_kwargs["trace_rounds"]
@@ -117,7 +117,7 @@ def test_the_steps_expectation_over_the_noise_is_the_mean_of_the_runs_own_draws(
     """The left side of the step from (27) to (45) takes E||grad F_i(xbar_j, xi)||^2 = (1/n) sum_i
     ||grad f_i(xbar_j)||^2 + sigma^2 given xbar_j; (27)'s right-hand side with the noise each client drew
     (from the trace) agrees with it within the sampling error of its mean over every seed and round."""
-    from fedtheory.theory.fedsps_lemmas import _window, rounds_of
+    from fedtheory.theory.fedsps_quantities import _window, rounds_of
     c = case("fedsps.step_45_from_27", 0, quick=True)
     p = c.build()
     v = validation.verify("fedsps.step_45_from_27", p, variant="printed", **c.kwargs)

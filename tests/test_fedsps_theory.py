@@ -8,6 +8,8 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import fedsps as th
+from fedtheory.theory import fedsps_quantities as fq
+from fedtheory.theory import fedsps_theorem6 as th6
 from test_update_rules import _data
 
 NAMES = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_6b", "fedsps.theorem_18")
@@ -44,7 +46,7 @@ def test_virtual_average_at_round_ends_is_the_server_model():
     A, b = _data("logistic", False, seed=21)
     p = problems.logistic(A, b, l2=0.01)
     res = ft.run(p, "fedsps", rounds=6, local_steps=3, c=0.5, gamma_b=2.0, trace="local")
-    xb = th.virtual_averages(res)
+    xb = fq.virtual_averages(res)
     assert xb.shape == (18, p.dim)
     for r in range(1, 6):
         assert np.abs(xb[3 * r] - res.trace[r].x).max() <= 1e-14      # t = r tau: x_t^i = xbar_t = x^r
@@ -213,8 +215,8 @@ def test_theorem_3_conditions_reported():
 
 def test_theorem_6a_printed_fails_corrected_holds_on_rescaled_problem():
     """spec §8 erratum 2 / P13b: LHS 8.2e-5 > printed RHS 6.0e-5; the corrected (L^2) RHS holds."""
-    p = th.rescaled_thm6_problem()
-    kw = th._thm6_case(False)
+    p = th6.rescaled_thm6_problem()
+    kw = th6._thm6_case(False)
     printed = validation.verify("fedsps.theorem_6a", p, variant="printed", **kw)
     corrected = validation.verify("fedsps.theorem_6a", p, variant="corrected",
                                   measurement=printed.details["measurement"], **kw)
@@ -228,8 +230,8 @@ def test_theorem_6a_printed_fails_corrected_holds_on_rescaled_problem():
 
 
 def test_theorem_6a_extrapolation_needs_a_periodic_run():
-    p = th.rescaled_thm6_problem()
-    kw = dict(th._thm6_case(False), x0=np.array([0.0]))     # not the fixed point: no periodic orbit
+    p = th6.rescaled_thm6_problem()
+    kw = dict(th6._thm6_case(False), x0=np.array([0.0]))     # not the fixed point: no periodic orbit
     v = validation.verify("fedsps.theorem_6a", p, **kw)
     assert not v.applicable and "periodic run" in v.reason
 
@@ -288,7 +290,7 @@ def test_theorem_6b_plateaus_at_rounding_level_hold(kw, build):
     shape holds (it was UNRESOLVED); the note says why, and nothing reads as a violation."""
     v = validation.verify("fedsps.theorem_6b", build(), rounds=3000, seeds=1, **kw)
     pl, fl = v.details["plateaus"], v.details["plateau_floor"]
-    assert max(pl) <= th.PLATEAU_RESOLUTION * fl                     # the setting: both at rounding level
+    assert max(pl) <= th6.PLATEAU_RESOLUTION * fl                     # the setting: both at rounding level
     assert v.applicable and v.verdict() == "holds" and v.measured == 0.0
     assert "zero to rounding" in v.details["note"] and "VIOLATED" not in v.report()
 
@@ -317,7 +319,7 @@ def test_zero_measurement_under_a_zero_bound_holds():
 def test_small_step_theorems_check_the_sampled_loss_lower_bound(name):
     p = (problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
          if name.endswith("6b") else problems.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=0.5, seed=2))
-    fi = th.client_minima(p)
+    fi = fq.client_minima(p)
     assert (fi < 0).all()                      # so the old default lower_bound = 0 was no lower bound
     bad = validation.verify(name, p, rounds=60, local_steps=4, seeds=1, lower_bound=0.0)
     assert not bad.applicable and "ell_i* <= f_i*" in bad.reason
@@ -329,7 +331,7 @@ def test_small_step_theorems_check_the_sampled_loss_lower_bound(name):
 def test_minibatch_lower_bound_is_the_minimum_over_minibatch_losses():
     A, b = _data("least_squares", False)
     p = problems.least_squares(A, b, l2=0.1)
-    fi = th.client_minima(p)
+    fi = fq.client_minima(p)
     assert (fi > 0).all()
     # f_i* is a lower bound of f_i, not of a minibatch loss (a minibatch can be fitted better)
     v = validation.verify("fedsps.theorem_6a", p, rounds=3, local_steps=2, seeds=1, batch_size=2, lower_bound=fi)
@@ -394,7 +396,7 @@ def test_a_converged_run_stays_in_the_pinned_regime():
     (||x - x*|| ~ sqrt(eps)) the Polyak ratio is noise and steps drop below the cap. Such steps count
     as the theorem's regime now; a step below the cap with a resolved numerator still does not."""
     import validation
-    from fedtheory.theory.fedsps import _gamma_stats
+    from fedtheory.theory.fedsps_quantities import _gamma_stats
     p = problems.quadratic(3, 2, L=1.0, mu=0.5, hessian="distinct", shared_minimizer=True, seed=0)
     x0 = np.array(p.info["x_star"]) + 1.0
     v = validation.verify("fedsps.theorem_6a", p, rounds=2000, local_steps=2, seeds=1, x0=x0)
@@ -420,7 +422,7 @@ def test_a_bound_within_rounding_of_zero_is_zero_and_a_zero_measurement_under_it
     p = problems.quadratic(4, 3, L=1.0, mu=0.1, shared_minimizer=True, seed=seed)
     kw = dict(rounds=3, local_steps=2, x0=p.info["x_star"], seeds=1)
     if name != "fedsps.theorem_6a":
-        kw["lower_bound"] = th.client_minima(p)
+        kw["lower_bound"] = fq.client_minima(p)
     v = validation.verify(name, p, **kw)
     assert v.applicable, v.reason
     assert v.verdict() == "holds" and v.bound == 0.0 and v.measured == 0.0 and v.ratio == 0.0

@@ -5,7 +5,7 @@ import pytest
 import validation
 from fedtheory.__main__ import main
 from fedtheory.theory import SPECS, case, is_lemma
-from fedtheory.theory.fedsps import client_minima
+from fedtheory.theory.fedsps_quantities import client_minima
 
 FEDSPS = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_18")
 

@@ -12,6 +12,8 @@ import problems
 import validation
 from fedtheory.exceptions import InvalidParameterError
 from fedtheory.theory import localdescent as ld
+from fedtheory.theory import localdescent_quantities as ldq
+from fedtheory.theory import localdescent_nonconvex as ldn
 from fedtheory.runs.topology import check_mixing, mixing_matrix, zeta
 
 
@@ -168,8 +170,8 @@ def test_diversity_orthogonal_gradients():
 def test_diversity_sup_closed_form_shared_minimizer(seed):
     """sup Lambda = lambda_max(Abar^-1 M Abar^-1) <= kappa, attained at the generalised eigenvector."""
     p = shared_quadratic(n=5, d=4, seed=seed)
-    lam = ld.diversity_sup(p)
-    L, mu = ld.pl_constants(p)
+    lam = ldq.diversity_sup(p)
+    L, mu = ldq.pl_constants(p)
     assert 1 <= lam <= L / mu * (1 + 1e-12)
     xs = p.info["x_star"]
     rng = np.random.default_rng(seed)
@@ -188,7 +190,7 @@ def test_diversity_sup_closed_form_shared_minimizer(seed):
 def test_diversity_unbounded_for_distinct_minimizers():
     """#6: Lambda(x* + eps v) eps^2 tends to a constant; diversity_sup reports inf."""
     p = problems.quadratic(5, 3, L=1.0, mu=0.3, heterogeneity=1.0, seed=0)
-    assert ld.diversity_sup(p) == math.inf
+    assert ldq.diversity_sup(p) == math.inf
     xs, v = p.info["x_star"], np.array([1.0, 0.5, -0.3])
     vals = [ld.diversity(np.array([p.client_grad(i, xs + e * v) for i in range(5)]), p.weights) * e ** 2
             for e in (1e-3, 1e-4, 1e-5)]
@@ -233,9 +235,9 @@ def test_theorem_4_2_alpha_min_by_bisection_is_the_first_passing_grid_point(E, S
 @given(S=st.integers(1, 16), E=st.integers(1, 64), L=st.floats(0.1, 10), lam=st.floats(1, 20),
        C1=st.floats(0, 3))
 def test_corollary_4_5_root_of_condition_23(S, E, L, lam, C1):
-    eta = ld.lfsgd_nc_eta_max(S, E, L, lam, C1)
-    assert abs(ld.cond23(eta, S, E, L, lam, C1)) <= 1e-10 * eta / lam
-    assert ld.cond23(0.99 * eta, S, E, L, lam, C1) < 0 < ld.cond23(1.01 * eta, S, E, L, lam, C1)
+    eta = ldn.lfsgd_nc_eta_max(S, E, L, lam, C1)
+    assert abs(ldn.cond23(eta, S, E, L, lam, C1)) <= 1e-10 * eta / lam
+    assert ldn.cond23(0.99 * eta, S, E, L, lam, C1) < 0 < ldn.cond23(1.01 * eta, S, E, L, lam, C1)
 
 
 # ------------------------------------------------------------------ theorems
@@ -275,8 +277,8 @@ def test_theorem_4_1_printed_bound_is_the_printed_exponential():
     (1 - mu eta)^T f0 of eq. (45) is the variant "proof" (same condition (19)) and "corrected"
     ((43) instead of (19))."""
     p = shared_quadratic(n=6, d=4, seed=3)
-    L, mu = ld.pl_constants(p)
-    lam = ld.diversity_sup(p)
+    L, mu = ldq.pl_constants(p)
+    lam = ldq.diversity_sup(p)
     E, x0 = 4, np.full(4, 2.0)
     eta = ld.lfgd_eta_max(L, mu, lam, E, "19")                # (19) holds: printed and proof apply
     kw = dict(rounds=15, local_steps=E, clients_per_round=3, seeds=3, x0=x0, lr=eta)
@@ -489,14 +491,14 @@ def test_traced_helpers_agree_with_pointwise_oracles():
     p = suite_problems()["logistic"]
     res = ft.run(p, "lfd", rounds=4, local_steps=3, lr=0.1, clients_per_round=3, batch_size=2, seed=1,
                  trace="local")
-    X, lam = ld.virtual_averages(res.trace), ld.traced_diversity(p, res.trace)
+    X, lam = ldq.virtual_averages(res.trace), ldq.traced_diversity(p, res.trace)
     assert X.shape == (12, p.dim) and lam.shape == (12,)
     for r, rt in enumerate(res.trace):
         for k in range(3):
             assert np.allclose(X[3 * r + k], rt.virtual_average()[k], rtol=1e-13, atol=1e-15)
             G = np.array([p.client_grad(int(j), rt["local"][s, k]) for s, j in enumerate(rt.clients)])
             assert lam[3 * r + k] == pytest.approx(ld.diversity(G, rt.weights), rel=1e-10)
-    assert np.allclose(ld.objective_gradients(p, X)[5], p.grad(X[5]), rtol=1e-12, atol=1e-14)
+    assert np.allclose(ldq.objective_gradients(p, X)[5], p.grad(X[5]), rtol=1e-12, atol=1e-14)
 
 
 @given(seed=st.integers(0, 2 ** 31 - 1), m=st.integers(2, 6), data=st.data())

@@ -9,7 +9,7 @@ import problems
 from fedtheory._kernels.oracles import client_grad
 from fedtheory._kernels import sampling
 from fedtheory._kernels.sampling import minibatch_rows, sample_clients
-from fedtheory.algorithms.base import RoundContext
+from fedtheory.algorithms.context import RoundContext
 from fedtheory.registry import get_algorithm
 
 seeds = st.integers(0, 2**31 - 1)

@@ -123,7 +123,7 @@ def test_default_evaluation_schedule_costs_at_most_a_quarter_of_training(quad):
     """eval_every=None: each evaluation (4 per data row plus a fixed 3000, in per-sample gradients)
     is admitted only while the evaluations after round 0 cost at most 25% of the per-sample
     gradients spent training."""
-    from fedtheory.runs.runner import EVAL_FIXED_COST, EVAL_ROW_COST
+    from fedtheory.runs.plan import EVAL_FIXED_COST, EVAL_ROW_COST
     p = problems.quadratic(10, 4, seed=1)
     for kw in (dict(local_steps=1), dict(local_steps=5), dict(local_steps=2, clients_per_round=3)):
         res = ft.run(p, "fedavg", rounds=2000, lr=0.05, **kw)
@@ -158,16 +158,16 @@ def test_fused_evaluation_equals_separate_passes():
 def test_history_frame_is_pandas_frame_of_the_rows():
     """The column-wise construction of the history gives the frame ``pd.DataFrame(rows)`` gives
     (columns, order, dtypes, values), and rows with differing keys fall back to it (NaN filled)."""
-    from fedtheory.runs.runner import _history_frame
+    from fedtheory.runs.log import history_frame
     same = [{"round": r, "value": 1.5 / (r + 1), "status": "ok", "flag": r % 2 == 0} for r in range(5)]
     mixed = same[:2] + [{"round": 9, "extra": 2.0, "value": 0.1}]
     for rows in (same, mixed, same[:1], []):
-        a, b = _history_frame(rows), pd.DataFrame(rows)
+        a, b = history_frame(rows), pd.DataFrame(rows)
         pd.testing.assert_frame_equal(a, b, check_exact=True)
         assert list(a.dtypes) == list(b.dtypes)
     res = ft.run(problems.quadratic(4, 3, seed=0), "fedavg", rounds=300, lr=0.1)
     rows = res.history.to_dict("records")
-    pd.testing.assert_frame_equal(_history_frame(rows), pd.DataFrame(rows), check_exact=True)
+    pd.testing.assert_frame_equal(history_frame(rows), pd.DataFrame(rows), check_exact=True)
 
 
 def _full_only():
@@ -264,7 +264,7 @@ def test_a_finite_objective_grown_by_orders_of_magnitude_has_diverged(backend):
     """lr = 5 on the 4-client quadratic: F = 8e298 at round 50, finite, and the run said max_rounds.
     F beyond DIVERGENCE_GROWTH times its start is a divergence on every path; the row that shows it
     is kept (finite), and a run that stays below it is untouched."""
-    from fedtheory.runs.runner import DIVERGENCE_GROWTH
+    from fedtheory.runs.log import DIVERGENCE_GROWTH
     p = problems.quadratic(4, 3)
     res = ft.run(p, "fedavg", rounds=50, local_steps=5, lr=5.0, backend=backend)
     F0, F = res.history.value.iloc[0], res.history.value.iloc[-1]

@@ -278,7 +278,8 @@ def test_rate_study_rows_judge_each_variant_on_its_own_checks():
     the other variant's measurement and was VIOLATED); a ratio of a measurement <= 0 under a zero
     bound is 0 (it was inf, the falsifier's "worst case")."""
     from fedtheory.theory import CASES, SPECS, THEOREMS, Verification, register_cases
-    from fedtheory.theory.engine import gap_floor, register_spec
+    from fedtheory.theory.engine import register_spec
+    from fedtheory.theory.floors import gap_floor
     from fedtheory.reporting.verification import run_cases
 
     def setup(problem, rounds=30, lr=1.0, seeds=1):
@@ -367,7 +368,8 @@ def test_verify_exits_1_on_a_violated_row_that_no_expectation_covers(tmp_path):
     study): `fedtheory verify` exits 1, as for UNEXPECTED (it exited 0)."""
     from fedtheory.__main__ import main
     from fedtheory.theory import CASES, SPECS, THEOREMS, register_cases
-    from fedtheory.theory.engine import gap_floor, register_spec
+    from fedtheory.theory.engine import register_spec
+    from fedtheory.theory.floors import gap_floor
 
     def setup(problem, rounds=30, lr=1.0, seeds=1):
         x0 = problem.info["x_star"] + 1.0

@@ -544,9 +544,10 @@ def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch
 def test_dask_without_a_scheduler_starts_n_jobs_workers(tmp_path, monkeypatch):
     """``--backend dask`` without ``--scheduler`` ignored -j: its local cluster had one worker per CPU."""
     pytest.importorskip("distributed")
+    from fedtheory.reporting import dask_sweep as ds
     from fedtheory.reporting import sweep as sw
     seen = []
-    real = sw._connect
+    real = ds._connect
 
     def connect(address, n_jobs=None):
         client = real(address, n_jobs)
@@ -554,7 +555,7 @@ def test_dask_without_a_scheduler_starts_n_jobs_workers(tmp_path, monkeypatch):
         seen.append(len(client.scheduler_info()["workers"]))
         return client
 
-    monkeypatch.setattr(sw, "_connect", connect)
+    monkeypatch.setattr(ds, "_connect", connect)
     cfg = CFG.replace(f'algorithm = "{NAME}"', 'algorithm = "fedavg"')
     df = sw.sweep(cfg, tmp_path / "out", n_jobs=1, backend="dask", progress=False)
     assert seen == [1] and df.run_id.nunique() == 2
@@ -567,7 +568,7 @@ def test_a_local_dask_cluster_takes_no_fixed_port(monkeypatch):
     import socket
     import warnings
 
-    from fedtheory.reporting.sweep import _connect
+    from fedtheory.reporting.dask_sweep import _connect
     held = socket.socket()
     try:
         try:

@@ -105,7 +105,7 @@ def run_experiment(name, quick=False, device=None, seed=0, out=OUT, data_dir=Non
     import fedtheory as ft
     from fedtheory.reporting.results import ResultsStore
     from fedtheory.runs.schedules import round_decay
-    from fedtheory.reporting.sweep import history_frame
+    from fedtheory.reporting.points import history_frame
     from fedtheory.reporting.config import run_id
     problem_args, runs = _experiments(quick)[name]
     store = ResultsStore(Path(out) / name)

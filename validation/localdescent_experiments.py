@@ -17,6 +17,8 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import localdescent as ld
+from fedtheory.theory import localdescent_quantities as ldq
+from fedtheory.theory import localdescent_nonconvex as ldn
 from fedtheory.runs.topology import mixing_matrix, zeta
 from validation.experiments import run_experiments
 
@@ -52,8 +54,8 @@ def e1_lfgd_validity(quick):
     """Theorem 4.1 on a shared-minimiser quadratic: mean gap <= (1 - mu eta)^{rE} f0 at every round,
     eta from (46) and (43); a negative control far above the conditions, and eta = 1/L (outside them)."""
     p = shared_quadratic()
-    lam = ld.diversity_sup(p)
-    L, mu = ld.pl_constants(p)
+    lam = ldq.diversity_sup(p)
+    L, mu = ldq.pl_constants(p)
     x0 = np.full(6, 2.0)
     f0 = p.value(x0) - p.info["f_star"]
     seeds = 6 if quick else 30
@@ -113,8 +115,8 @@ def e3_admissible_eta(quick):
     rows = []
     for s in ((0.05, 0.1) if quick else (0.02, 0.05, 0.1)):
         p = _spiked_family(n, s)
-        lam = ld.diversity_sup(p)
-        L, mu = ld.pl_constants(p)
+        lam = ldq.diversity_sup(p)
+        L, mu = ldq.pl_constants(p)
         x0 = np.ones(n) + np.linspace(-1, 1, n)
         f0 = p.value(x0) - p.info["f_star"]
         for E in (1, 2, 5, 10):
@@ -139,8 +141,8 @@ def e4_rounds_per_efold(quick):
     """Guaranteed rounds per e-fold 1/(mu eta_max(E) E) under (43) and (46), and the measured
     rounds per e-fold of the gap at eta_43 (full participation)."""
     p = shared_quadratic()
-    lam = ld.diversity_sup(p)
-    L, mu = ld.pl_constants(p)
+    lam = ldq.diversity_sup(p)
+    L, mu = ldq.pl_constants(p)
     kap = L / mu
     x0 = np.full(6, 2.0)
     rows = []
@@ -198,8 +200,8 @@ def e6_lfsgd_nonconvex(quick):
     """Theorem 4.4: eta = sqrt(S/T)/L; (24) vs measured; linear speed-up S = 2 vs 8; E sweep and
     lambda_traj; condition (23) with lambda_sup and lambda_traj."""
     p = shared_quadratic(n=8, d=5, seed=13, noise=0.3)
-    L, _ = ld.pl_constants(p)
-    lam = ld.diversity_sup(p)
+    L, _ = ldq.pl_constants(p)
+    lam = ldq.diversity_sup(p)
     x0 = np.full(5, 2.0)
     T = 1024 if quick else 4096
     seeds = 3 if quick else 12
@@ -212,7 +214,7 @@ def e6_lfsgd_nonconvex(quick):
             lt = v.details["lam_traj"]        # p99 multi-point diversity of all n clients along traced lfd runs
             rows.append(dict(S=S, E=E, T=T, eta=eta, measured=v.measured, stderr=v.stderr, bound=v.bound,
                              ratio=v.ratio, cond23_sup_ok=v.applicable, lam_sup=lam, lam_traj_p99=lt,
-                             cond23_traj_ok=ld.cond23(eta, S, E, L, lt) <= 0,
+                             cond23_traj_ok=ldn.cond23(eta, S, E, L, lt) <= 0,
                              E_threshold_sqrt_T_over_S3=math.sqrt(T / S ** 3)))
     return pd.DataFrame(rows)
 
@@ -248,7 +250,7 @@ def e7_topology(quick):
     T = 400 if quick else 2000
     for n in ((8, 16) if quick else (8, 16, 32)):
         p = shared_quadratic(n=n, d=4, seed=3, noise=0.3)
-        lam = ld.diversity_sup(p)
+        lam = ldq.diversity_sup(p)
         x0 = p.info["x_star"].copy()
         eta = 0.02
         sigma2 = 4 * 0.3 ** 2
@@ -314,7 +316,7 @@ def e10_logistic(quick):
     theorems do not apply), lambda_traj along LFGD runs, and the plateau growing with E."""
     p = problems.breast_cancer(n_clients=8, l2=1e-2)
     gt = validation.ground_truth(p)
-    L, mu = ld.pl_constants(p)
+    L, mu = ldq.pl_constants(p)
     v = validation.verify("localdescent.theorem_4_1", p, rounds=2)
     rows = []
     eta = 1.0 / L
@@ -322,7 +324,7 @@ def e10_logistic(quick):
         R = 1000 if quick else 3000
         res = ft.run(p, "lfd", rounds=R, local_steps=E, lr=eta, reference=gt, eval_every=max(1, R // 20))
         traced = ft.run(p, "lfd", rounds=min(R, 30), local_steps=E, lr=eta, x0=np.zeros(p.dim), trace="local")
-        traj = ld.traced_diversity(p, traced.trace)   # all n clients at their own local iterates
+        traj = ldq.traced_diversity(p, traced.trace)   # all n clients at their own local iterates
         Xs = gt.x + 1e-3 * np.random.default_rng(0).normal(size=p.dim)
         lam_near = ld.diversity(np.array([p.client_grad(i, Xs) for i in range(8)]), p.weights)
         rows.append(dict(E=E, eta_L=eta * L, plateau=res.history.suboptimality.iloc[-1],

@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit, objmode
 
 from fedtheory._kernels import rounds as _r
+from fedtheory._kernels import sampling as _s
 
 _rules = importlib.import_module({module!r}) if {module!r} not in sys.modules else sys.modules[{module!r}]
 # the rules are inlined (Numba IR) into ``segment``: their cache is this file's, whose name carries the hash
@@ -135,7 +136,7 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
         elif traced is not None:
             if traced[j]:
                 trace_empty(token, r, x_start, rd, st)
-        n_unique = _r.count_distinct(clients) if mode == _r.WITH_REPLACEMENT else Sr
+        n_unique = _s.count_distinct(clients) if mode == _s.WITH_REPLACEMENT else Sr
         extra_calls, extra_rows = _extra_grads_jit(pk, rd, hp)
         counters[0] += Sr * K * calls + extra_calls
         if B > 0:

@@ -1,6 +1,11 @@
-"""Turn uniform random numbers into minibatch row indices (shared by every backend)."""
+"""A round's draws: its participants and their aggregation weights, the minibatch rows and the noise
+(shared by every path and backend: :func:`draw_round_arrays` is the one draw of a round).
+"""
 import numpy as np
 from numba import njit
+
+# sampling modes of a round's participants
+FULL, UNIFORM, WITH_REPLACEMENT, BERNOULLI = 0, 1, 2, 3
 
 
 #: Largest client size for which Floyd's draw marks taken rows in a table of m flags (zeroed once per
@@ -84,3 +89,152 @@ def sort_small(a):
             a[p + 1] = a[p]
             p -= 1
         a[p + 1] = v
+
+
+@njit(cache=True)
+def draw_participants(mode, rng, n, S, cdf, participation):
+    """The participants of a round as drawn (duplicates kept), from the run's client stream.
+
+    FULL: every client; UNIFORM: Floyd's algorithm on S uniforms (sorted); WITH_REPLACEMENT: S
+    i.i.d. draws by the cumulative probabilities ``cdf`` (NumPy's ``Generator.choice`` with ``p``:
+    S uniforms searched in the normalised cdf), sorted; BERNOULLI: each client with probability
+    ``participation`` (n uniforms).
+    """
+    if mode == FULL:
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            out[i] = i
+        return out
+    if mode == UNIFORM:
+        return sample_clients(rng.random(S), n, np.empty(S, dtype=np.int64))
+    if mode == WITH_REPLACEMENT:
+        u = rng.random(S)
+        out = np.empty(S, dtype=np.int64)
+        for s in range(S):
+            out[s] = _search_right(cdf, u[s])
+        sort_small(out)
+        return out
+    u = rng.random(n)
+    c = 0
+    for i in range(n):
+        c += u[i] < participation
+    out = np.empty(c, dtype=np.int64)
+    c = 0
+    for i in range(n):
+        if u[i] < participation:
+            out[c] = i
+            c += 1
+    return out
+
+
+# Plain loops in place of np.sort, np.searchsorted, np.unique and np.flatnonzero: the same results,
+# and Numba's generic implementations of those took about 2 s of every cold first run to compile.
+@njit(cache=True)
+def _search_right(a, v):
+    """``np.searchsorted(a, v, side="right")``: the number of entries of the sorted ``a`` that are <= v."""
+    lo, hi = 0, a.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def count_distinct(a):
+    """The number of distinct entries of the integers ``a``."""
+    srt = a.copy()
+    sort_small(srt)
+    return _distinct_sorted(srt)
+
+
+@njit(cache=True)
+def _distinct_sorted(srt):
+    """The number of distinct entries of the sorted ``srt``."""
+    k = 0
+    for i in range(srt.shape[0]):
+        k += i == 0 or srt[i] != srt[i - 1]
+    return k
+
+
+@njit(cache=True)
+def weigh(mode, drawn, w, S, replicate):
+    """(clients, aggregation weights) of the drawn participants (see ``fedtheory.run``): uniform
+    w_i n / S; with replacement 1/S per draw, or a client drawn m times once with weight m / S;
+    every client in order under full participation w; otherwise w_i / sum of the participants' w,
+    and 0 for every participant when that sum is 0 (clients of weight 0 only: the global model of
+    the averaging methods does not move, as in a round without participants)."""
+    n = w.shape[0]
+    c = drawn.shape[0]
+    if mode == UNIFORM:
+        return drawn, w[drawn] * (n / S)
+    if mode == WITH_REPLACEMENT:
+        if replicate:
+            return drawn, np.full(S, 1.0 / S)
+        srt = drawn.copy()
+        sort_small(srt)
+        k = _distinct_sorted(srt)
+        u = np.empty(k, dtype=np.int64)
+        counts = np.zeros(k)
+        j = -1
+        for i in range(c):
+            if i == 0 or srt[i] != srt[i - 1]:
+                j += 1
+                u[j] = srt[i]
+            counts[j] += 1.0
+        return u, counts / S
+    if mode == FULL and c == n:
+        every = True
+        for i in range(c):
+            if drawn[i] != i:
+                every = False
+                break
+        if every:
+            return drawn, w.copy()
+    if c == 0:
+        return drawn, np.zeros(0)
+    wc = w[drawn]
+    total = wc.sum()
+    if total == 0.0:                # every participant has w_i = 0: no weight to aggregate (not 0/0)
+        return drawn, wc
+    return drawn, wc / total
+
+
+@njit(cache=True)
+def draw_data(ptr, sizes, noise_level, dim, rng, clients, K, B, replace):
+    """Minibatch rows (S, K, B) (uniforms then rows; (S, K, 0) for exact gradients) and noise
+    (S, K, d) scaled by the problem's noise level ((0, 0, 0) without noise)."""
+    Sr = clients.shape[0]
+    if B > 0:
+        u = rng.random((Sr, K, B))
+        idx = minibatch_rows(u, ptr[:-1][clients], sizes[clients], replace, np.empty((Sr, K, B), dtype=np.int64))
+    else:
+        idx = np.zeros((Sr, K, 0), dtype=np.int64)
+    if noise_level > 0:
+        noise = noise_level * rng.standard_normal((Sr, K, dim))
+    else:
+        noise = np.zeros((0, 0, 0))
+    return idx, noise
+
+
+@njit(cache=True)
+def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate,
+                      has_schedule, scheduled, K, B, replace):
+    """One round's randomness from the problem's arrays (client weights ``w``, row offsets ``ptr``, client
+    sizes, noise level, dimension), in the runner's stream order: the participants (``scheduled`` when
+    ``has_schedule``, else drawn from ``rng_c`` by ``mode``), their weights, the minibatch rows and noise
+    from ``rng_d``, then one uniform coin from ``rng_a``. The compiled rounds call it through
+    ``rounds.draw_round``, the per-round path directly: every path draws the same.
+
+    Returns ``(drawn, clients, weights, idx, noise, u)``.
+    """
+    if has_schedule:
+        drawn = scheduled.copy()
+    else:
+        drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
+    clients, weights = weigh(mode, drawn, w, S, replicate)
+    idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace)
+    u = rng_a.random()
+    return drawn, clients, weights, idx, noise, u

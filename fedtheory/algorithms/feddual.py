@@ -21,7 +21,8 @@ from .._kernels import rounds as ops
 from .._argcheck import Interval
 from ..registry import register
 from ..runs.arrays import copy
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+from .context import averaged_step
 
 State = namedtuple("FedDualAvgState", "x z acc")
 Messages = namedtuple("FedDualAvgMessages", "z")

@@ -17,7 +17,8 @@ import numpy as np
 from .._kernels import rounds as ops
 from .._argcheck import Interval, Options
 from ..registry import register
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+from .context import averaged_step
 
 State = namedtuple("FedMiDState", "x")
 Messages = namedtuple("FedMiDMessages", "y")

@@ -24,7 +24,8 @@ import numpy as np
 from .._kernels.rounds import sps_step
 from ..exceptions import InvalidParameterError
 from ..runs.arrays import copy
-from .base import Algorithm, averaged_step
+from .base import Algorithm
+from .context import averaged_step
 
 STAT_COLUMNS = ("step_mean", "step_min", "step_max", "step_capped_frac", "step_intra_cv", "step_inter_cv")
 # statistics are of the last round before an evaluation; step_capped_frac_total counts every step so far
@@ -89,7 +90,7 @@ class SPSBase(Algorithm):
     """Base of the FedSPS variants (not registered). Subclasses set ``_mode`` and the rule."""
 
     # the step-size statistics of every evaluation (step_stats: about ten NumPy reductions, 30 us),
-    # counted as much as an evaluation's fixed cost (runner.EVAL_FIXED_COST; benchmarks/RESULTS.md)
+    # counted as much as an evaluation's fixed cost (fedtheory.runs.plan.EVAL_FIXED_COST; benchmarks/RESULTS.md)
     eval_extra_cost: ClassVar[float] = 3000.0
 
     released_options_reason = (

@@ -1,7 +1,7 @@
 """Execution backends of :func:`fedtheory.run`.
 
 * ``"numba"`` (default): the compiled kernels of :mod:`fedtheory._kernels`, called through
-  :class:`fedtheory.algorithms.base.RoundContext`;
+  :class:`fedtheory.algorithms.context.RoundContext`;
 * ``"python"``: the NumPy twins of the papers' pseudo-code (``local_round_reference``);
 * ``"torch"`` (optional extra ``pip install "fedtheory[torch]"``): :mod:`fedtheory.backends.torch`,
   the same update rules on torch tensors, on CPU or GPU, for the convex problems (float64, the same

@@ -25,8 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-
 from ..exceptions import DataError
+
 
 
 def _check_nonneg(owner, pname, v):
@@ -37,6 +37,37 @@ def _check_nonneg(owner, pname, v):
     if not ok:
         raise DataError(f"{owner}: {pname!r} must be a finite float >= 0, got {v!r}.")
     return float(v)
+
+
+def client_weights(weights, n, caller):
+    """The client weights w, normalised to sum 1 (uniform 1/n for None).
+
+    Parameters
+    ----------
+    weights : array of shape (n,) or None
+        Non-negative finite numbers with a positive sum.
+    n : int
+        The number of clients.
+    caller : str
+        The name the error cites.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``weights / sum(weights)``.
+
+    Raises
+    ------
+    DataError
+        For weights of another shape, negative or non-finite entries, or a sum that is not positive.
+    """
+    if weights is None:
+        return np.full(n, 1.0 / n)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise DataError(f"{caller}: 'weights' must be {n} non-negative finite numbers "
+                        f"with a positive sum; got {weights!r}.")
+    return w / w.sum()
 
 
 class Component:
@@ -287,7 +318,6 @@ class Datafit(Component):
 
     # ------------------------------------------------------------------ constants
     def _missing_curvature(self, what):
-        from ..exceptions import DataError
         if self.curvature_bound is not None and not isinstance(self, MarginDatafit):
             return DataError(f"{what}: the datafit {self.name!r} declares a 'curvature_bound', which certifies "
                              "the smoothness of a margin datafit (a loss of a_r^T x per row, subclass "

@@ -6,6 +6,7 @@ from scipy.special import expit
 from .._kernels.datafits import KIND_LOGISTIC
 from .base import MarginDatafit
 from .catalog import register_datafit
+from ..exceptions import UncertifiedOptimumError
 
 
 @register_datafit
@@ -90,7 +91,6 @@ class Logistic(MarginDatafit):
                 break
             new = rest[1.0 - res.ineqlin.residual[m:] > 1e-6]      # the capped margins t_r a_r^T v
             if new.size == 0:
-                from ..exceptions import UncertifiedOptimumError
                 raise UncertifiedOptimumError("logistic (l2 = 0): the LP found a direction of recession but no "
                                               "row it separates by more than 1e-6; rescale the features.")
             found[new] = True
@@ -149,7 +149,6 @@ def _check_recession(YA, v, found):
     |t_r a_rj v_j|, 1e-6 for the positive ones). The LPs run on equilibrated columns, where HiGHS
     drops entries below 1e-9: a column spanning more than nine decades showed it a direction that
     the data do not have, and removing a row that no direction separates gives a wrong infimum."""
-    from ..exceptions import UncertifiedOptimumError
     margins = YA @ v
     size = abs(YA) @ np.abs(v)
     bad = np.flatnonzero((margins < -1e-9 * size) | (found & ~(margins > 1e-6 * size)))
@@ -169,7 +168,6 @@ def _linprog(c, A_ub, b_ub, what, feasibility=False):
     (status 2), not a failure. Any other failure raises UncertifiedOptimumError."""
     import scipy.sparse as sps
     from scipy.optimize import linprog
-    from ..exceptions import UncertifiedOptimumError
     A_ub = sps.csr_matrix(A_ub)
     scale = np.asarray(abs(A_ub).max(axis=0).todense()).ravel() if A_ub.shape[0] else np.ones(A_ub.shape[1])
     d = 1.0 / np.where(scale > 0, scale, 1.0)

@@ -6,7 +6,7 @@ import numpy as np
 from .._kernels.datafits import KIND_QUADRATIC
 from .._argcheck import Bool, Interval, Options, check_param
 from ..exceptions import DataError
-from .base import Datafit
+from .base import Datafit, client_weights
 from .catalog import register_datafit
 
 
@@ -161,15 +161,7 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
                          f"'heterogeneity' must be 0; got {heterogeneity}.")
     if heterogeneity > 0 and n_clients < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs n_clients >= 2; got n_clients=1.")
-    # (the check of problem._check_weights: components may not import the problem module)
-    if weights is None:
-        w = np.full(n_clients, 1.0 / n_clients)
-    else:
-        w = np.asarray(weights, dtype=float)
-        if w.shape != (n_clients,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-            raise DataError(f"{c}: 'weights' must be {n_clients} non-negative finite numbers with a positive "
-                            f"sum; got {weights!r}.")
-        w = w / w.sum()
+    w = client_weights(weights, n_clients, c)
     if heterogeneity > 0 and np.count_nonzero(w) < 2:
         raise ValueError(f"{c}: 'heterogeneity' > 0 needs two clients of positive weight (zeta_*^2 = "
                          f"sum_i w_i ||grad f_i(x*)||^2 with sum_i w_i grad f_i(x*) = 0 is 0 when one "
@@ -202,3 +194,68 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
                 L_i=eig_i[:, 1], mu_i=eig_i[:, 0], hessian=hessian,
                 shared_minimizer=bool(shared_minimizer))
     return Q, C, w, info
+
+
+def explicit_quadratic_clients(Q, c, noise=0.0, weights=None, caller="explicit_quadratic_clients"):
+    r"""The client quadratics of :func:`problems.explicit_quadratic`, checked, with their exact
+    constants: ``(Q, C, w, info)``.
+
+    :math:`f_i(x) = \tfrac12 x^\top Q_i x - c_i^\top x`: one shared symmetric positive semi-definite
+    Hessian or one per client, whose weighted average is positive definite (x* is unique).
+
+    Parameters
+    ----------
+    Q, c, noise, weights
+        As in :func:`problems.explicit_quadratic`.
+    caller : str
+        The name the errors cite.
+
+    Returns
+    -------
+    tuple
+        ``(Q, C, w, info)``: Q of shape (n, d, d), C (n, d), the normalised weights and ``info`` with
+        the exact ``L`` and ``mu`` of the average Hessian, ``x_star``, ``f_star``, ``zeta_star_sq``,
+        ``sigma_sq``, ``L_i``, ``mu_i``, ``hessian`` ("shared" or "distinct") and ``shared_minimizer``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.diag([0.5, 1.0])
+    >>> Q, C, w, info = explicit_quadratic_clients(A, [A @ [1.0, 0.0], A @ [-1.0, 2.0]])
+    >>> Q.shape, info["x_star"].tolist(), info["L"]
+    ((2, 2, 2), [0.0, 1.0], 1.0)
+    """
+    where = caller
+    C = np.atleast_2d(np.asarray(c, dtype=np.float64))
+    n, d = C.shape
+    Qa = np.asarray(Q, dtype=np.float64)
+    if Qa.shape == (d, d):
+        Qa = np.repeat(Qa[None], n, axis=0)
+    if Qa.shape != (n, d, d):
+        raise ValueError(f"The 'Q' parameter of {where} must have shape ({d}, {d}) or ({n}, {d}, {d}) "
+                         f"to match c of shape {C.shape}. Got shape {np.shape(Q)} instead.")
+    if not (np.all(np.isfinite(Qa)) and np.all(np.isfinite(C))):
+        raise ValueError(f"{where}: Q and c must be finite.")
+    if not np.allclose(Qa, Qa.transpose(0, 2, 1), rtol=0, atol=1e-12 * max(1.0, np.abs(Qa).max())):
+        raise ValueError(f"The 'Q' parameter of {where} must be symmetric.")
+    check_param("noise", noise, [Interval(float, 0, None, "left")], where)
+    w = client_weights(weights, n, where)
+    eig_i = np.array([np.linalg.eigvalsh(q)[[0, -1]] for q in Qa])
+    if eig_i[:, 0].min() < -1e-12 * max(1.0, eig_i[:, 1].max()):
+        raise ValueError(f"The 'Q' parameter of {where} must be positive semi-definite for every "
+                         f"client. Got a smallest eigenvalue {eig_i[:, 0].min():.3e} instead.")
+    Qbar = np.einsum("i,ijk->jk", w, Qa)
+    ev = np.linalg.eigvalsh(Qbar)
+    if ev[0] <= 0:
+        raise ValueError(f"{where}: the average Hessian must be positive definite (got smallest "
+                         f"eigenvalue {ev[0]:.3e}), so that the minimiser is unique.")
+    cbar = w @ C
+    x_star = np.linalg.solve(Qbar, cbar)
+    G = np.einsum("ijk,k->ij", Qa, x_star) - C
+    shared = bool(np.all(Qa == Qa[0]))
+    info = dict(L=float(ev[-1]), mu=float(ev[0]), x_star=x_star,
+                f_star=float(0.5 * x_star @ Qbar @ x_star - cbar @ x_star),
+                zeta_star_sq=float(w @ np.sum(G * G, axis=1)), sigma_sq=float(d * noise ** 2),
+                L_i=eig_i[:, 1], mu_i=eig_i[:, 0], hessian="shared" if shared else "distinct",
+                shared_minimizer=bool(np.abs(G).max() <= 1e-12 * max(1.0, np.abs(C).max())))
+    return Qa, C, w, info

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from .._argcheck import did_you_mean
+from .. import registry
+from ..registry import algorithms
 
 
 def _filter_title(filters):
@@ -41,7 +44,6 @@ def _param(df, key):
         if c in df.columns and c.startswith("param_"):
             return c
     names = sorted(c.removeprefix("param_") for c in df.columns if c.startswith("param_"))
-    from .._argcheck import did_you_mean
     raise ValueError(f"Unknown parameter {key!r} in a filter: the table's parameters are {names}."
                      f"{did_you_mean(key.removeprefix('param_'), names)}")
 
@@ -93,9 +95,8 @@ def algorithm_name(name):
     >>> algorithm_name("scaffold"), algorithm_name("fedavg"), algorithm_name("my_method")
     ('SCAFFOLD', 'FedAvg', 'my_method')
     """
-    from ..registry import ALGORITHMS, algorithms
     algorithms()                                  # imports (registers) every algorithm
-    cls = ALGORITHMS.get(str(name))
+    cls = registry.ALGORITHMS.get(str(name))
     head = ((cls.__doc__ or "").strip().split(":", 1) if cls is not None else [""])[0]
     if cls is None or not head or "\n" in head or len(head) > 40:
         return str(name)
@@ -208,7 +209,6 @@ def filter_table(df, filters):
     for col, values in by_col.items():
         keep &= np.logical_or.reduce([_matches(df[col], v).to_numpy() for v in values])
     if not keep.any():
-        from .._argcheck import did_you_mean
         hints = ""
         for col, values in by_col.items():         # a value that no run has in that column: the close ones
             known = sorted({_key(v) for v in df[col]})

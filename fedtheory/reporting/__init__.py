@@ -2,7 +2,8 @@
 
 - :mod:`.config`: TOML configurations (a problem, a run, a grid) and the problem factories they name;
   :mod:`.toml_text` the configuration's text for error messages (the line of every key);
-- :mod:`.sweep`: grids of runs in parallel (joblib/loky, Dask), stored run by run and resumable;
+- :mod:`.sweep`: grids of runs in parallel (joblib/loky, or Dask through :mod:`.dask_sweep`), stored run
+  by run and resumable;
 - :mod:`.results`: the stored result tables;
 - :mod:`.verification`: ``fedtheory verify``'s report (every theorem's verdict, tables, figures);
 - :mod:`.errata`: the errata table of the papers' theorems and proof steps;

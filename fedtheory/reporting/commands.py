@@ -143,17 +143,18 @@ def _demo(args):
     check_param("rounds", args.rounds, [Interval(int, 1, None)], "demo")
     # l2 > 0: a9a without ridge is quasi-separable, with no minimiser to certify
     check_param("l2", args.l2, [Interval(float, 0, None, "neither")], "demo")
-    import problems
     from .. import truth
 
     from .. import run
+    from .config import factories
+    make = factories()
 
     try:
-        p = problems.libsvm(args.dataset, n_clients=100, l2=args.l2, data_dir=args.data_dir, seed=0)
+        p = make["libsvm"](args.dataset, n_clients=100, l2=args.l2, data_dir=args.data_dir, seed=0)
         label = f"LIBSVM {args.dataset}, 100 clients (i.i.d.), l2={args.l2}"
     except (FileNotFoundError, OSError) as e:
         print(f"[demo] {e}\n[demo] falling back to scikit-learn's breast cancer data.", file=sys.stderr)
-        p = problems.breast_cancer(n_clients=20, l2=args.l2)
+        p = make["breast_cancer"](n_clients=20, l2=args.l2)
         label = f"breast cancer, 20 clients, l2={args.l2}"
     gt = truth.ground_truth(p)
     c = truth.constants(p, gt)
@@ -190,7 +191,7 @@ def _run(args):
     known and a smaller step size on stderr; the table stops before the iterates blow up)."""
     from .config import load
     from .results import ResultsStore
-    from .sweep import run_point
+    from .points import run_point
     if args.out is not None:
         _out_dir(args.out)
     cfg = load(args.config)
@@ -206,7 +207,7 @@ def _run(args):
     print(f"run {rid}: {pts[0][1]['algorithm']} on {pts[0][0]['factory']}, status {last.status}")
     if pts[0][1].get("reference"):
         from .. import truth
-        from .sweep import build_problem
+        from .config import build_problem
         print(_reference_line(truth.ground_truth(build_problem(pts[0][0]), clients=False)))
     diverged = res.status == "diverged"
     shown, cut = (_before_blowup(df) if diverged else (df, None))
@@ -264,7 +265,8 @@ def _step_hint(problem_args, run_args, diverged_at=None):
     lr = run_args.get("lr")
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
         return _LOWER_STEPS
-    from .sweep import build_problem, run_point
+    from .config import build_problem
+    from .points import run_point
     rounds = int(run_args.get("rounds", 1))
     checked = rounds if diverged_at is None else min(rounds, max(10 * int(diverged_at), 100))
     what = "this configuration" if checked == rounds else f"the first {checked} rounds of this configuration"
@@ -298,7 +300,8 @@ def _sweep(args):
     the sweep failed (Dask cluster lost, KilledWorker, dead workers; finished runs kept): one line
     with the command that resumes it."""
     import shlex
-    from .sweep import SweepFailed, sweep
+    from .points import SweepFailed
+    from .sweep import sweep
     _out_dir(args.out)
     if args.scheduler is not None and args.backend != "dask":
         raise UsageError(f"--scheduler {args.scheduler}: applies to --backend dask only (the backend is "

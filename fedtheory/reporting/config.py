@@ -51,6 +51,10 @@ from pathlib import Path
 from .._argcheck import did_you_mean
 from .toml_text import (_HEADER, _INT64, _KEY, _big_int, _default_type_error, _describe, _expectation, _flatten, _mentioned,
                         key_lines)
+from .._progress import bar
+from ..exceptions import IncompatibleProblemError, InvalidParameterError
+from .. import registry
+from ..registry import algorithms, get_algorithm, import_hint, import_modules
 
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
@@ -90,14 +94,9 @@ def factories():
     >>> factories()["quadratic"].__module__
     'problems.synthetic'
     """
-    import problems
-
-    from ..registry import PROBLEMS
-    out = {name: getattr(problems, name) for name in problems.available()}
-    out[VISION] = problems.vision.image_problem
-    for name, fn in PROBLEMS.items():
+    out = dict(_installed_factories())
+    for name, fn in registry.PROBLEMS.items():     # (the registry's, as it is now)
         if name in out:
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError(
                 f"The 'name' parameter of register_problem must differ from the built-in factories "
                 f"({', '.join(sorted(out))}). Got {name!r} (for {fn.__module__}.{fn.__qualname__}) instead.")
@@ -105,11 +104,30 @@ def factories():
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _factory_providers():
+    """The functions of the installed packages that list their factories (entry point group
+    ``fedtheory.problems``: the ``problems`` package of this project), found once per process."""
+    from importlib.metadata import entry_points     # (scans the installed packages: only when a factory is named)
+    return tuple(ep.load() for ep in sorted(entry_points(group="fedtheory.problems"), key=lambda e: e.name != "problems"))
+
+
+def _installed_factories():
+    """``{name: factory}`` of the installed packages, as their modules hold them now."""
+    out = {}
+    for provider in _factory_providers():
+        out.update(provider())
+    if not out:
+        raise InvalidParameterError("No problem factories are installed: the 'problems' package declares them "
+                                    "(entry point group 'fedtheory.problems'); install the project with "
+                                    "pip install -e . from its checkout.")
+    return out
+
+
 def factory_call(name, fn):
     """How a factory is called in Python, for ``describe``: ``problems.quadratic``, or the module
     and name of a registered one (``mypkg.problems.robust_regression``)."""
-    from ..registry import PROBLEMS
-    if PROBLEMS.get(name) is fn:
+    if registry.PROBLEMS.get(name) is fn:
         return f"{fn.__module__}.{getattr(fn, '__qualname__', name)}"
     return f"problems.{name}"
 
@@ -130,7 +148,6 @@ def make_problem(problem_args):
     name, args = _split_problem(problem_args)
     table = factories()
     if name not in table:
-        from ..registry import import_hint
         raise ConfigError(f"unknown problems factory {name!r}; known: {', '.join(sorted(table))}."
                           f"{did_you_mean(name, table)}{import_hint()}")
     if name == VISION:
@@ -325,7 +342,6 @@ class Config:
         return math.prod(len(v) for v in self.grid.values())
 
     def _bar(self, progress, what):
-        from .._progress import bar
         n = self.size()
         return bar(progress if n >= LARGE_GRID else False, total=n, unit="point",
                    desc=f"{what} {n:,} grid points", leave=False)
@@ -365,7 +381,6 @@ class Config:
         return prob, rn
 
     def _check_names(self, prob, rn, fkey, memo=None):
-        from ..registry import algorithms, get_algorithm
         memo = {} if memo is None else memo      # factories, signatures, algorithms: once per points()
         if "factories" not in memo:
             memo["factories"], memo["algorithms"] = factories(), algorithms()
@@ -373,7 +388,6 @@ class Config:
         name = prob["factory"]
         t, k = self._where("problem", fkey)
         if not isinstance(name, str) or name not in table:
-            from ..registry import import_hint
             raise self.error(t, k, f"expected a problems factory, one of {', '.join(sorted(table))}; "
                                    f"got {_describe(name)}.{did_you_mean(name, table)}{import_hint()}",
                              name, t == "grid")
@@ -408,7 +422,6 @@ class Config:
         alg = rn.get("algorithm")
         if not isinstance(alg, str) or alg not in memo["algorithms"]:
             t = "grid" if "algorithm" in self.grid else "run"
-            from ..registry import import_hint
             raise self.error(t, "algorithm", f"expected a registered algorithm, one of "
                                              f"{', '.join(memo['algorithms'])}; got {_describe(alg)}."
                                              f"{did_you_mean(alg, memo['algorithms'])}{import_hint()}",
@@ -450,7 +463,6 @@ class Config:
 
     def _check_group(self, prob, runs, bar):
         """Build one problem and set up each of its runs (a bar step per run)."""
-        from ..exceptions import IncompatibleProblemError
         from ..runs.runner import check_arguments
         problem = self._build(prob)
         for rn in runs:
@@ -622,7 +634,6 @@ def load(path_or_text, path=None, check=True, progress=None):
         if not isinstance(mods, list) or not all(isinstance(m, str) and m.strip() for m in mods):
             raise ConfigError(f"{at}: key 'import': expected a list of module names (e.g. import = "
                               f"[\"my_algorithms\"]); got {_describe(mods)}")
-        from ..registry import import_modules
         try:
             import_modules(mods, where="import")
         except ImportError as e:
@@ -649,7 +660,6 @@ def load(path_or_text, path=None, check=True, progress=None):
         raise cfg.error("problem", None, "missing key 'factory' (a problems factory, one of "
                                          f"{', '.join(sorted(factories()))})")
     if "algorithm" not in cfg.run and "algorithm" not in cfg.grid:
-        from ..registry import algorithms
         raise cfg.error("run", None, f"missing key 'algorithm' (one of {', '.join(algorithms())})")
     points = cfg.points(progress)   # names and keys of every grid point
     if check:

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..theory.verdicts import HOLDS, NOT_APPLICABLE, VIOLATED
+from .._argcheck import Bool, check_param, NoneOk, Options
+from .._progress import bar as progress_bar
 
 #: The fields of a row of :func:`errata`, in order.
 FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected", "why", "case", "case_kind",
@@ -205,9 +207,7 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
     >>> r["printed_ratio"] > 1 >= r["corrected_ratio"]
     True
     """
-    from .._progress import bar as progress_bar
     from ..theory import SPECS, THEOREMS, case
-    from .._argcheck import Bool, NoneOk, Options, check_param
     check_param("quick", quick, [Bool()], "errata")
     check_param("tightness", tightness, [Bool()], "errata")
     if isinstance(theorems, str):

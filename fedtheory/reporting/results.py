@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from .._argcheck import Bool, check_param, Interval
+from ..exceptions import InvalidParameterError
 
 FORMAT = 1
 META_KEY = b"fedtheory.run"
@@ -287,8 +289,6 @@ class ResultsStore:
     """
 
     def __init__(self, directory, commit_interval=30.0, commit_cost_factor=20.0, fsync=False):
-        from .._argcheck import Bool, Interval, check_param
-        from ..exceptions import InvalidParameterError
         if not isinstance(directory, (str, os.PathLike)) or not str(os.fspath(directory)).strip():
             raise InvalidParameterError(f"The 'directory' parameter of ResultsStore must be a non-empty path "
                                         f"(Path('') is the current directory). Got {directory!r} instead.")

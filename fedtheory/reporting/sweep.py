@@ -24,167 +24,23 @@ theorems) before it looks a name up.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import sys
 import threading
 import time
 from pathlib import Path
 
 
-from .config import build_problem, load, make_problem, run_call, run_id  # noqa: F401  (build_problem, make_problem: importable from here as before)
-from .results import ResultsStore, flatten_params
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """A sweep stopped by Ctrl-C: its workers are stopped and its finished runs stored.
-
-    Running the same sweep again resumes it. The parameters are kept as attributes of the same
-    names.
-
-    Parameters
-    ----------
-    stored : int
-        Runs in the store for this grid.
-    total : int
-        Distinct grid points.
-    out : str or path-like
-        The results directory.
-    """
-
-    def __init__(self, stored, total, out):
-        self.stored, self.total, self.out = stored, total, out
-        super().__init__(f"interrupted: {stored} of {total} runs stored in {out}")
-
-
-class SweepFailed(RuntimeError):
-    """A sweep that could not finish: the Dask cluster was lost or unreachable, runs killed their
-    workers (``KilledWorker``), local workers died, or runs could not be stored.
-
-    The finished runs are stored (``results.parquet`` rewritten). Attributes ``stored`` (runs in
-    the store for this grid), ``total`` (distinct grid points), ``out`` (the results directory)
-    and ``reason`` (one line). Running the same sweep again resumes it: stored runs are skipped.
-    """
-
-    def __init__(self, reason, stored, total, out):
-        self.reason, self.stored, self.total, self.out = reason, stored, total, out
-        super().__init__(f"{reason}; {stored} of {total} runs stored in {out}")
-
-
-class _BackendFailure(Exception):
-    """Raised by the backends for a failure of the machinery (not of a run's own code): turned into
-    :class:`SweepFailed` with the store's counts by :func:`sweep`."""
-
-
-class SweepCancelled(RuntimeError):
-    """Raised inside a Dask task whose future was cancelled (its driver stopped or vanished)."""
-
-
-def _reference(p, progress=None):
-    """The certified optimum of ``p`` for ``reference = true``; a problem without one (e.g. no
-    minimiser: separable data, l2 = 0) is the configuration's error (:class:`ConfigError`), in the
-    driver's warm-up as in a run."""
-    from .. import truth
-    try:
-        return truth.ground_truth(p, progress=progress or None)
-    except ValueError as e:
-        from .config import ConfigError
-        raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
-
-
-def run_point(problem_args, run_args, callback=None, progress=False, result=False):
-    """Run one configuration point.
-
-    Parameters
-    ----------
-    problem_args : dict
-        The problem: ``{"factory": name, **arguments}`` (:func:`build_problem`).
-    run_args : dict
-        Arguments of :func:`fedtheory.run` with ``algorithm``; ``reference = true`` measures
-        against the certified optimum (:func:`validation.ground_truth`).
-    callback : callable, optional
-        Passed to :func:`fedtheory.run`; it must not stop the run (a stopped run is not the
-        configured one): raise instead.
-    progress : bool, default False
-        Draw a bar over the rounds (and over the ground truth's stages when ``reference`` is set).
-    result : bool, default False
-        Also return the :class:`fedtheory.RunResult` (its ``message`` names the round and client
-        of a divergence).
-
-    Returns
-    -------
-    run_id : str
-        Hash of the point's full configuration.
-    history : pandas.DataFrame
-        The run's history with run_id, param_*, status, seed and version columns
-        (:func:`history_frame`).
-    run_result : fedtheory.RunResult
-        Only with ``result=True``.
-    """
-    from ..runs.runner import run
-    p = build_problem(problem_args)
-    alg, kw, want_ref = run_call(run_args)
-    ref = _reference(p, progress) if want_ref else None
-    res = run(p, alg, reference=ref, callback=callback, progress=progress, **kw)
-    rid, df = history_frame(problem_args, run_args, res)
-    return (rid, df, res) if result else (rid, df)
-
-
-def history_frame(problem_args, run_args, res):
-    """A run's history with the results store's run_id, param_*, status, seed and version columns.
-
-    These are the rows :class:`~fedtheory.reporting.results.ResultsStore` and ``fedtheory plot`` read.
-
-    Parameters
-    ----------
-    problem_args : dict
-        The point's problem arguments.
-    run_args : dict
-        The point's run arguments.
-    res : RunResult
-        The run of that point.
-
-    Returns
-    -------
-    run_id : str
-        Hash of the point's full configuration.
-    table : pandas.DataFrame
-        One row per evaluated round.
-    """
-    import pandas as pd
-    from .. import __version__
-    h = res.history
-    rid = run_id(problem_args, run_args)
-    cols = {"run_id": rid, **flatten_params(problem_args, run_args), "status": res.status,
-            "seed": int(run_args.get("seed", 0)), "version": __version__}
-    n = len(h)
-    data = {k: [v] * n for k, v in cols.items()}          # one frame built at once (no column inserts)
-    data.update({c: h[c].array for c in h.columns if c not in cols})
-    return rid, pd.DataFrame(data, index=h.index if n else None)
-
-
-def warm_up(points):
-    """Compile the kernels once (Numba disk cache) and certify each distinct problem once.
-
-    Kernels are compiled per algorithm and problem family (the problem's arguments other than
-    its seed), so a grid over seeds costs one one-round warm-up run per algorithm.
-    """
-    from ..runs.runner import run
-    seen_alg, seen_prob = set(), set()
-    for prob, rn in points:
-        key = json.dumps(prob, sort_keys=True)
-        family = json.dumps({k: v for k, v in prob.items() if k != "seed"}, sort_keys=True)
-        if rn.get("reference") and key not in seen_prob:
-            _reference(build_problem(prob))
-            seen_prob.add(key)
-        sig = (rn["algorithm"], family)
-        if sig not in seen_alg:
-            seen_alg.add(sig)
-            kw = {k: v for k, v in rn.items() if k not in ("algorithm", "reference", "rounds", "x0",
-                                                           "record_iterates", "eval_every", "tol")}
-            run(build_problem(prob), rn["algorithm"], rounds=1, **kw)
+from .config import load, run_id
+from .points import (_BackendFailure, _first_line, _n_workers, _noted, run_point, SweepFailed, SweepInterrupted,
+                     warm_up)
+from .results import ResultsStore
+from .._argcheck import Bool, check_param, Interval, NoneOk, Options
+from .._progress import bar as progress_bar
+from .._threads import limit_worker_threads
+from ..exceptions import InvalidParameterError
+from ..registry import check_workers_can_import, import_modules, user_modules
 
 
 # ------------------------------------------------------------------------------- local workers
@@ -201,7 +57,6 @@ def _worker_init(n_workers=1):
     the worker is re-parented and exits within ``_WATCH_PERIOD`` seconds, mid-run if need be.
     """
     import signal
-    from .._threads import limit_worker_threads
     limit_worker_threads(n_workers)
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -263,7 +118,6 @@ def _record_code(directory, adding):
     from an earlier version: a resumed sweep then holds runs of two versions of the user's code,
     which the run ids (a hash of the configuration) cannot tell apart."""
     import hashlib
-    from ..registry import user_modules
     now = {}
     for path, _, _ in _user_files(user_modules()):
         try:
@@ -319,48 +173,11 @@ def _worker_run_point(modules, problem_args, run_args):
     """``run_point`` in a worker process, after importing the driver's user modules (they register
     the user's algorithms, problem factories, components and theorems;
     :func:`fedtheory.registry.user_modules`)."""
-    from ..registry import import_modules
     import_modules(modules)
     return run_point(problem_args, run_args)
 
 
-# ------------------------------------------------------------------------------- Dask tasks
-
-def _dask_run_point(problem_args, run_args, modules=()):
-    """``run_point`` on a Dask worker, stopping at the next round once its future is cancelled
-    (the driver cancelled it on Ctrl-C, or the scheduler released it when the driver vanished).
-    ``modules``: the driver's user modules, imported first (a worker that cannot import one says
-    it is a worker, and how to give it the module)."""
-    from ..registry import import_modules
-    try:
-        import_modules(modules)
-    except ImportError as e:
-        import socket
-        raise ImportError(f"on the Dask worker at {socket.gethostname()} (the driver imported these modules): {e}; "
-                          "make them importable on every worker (the workers' PYTHONPATH or working directory, "
-                          "or client.upload_file for a single file)") from e
-    try:
-        from distributed import get_worker
-        worker = get_worker()
-        key = worker.get_current_task()
-    except Exception:                       # not on a worker (e.g. a synchronous scheduler)
-        return run_point(problem_args, run_args)
-
-    def still_wanted(r, x):
-        ts = worker.state.tasks.get(key)
-        if ts is None or ts.state not in ("executing", "long-running"):
-            raise SweepCancelled(f"run {run_id(problem_args, run_args)} cancelled at round {r}")
-        return False
-
-    return run_point(problem_args, run_args, callback=still_wanted)
-
-
 # ------------------------------------------------------------------------------- the driver
-
-def _n_workers(n_jobs):
-    from joblib import effective_n_jobs
-    return max(1, effective_n_jobs(-1 if n_jobs is None else n_jobs))
-
 
 def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=None, warm=True):
     """Run every point of ``config``'s grid not yet stored in ``out``; return the results table.
@@ -426,7 +243,6 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
     >>> df.run_id.nunique(), len(df)
     (2, 8)
     """
-    from .._progress import bar as progress_bar
     _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm)
     cfg = config if hasattr(config, "points") else load(config, progress=progress)
     points = cfg.points(progress)
@@ -461,7 +277,8 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
             if backend == "local":
                 _run_local(store, todo, n_jobs, warm, bar)
             else:
-                _run_dask(store, todo, scheduler, bar, n_jobs)
+                from .dask_sweep import run_dask        # (dask: an optional dependency, for this backend only)
+                run_dask(store, todo, scheduler, bar, n_jobs)
             store.commit()                  # also picks up runs stored by concurrent writers
             fin = store.finished()
             todo = [t for t in todo if t[0] not in fin]     # e.g. a concurrent writer's file went bad
@@ -491,8 +308,6 @@ def sweep(config, out, n_jobs=None, backend="local", scheduler=None, progress=No
 
 def _check_sweep_args(out, n_jobs, backend, scheduler, progress, warm):
     """sweep()'s own arguments, before the configuration is read (sklearn-style messages)."""
-    from .._argcheck import Bool, Interval, NoneOk, Options, check_param
-    from ..exceptions import InvalidParameterError
     if not isinstance(out, (str, os.PathLike)) or not str(os.fspath(out)).strip():
         raise InvalidParameterError(f"The 'out' parameter of sweep must be a non-empty path of a results "
                                     f"directory. Got {out!r} instead.")
@@ -543,14 +358,12 @@ def _run_local(store, todo, n_jobs, warm, bar):
                 store.add(*out)
             bar.update(1)
         return
-    from ..registry import check_workers_can_import
     check_workers_can_import([rn["algorithm"] for _, _, rn in todo],    # before any warm-up
                              factories=[p["factory"] for _, p, _ in todo])
     if warm:
         warm_up([(p, r) for rid, p, r in todo if not store.has(rid)])
     from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, wait
 
-    from ..registry import user_modules
     modules = user_modules()
     pool = _local_pool(n, _user_files(modules))
     pending, point = set(), {}
@@ -590,144 +403,3 @@ def _run_local(store, todo, n_jobs, warm, bar):
     except BaseException:
         _stop_pool(pool)
         raise
-
-
-def _noted(e, rid, prob, rn):
-    """``e`` with a note (shown under its traceback) naming the sweep's run it came from and how to
-    resume: a run's own error stops the sweep, and its message alone named no grid point."""
-    if hasattr(e, "add_note"):
-        e.add_note(f"fedtheory sweep: in run {rid} (problem {prob}, run {rn}); the runs stored before it are "
-                   "kept, and the same command resumes the sweep once the error is fixed")
-    return e
-
-
-def _connect(address, n_jobs=None):
-    """A Client of the scheduler at ``address``; an unreachable one is a one-line failure. No
-    address: a local cluster of ``n_jobs`` single-threaded worker processes (all CPUs by default)."""
-    from distributed import Client
-    try:
-        if address is None:
-            return Client(n_workers=_n_workers(n_jobs), threads_per_worker=1, processes=True,
-                          dashboard_address=":0")
-        return Client(address)
-    except (OSError, TimeoutError) as e:
-        raise _BackendFailure(f"cannot reach the Dask scheduler at {address} ({' '.join(str(e).split())}); "
-                              "is it running, and is the address the one 'dask scheduler' printed?") from None
-
-
-def _run_dask(store, todo, scheduler, bar, n_jobs=None):
-    """Run ``todo`` on a Dask cluster, storing each result as it arrives.
-
-    Each future is released as soon as its run is stored, so that the scheduler forgets the
-    result: a worker lost later does not make the cluster recompute stored runs. Runs that kill
-    their workers (``KilledWorker``) are reported together after the others finished; a lost
-    scheduler connection stops the sweep at once. Both are :class:`_BackendFailure`.
-    """
-    try:
-        from distributed import Client, as_completed
-        from distributed.comm.core import CommClosedError
-        from distributed.scheduler import KilledWorker
-    except ImportError:
-        raise ImportError("backend='dask' needs the optional extra: pip install 'fedtheory[dask]'") from None
-    todo = [t for t in todo if not store.has(t[0])]          # stored meanwhile: never resubmitted
-    if not todo:
-        return
-    own = not isinstance(scheduler, Client)
-    with _quiet_dask_client():
-        client = _connect(scheduler, n_jobs) if own else scheduler
-        _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClosedError, KilledWorker)
-
-
-@contextlib.contextmanager
-def _quiet_dask_client():
-    """Silence the driver's ``distributed.client`` and ``distributed.comm`` loggers for the sweep: a lost
-    scheduler made them print 30-50 lines of reconnection tracebacks around the sweep's one-line
-    error (what went wrong is in that line)."""
-    import logging
-    loggers = [logging.getLogger(n) for n in ("distributed.client", "distributed.comm", "distributed.core",
-                                              "distributed.utils")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for lg, lv in zip(loggers, levels):
-            lg.setLevel(lv)
-
-
-def _dask_loop(store, todo, client, own, scheduler, bar, as_completed, CommClosedError, KilledWorker):
-    import asyncio
-    import uuid
-    address = getattr(client, "scheduler_address", None) or getattr(getattr(client, "scheduler", None),
-                                                                     "address", scheduler)
-    tag = uuid.uuid4().hex[:8]                 # keys name their run: fedtheory-run-<run_id>-<tag>
-    rid_of, killed = {}, []
-    pending = None
-    from ..registry import check_workers_can_import, user_modules
-    check_workers_can_import([r["algorithm"] for _, _, r in todo], factories=[p["factory"] for _, p, _ in todo])
-    try:
-        keys = [f"fedtheory-run-{rid}-{tag}" for rid, _, _ in todo]
-        rid_of = {k: rid for k, (rid, _, _) in zip(keys, todo)}
-        point_of = {rid: (p, r) for rid, p, r in todo}
-        try:
-            pending = as_completed(client.map(_dask_run_point, [p for _, p, _ in todo], [r for _, _, r in todo],
-                                              modules=user_modules(), key=keys, pure=False))
-        except (asyncio.CancelledError, OSError, TimeoutError) as e:
-            raise _BackendFailure(f"lost the Dask cluster at {address} ({type(e).__name__}: "
-                                  f"{_first_line(e)})") from None
-        for fut in pending:
-            rid = rid_of[fut.key]
-            try:
-                result = fut.result()
-            except KilledWorker as e:
-                killed.append((rid, e))
-                continue
-            except asyncio.CancelledError as e:          # FutureCancelledError: scheduler connection lost
-                why = re.search(r"cancelled for reason: ([\w-]+)", str(e))
-                raise _BackendFailure(f"lost the Dask cluster at {address} (run {rid} cancelled: "
-                                      f"{why.group(1) if why else _first_line(e)})") from None
-            except Exception as e:
-                if isinstance(e, CommClosedError) or client.status != "running":
-                    raise _BackendFailure(f"lost the Dask cluster at {address} ({type(e).__name__}: "
-                                          f"{_first_line(e)})") from None
-                raise _noted(e, rid, *point_of[rid])    # the run's own error (e.g. a missing data file)
-            finally:
-                fut.release()                  # the scheduler forgets it: never recomputed
-                del fut
-            if not store.has(rid):
-                store.add(*result)
-            del result
-            bar.update(1)
-        if killed:
-            rid, e = killed[0]
-            n = len(killed)
-            times = (e.args[2] + 1) if len(e.args) > 2 and isinstance(e.args[2], int) else _allowed_failures()
-            raise _BackendFailure(f"{n} run{'s' if n > 1 else ''} killed {'their' if n > 1 else 'its'} Dask "
-                                  f"worker (KilledWorker: Dask gave up on run {rid} after its worker died {times} "
-                                  f"time{'s' if times > 1 else ''}, distributed.scheduler.allowed-failures + 1; "
-                                  "too little memory per worker?)")
-    except BaseException:
-        try:
-            if pending is not None:
-                client.cancel(list(pending.futures), force=True)
-        except BaseException:                # pragma: no cover  (the cluster is gone)
-            pass
-        raise
-    finally:
-        pending = None
-        if own:
-            try:
-                client.close()
-            except BaseException:            # pragma: no cover  (the cluster is gone)
-                pass
-
-
-def _first_line(e):
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-def _allowed_failures():
-    """How many times a task may kill a worker before Dask gives up on it (its KilledWorker)."""
-    import dask
-    return int(dask.config.get("distributed.scheduler.allowed-failures", 3)) + 1

@@ -19,6 +19,8 @@ import pandas as pd
 from ..theory import CASES, SPECS, THEOREMS
 from ..theory.verdicts import (DOCUMENTED_VIOLATION, HOLDS, NOT_APPLICABLE, UNRESOLVED, VIOLATED, is_not_applicable,
                               is_violated, unexpected)
+from .._progress import bar as progress_bar
+from .._threads import cpus, limit_worker_threads
 
 COLUMNS = ["theorem", "case", "kind", "variant", "conditions_ok", "quantity", "measured", "stderr", "bound", "ratio",
            "fitted_rate", "rate_ci", "predicted_rate", "verdict", "failing_conditions"]
@@ -227,13 +229,11 @@ def _worker_init(n_workers):
     """A verify worker: Ctrl-C is left to the parent, BLAS to this worker's share of the CPUs."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .._threads import limit_worker_threads
     limit_worker_threads(n_workers)
 
 
 def default_jobs():
     """Worker processes ``run_cases`` uses by default: the CPUs this process may run on, at most 4."""
-    from .._threads import cpus
     return max(1, min(4, cpus()))
 
 
@@ -248,7 +248,6 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1, lemmas=False):
     worker compiles the kernels of its own theorems, and the compiled code is shared through
     Numba's disk cache). ``lemmas``: each case's lemmas too, on
     its runs (:func:`_check_item`); a lemma is run on its own cases only when named in ``theorems``."""
-    from .._progress import bar as progress_bar
     from ..theory import is_lemma
     names = [n for n in sorted(THEOREMS) if (n in theorems if theorems is not None else not is_lemma(n))]
     checked = [n for n in names if n in CASES]

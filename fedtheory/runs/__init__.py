@@ -1,8 +1,12 @@
 """The run engine: :func:`fedtheory.run` and what a run is made of.
 
-- :mod:`.runner`: ``run``, its plan (the problem, the algorithm, the schedule of rounds, the
-  draws and the evaluations) and the paths that execute it (compiled segments, per round, NumPy,
-  torch), and :class:`~.runner.RunResult`;
+- :mod:`.runner`: ``run``, a plan and an executor;
+- :mod:`.plan`: the plan (the problem, the algorithm, the sampling, the streams, the step sizes and
+  the evaluations, checked and resolved once);
+- :mod:`.fused` and :mod:`.per_round`: the executors (compiled segments of rounds; one round at a
+  time in Python for the python and torch backends);
+- :mod:`.log`: what a run records (state, counters, history rows, status), and
+  :mod:`.result`: :class:`~.result.RunResult`;
 - :mod:`.participants`: who takes part in each round (full, uniform, with replacement, Bernoulli,
   a given schedule), and the compact record of the draws;
 - :mod:`.schedules`: step-size schedules over rounds and local steps;

@@ -43,6 +43,7 @@ import numpy as np
 
 from .arrays import to_numpy
 from ..exceptions import InvalidParameterError
+from .._argcheck import check_param, Interval
 
 __all__ = ["Trace", "RoundTrace"]
 
@@ -228,7 +229,6 @@ class _TraceRecorder:
             raise InvalidParameterError(f"The 'trace' parameter of run must name sequences that {alg.name!r} "
                                         f"declares: {sorted(declared)} (or be True for all). Got {trace!r} "
                                         f"instead.")
-        from .._argcheck import Interval, check_param
         check_param("trace_max_mb", max_mb, [Interval(float, 0, None, "neither")], "run")
         wanted = None
         if trace_rounds is not None:

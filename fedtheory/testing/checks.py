@@ -17,12 +17,12 @@ import numpy as np
 
 from .. import run
 from .._kernels import local_steps as _ls
-from .._argcheck import Interval
 from ..components import LeastSquares, Logistic, Quadratic
 from ..components.quadratic import synthetic_quadratic
-from ..exceptions import InvalidParameterError
 from ..problem import FederatedProblem
 from ..registry import get_algorithm
+from .._argcheck import Bool, Interval, Options
+from ..exceptions import DeclarationError, InvalidParameterError
 
 #: The row storages the checks run the margin datafits on: dense rows and CSR rows (a storage is a
 #: specialisation of the compiled rounds of its own, ``oracles.kernel_form``). A check that takes
@@ -209,7 +209,6 @@ def option_grid(name):
     (7, True)
     """
     import itertools
-    from .._argcheck import Bool, Options
     cls = get_algorithm(name)
     choices = {}
     for pname, cons in cls.constraints.items():
@@ -445,7 +444,7 @@ def check_history_schema(name):
     slots = sum(len(c) for c in ran)                     # participating client slots, all rounds
     extra_calls = extra_rows = 0
     for c in ran:                                       # work outside the local steps (Mime's full gradients)
-        from ..algorithms.base import RoundContext
+        from ..algorithms.context import RoundContext
         ctx = RoundContext(p, 0, c, np.ones(len(c)), np.zeros((len(c), 2, 3), dtype=np.int64),
                            np.zeros((0, 0, 0)), np.ones(2))
         ec, er = alg.round_extra_grads(ctx)
@@ -456,7 +455,7 @@ def check_history_schema(name):
 
 def check_divergence_reported(name):
     """A huge step size ends with status 'diverged', naming the round and a client, the non-finite
-    quantity, or F's growth past ``fedtheory.runs.runner.DIVERGENCE_GROWTH`` times its start."""
+    quantity, or F's growth past ``fedtheory.runs.log.DIVERGENCE_GROWTH`` times its start."""
     p = suite_problems()["least_squares"]
     kw = dict(rounds=400, local_steps=5, **_params(name, lr=50.0))
     kw.update(get_algorithm(name).divergence_params)
@@ -525,7 +524,6 @@ def _failing_on_declarations(check):
     hyperparameter without constraints) reported as the failed check it is: AssertionError."""
     import functools
 
-    from ..exceptions import DeclarationError
 
     @functools.wraps(check)
     def wrapped(name, **kwargs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+from .._argcheck import check_param, Interval
 
 try:
     from hypothesis import strategies as st
@@ -203,7 +204,6 @@ def choice(*options):
 
 def _check_range(fn, lo, hi, integral=False, positive=False):
     """A clear error for a range the strategy cannot draw from (a draw outside it was silent)."""
-    from .._argcheck import check_param, Interval
     kind = int if integral else float
     for name, v in (("lo", lo), ("hi", hi)):
         if integral and not float(v).is_integer():

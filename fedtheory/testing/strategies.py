@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from .draws import (Tape, around, as_strategy, choice, integers, log_integers, log_uniform, quadratics,  # noqa: F401
                     recording, replay, uniform, unit_vectors)
+from .._argcheck import check_param, Options
 
 __all__ = ["as_strategy", "integers", "log_integers", "log_uniform", "uniform", "choice", "quadratics",
            "unit_vectors", "around", "theorem_cases", "Tape", "recording", "replay"]
@@ -58,7 +59,6 @@ def theorem_cases(name, variant=None):
     >>> validation.verify("feddeper.theorem_2", problem, **params).applicable
     True
     """
-    from .._argcheck import Options, check_param
     from ..theory import SPECS
     check_param("name", name, [Options(*sorted(SPECS))], "theorem_cases")
     spec = SPECS[name]

@@ -15,6 +15,8 @@ import numpy as np
 
 from .rates import RATE_FORMS, RateFit, RateStudy, fit_rate  # noqa: F401
 from .records import NOISE_SE, Condition, Verification, _Condition  # noqa: F401
+from .._argcheck import check_param, Options
+from ..exceptions import InvalidParameterError
 
 THEOREMS = {}
 CASES = {}
@@ -43,7 +45,6 @@ def lemmas(theorem=None):
     from .engine import is_lemma
     if theorem is None:
         return sorted(n for n in SPECS if is_lemma(n))
-    from .._argcheck import Options, check_param
     check_param("theorem", theorem, [Options(*sorted(n for n in SPECS if not is_lemma(n)))], "lemmas")
     return list(SPECS[theorem].proof)
 
@@ -142,18 +143,15 @@ def case(name, which, quick=True):
     >>> c.kind, c.expect
     ('counterexample', {'printed': False, 'corrected': True})
     """
-    from .._argcheck import Options, check_param
     check_param("name", name, [Options(*sorted(CASES))], "case")
     cases = CASES[name](quick)[0]
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         if not 0 <= which < len(cases):
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError(f"The 'which' parameter of case must be an int in the range [0, "
                                         f"{len(cases) - 1}] for {name}. Got {which!r} instead.")
         return cases[which]
     found = [c for c in cases if c.label == which] or [c for c in cases if c.label.startswith(str(which))]
     if len(found) != 1:
-        from ..exceptions import InvalidParameterError
         labels = "; ".join(repr(c.label) for c in cases)
         raise InvalidParameterError(f"The 'which' parameter of case must be an index or the label of exactly one "
                                     f"case of {name} ({labels}). Got {which!r} instead.")
@@ -205,9 +203,10 @@ def register_cases(name):
     return deco
 
 
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lemma, mean_stderr, parameters,  # noqa: E402,F401
-                     instance_floor, instance_variant, register_spec, worst_instance)
+from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lemma, parameters,  # noqa: E402,F401
+                     instance_floor, instance_variant, register_spec)
+from .floors import mean_stderr, worst_instance  # noqa: E402,F401
 
-from . import feddeper, fedspeed, fedsps, localdescent, pfedfbe  # noqa: E402,F401  (registration)
+from . import feddeper, fedspeed, fedsps, fedsps_theorem6, localdescent, localdescent_nonconvex, pfedfbe  # noqa: E402,F401  (registration)
 from . import feddeper_lemmas, fedspeed_lemmas, fedsps_lemmas, localdescent_lemmas, pfedfbe_lemmas  # noqa: E402,F401,I001
 # (registration: after the theorems whose proofs they are in)

@@ -64,6 +64,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from .floors import assumption_failures, comparison_floor, mean_stderr, propagated_floor
+from .substitution import _algorithm_name, ForeignHyperparameter, _same, _Substitution
+from .._argcheck import Bool, check_param, Options
+from ..exceptions import IncompatibleProblemError, InvalidParameterError
 
 ROLES = ("stated", "hidden", "informational")
 
@@ -144,6 +148,7 @@ def instance_floor(setup, measurement):
 
     Examples
     --------
+    >>> from fedtheory.theory.floors import worst_instance
     >>> instance_floor({}, worst_instance([2.0], [1.0], [dict(step=0)], [0.5])) == 0.5 + comparison_floor(2.0, 1.0)
     True
     """
@@ -174,6 +179,7 @@ def instance_variant(description, key=None, requires=("stated",), quantity=""):
 
     Examples
     --------
+    >>> from fedtheory.theory.floors import worst_instance
     >>> v = instance_variant("the step used", key="step", requires=("stated", "hidden"))
     >>> m = {"step": worst_instance([0.5, 2.0], [3.0, 3.0], [dict(step=0), dict(step=1)])}
     >>> v.bound({}, m), v.values({}, m), v.where({}, m)
@@ -364,97 +370,6 @@ def _seeded_runs(problem, alg, kwargs, seeds):
     return [first] + [run(problem, alg, seed=s, **kwargs) for s in range(1, seeds)]
 
 
-class ForeignHyperparameter(KeyError):
-    """A spec read a hyperparameter of its own algorithm that the algorithm run does not have."""
-
-
-class _Substitution:
-    """The spec of one algorithm run against another registered algorithm (``check(...,
-    algorithm=...)``).
-
-    The spec's run arguments are kept for the runner (rounds, local steps, step size, ``x0``,
-    traces, ...); its algorithm's hyperparameters are passed on where the algorithm run has one of
-    the same name, and dropped otherwise. Such a dropped hyperparameter is hidden from the setup
-    the conditions, the measurement and the bound read: one that reads it raises
-    :class:`ForeignHyperparameter` and the check is NOT APPLICABLE, naming it. ``own`` are the
-    algorithm's hyperparameters given by the caller that the theorem's setup does not take.
-    """
-
-    def __init__(self, spec, algorithm, own):
-        from ..registry import get_algorithm
-        self.spec, self.algorithm, self.own = spec, algorithm, dict(own)
-        self.theirs = get_algorithm(spec.algorithm).hyperparameters()
-        self.mine = get_algorithm(algorithm).hyperparameters()
-        self.dropped = {}
-        self.overridden = None                  # set from the main run's arguments (the first adapted)
-        self._hidden_keys = set()
-        self._feeds = {}                        # a setup key -> the dropped hyperparameters it sets
-
-    def adapt(self, kwargs):
-        """The spec's run arguments for the algorithm run (foreign hyperparameters dropped)."""
-        if self.overridden is None:
-            self.overridden = {k: kwargs[k] for k in self.own if k in kwargs}
-        out = {}
-        for k, v in kwargs.items():
-            if k in self.theirs and k not in self.mine:
-                self.dropped[k] = v
-            else:
-                out[k] = v
-        out.update(self.own)
-        return out
-
-    def retarget(self, setup):
-        """The setup with the algorithm's own values where the caller overrode a run argument the
-        theorem sets from its setup (same name, same value): the conditions read what is run."""
-        out = dict(setup)
-        for k, v in (self.overridden or {}).items():
-            if k in out and _same(out[k], v):
-                out[k] = self.own[k]
-        return out
-
-    def hide(self, setup):
-        """The setup with the dropped hyperparameters made unreadable: the keys of their names, and
-        the keys whose value reaches one through the theorem's run arguments under another name (the
-        paper's ``eta_g`` passed as ``server_lr=st["eta_g"]``), found by changing each number of the
-        setup and seeing whether a dropped hyperparameter changes with it."""
-        hidden = {k for k in self.dropped if k in setup} | self._feeding(setup)
-        return _HiddenKeys(setup, hidden, self) if hidden else setup
-
-    def _feeding(self, setup):
-        if not self.dropped:
-            return set()
-        out = set()
-        for k, v in setup.items():
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-                continue
-            probe = dict(setup)
-            probe[k] = float(v) + abs(float(v)) + 1.0          # another number, whatever v is
-            try:
-                got = self.spec.run_kwargs(probe)
-            except Exception:                                   # noqa: BLE001 - this key cannot be probed
-                continue
-            fed = [h for h, w in self.dropped.items() if not _same(got.get(h, _UNSET), w)]
-            if fed:
-                out.add(k)
-                self._feeds[k] = fed
-        return out
-
-    def hidden_name(self, err):
-        """The hidden key a KeyError or AttributeError raised by the theorem's code names, or None (a
-        spec that copied the setup, ``SimpleNamespace(**st)`` or ``dict(st)``, gets it without it)."""
-        name = getattr(err, "name", None) if isinstance(err, AttributeError) else (err.args[0] if err.args else None)
-        return name if isinstance(name, str) and name in self._hidden_keys else None
-
-    def reason(self, key):
-        if key in self._feeds and key not in self.dropped:
-            what = (f"{key!r}, which sets hyperparameter(s) {', '.join(map(repr, self._feeds[key]))} of "
-                    f"{self.spec.algorithm!r} in its run arguments")
-        else:
-            what = f"hyperparameter {key!r} of {self.spec.algorithm!r}"
-        return (f"the theorem reads {what} (its conditions, measurement or bound depend on it), which "
-                f"{self.algorithm!r} does not have")
-
-
 def _same_kwargs(a, b):
     """Whether two dicts of run arguments are the same (arrays by value)."""
     if set(a) != set(b):
@@ -467,220 +382,6 @@ def _same_kwargs(a, b):
         elif not _same(x, y):
             return False
     return True
-
-
-def worst_instance(lhs, rhs, where, floor=None, keep=None, se=None):
-    """The worst instance of a lemma: of the pairs ``lhs[k] <= rhs[k]`` (one per round, client, local
-    step, ...), the one with the largest excess ``lhs - rhs - floor - NOISE_SE se`` relative to
-    ``max(|rhs| + floor + NOISE_SE se, tiny)``, i.e. the largest ratio where the right-hand side is
-    positive and resolved. The verdict follows the engine's rules: an excess within the floor of
-    its instance rests on rounding (UNRESOLVED, through the lemma's floor), and an expectation
-    estimated by a mean over seeds (``se``) whose excess is within :data:`NOISE_SE` standard errors
-    is UNRESOLVED (``"unresolved"`` says why), at every instance: a resolved excess anywhere is a
-    violation even where a larger, noisier one is not.
-
-    Parameters
-    ----------
-    lhs, rhs : array_like
-        The two sides at every instance (same shape, flattened).
-    where : list of dict
-        Where each instance is (``dict(round=, client=, step=)``), one per instance.
-    floor : array_like, optional
-        The resolution floor of each comparison (its rounding level; default 0).
-    keep : array_like of bool, optional
-        The instances the lemma speaks of (default all): e.g. not a step taken at a point whose
-        Polyak numerator is a rounding residue.
-    se : array_like, optional
-        The standard error of ``lhs - rhs`` at each instance, for sides that are means over seeds
-        estimating expectations (default: exact sides).
-
-    Returns
-    -------
-    dict
-        ``values`` (the left-hand side at the worst instance, as the engine's one value),
-        ``rhs`` (its right-hand side), ``floor`` (its floor), ``where``, ``instances`` (how many
-        were compared) and, where the worst excess is within the sampling noise, ``unresolved``.
-
-    Examples
-    --------
-    >>> worst_instance([1.0, 3.0, 2.0], [2.0, 4.0, 1.0], [dict(step=0), dict(step=1), dict(step=2)])
-    {'values': [2.0], 'rhs': 1.0, 'floor': 0.0, 'where': {'step': 2}, 'instances': 3}
-    >>> worst_instance([1.5, 3.0], [1.0, 2.5], [dict(step=0), dict(step=1)], se=[1.0, 0.1])["where"]
-    {'step': 1}
-    """
-    from . import NOISE_SE
-    a, b = np.asarray(lhs, dtype=float).ravel(), np.asarray(rhs, dtype=float).ravel()
-    f = np.zeros_like(a) if floor is None else np.broadcast_to(np.asarray(floor, dtype=float).ravel(), a.shape)
-    noise = np.zeros_like(a) if se is None else NOISE_SE * np.nan_to_num(
-        np.broadcast_to(np.asarray(se, dtype=float).ravel(), a.shape), nan=0.0)
-    idx = np.arange(a.size) if keep is None else np.flatnonzero(np.asarray(keep, dtype=bool).ravel())
-    if idx.size == 0:
-        return dict(values=[0.0], rhs=0.0, floor=0.0, where=None, instances=0,
-                    unresolved="no instance of the lemma in this run")
-    allow = f[idx] + noise[idx]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = (a[idx] - b[idx] - allow) / np.maximum(np.abs(b[idx]) + allow, np.finfo(float).tiny)
-    score = np.where(np.isnan(score), -np.inf, score)
-    k = int(idx[int(np.argmax(score))])
-    out = dict(values=[float(a[k])], rhs=float(b[k]), floor=float(f[k]), where=dict(where[k]), instances=int(idx.size))
-    if f[k] < a[k] - b[k] <= f[k] + noise[k]:
-        out["unresolved"] = (f"the mean over the seeds exceeds the bound at {dict(where[k])} by {a[k] - b[k]:.3g}, "
-                             f"within {NOISE_SE:g} standard errors ({noise[k]:.3g}): sampling noise, more seeds "
-                             "resolve it")
-    return out
-
-
-def _same(a, b):
-    try:
-        return a is b or bool(a == b)
-    except (TypeError, ValueError):
-        return False
-
-
-_UNSET = object()
-
-
-class _HiddenKeys(dict):
-    """A setup without its hidden keys: reading one (``st[k]``, ``st.get(k)``) raises
-    :class:`ForeignHyperparameter`; a copy (``dict(st)``, ``{**st}``, ``SimpleNamespace(**st)``,
-    ``st.items()``) lacks them, and the KeyError or AttributeError of a later read names them."""
-
-    def __init__(self, data, hidden, sub):
-        super().__init__({k: v for k, v in data.items() if k not in hidden})
-        self._hidden, self._sub = hidden, sub
-        sub._hidden_keys = set(hidden)
-
-    def __contains__(self, key):
-        return key in self._hidden or super().__contains__(key)
-
-    def __getitem__(self, key):
-        if key in self._hidden:
-            raise ForeignHyperparameter(self._sub.reason(key))
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        if key in self._hidden:
-            raise ForeignHyperparameter(self._sub.reason(key))
-        return super().get(key, default)
-
-
-def _algorithm_name(algorithm, where):
-    """The registered name of ``algorithm`` (a name or a registered class)."""
-    from .._argcheck import Options, check_param
-    from ..registry import algorithms
-    name = getattr(algorithm, "name", algorithm)
-    check_param("algorithm", name, [Options(*algorithms())], where)
-    return name
-
-
-#: Machine epsilon of float64.
-EPS = float(np.finfo(float).eps)
-#: Rounding allowance of a floor, in units of machine epsilon times the scale (the error of a few
-#: dozen floating-point operations on quantities of that scale).
-FLOOR_ULPS = 64
-
-
-def comparison_floor(measured, bound):
-    """The default resolution floor: the rounding of the comparison itself,
-    ``FLOOR_ULPS * eps * max(|measured|, |bound|)``.
-
-    Examples
-    --------
-    >>> comparison_floor(1.0, 0.5) == 64 * EPS
-    True
-    """
-    return FLOOR_ULPS * EPS * max(abs(measured), abs(bound))
-
-
-def gap_floor(*values):
-    """Resolution floor of a difference of objective values f(x) - f*: ``FLOOR_ULPS * eps`` times
-    the scale of the values subtracted (the largest magnitude given, e.g. |f*| and |f(x^0)|).
-
-    Examples
-    --------
-    >>> gap_floor(2.0, -3.0) == 64 * EPS * 3.0
-    True
-    """
-    return FLOOR_ULPS * EPS * max([abs(float(v)) for v in values] + [0.0])
-
-
-def distance_floor(scale_x, amplification=1.0):
-    """Resolution floor of a squared distance ||x - x*||^2: ``(FLOOR_ULPS * eps * scale_x *
-    amplification)^2``, with ``scale_x`` the size of the points (max(||x*||, ||x^0||)) and
-    ``amplification`` the factor by which rounding in a step is amplified at a fixed point
-    (the condition number L/mu for gradient steps).
-
-    Examples
-    --------
-    >>> distance_floor(1.0) == (64 * EPS) ** 2
-    True
-    """
-    return (FLOOR_ULPS * EPS * float(scale_x) * float(amplification)) ** 2
-
-
-def point_scale(problem, x0, L, x_star=None):
-    """The size of the points of a run, for rounding floors: max(||x*||, ||x^0||, max_i
-    ||grad f_i(0)||/L) (a gradient L x - c rounds at about eps (L ||x|| + ||c||))."""
-    z = np.zeros(problem.dim)
-    g0 = max(float(np.linalg.norm(problem.client_grad(i, z))) for i in range(problem.n_clients))
-    xs = 0.0 if x_star is None else float(np.linalg.norm(x_star))
-    x0n = 0.0 if x0 is None else float(np.linalg.norm(np.asarray(x0, dtype=float)))
-    return max(xs, x0n, g0 / L if L > 0 else 0.0)
-
-
-def setup_scale(st, L, x_star=None):
-    """:func:`point_scale` of a check's setup (its ``problem`` and ``x0``), computed once and kept in
-    the setup (``"_scale_x"``); ``x_star`` may be a function, called only then."""
-    if "_scale_x" not in st:
-        st["_scale_x"] = point_scale(st["problem"], st.get("x0"), L, x_star() if callable(x_star) else x_star)
-    return st["_scale_x"]
-
-
-def grad_sq_floor(scale_x, L):
-    """Resolution floor of a squared gradient norm ||grad f(x)||^2 at points of size ``scale_x``:
-    ``(FLOOR_ULPS * eps * L * scale_x)^2`` (:func:`distance_floor` of ``L scale_x``).
-
-    Examples
-    --------
-    >>> grad_sq_floor(1.0, 2.0) == (64 * EPS * 2.0) ** 2
-    True
-    """
-    return distance_floor(float(scale_x) * float(L))
-
-
-def propagated_floor(bound, setup, m, deltas):
-    """How far the rounding ``deltas`` of the bound's inputs ({(where, key): delta}, ``where``
-    "setup" or "measure") can move ``bound(setup, m)``: for each input the larger change under
-    +delta and -delta, summed over the inputs."""
-    base = float(bound(setup, m))
-    total = 0.0
-    for (where, key), delta in deltas.items():
-        worst = 0.0
-        for sgn in (1.0, -1.0):
-            st2 = dict(setup, **{key: setup[key] + sgn * delta}) if where == "setup" else setup
-            m2 = dict(m, **{key: m[key] + sgn * delta}) if where == "measure" else m
-            with np.errstate(all="ignore"):
-                b = float(bound(st2, m2))
-            if math.isfinite(b) and math.isfinite(base):
-                worst = max(worst, abs(b - base))
-        total += worst
-    return total
-
-
-def assumption_failures(problem, assumptions):
-    """The assumptions (``(capability, assumption name)`` pairs) the problem's components do not
-    declare (:func:`fedtheory.components.capabilities`), as a list of names."""
-    from ..components import capabilities
-    caps = capabilities(problem)
-    return [name for cap, name in assumptions if not caps.get(cap, False)]
-
-
-def mean_stderr(values):
-    """Mean and standard error of the mean (nan for a single value)."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), float("nan")
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
 def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=False, **params):
@@ -722,7 +423,6 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=
         Not applicable (with the failing conditions named) when a condition the variant
         requires fails or the bound is not a finite positive number.
     """
-    from .._argcheck import Bool, check_param
     check_param("lemmas", lemmas, [Bool()], spec.name)
     v = _check(spec, problem, variant, measurement, algorithm, **params)
     if lemmas:
@@ -746,7 +446,6 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=
 
 def _check(spec, problem, variant, measurement, algorithm, **params):
     """:func:`check` of the spec itself (its lemmas apart)."""
-    from .._argcheck import Options, check_param
     from . import Verification
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], spec.name)
@@ -762,13 +461,11 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
         sub = _Substitution(spec, alg, own)
         unknown = sorted(set(own) - set(sub.mine))
         if unknown:
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError(
                 f"{spec.name} with algorithm {alg!r}: {', '.join(map(repr, unknown))} is neither a parameter of the "
                 f"theorem ({', '.join(takes)}) nor a hyperparameter of {alg!r} ({', '.join(sub.mine) or 'none'}).")
 
     if sub is None and outside and not any(k.startswith("**") for k in takes):
-        from ..exceptions import InvalidParameterError
         raise InvalidParameterError(
             f"{spec.name}: {', '.join(map(repr, outside))} is not a parameter of the theorem ({', '.join(takes)}); "
             f"a hyperparameter of its algorithm {spec.algorithm!r} goes with algorithm={spec.algorithm!r}.")
@@ -788,7 +485,6 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
     except NotApplicable as e:
         return not_applicable(e.reason, e.conditions)
     if sub is not None:
-        from ..exceptions import IncompatibleProblemError, InvalidParameterError
         from ..runs.runner import check_arguments
         kwargs = sub.adapt(spec.run_kwargs(setup))
         try:
@@ -946,7 +642,6 @@ def parameters(spec):
     (1000, 4, 1)
     """
     if isinstance(spec, str):
-        from .._argcheck import Options, check_param
         from . import SPECS
         check_param("spec", spec, [Options(*sorted(SPECS))], "parameters")
         spec = SPECS[spec]

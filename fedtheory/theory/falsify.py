@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .verdicts import NOT_APPLICABLE, VIOLATED
+from .._argcheck import check_param, Interval, Options
+from .._progress import bar as progress_bar
 
 
 def _registered_counterexamples(name, variant):
@@ -218,8 +220,6 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
     """
     from hypothesis import HealthCheck, Phase, given, settings, target
     from hypothesis import seed as hseed
-    from .._progress import bar as progress_bar
-    from .._argcheck import Interval, Options, check_param
     from . import SPECS, THEOREMS
     check_param("name", name, [Options(*sorted(THEOREMS))], "falsify")
     spec = SPECS.get(name)

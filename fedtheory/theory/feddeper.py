@@ -40,10 +40,13 @@ import math
 
 import numpy as np
 
+from . import families
 from ..constants import feddeper_assumptions as problem_constants, quadratic_BG  # noqa: F401  (defined with the data constants, re-exported)
 from . import Case, Condition, register_cases
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, distance_floor, gap_floor, grad_sq_floor,
-                     register_spec, setup_scale)
+from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
+from .floors import distance_floor, gap_floor, grad_sq_floor, setup_scale
+from .._argcheck import check_param, Interval, NoneOk
+from ..constants import strong_convexity
 
 VARIANTS = ("printed", "corrected")
 
@@ -180,7 +183,6 @@ def _smooth_equal_weights(problem, name):
 
 def _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0):
     """Parameters checked, Assumption constants, the step a and the B^2 of the cap (docs/papers/feddeper.md, §4.7)."""
-    from .._argcheck import Interval, NoneOk, check_param
     n = problem.n_clients
     check_param("rounds", rounds, [Interval(int, 1, None)], name)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
@@ -402,7 +404,6 @@ def _setup2(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clie
                             f"the personalized paths of all n clients, and with S={clients_per_round} < n={n} "
                             "the non-sampled clients' paths are virtual (the algorithm does not run them).")
     st = _common_setup(problem, name, rounds, local_steps, lr, rho, mix, None, batch_size, seeds, x0)
-    from ..constants import strong_convexity
     mu = float(strong_convexity(problem))
     if not mu > 0:
         raise NotApplicable(f"{name} needs a mu-strongly convex f (x* unique; the corrected step uses 1/mu^2); "
@@ -511,8 +512,7 @@ SPEC_2 = register_spec(TheoremSpec(
 
 # -------------------------------------------------------------------- default cases --
 def _quadratic_noisy():
-    import problems
-    return problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
+    return families.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, noise=0.2, seed=0)
 
 
 @register_cases("feddeper.theorem_1")
@@ -525,8 +525,7 @@ def _cases_1(quick=False):
 
 
 def _quadratic_ill():
-    import problems
-    return problems.quadratic(6, 3, L=1.0, mu=0.05, heterogeneity=1.0, seed=1, hessian="distinct")
+    return families.quadratic(6, 3, L=1.0, mu=0.05, heterogeneity=1.0, seed=1, hessian="distinct")
 
 
 @register_cases("feddeper.theorem_2")

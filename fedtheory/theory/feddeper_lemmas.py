@@ -49,11 +49,12 @@ import math
 
 import numpy as np
 
+from . import families
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, TheoremSpec, Variant, instance_floor, instance_variant, register_spec,
-                     worst_instance)
-from .feddeper import (_run_kwargs1, _run_kwargs2, _scale, _setup1, _setup2, _theorem1_conditions, _theorem2_conditions,
-                       problem_constants, sampling_constants, a_cap, theorem1_terms, tilde, xi_weight)
+from .floors import EPS, FLOOR_ULPS, worst_instance
+from .engine import instance_floor, instance_variant, register_spec, TheoremSpec, Variant
+from .feddeper import (a_cap, problem_constants, _run_kwargs1, _run_kwargs2, sampling_constants, _scale, _setup1,
+                       _setup2, _theorem1_conditions, theorem1_terms, _theorem2_conditions, tilde, xi_weight)
 
 _THEOREMS = ("feddeper.theorem_1", "feddeper.theorem_2")
 
@@ -332,13 +333,11 @@ STEP_TELESCOPE = register_spec(TheoremSpec(
 
 # -- registered cases ----------------------------------------------------------------------------------------------
 def _homogeneous():
-    import problems
-    return problems.quadratic(2, 2, L=1.0, mu=1.0, heterogeneity=0.0, seed=0)
+    return families.quadratic(2, 2, L=1.0, mu=1.0, heterogeneity=0.0, seed=0)
 
 
 def _heterogeneous():
-    import problems
-    return problems.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, seed=0)
+    return families.quadratic(10, 3, L=1.0, mu=0.2, heterogeneity=1.0, seed=0)
 
 
 def _hom_params():

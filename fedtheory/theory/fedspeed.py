@@ -46,9 +46,12 @@ import math
 
 import numpy as np
 
+from . import families
 from . import Case, Condition, RateStudy, register_cases
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, register_spec,
-                     setup_scale)
+from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
+from .floors import gap_floor, grad_sq_floor, setup_scale
+from .._argcheck import check_param, Interval
+from ..constants import client_smoothness
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -159,7 +162,6 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
     Raises ValueError (with the reason) when a constant is infinite, e.g. least squares or
     quadratics with distinct Hessians (sigma_g is unbounded on R^d).
     """
-    from ..constants import client_smoothness
     n, d = problem.n_clients, problem.dim
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
         raise ValueError("Theorem 4.4 is stated for uniform client weights 1/n; the problem has "
@@ -203,7 +205,6 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
 
 def _setup(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rho=0.0, seeds=1, x0=None,
            batch_size=None, batch_replacement=False, f_star=None):
-    from .._argcheck import Interval, check_param
     c = "fedspeed.theorem_4_4"
     check_param("rounds", rounds, [Interval(int, 2, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
@@ -367,9 +368,8 @@ _A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
 
 def spec_problem(n, het, s, seed=1):
     """The noisy quadratic of docs/papers/fedspeed.md, §4.6: F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9)."""
-    import problems
     C = np.random.default_rng(seed).normal(size=(n, 5)) * het
-    return problems.explicit_quadratic(_A, C @ _A, noise=s), C
+    return families.explicit_quadratic(_A, C @ _A, noise=s), C
 
 
 def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift, expect, note):

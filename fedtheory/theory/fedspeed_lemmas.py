@@ -48,9 +48,9 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, TheoremSpec, Variant, grad_sq_floor, instance_floor, instance_variant,
-                     register_spec, worst_instance)
-from .fedspeed import _conditions, _run_kwargs, _scale, _setup, gamma_total, kappa, spec_problem
+from .floors import EPS, FLOOR_ULPS, grad_sq_floor, worst_instance
+from .engine import instance_floor, instance_variant, register_spec, TheoremSpec, Variant
+from .fedspeed import _conditions, gamma_total, kappa, _run_kwargs, _scale, _setup, spec_problem
 
 _THEOREM = "fedspeed.theorem_4_4"
 

@@ -53,7 +53,7 @@ step j (its minibatch rows and its additive gradient noise, both in the trace):
 An expectation is checked on the means over the seeds at each step (:func:`expectation`): an excess
 within 2 standard errors (NOISE_SE) of that mean, or one seed of a random run, is UNRESOLVED; a run without
 noise and minibatches is its own expectation. Theorem 6(b)'s run traces every round unless the trace
-would be large (:func:`fedtheory.theory.fedsps.traced_rounds_6b`): its lemmas are then checked on the
+would be large (:func:`fedtheory.theory.fedsps_theorem6.traced_rounds_6b`): its lemmas are then checked on the
 traced rounds only, which ``Verification.details["checked_on"]`` says.
 
 Each reports the worst instance (largest measured/bound) and where it is:
@@ -64,7 +64,7 @@ Examples
 --------
 >>> import numpy as np, problems, validation
 >>> p = problems.quadratic(3, 2, L=1.0, mu=0.2, heterogeneity=1.0, hessian="distinct", seed=0)
->>> from fedtheory.theory.fedsps import client_minima
+>>> from fedtheory.theory.fedsps_quantities import client_minima
 >>> ell = client_minima(p) - 1.0                         # lower bounds 1 below each client's minimum
 >>> v = validation.verify("fedsps.lemma_8", p, variant="printed", rounds=3, local_steps=2, c=8.0,
 ...                       gamma_b=2.0, lower_bound=ell, x0=np.ones(2))
@@ -87,20 +87,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import families
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, comparison_floor, instance_floor,
-                     instance_variant, register_spec, worst_instance)
-from .fedsps import (_A1, _space, _completed, _constants, _constants_or_na, _explicit_quadratic, _full_batch_mu,
-                     _gamma_stats, _params, _pinned_condition, _problem_conditions, _quadratic_blocks, _run_kwargs,
-                     _setup_18, _small_step_setup, _stop_if_inapplicable, _lower_bound_condition, client_minima,
-                     gradient_at, objective_at)
+from .floors import comparison_floor, EPS, FLOOR_ULPS, worst_instance
+from .engine import instance_floor, instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
+from .fedsps_quantities import (_A1, client_minima, _completed, _constants, expectation, _explicit_quadratic,
+                                _full_batch_mu, _gamma_stats, _lower_bound_condition, _params, _pinned_condition,
+                                _problem_conditions, _quadratic_blocks, rounds_of, _run_kwargs,
+                                _stop_if_inapplicable, _traced_note, _where, _window)
+from .fedsps import _space
+from .fedsps_theorem6 import _constants_or_na, _setup_18, _small_step_setup
 
 _THEOREMS = ("fedsps.theorem_3a", "fedsps.theorem_3b", "fedsps.theorem_6a", "fedsps.theorem_18")
 
 
 def _setup(problem, rounds=20, local_steps=2, c=0.5, gamma_b=1.0, lower_bound=None, batch_size=None, seeds=1,
            x0=None):
-    """The run of a FedSPS theorem (:func:`fedtheory.theory.fedsps._run_kwargs`): ``lower_bound``
+    """The run of a FedSPS theorem (:func:`fedtheory.theory.fedsps_quantities._run_kwargs`): ``lower_bound``
     defaults to the client minima f_i*."""
     pc = _problem_conditions(problem, noise=False)
     _params("fedsps lemma", rounds, local_steps, seeds)
@@ -313,8 +316,7 @@ STEP_28 = register_spec(TheoremSpec(
 
 # -- registered cases ------------------------------------------------------------------------------------
 def _below_minima_case():
-    import problems
-    p = problems.quadratic(3, 2, L=1.0, mu=0.2, heterogeneity=1.0, hessian="distinct", seed=0)
+    p = families.quadratic(3, 2, L=1.0, mu=0.2, heterogeneity=1.0, hessian="distinct", seed=0)
     return p
 
 
@@ -344,7 +346,7 @@ def _cases_8(quick=False):
 # -- the small-step proofs (Theorems 6 and 18): step (27), Lemma 17, the recursion of 6(b), eq. (45) -----
 def _small_setup(name, div, noise, lower):
     r"""The setup of a lemma of the small-step proofs (Theorems 6(a), 6(b), 18), whose run is the
-    theorem's (:func:`fedtheory.theory.fedsps._run_kwargs`, with the theorem's ``trace_rounds`` when it
+    theorem's (:func:`fedtheory.theory.fedsps_quantities._run_kwargs`, with the theorem's ``trace_rounds`` when it
     traces only some rounds): ``gamma_b`` defaults to min{1/(2cL), 1/(20 L tau)} (Theorem 6's cap), L is
     per sample with minibatches and the full-batch constant without (docs/papers/fedsps.md, §4.6).
     The stated condition is gamma_b <= 1/(div L tau); ``noise``: whether additive gradient noise is
@@ -374,135 +376,11 @@ def _small_setup(name, div, noise, lower):
 
 
 def _small_run(st):
-    """The theorem's run (:func:`fedtheory.theory.fedsps._run_kwargs`), with its ``trace_rounds``."""
+    """The theorem's run (:func:`fedtheory.theory.fedsps_quantities._run_kwargs`), with its ``trace_rounds``."""
     kw = _run_kwargs(st)
     if st.get("trace_rounds") is not None:
         kw["trace_rounds"] = st["trace_rounds"]
     return kw
-
-
-def _stochastic(st):
-    """Whether the runs are random (additive gradient noise, or minibatches of a datafit with samples)."""
-    p = st["problem"]
-    return bool(p.noise > 0 or (st.get("batch_size") is not None and p.datafit.has_samples))
-
-
-def rounds_of(st, runs, grads=False, drawn_noise=True):
-    r"""Every traced round of every run, as arrays over (seed, traced round, local step k):
-    the virtual averages :math:`\bar x_k` (k = 0..tau: k = tau is the next server model), the drift
-    :math:`V_k = \frac1n\sum_i\|x_k^i - \bar x_k\|^2` (k < tau), :math:`\frac1n\sum_i\|\nabla F_i(\bar x_k,
-    \xi_k^i)\|^2` with the sample client i drew at step k (its minibatch rows and its additive noise,
-    from the trace), :math:`f(\bar x_k) - f^*`, :math:`\|\nabla f(\bar x_k)\|^2`, and their rounding.
-
-    Parameters
-    ----------
-    grads : bool, default False
-        Whether to compute ``GF2`` and ``dGF2`` (n gradients per step: a loop over them unless the
-        clients are explicit quadratics without minibatches).
-    drawn_noise : bool, default True
-        Whether ``GF2`` includes the additive gradient noise each client drew (from the trace), or is
-        :math:`\frac1n\sum_i\|\nabla F_i(\bar x_k, B_k^i)\|^2` without it (for the expectation over the
-        noise, which is independent of :math:`\bar x_k`).
-
-    Returns
-    -------
-    dict
-        ``xbar`` (S, R, tau + 1, d), ``V``, ``GF2`` (S, R, tau), ``gap``, ``grad2`` (S, R, tau + 1),
-        ``dV``, ``dGF2``, ``dgap``, ``dx`` (rounding levels), ``rounds`` (the traced round indices).
-    """
-    p, tau = st["problem"], st["tau"]
-    n, d = p.n_clients, p.dim
-    Ys, orders, rounds = [], [], None
-    for s, res in enumerate(runs["main"]):
-        _completed(res, s)
-        orders.append([np.argsort(rt.clients) for rt in res.trace])                   # client i at row i
-        Ys.append(np.array([rt["local"][o] for rt, o in zip(res.trace, orders[-1])]))  # (R, n, tau + 1, d)
-        rounds = [int(rt.round) for rt in res.trace]
-    Y = np.array(Ys)                                                 # (S, R, n, tau + 1, d)
-    xbar = Y.mean(axis=2)                                            # the uniform weights are a stated condition
-    V = np.mean(np.sum((Y[:, :, :, :tau] - xbar[:, :, None, :tau]) ** 2, axis=-1), axis=2)
-    X = xbar[:, :, :tau]                                             # (S, R, tau, d)
-    flat = xbar.reshape(-1, d)
-    fx = objective_at(p, flat).reshape(xbar.shape[:3])
-    gap = fx - st["f_star"]
-    grad2 = np.sum(gradient_at(p, flat) ** 2, axis=1).reshape(xbar.shape[:3])
-    scale = max(float(np.max(np.abs(Y))), float(np.max(np.abs(st["x_star"]))), float(np.finfo(float).tiny))
-    dx = FLOOR_ULPS * EPS * scale * np.sqrt(d)                      # the rounding of a point's coordinates
-    L = st["L"]
-    dgap = FLOOR_ULPS * EPS * np.maximum(np.abs(fx), abs(st["f_star"])) + np.sqrt(grad2) * dx + L * dx ** 2
-    out = dict(xbar=xbar, V=V, gap=gap, grad2=grad2, dV=dx ** 2 + 2 * dx * np.sqrt(V), dgap=dgap, dx=dx,
-               rounds=rounds, d_grad2=2 * np.sqrt(grad2) * L * dx + (L * dx) ** 2)
-    if not grads:
-        return out
-    traces = [list(zip(res.trace, o)) for res, o in zip(runs["main"], orders)]
-    rows = [[rt.idx[o] if rt.idx.shape[2] else None for rt, o in tr] for tr in traces]
-    if _explicit_quadratic(p) and all(r is None for rs in rows for r in rs):
-        _, Q, cq = _quadratic_blocks(p)
-        G = np.einsum("ijk,srtk->srtij", Q, X) - cq + p.l2 * X[:, :, :, None, :]        # (S, R, tau, n, d)
-    else:
-        G = np.empty(X.shape[:3] + (n, d))
-        for s in range(X.shape[0]):
-            for r in range(X.shape[1]):
-                for k in range(tau):
-                    for i in range(n):
-                        G[s, r, k, i] = p.client_grad(i, X[s, r, k], None if rows[s][r] is None else rows[s][r][i, k])
-    if p.noise > 0 and drawn_noise:                                   # the noise drawn at step k: grad F_i(x, xi)
-        G = G + np.moveaxis(np.array([[rt.noise[o] for rt, o in tr] for tr in traces]), 2, 3)
-    nG = np.sqrt(np.sum(G ** 2, axis=-1))
-    dG = FLOOR_ULPS * EPS * (nG + L * scale * np.sqrt(d)) + L * dx
-    return dict(out, GF2=np.mean(nG ** 2, axis=-1), dGF2=np.mean(2 * nG * dG + dG ** 2, axis=-1))
-
-
-def _window(a):
-    r""":math:`\sum_{j=s(t)}^{t-1} a_j` at every local step t = s(t) + k of a round (k terms; 0 at k = 0):
-    the window of Lemmas 16, 17 and (27), over the last axis of ``a`` (its first tau entries)."""
-    tau = a.shape[-1]
-    c = np.cumsum(a, axis=-1)
-    return np.concatenate([np.zeros(a.shape[:-1] + (1,)), c[..., :tau - 1]], axis=-1)
-
-
-def _where(q, seed=None, pathwise=True):
-    """Where each instance (seed, traced round, step) of ``q`` is: ``seed`` only for a pathwise lemma of
-    several runs (an expectation is the mean over the seeds at each step)."""
-    S, R, tau = q["V"].shape
-    if pathwise:
-        return [dict(round=q["rounds"][r], step=k, **({"seed": s} if S > 1 else {}))
-                for s in range(S) for r in range(R) for k in range(tau)]
-    return [dict(round=q["rounds"][r], step=k) for r in range(R) for k in range(tau)]
-
-
-def expectation(st, q, lhs, rhs, floor, label=""):
-    r"""The worst instance of an inequality between expectations, :math:`\mathbb E\,a_t \le \mathbb E\,b_t`
-    at every local step t: both sides are the means over the seeds (arrays (S, R, tau)) at each step,
-    compared by :func:`~fedtheory.theory.engine.worst_instance` with the mean of the floors and, for
-    random runs, the standard error of the mean of :math:`a_t - b_t` over the seeds at each step: an
-    excess within :data:`~fedtheory.theory.NOISE_SE` standard errors is no violation of an
-    expectation (UNRESOLVED), decided at every step. One run of a random algorithm above its bound
-    is UNRESOLVED (an expectation needs several seeds). Deterministic runs (no noise, no minibatches)
-    are their expectation: every seed is the same run, the comparison is exact."""
-    S = lhs.shape[0]
-    a, b, f = lhs.mean(axis=0).ravel(), rhs.mean(axis=0).ravel(), floor.mean(axis=0).ravel()
-    where = _where(q, pathwise=False)
-    se = None
-    if _stochastic(st) and S > 1:
-        se = np.std((lhs - rhs).reshape(S, -1), axis=0, ddof=1) / np.sqrt(S)
-    out = worst_instance(a, b, where, f, se=se)
-    if _stochastic(st) and S == 1 and out["where"] is not None:
-        k = where.index(out["where"])
-        if a[k] - b[k] > f[k]:
-            out["unresolved"] = (f"{label}: one run of a random algorithm exceeds the bound at {out['where']}; an "
-                                 "expectation needs several seeds")
-    elif label and out.get("unresolved"):
-        out["unresolved"] = f"{label}: {out['unresolved']}"
-    out["seeds"] = S
-    return out
-
-
-def _traced_note(st, q):
-    """Which rounds the lemma was checked on (every traced round of the run)."""
-    if st.get("trace_rounds") is None:
-        return "every round"
-    return f"the {len(q['rounds'])} traced rounds of {st['R_run']} (trace_rounds), only"
 
 
 def _details(st, m):
@@ -667,21 +545,18 @@ STEP_45 = register_spec(TheoremSpec(
 
 def _heterogeneous_case():
     """Theorem 6(b)'s case: a strongly convex heterogeneous quadratic (distinct Hessians, sigma_f^2 > 0)."""
-    import problems
-    return problems.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
+    return families.quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=3, hessian="distinct")
 
 
 def _noisy_case():
     """Theorem 18's case: a shared-Hessian quadratic with additive gradient noise."""
-    import problems
-    return problems.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=0.5, noise=0.5, seed=2)
+    return families.quadratic(4, 3, L=1.0, mu=0.1, heterogeneity=0.5, noise=0.5, seed=2)
 
 
 def _sampled_case():
     """Least squares with samples (per-sample L, minibatches): a random run whose expectation needs seeds."""
-    import problems
     rng = np.random.default_rng(0)
-    return problems.least_squares([rng.standard_normal((8, 3)) for _ in range(3)],
+    return families.least_squares([rng.standard_normal((8, 3)) for _ in range(3)],
                                   [rng.standard_normal(8) for _ in range(3)], l2=0.1)
 
 

@@ -1,6 +1,10 @@
 r"""Haddadpour & Mahdavi (2019), "On the convergence of local descent methods in federated
 learning": Theorems 4.1, 4.2, 4.4 and 4.7 as theorem specs, with docs/papers/localdescent.md, §3-§4.
 
+This module holds Theorems 4.1 and 4.2 and the theorems' conforming space;
+:mod:`fedtheory.theory.localdescent_nonconvex` holds Theorems 4.4 and 4.7, and
+:mod:`fedtheory.theory.localdescent_quantities` what all of them (and the lemmas) share.
+
 Constants (docs/papers/localdescent.md, §3): L = max_j L_j (local smoothness), mu the PL constant of f (for a quadratic
 lambda_min of the average Hessian), kappa = L/mu, and the gradient diversity
 
@@ -71,344 +75,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import families
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
-from . import Case, Condition, RateStudy, register_cases
-from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, gap_floor, grad_sq_floor, register_spec,
-                     setup_scale)
-from ..runs.trace import virtual_average
+from . import Case, Condition, register_cases
+from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
+from .floors import gap_floor
 from .tightness.pepit_adapter import tightness_case
-
-
-# --------------------------------------------------------------------------- diversity --
-def _quadratic_parts(problem):
-    fit = problem.datafit
-    if not (fit.constant_hessian and not fit.has_samples):     # explicit quadratics: (Q_i, c_i) are the data
-        return None
-    n, d = problem.n_clients, problem.dim
-    As = np.array([problem.client_hessian(i, np.zeros(d)) for i in range(n)])
-    cs = np.array([fit.client_quadratic(problem.data, i)[1] for i in range(n)])
-    return As, cs
-
-
-def shared_minimizer(problem, x_star=None, tol=1e-10):
-    """True when every client is stationary at the minimiser (required for a finite sup Lambda)."""
-    if x_star is None:
-        x_star = problem.info.get("x_star") if problem.info else None
-    if x_star is None:
-        from ..truth import ground_truth
-        x_star = ground_truth(problem).x
-    scale = max(1.0, max(float(np.linalg.norm(problem.client_grad(i, np.zeros(problem.dim))))
-                         for i in range(problem.n_clients)))
-    return all(np.linalg.norm(problem.client_grad(i, x_star)) <= tol * scale for i in range(problem.n_clients))
-
-
-def diversity_sup(problem):
-    r"""sup_x Lambda(x, q): :math:`\lambda_{\max}(\bar A^{-1}M\bar A^{-1})` for a shared-minimiser
-    quadratic, +inf when the clients' minimisers differ (docs/papers/localdescent.md, §3.1). Other problem kinds raise
-    ValueError (estimate the diversity along a traced run with :func:`traced_diversity`)."""
-    parts = _quadratic_parts(problem)
-    if parts is None:
-        raise ValueError("diversity_sup has a closed form for quadratics only; estimate the diversity along "
-                         "a traced run with traced_diversity.")
-    if not shared_minimizer(problem):
-        return math.inf
-    return quadratic_diversity_sup(parts[0], problem.weights)
-
-
-def pl_constants(problem):
-    """(L, mu): L = max_j L_j, mu = PL constant of f (lambda_min of the average Hessian for a
-    quadratic, l2 for logistic regression)."""
-    from ..constants import client_smoothness, strong_convexity
-    return float(np.max(client_smoothness(problem))), float(strong_convexity(problem))
-
-
-# ------------------------------------------------------------- gradients at traced points --
-def client_gradients(problem, clients, Y):
-    r"""Exact gradients :math:`\nabla f_{j_s}(y)` of client ``clients[s]`` at the points ``Y[s, ...]``.
-
-    Parameters
-    ----------
-    problem : FederatedProblem
-    clients : array of int, shape (S,)
-    Y : array, shape (S, ..., d)
-        Points, e.g. the traced local path ``rt["local"]`` (S, K + 1, d).
-
-    Returns
-    -------
-    ndarray, shape of ``Y``
-        Quadratic clients in one vectorised pass per distinct client, other datafits with the
-        problem's ``client_grad`` point by point; non-finite points give non-finite gradients.
-
-    Examples
-    --------
-    >>> import numpy as np, problems
-    >>> p = problems.quadratic(3, 2, heterogeneity=1.0, seed=0)
-    >>> Y = np.random.default_rng(0).normal(size=(2, 4, 2))
-    >>> G = client_gradients(p, np.array([2, 0]), Y)
-    >>> bool(np.allclose(G[0, 3], p.client_grad(2, Y[0, 3])))
-    True
-    """
-    fit = problem.datafit
-    explicit = fit.constant_hessian and not fit.has_samples
-    Y = np.asarray(Y, dtype=np.float64)
-    clients = np.asarray(clients)
-    d = Y.shape[-1]
-    G = np.empty_like(Y)
-    with np.errstate(all="ignore"):
-        for j in np.unique(clients):
-            sel = clients == j
-            X = Y[sel].reshape(-1, d)
-            if explicit:                                 # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
-                Q, c, _ = fit.client_quadratic(problem.data, int(j))
-                g = X @ np.asarray(Q).T - c + problem.l2 * X
-            else:                                        # the problem's own client oracle, point by point
-                g = np.array([problem.client_grad(int(j), x) if np.all(np.isfinite(x)) else np.full(d, np.nan)
-                              for x in X]).reshape(X.shape)
-            G[sel] = g.reshape(Y[sel].shape)
-    return G
-
-
-def objective_gradients(problem, X):
-    r""":math:`\nabla f(x) = \sum_j q_j\nabla f_j(x)` (the smooth part) at every row of ``X`` (P, d).
-
-    Examples
-    --------
-    >>> import numpy as np, problems
-    >>> p = problems.quadratic(4, 3, heterogeneity=1.0, seed=1)
-    >>> X = np.ones((2, 3))
-    >>> bool(np.allclose(objective_gradients(p, X)[1], p.grad(X[1])))
-    True
-    """
-    X = np.asarray(X, dtype=np.float64)
-    n = problem.n_clients
-    G = client_gradients(problem, np.arange(n), np.broadcast_to(X, (n,) + X.shape))
-    return np.einsum("j,jpd->pd", problem.weights, G)
-
-
-def multi_point_diversity(G, w):
-    r"""Multi-point diversity :math:`\sum_s w_s\|g_s\|^2/\|\sum_s w_s g_s\|^2` over axis 0 of ``G``.
-
-    ``G`` has shape (S, ..., d) (row s: client s's gradient at its own point), ``w`` (S,) are
-    weights (normalised here). 1 where the numerator is 0, +inf where only the denominator is
-    (docs/papers/localdescent.md, §3.1-§3.2); the same as :func:`diversity` for one set of points.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> G = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])          # orthogonal gradients: 1 / sum w^2
-    >>> multi_point_diversity(G, np.array([0.5, 0.5]))
-    array([2.])
-    """
-    G = np.asarray(G, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    w = w / w.sum()
-    with np.errstate(all="ignore"):
-        gbar = np.einsum("s,s...d->...d", w, G)
-        return _ratio(np.einsum("s,s...->...", w, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
-
-
-def _ratio(num, den):
-    """num / den with the diversity conventions: 1 where num = 0, +inf where only den = 0."""
-    with np.errstate(all="ignore"):
-        out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
-    return np.where(num == 0, 1.0, out)
-
-
-def _groups(trace):
-    """The traced rounds grouped by their number of local steps K (all equal unless the literal
-    loop is used): [(K, [round indices])]."""
-    ks = {}
-    for i, rt in enumerate(trace):
-        ks.setdefault(rt.K, []).append(i)
-    return sorted(ks.items())
-
-
-def _per_step(trace, fn):
-    """Concatenate ``fn(list of rounds with one K) -> (len, K, ...)`` in round order over k < K."""
-    parts = {}
-    for K, idx in _groups(trace):
-        out = fn([trace[i] for i in idx], K)
-        parts.update(zip(idx, out))
-    if not parts:
-        return np.zeros(0)
-    return np.concatenate([parts[i] for i in range(len(trace))])
-
-
-def virtual_averages(trace, name="local"):
-    r"""Virtual averages :math:`\bar x^{(t)}` at the start of every traced local step, shape (T, d).
-
-    Row t = (sum of K over earlier rounds) + k is ``rt.virtual_average(name)[k]`` for k < K of
-    round r: the participants' iterates averaged with the round's aggregation weights (for
-    NFSGD the q-average over all clients); k = 0 is the broadcast model (LFD) or the clients'
-    q-average (NFSGD).
-
-    Examples
-    --------
-    >>> import numpy as np, fedtheory as ft, problems
-    >>> p = problems.quadratic(4, 3, seed=0)
-    >>> res = ft.run(p, "lfd", rounds=3, local_steps=2, lr=0.1, clients_per_round=2, trace="local")
-    >>> X = virtual_averages(res.trace)
-    >>> X.shape, bool(np.allclose(X[2], res.trace[1].x))
-    ((6, 3), True)
-    """
-    def avg(rounds, K):
-        if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
-            return virtual_average(np.stack([rt.weights for rt in rounds]),
-                                   np.stack([rt[name][:, :K] for rt in rounds]))      # (R, K, d)
-        return [rt.virtual_average(name)[:K] for rt in rounds]
-    return _per_step(trace, avg)
-
-
-def traced_diversity(problem, trace, name="local"):
-    r"""Multi-point diversity at every traced local step: the participants' exact gradients at
-    their own iterates :math:`y_{s,k}` (k < K), weighted by the round's aggregation weights,
-    shape (T,) in the order of :func:`virtual_averages` (docs/papers/localdescent.md, §3.2; the proofs' version uses all
-    n clients: trace a full-participation run for it).
-
-    Examples
-    --------
-    >>> import numpy as np, fedtheory as ft, problems
-    >>> p = problems.quadratic(4, 3, shared_minimizer=True, hessian="distinct", seed=0)
-    >>> res = ft.run(p, "lfd", rounds=5, local_steps=1, lr=0.1, x0=np.ones(3), trace="local")
-    >>> lam = traced_diversity(p, res.trace)              # E = 1, all clients: Lambda(x^t, q)
-    >>> bool(lam.max() <= diversity_sup(p))
-    True
-    """
-    def div(rounds, K):
-        if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
-            Y = np.stack([rt[name][:, :K] for rt in rounds])              # (R, S, K, d)
-            c = np.stack([rt.clients for rt in rounds])
-            G = client_gradients(problem, c.ravel(), Y.reshape((-1,) + Y.shape[2:])).reshape(Y.shape)
-            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
-            with np.errstate(all="ignore"):
-                gbar = np.einsum("rs,rskd->rkd", W, G)
-                return _ratio(np.einsum("rs,rsk->rk", W, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
-        return [multi_point_diversity(client_gradients(problem, rt.clients, rt[name][:, :K]), rt.weights)
-                for rt in rounds]
-    return _per_step(trace, div)
-
-
-def _lambda_traj(problem, runs, stat):
-    """lambda_traj: ``stat`` ("max" or "p99") of the finite multi-point diversities of each run's
-    trace, maximised over the runs; inf when none is finite."""
-    vals = []
-    for res in runs:
-        lam = traced_diversity(problem, res.trace)
-        lam = lam[np.isfinite(lam)]
-        if lam.size:
-            vals.append(float(lam.max() if stat == "max" else np.percentile(lam, 99)))
-    return max(vals) if vals else math.inf
-
-
-def _grad_sq_average(problem, res, T):
-    r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x^{(t)})\|^2` from one traced run (inf when the run
-    diverged or stopped before T steps)."""
-    X = virtual_averages(res.trace)
-    if not res.finished or X.shape[0] < T:
-        return math.inf
-    g = objective_gradients(problem, X[:T])
-    with np.errstate(all="ignore"):
-        v = float(np.sum(g * g) / T)
-    return v if math.isfinite(v) else math.inf
-
-
-def _agnostic_runs(st, algorithm, kwargs):
-    """extra_runs: a full-participation traced run of the same algorithm when the main run samples
-    clients and lambda_traj is wanted (all n clients, as in the proofs)."""
-    if not st["trajectory"] or st["clients_per_round"] is None:
-        return {}
-    kw = dict(kwargs, clients_per_round=None, trace="local")
-    for k in ("replicate_duplicates", "record_iterates"):
-        kw.pop(k, None)
-    return {"agnostic": (algorithm, kw)}
-
-
-def _trace_main(st):
-    """The main runs carry the trace lambda_traj is measured on when no agnostic run is added."""
-    return {"trace": "local"} if st["trajectory"] and st["clients_per_round"] is None else {}
-
-
-def _traj_runs(runs):
-    return runs.get("agnostic") or runs["main"]
-
-
-def _f_star(problem):
-    fs = problem.info.get("f_star") if problem.info else None
-    if fs is None:
-        from ..truth import ground_truth
-        fs = ground_truth(problem).f
-    return fs
-
-
-def _x_star(problem):
-    """x* for the rounding scale (the problem's own, else its ground truth; None when there is none)."""
-    xs = problem.info.get("x_star") if problem.info else None
-    if xs is None:
-        try:
-            from ..truth import ground_truth
-            xs = ground_truth(problem).x
-        except (ValueError, ArithmeticError):
-            return None
-    return np.asarray(xs, dtype=float)
-
-
-def _nonconvex_floor(st, m):
-    """Resolution floor of (1/T) sum_t ||grad f(xbar^(t))||^2: (eps L max(||x*||, ||x^0||, ...))^2."""
-    return grad_sq_floor(setup_scale(st, st["L"], lambda: _x_star(st["problem"])), st["L"])
-
-
-def _nonconvex_rounding(st, m):
-    """The f(x^0) - f* of bounds (24) and (29) is resolved to eps max(|f(x^0)|, |f*|) only: near x^0 = x*
-    it rounds to 0 or below, which is not a bound of 0 (a run at x* measures rounding too)."""
-    fs = _f_star(st["problem"])
-    return {("setup", "f0"): gap_floor(fs, st["f0"] + fs)}
-
-
-def _x0(problem, x0):
-    return np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
-
-
-def _sigma2_B(problem, batch_size):
-    """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
-    fit = problem.datafit
-    d = problem.dim
-    if fit.constant_hessian and not fit.has_samples:          # explicit quadratics
-        if batch_size is not None:
-            raise ValueError("quadratic problems have no samples; use their noise (batch_size=None).")
-        return d * problem.noise ** 2, 1, 0.0
-    if fit.slope_bound is not None:                            # bounded sample slopes (logistic)
-        if batch_size is None:
-            return d * problem.noise ** 2, 1, 0.0
-        s2 = float(fit.slope_bound) ** 2 * max(
-            float(np.mean(np.asarray(problem.client_data(i)[0].power(2).sum(axis=1)).ravel()
-                          if problem.sparse else np.sum(problem.client_data(i)[0] ** 2, axis=1)))
-            for i in range(problem.n_clients))
-        return s2, batch_size, 0.0
-    raise ValueError(f"Assumption 3 needs C1 > 0 for the datafit {fit.name!r}: it declares no 'slope_bound' "
-                     "(least squares has none); use a quadratic with noise or a datafit with bounded slopes "
-                     "(logistic).")
-
-
-def _assumption_constants(problem, batch_size=None, noise_model=True):
-    """(lambda_sup, sigma^2, B, C1) of Assumptions 1-3; raises NotApplicable saying why they do not
-    exist (no closed form, or clients without a shared minimiser: sup Lambda = inf, docs/papers/localdescent.md, §3.1)."""
-    try:
-        lam = diversity_sup(problem)
-        sigma2, B, C1 = _sigma2_B(problem, batch_size) if noise_model else (0.0, 1, 0.0)
-    except ValueError as e:
-        raise NotApplicable(str(e)) from None
-    if not math.isfinite(lam):
-        raise NotApplicable("the clients do not share a minimiser, so sup Lambda = inf "
-                            "(Assumption: bounded gradient diversity fails; docs/papers/localdescent.md, §3.1)")
-    return lam, sigma2, B, C1
-
-
-def _check_common(name, rounds, local_steps, seeds, trajectory):
-    from .._argcheck import Bool, Interval, check_param
-    check_param("rounds", rounds, [Interval(int, 1, None)], name)
-    check_param("local_steps", local_steps, [Interval(int, 1, None)], name)
-    check_param("seeds", seeds, [Interval(int, 1, None)], name)
-    check_param("trajectory", trajectory, [Bool()], name)
+from .localdescent_quantities import (_agnostic_runs, _assumption_constants, _check_common, _f_star,
+                                      _lambda_traj, pl_constants, _traj_runs, _x0)
+from .._argcheck import Bool, check_param, Interval, NoneOk, Options
 
 
 # --------------------------------------------------------------------------- Theorem 4.1 --
@@ -463,7 +138,6 @@ def lfgd_bound_printed(T, eta, mu, f0):
 
 def _setup_4_1(problem, rounds=50, local_steps=5, lr=None, clients_per_round=None, seeds=10, x0=None,
                trajectory=True, eta_rule="43"):
-    from .._argcheck import Interval, NoneOk, Options, check_param
     name = "localdescent.theorem_4_1"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("eta_rule", eta_rule, [Options(*LFGD_CONDITIONS)], name)
@@ -565,7 +239,6 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     most favourable case) enters only the step conditions (19) and (43) reported beside the
     step threshold.
     """
-    from .._argcheck import Interval, check_param
     from .tightness.instances import class_quadratics, normalised_x0
     from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
@@ -803,7 +476,6 @@ class PLStepSizes:
 
 def _setup_4_2(problem, rounds=100, local_steps=4, alpha=None, clients_per_round=2, batch_size=None, seeds=10,
                x0=None, replicate_duplicates=True, trajectory=True):
-    from .._argcheck import Bool, Interval, NoneOk, check_param
     name = "localdescent.theorem_4_2"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("alpha", alpha, [NoneOk(), Interval(float, 0, None, "neither")], name)
@@ -897,235 +569,17 @@ THEOREM_4_2 = register_spec(TheoremSpec(
          "which a PEP can impose only at the points it evaluates (a relaxation). Not registered.")))
 
 
-# --------------------------------------------------------------- Theorems 4.4 and 4.7 --
-def cond23(eta, S, E, L, lam, C1=0.0, corrected=True):
-    """Left-hand side of (23) (must be <= 0); ``corrected`` restores the factor E on C1 (step 165)."""
-    c1 = 2 * C1 * E if corrected else 2 * C1
-    return -eta / (2 * lam) + (S + 1) * L ** 2 * eta ** 3 * (c1 + E * (E + 1)) / (2 * S) + L * eta ** 2 / 2 * (C1 / S + 1)
-
-
-def lfsgd_nc_eta_max(S, E, L, lam, C1=0.0, corrected=True):
-    """Corollary 4.5: the positive root of (23)."""
-    c1 = 2 * C1 * E if corrected else 2 * C1
-    c = (S + 1) / S * L ** 2 * (c1 + E * (E + 1))
-    b = L * (C1 / S + 1)
-    return (-b + math.sqrt(b * b + 4 * c / lam)) / (2 * c)
-
-
-def bound24(T, eta, S, B, E, L, sigma2, f0):
-    """Eq. (24): 2 f0/(eta T) + eta L s^2/(S B) + 2 eta^2 L^2 (E+1) s^2 (S+1)/(S B)."""
-    return 2 * f0 / (eta * T) + eta * L * sigma2 / (S * B) + 2 * eta ** 2 * L ** 2 * (E + 1) * sigma2 * (S + 1) / (S * B)
-
-
-def cond28(eta, n, E, L, lam, zeta, C1=0.0):
-    """Left-hand side of (28) minus 1/lambda (must be <= 0)."""
-    z = zeta
-    lhs = (2 * L ** 2 * eta ** 2 * C1 * E / (1 - z ** 2)
-           + L ** 2 * eta ** 2 * E ** 2 / (1 - z) * (2 * z ** 2 / (1 + z) + 2 * z / (1 - z) + (E - 1) / E)
-           + eta * L * (C1 / n + 1))
-    return lhs - 1 / lam
-
-
-def bound29(T, eta, n, B, E, L, sigma2, zeta, f0):
-    """Eq. (29): 2 f0/(eta T) + eta L s^2/(n B) + (L^2 eta^2 s^2/B)((1+z^2)/(1-z^2) E - 1)."""
-    return (2 * f0 / (eta * T) + eta * L * sigma2 / (n * B)
-            + L ** 2 * eta ** 2 * sigma2 / B * ((1 + zeta ** 2) / (1 - zeta ** 2) * E - 1))
-
-
-def lfsgd_nc_E_max(T, S, lam, C1=0.0):
-    """Remark 7: the largest E with 2 C1 + E(E+1) <= (T/S)[S/(lambda (S+1)) - sqrt(S/T)(S+C1)/(S+1)]
-    (condition (23) at eta = sqrt(S/T)/L); 0 when none."""
-    rhs = T / S * (S / (lam * (S + 1)) - math.sqrt(S / T) * (S + C1) / (S + 1))
-    E = 0
-    while 2 * C1 + (E + 1) * (E + 2) <= rhs:
-        E += 1
-    return E
-
-
-def _setup_4_4(problem, rounds=256, local_steps=4, clients_per_round=2, seeds=10, x0=None, lr=None,
-               replicate_duplicates=True, trajectory=True):
-    from .._argcheck import Bool, Interval, NoneOk, check_param
-    name = "localdescent.theorem_4_4"
-    _check_common(name, rounds, local_steps, seeds, trajectory)
-    check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
-    check_param("replicate_duplicates", replicate_duplicates, [Bool()], name)
-    lam, sigma2, B, C1 = _assumption_constants(problem, None)
-    L, _ = pl_constants(problem)
-    E, S = local_steps, clients_per_round or problem.n_clients
-    T = rounds * E
-    x0 = _x0(problem, x0)
-    return dict(L=L, lam_sup=lam, C1=C1, eta=lr if lr is not None else math.sqrt(S / T) / L, T=T, E=E, S=S, B=B,
-                sigma2=sigma2, rounds=rounds, clients_per_round=clients_per_round, seeds=seeds, x0=x0,
-                f0=problem.value(x0) - _f_star(problem), replicate_duplicates=replicate_duplicates,
-                trajectory=trajectory)
-
-
-def _run_kwargs_4_4(st):
-    """LFSGD: lfd with the constant eta = sqrt(S/T)/L, S draws by q with replacement, each draw with
-    its own noise (independent replicas, as Lemma E.2 assumes) unless replicate_duplicates=False."""
-    cpr = st["clients_per_round"]
-    return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["eta"], clients_per_round=cpr, x0=st["x0"],
-                replicate_duplicates=st["replicate_duplicates"] and cpr is not None, trace="local",
-                eval_every=st["rounds"])
-
-
-def _measure_nonconvex(st, runs):
-    r"""(1/T) sum_{t<T} ||grad f(xbar^(t))||^2 per run, xbar^(t) the traced virtual average at every
-    local step, and lambda_traj (99th percentile of the multi-point diversity per run, maximised
-    over the runs)."""
-    problem = st["problem"]
-    vals = [_grad_sq_average(problem, res, st["T"]) for res in runs["main"]]
-    lam_traj = _lambda_traj(problem, _traj_runs(runs), "p99") if st["trajectory"] else None
-    return dict(values=vals, lam_traj=lam_traj)
-
-
-def _conditions_4_4(st, m):
-    eta, S, E, L, lam, C1 = st["eta"], st["S"], st["E"], st["L"], st["lam_sup"], st["C1"]
-    c_p, c_c = cond23(eta, S, E, L, lam, C1, False), cond23(eta, S, E, L, lam, C1, True)
-    e_max = lfsgd_nc_eta_max(S, E, L, lam, C1)
-    E_max = lfsgd_nc_E_max(st["T"], S, lam, C1)
-    conds = [Condition("(23) as printed: LHS <= 0", c_p, 0.0, c_p <= 0, role="stated"),
-             Condition("(23) corrected (2 C1 E, step 165): LHS <= 0", c_c, 0.0, c_c <= 0, role="hidden"),
-             Condition("eta <= eta_max of Corollary 4.5", eta, e_max, eta <= e_max, role="informational"),
-             Condition("E <= E_max(T) of Remark 7 (eta = sqrt(S/T)/L)", E, E_max, E <= E_max, role="informational")]
-    if m.get("lam_traj") is not None:
-        c_t = cond23(eta, S, E, L, m["lam_traj"], C1, True)
-        conds.append(Condition("(23) with lambda_traj (p99 multi-point diversity along the traced run)", c_t, 0.0,
-                               c_t <= 0, role="informational"))
-    return conds
-
-
-def _bound_4_4(st, m):
-    return float(bound24(st["T"], st["eta"], st["S"], st["B"], st["E"], st["L"], st["sigma2"], st["f0"]))
-
-
-THEOREM_4_4 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_4", algorithm="lfd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
-    statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (24) for LFSGD with constant eta (xbar^(t): the "
-              r"virtual average at every local step)",
-    setup=_setup_4_4, run_kwargs=_run_kwargs_4_4, measure=_measure_nonconvex, conditions=_conditions_4_4,
-    variants={
-        "printed": Variant("Theorem 4.4 as printed: condition (23) implies bound (24).", _bound_4_4, ("stated",)),
-        "corrected": Variant("Bound (24) under (23) with the factor E that step (165) drops on the C1 term restored "
-                             "(2 C1 E for 2 C1; the same when C1 = 0).", _bound_4_4, ("hidden",))},
-    default_variant="corrected",
-    extra_runs=lambda st: _agnostic_runs(st, "lfd", _run_kwargs_4_4(st)),
-    details=lambda st, m: {"lam_traj": m["lam_traj"]},
-    cases=_space("4.4"),
-    floor=_nonconvex_floor, rounding=_nonconvex_rounding,
-    reference="Haddadpour & Mahdavi 2019, Theorem 4.4, eqs. (23)-(24), Corollary 4.5, Remark 7; Lemma E.2; "
-              "docs/papers/localdescent.md, §4.3",
-    errata=(Erratum("corrected", "§4.3", "Theorem 4.4, eq. (23) (proof: step (165))",
-                    r"-\frac{\eta}{2\lambda} + \frac{(S+1)L^2\eta^3(2C_1 + E(E+1))}{2S} + "
-                    r"\frac{L\eta^2}{2}\Bigl(\frac{C_1}{S} + 1\Bigr) \le 0",
-                    r"-\frac{\eta}{2\lambda} + \frac{(S+1)L^2\eta^3(2C_1E + E(E+1))}{2S} + "
-                    r"\frac{L\eta^2}{2}\Bigl(\frac{C_1}{S} + 1\Bigr) \le 0",
-                    "step (165) drops a factor E on the C1 term of condition (23); bound (24) is unchanged "
-                    "(the two coincide when C1 = 0)", level="localdescent.step_165"),),
-    pep=("Non-convex with stochastic gradients: the bound (24) is driven by the noise sigma^2/(S B) and the "
-         "class includes bounded gradient diversity for all x; PEP has exact L-smooth non-convex "
-         "interpolation, but the diversity assumption can be imposed only at the evaluated points (a "
-         "relaxation: an upper bound, a bracket) and the expectation over sampling and noise is not an SDP of "
-         "fixed size. Not registered.")))
-
-
-def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
-               trajectory=True):
-    from .._argcheck import Interval, NoneOk, Options, check_param
-    from ..runs.topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
-    name = "localdescent.theorem_4_7"
-    _check_common(name, rounds, local_steps, seeds, trajectory)
-    check_param("topology", topology, [Options(*TOPOLOGIES)], name)
-    check_param("lr", lr, [NoneOk(), Interval(float, 0, None, "neither")], name)
-    n = problem.n_clients
-    if not np.allclose(problem.weights, 1.0 / n):
-        raise NotApplicable("Theorem 4.7 is proved for uniform client weights q = 1/n")
-    lam, sigma2, B, C1 = _assumption_constants(problem, None)
-    Wm = mixing_matrix(topology, n, problem.weights) if W is None else check_mixing(W, problem.weights)
-    L, _ = pl_constants(problem)
-    E = local_steps
-    T = rounds * E
-    x0 = _x0(problem, x0)
-    return dict(L=L, lam_sup=lam, C1=C1, zeta=zeta_of(Wm, problem.weights), W=W, topology=topology,
-                eta=lr if lr is not None else math.sqrt(n / T) / L, T=T, E=E, n=n, B=B, sigma2=sigma2,
-                rounds=rounds, clients_per_round=None, seeds=seeds, x0=x0, f0=problem.value(x0) - _f_star(problem),
-                trajectory=trajectory)
-
-
-def _run_kwargs_4_7(st):
-    """NFSGD: nfsgd with the constant eta = sqrt(n/T)/L on the topology (or the given W)."""
-    mix = dict(topology=st["topology"]) if st["W"] is None else dict(W=np.asarray(st["W"], dtype=float))
-    return dict(rounds=st["rounds"], local_steps=st["E"], lr=st["eta"], x0=st["x0"], trace="local",
-                eval_every=st["rounds"], **mix)
-
-
-def _conditions_4_7(st, m):
-    eta, n, E, L, lam, z, C1, T = st["eta"], st["n"], st["E"], st["L"], st["lam_sup"], st["zeta"], st["C1"], st["T"]
-    c28 = cond28(eta, n, E, L, lam, z, C1)
-    c86 = eta * L * (C1 / n + 2) + 5 * eta ** 2 * L ** 2 * E ** 2 / (1 - z) ** 2 - 1 / lam
-    t_p, t_c = 4 * lam ** 2 * (C1 / n + 2) ** 2, 4 * lam ** 2 * n * (C1 / n + 2) ** 2
-    e_max = (1 - z) * math.sqrt(T / (10 * lam * n))
-    conds = [Condition("(28): LHS - 1/lambda <= 0", c28, 0.0, c28 <= 0, role="stated"),
-             Condition("(86) simplified (Appendix D.1): LHS - 1/lambda <= 0", c86, 0.0, c86 <= 0,
-                       role="informational"),
-             Condition("T >= 4 lambda^2 (C1/n + 2)^2 (Theorem 3.4, informal, as printed)", T, t_p, T >= t_p,
-                       role="informational"),
-             Condition("T >= 4 lambda^2 n (C1/n + 2)^2 (Theorem 3.4 with the missing factor n, docs/papers/localdescent.md, §4.4)", T, t_c,
-                       T >= t_c, role="informational"),
-             Condition("E <= (1 - zeta) sqrt(T/(10 lambda n)) (Remark 10)", E, e_max, E <= e_max,
-                       role="informational")]
-    if m.get("lam_traj") is not None:
-        c28t = cond28(eta, n, E, L, m["lam_traj"], z, C1)
-        conds.append(Condition("(28) with lambda_traj (p99 multi-point diversity along the traced run)", c28t, 0.0,
-                               c28t <= 0, role="informational"))
-    return conds
-
-
-def _bound_4_7(st, m):
-    return float(bound29(st["T"], st["eta"], st["n"], st["B"], st["E"], st["L"], st["sigma2"], st["zeta"], st["f0"]))
-
-
-THEOREM_4_7 = register_spec(TheoremSpec(
-    name="localdescent.theorem_4_7", algorithm="nfsgd", quantity="(1/T) sum_{t<T} ||grad f(xbar^(t))||^2",
-    statement=r"(1/T) sum_{t<T} E||grad f(xbar^(t))||^2 <= eq. (29) for NFSGD with constant eta (xbar^(t): the "
-              r"q-average of the clients' local iterates at every local step)",
-    setup=_setup_4_7, run_kwargs=_run_kwargs_4_7, measure=_measure_nonconvex, conditions=_conditions_4_7,
-    variants={
-        "printed": Variant("Theorem 4.7 as printed: condition (28) implies bound (29).", _bound_4_7, ("stated",)),
-        "corrected": Variant("The same as printed, (28) implies (29): the correction of docs/papers/localdescent.md, §4.4 (the factor n "
-                             "missing from the condition on T) concerns the informal Theorem 3.4 and is reported as "
-                             "an informational condition.", _bound_4_7, ("stated",))},
-    default_variant="corrected",
-    details=lambda st, m: {"lam_traj": m["lam_traj"]},
-    cases=_space("4.7"),
-    floor=_nonconvex_floor, rounding=_nonconvex_rounding,
-    reference="Haddadpour & Mahdavi 2019, Theorem 4.7, eqs. (28)-(29); Theorem 3.4 (informal), Remark 10, "
-              "Appendix D.1 (86); docs/papers/localdescent.md, §4.4",
-    errata=(Erratum("corrected", "§4.4", "Theorem 3.4 (informal form of Theorem 4.7), condition on T (Appendix D.1, "
-                    "(87) -> (88))",
-                    r"T \ge 4\lambda^2\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
-                    r"T \ge 4\lambda^2 n\Bigl(\frac{C_1}{n} + 2\Bigr)^2",
-                    "the informal Theorem 3.4 misses a factor n in its condition on T (step (87) -> (88) of "
-                    "Appendix D.1); Theorem 4.7 itself ((28) implies (29)) is correct, so its corrected variant is "
-                    "the printed bound", level="localdescent.step_87"),),
-    pep=("NFSGD (decentralized, mixing matrix W) with stochastic gradients and bounded diversity for all x: "
-         "the same obstacles as Theorem 4.4 (noise expectation; diversity only at evaluated points, a "
-         "relaxation giving a bracket). Not registered.")))
-
-
 # --------------------------------------------------------------- default cases (verify) --
 def conforming_quadratic(n=8, d=6, seed=6, noise=0.0):
     """Shared-minimiser quadratic with distinct Hessians (bounded diversity; docs/papers/localdescent.md, run 1)."""
-    import problems
-    return problems.quadratic(n, d, L=1.0, mu=0.25, shared_minimizer=True, hessian="distinct", seed=seed,
+    return families.quadratic(n, d, L=1.0, mu=0.25, shared_minimizer=True, hessian="distinct", seed=seed,
                               noise=noise)
 
 
 def counterexample_4_2():
     """docs/papers/localdescent.md, §4.2: n = 4 diagonal quadratics with a shared minimiser, kappa ~ 21, lambda ~ 1."""
-    import problems
     A = [np.diag([1.0, 0.3, 0.05]) * s for s in (0.95, 1.0, 1.05, 1.1)]
-    return problems.explicit_quadratic(A, [a @ np.ones(3) for a in A], name="thm42_counterexample")
+    return families.explicit_quadratic(A, [a @ np.ones(3) for a in A], name="thm42_counterexample")
 
 
 @register_cases("localdescent.theorem_4_1")
@@ -1150,23 +604,3 @@ def _cases_4_2(quick=False):
                       x0=np.full(6, 2.0)), {"corrected": True})], []
 
 
-@register_cases("localdescent.theorem_4_4")
-def _cases_4_4(quick=False):
-    cases = [Case("noisy shared-minimiser quadratic, eta = sqrt(S/T)/L", "conforming",
-                  lambda: conforming_quadratic(noise=0.3),
-                  dict(rounds=128 if quick else 512, local_steps=4, clients_per_round=2, seeds=3 if quick else 20,
-                       x0=np.full(6, 2.0)), {"corrected": True})]
-    rates = [RateStudy("O(1/sqrt(S T)) with eta = sqrt(S/T)/L, E = 4, S = 2", lambda: conforming_quadratic(noise=0.3),
-                       [256, 512, 1024, 2048, 4096],
-                       lambda T: dict(rounds=T // 4, local_steps=4, clients_per_round=2, seeds=3 if quick else 10,
-                                      x0=np.full(6, 2.0)), -0.5, variants=("corrected",),
-                       note="the average squared gradient at the per-step virtual average")]
-    return cases, rates
-
-
-@register_cases("localdescent.theorem_4_7")
-def _cases_4_7(quick=False):
-    return [Case(f"noisy shared-minimiser quadratic, {top} graph, n=8", "conforming",
-                 lambda: conforming_quadratic(noise=0.3),
-                 dict(rounds=1024, local_steps=1, topology=top, seeds=3 if quick else 20,
-                      x0=np.full(6, 2.0)), {"corrected": True}) for top in ("complete", "ring")], []

@@ -53,13 +53,15 @@ import math
 
 import numpy as np
 
+from . import families
 from . import Case, Condition, register_cases
-from .engine import (EPS, FLOOR_ULPS, NotApplicable, TheoremSpec, Variant, instance_floor, instance_variant,
-                     register_spec, worst_instance)
-from .localdescent import (_conditions_4_2, _f_star, _run_kwargs_4_1, _run_kwargs_4_2, _run_kwargs_4_4,
-                           _run_kwargs_4_7, _setup_4_1, _setup_4_2, _setup_4_4, _setup_4_7, _space, client_gradients,
-                           cond19_printed, cond43, cond46, conforming_quadratic, counterexample_4_2, lemma_b6_worst,
-                           objective_gradients)
+from .floors import EPS, FLOOR_ULPS, worst_instance
+from .engine import instance_floor, instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
+from .localdescent import (cond19_printed, cond43, cond46, _conditions_4_2, conforming_quadratic,
+                           counterexample_4_2, lemma_b6_worst, _run_kwargs_4_1, _run_kwargs_4_2, _setup_4_1,
+                           _setup_4_2, _space)
+from .localdescent_quantities import client_gradients, _f_star, objective_gradients
+from .localdescent_nonconvex import _run_kwargs_4_4, _run_kwargs_4_7, _setup_4_4, _setup_4_7
 
 _REF = "Haddadpour & Mahdavi 2019"
 _PAGE = "docs/papers/localdescent.md, §4.5"
@@ -374,8 +376,7 @@ STEP_87 = register_spec(TheoremSpec(
 def _large_mu():
     """A shared-minimiser quadratic with mu = 10 > 1 (L ~ 15.4, lambda ~ 1.11): the regime where (19)
     admits steps above (43)."""
-    import problems
-    return problems.quadratic(4, 3, L=12.0, mu=10.0, shared_minimizer=True, hessian="distinct", seed=0)
+    return families.quadratic(4, 3, L=12.0, mu=10.0, shared_minimizer=True, hessian="distinct", seed=0)
 
 
 def _x0(d=6):

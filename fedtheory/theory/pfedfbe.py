@@ -57,8 +57,10 @@ import math
 
 import numpy as np
 
+from . import families
 from . import Case, Condition, register_cases
-from .engine import Erratum, NotApplicable, TheoremSpec, Variant, register_spec
+from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
+from .._argcheck import check_param, Interval, NoneOk
 
 #: variant -> (Lemma 2's right-hand side read as gamma_F^2, Lemma 3's cross-term coefficient,
 #: L_F^2 in the drift term)
@@ -293,7 +295,6 @@ def theorem1_bound(variant, Delta_F, eta, K, R, lam, L_F, B, gamma_G, gamma_H, s
 def _setup(problem, rounds=100, local_steps=5, lr=None, lam=None, clients_per_round=None, batch_size=None,
            seeds=3, x0=None):
     """Resolved parameters: lam defaults to 2L, lr to 1/(10 K L_F) (Lemma 1's L_F at lam)."""
-    from .._argcheck import Interval, NoneOk, check_param
     c = "pfedfbe.theorem_1"
     check_param("rounds", rounds, [Interval(int, 1, None)], c)
     check_param("local_steps", local_steps, [Interval(int, 1, None)], c)
@@ -426,13 +427,12 @@ def _space(variant):
 
     @st.composite
     def draw_case(draw):
-        import problems
         n, d, m = draw(fts.integers(2, 6)), draw(fts.integers(2, 6)), draw(fts.integers(20, 40))
         seed, l1 = draw(fts.integers(0, 2 ** 16)), draw(fts.uniform(0.01, 0.2))
         rng = np.random.default_rng(seed)
         A = [rng.normal(size=(m, d)) * (1 + 0.2 * i) for i in range(n)]
         b = [a @ rng.normal(size=d) + 0.1 * rng.normal(size=m) for a in A]
-        p = problems.lasso(A, b, l1=l1)
+        p = families.lasso(A, b, l1=l1)
         p.info = dict(p.info or {}, recipe=f"lasso on Gaussian data: n={n}, d={d}, m={m}, seed={seed}, l1={l1!r}")
         return p, dict(rounds=draw(fts.integers(5, 40)), local_steps=draw(fts.integers(1, 5)),
                        clients_per_round=draw(fts.integers(1, n)), batch_size=draw(fts.integers(2, 10)), seeds=2)
@@ -473,12 +473,11 @@ SPEC = register_spec(TheoremSpec(
 
 @register_cases("pfedfbe.theorem_1")
 def _cases(quick=False):
-    import problems
 
     def build():
         rng = np.random.default_rng(0)
         A = [rng.normal(size=(40, 6)) * (1 + 0.2 * i) for i in range(6)]
-        return problems.lasso(A, [a @ rng.normal(size=6) + 0.1 * rng.normal(size=40) for a in A], l1=0.05)
+        return families.lasso(A, [a @ rng.normal(size=6) + 0.1 * rng.normal(size=40) for a in A], l1=0.05)
     return [Case("federated lasso, n = 6, S = 3, minibatch 10, lambda = 2L", "conforming", build,
                  dict(rounds=30 if quick else 100, local_steps=5, clients_per_round=3, batch_size=10,
                       seeds=2 if quick else 5), {"printed": True, "corrected": True})], []

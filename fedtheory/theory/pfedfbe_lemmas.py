@@ -79,104 +79,17 @@ from itertools import combinations
 
 import numpy as np
 
+from . import families
 from . import Case, register_cases
-from .engine import EPS, FLOOR_ULPS, TheoremSpec, Variant, instance_floor, register_spec, worst_instance
-from .pfedfbe import _run_kwargs, _setup, _space, conditions, gamma_F_sq, measure, sigma_F_sq
+from .floors import EPS, FLOOR_ULPS, worst_instance
+from .engine import instance_floor, register_spec, TheoremSpec, Variant
+from .pfedfbe import conditions, _run_kwargs, _setup
+from .pfedfbe_quantities import _base, envelope_grads, _gamma_F2, local_points, _sigma_F2
 
 _THEOREM = "pfedfbe.theorem_1"
 #: The most minibatches of one client whose exact expectation Lemma 3's measurement enumerates.
 MAX_SUBSETS = 20000
 _ULP = FLOOR_ULPS * EPS
-
-
-# ------------------------------------------------------------- envelope quantities at points --
-def _quadratic_parts(p):
-    """Per client j: the Hessian H_j (l2 included) and grad f_j(0), f_j(0) (f_j is quadratic)."""
-    z = np.zeros(p.dim)
-    H = np.array([p.client_hessian(j, z) for j in range(p.n_clients)])
-    g0 = np.array([p.client_grad(j, z) for j in range(p.n_clients)])
-    f0 = np.array([p.client_value(j, z) for j in range(p.n_clients)])
-    return H, g0, f0
-
-
-def envelope_grads(p, X, lam, values=False):
-    r"""grad F_j at every row of X (P, d) for every client j, shape (n, P, d) (eq. 6, f_j quadratic);
-    with ``values`` also F_j (n, P) by the closed form (5) and the rounding scale of each F_j (the sum
-    of the magnitudes of its terms) and of each gradient (lam ||x|| + ||grad f_j(x)||).
-
-    Examples
-    --------
-    >>> import numpy as np, problems
-    >>> from fedtheory.theory.pfedfbe import fbe_grad, fbe_value
-    >>> rng = np.random.default_rng(0)
-    >>> p = problems.lasso([rng.normal(size=(20, 4)) for _ in range(3)], [rng.normal(size=20) for _ in range(3)],
-    ...                    l1=0.1)
-    >>> X = rng.normal(size=(5, 4))
-    >>> G, F, _, _ = envelope_grads(p, X, 30.0, values=True)
-    >>> bool(np.allclose(G[1], [fbe_grad(p, 1, x, 30.0) for x in X], rtol=1e-12, atol=1e-12))
-    True
-    >>> bool(np.allclose(F[2], [fbe_value(p, 2, x, 30.0) for x in X], rtol=1e-12, atol=1e-12))
-    True
-    """
-    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-    H, g0, f0 = _quadratic_parts(p)
-    rowwise = p.reg_weight != 0 and not p.regularizer.sign_support      # only the l1 prox acts entrywise
-    G, F, sF, sG = [], [], [], []
-    xn = np.linalg.norm(X, axis=1)
-    for j in range(p.n_clients):
-        gf = X @ H[j].T + g0[j]
-        U = X - gf / lam
-        T = np.array([p.prox(u, 1.0 / lam) for u in U]) if rowwise else p.prox(U, 1.0 / lam)
-        Rm = X - T
-        G.append(lam * Rm - Rm @ H[j].T)
-        gn = np.linalg.norm(gf, axis=1)
-        sG.append(lam * xn + gn)
-        if values:
-            f = f0[j] + X @ g0[j] + 0.5 * np.einsum("pa,ab,pb->p", X, H[j], X)
-            hT = np.array([p.h_value(t) for t in T])
-            M = hT + lam / 2 * np.sum((T - U) ** 2, axis=1)
-            F.append(f - gn ** 2 / (2 * lam) + M)
-            sF.append(np.abs(f0[j]) + np.abs(X @ g0[j]) + 0.5 * np.abs(np.einsum("pa,ab,pb->p", X, H[j], X))
-                      + gn ** 2 / (2 * lam) + np.abs(M))
-    if values:
-        return np.array(G), np.array(F), np.array(sF), np.array(sG)
-    return np.array(G), np.array(sG)
-
-
-def local_points(st, runs):
-    """Every local iterate x_{i,k}^t (k < K) of the runs at which the run evaluates g_i: arrays ``x``
-    (P, d), ``client`` (P,), ``where`` (dicts); non-finite points (a diverged run) are left out."""
-    K = st["K"]
-    X, C, W = [], [], []
-    for s, res in enumerate(runs["main"]):
-        for rt in res.trace:
-            Y = rt["local"]
-            for j, i in enumerate(rt.clients):
-                for k in range(K):
-                    if np.all(np.isfinite(Y[j, k])):
-                        X.append(Y[j, k])
-                        C.append(int(i))
-                        W.append(dict(round=rt.round, client=int(i), step=k, **({"seed": s} if st["seeds"] > 1 else {})))
-    d = st["problem"].dim
-    return dict(x=np.array(X).reshape(-1, d), client=np.array(C, dtype=int), where=W)
-
-
-def _base(st, runs):
-    """The theorem's measurement (F*, the ball C and the constants on it) with its per-seed values
-    renamed, so that a lemma's worst instance can take ``values``."""
-    m = dict(measure(st, runs))
-    m["theorem_values"] = m.pop("values")
-    return m
-
-
-def _gamma_F2(st, m, printed):
-    c = m["constants"]
-    return gamma_F_sq(c["gamma_G"], c["gamma_H"], c["B"], st["lam"], lemma2_as_square=not printed)
-
-
-def _sigma_F2(st, m, coefficient):
-    c, b = m["constants"], st["batch_size"]
-    return sigma_F_sq(c["sigma_G"], c["sigma_H"], c["B"], st["lam"], b, b, coefficient)
 
 
 # ------------------------------------------------------------------------------ Lemma 2 --
@@ -418,7 +331,6 @@ def _space_3(variant):
 
     @st.composite
     def draw_case(draw):
-        import problems
         n, d, m = draw(fts.integers(2, 4)), draw(fts.integers(2, 5)), draw(fts.integers(6, 12))
         seed, l1 = draw(fts.integers(0, 2 ** 16)), draw(fts.uniform(0.01, 0.2))
         p = _small_lasso(n, d, m, seed, l1)
@@ -641,11 +553,10 @@ STEP_42 = register_spec(TheoremSpec(
 def _small_lasso(n, d, m, seed, l1, scale=1.0, target_scale=1.0):
     """Federated lasso on Gaussian data with per-client scales (the theorem's space), rows scaled by
     ``scale`` and targets (with l1) by ``target_scale``."""
-    import problems
     rng = np.random.default_rng(seed)
     A = [rng.normal(size=(m, d)) * (1 + 0.2 * i) for i in range(n)]
     b = [a @ rng.normal(size=d) + 0.1 * rng.normal(size=m) for a in A]
-    p = problems.lasso([scale * a for a in A], [target_scale * v for v in b], l1=l1 * scale * target_scale)
+    p = families.lasso([scale * a for a in A], [target_scale * v for v in b], l1=l1 * scale * target_scale)
     p.info = dict(p.info or {}, recipe=f"lasso on Gaussian data: n={n}, d={d}, m={m}, seed={seed}, l1={l1!r}, "
                                        f"rows x {scale:g}, targets x {target_scale:g}")
     return p
@@ -654,25 +565,23 @@ def _small_lasso(n, d, m, seed, l1, scale=1.0, target_scale=1.0):
 def _heavy_row_lasso(n, d, m, seed, l1, big, heavy=1):
     """Federated lasso on Gaussian data whose first ``heavy`` rows of every client are scaled by ``big``:
     per-sample Hessians far apart, so sigma_H^2/lambda^2 is large (the space of ``pfedfbe.step_lemma3``)."""
-    import problems
     rng = np.random.default_rng(seed)
     A = [rng.normal(size=(m, d)) for _ in range(n)]
     for a in A:
         a[:heavy] *= big
     b = [a @ rng.normal(size=d) + 0.1 * rng.normal(size=m) for a in A]
-    p = problems.lasso(A, b, l1=l1)
+    p = families.lasso(A, b, l1=l1)
     p.info = dict(p.info or {}, recipe=f"lasso on Gaussian data, the first {heavy} row(s) x {big:g}: n={n}, d={d}, "
                                        f"m={m}, seed={seed}, l1={l1!r}")
     return p
 
 
 def _theorem_case(quick):
-    import problems
 
     def build():
         rng = np.random.default_rng(0)
         A = [rng.normal(size=(40, 6)) * (1 + 0.2 * i) for i in range(6)]
-        return problems.lasso(A, [a @ rng.normal(size=6) + 0.1 * rng.normal(size=40) for a in A], l1=0.05)
+        return families.lasso(A, [a @ rng.normal(size=6) + 0.1 * rng.normal(size=40) for a in A], l1=0.05)
     return Case("federated lasso, n = 6, S = 3, minibatch 10, lambda = 2L (the theorem's case)", "conforming", build,
                 dict(rounds=30 if quick else 100, local_steps=5, clients_per_round=3, batch_size=10,
                      seeds=2 if quick else 5), {"printed": True})

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from .._argcheck import check_param, Options
+from ..exceptions import InvalidParameterError
 
 
 #: The forms of a rate a :class:`RateStudy` fits: a power of T (sublinear) or a geometric factor per T (linear).
@@ -82,20 +84,16 @@ class RateStudy:
     predicted_factor: object = None
 
     def __post_init__(self):
-        from .._argcheck import Options, check_param
         check_param("form", self.form, [Options(*RATE_FORMS)], "RateStudy")
         Ts = list(self.Ts) if hasattr(self.Ts, "__len__") and not isinstance(self.Ts, str) else None
         if (Ts is None or len(Ts) < 3 or len(set(Ts)) != len(Ts)
                 or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in Ts)):
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError(f"The 'Ts' parameter of RateStudy must be at least three distinct horizons T "
                                         f"(ints >= 1): a rate and its interval need three. Got {self.Ts!r} instead.")
         if self.form == "geometric" and self.predicted_factor is None:
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError("The 'predicted_factor' parameter of RateStudy must be a float in (0, 1) or "
                                         "a callable for form='geometric'. Got None instead.")
         if self.form == "power" and not self.predicted_slope == self.predicted_slope:
-            from ..exceptions import InvalidParameterError
             raise InvalidParameterError("The 'predicted_slope' parameter of RateStudy must be a float for "
                                         "form='power'. Got nan instead.")
 
@@ -167,12 +165,10 @@ def fit_rate(Ts, measured, form="power"):
     >>> round(fit_rate([10, 20, 40], [1.0, 0.5, 0.25]).rate, 6)
     -1.0
     """
-    from .._argcheck import Options, check_param
     check_param("form", form, [Options(*RATE_FORMS)], "fit_rate")
     T = np.asarray(Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
     if T.ndim != 1 or T.shape != m.shape:
-        from ..exceptions import InvalidParameterError
         raise InvalidParameterError(f"The 'Ts' and 'measured' parameters of fit_rate must be 1-D, one measurement "
                                     f"per T. Got shapes {T.shape} and {m.shape} instead.")
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -53,6 +53,8 @@ from .numerics import _client_problem, _local_L, _norm, _residual
 from .record import GroundTruth
 from .solvers import _active_set_lasso, _cvxpy_solve, _fista_polish, _newton_smooth
 from .store import _cache_path, _load, _save
+from .._argcheck import check_param, Interval, Options
+from .._progress import bar, bar as progress_bar, enabled
 
 
 def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients=True, progress=None,
@@ -110,7 +112,6 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
     """
     if not isinstance(problem, FederatedProblem):
         raise TypeError(f"ground_truth expects a FederatedProblem, got {type(problem).__name__}.")
-    from .._argcheck import Interval, Options, check_param
     check_param("certify", certify, [Options("raise", "warn")], "ground_truth")
     if not isinstance(solver, str):
         raise InvalidParameterError(f"The 'solver' parameter of ground_truth must be a str, the name of a CVXPY "
@@ -125,7 +126,6 @@ def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients
             gt.info["cached"] = True
             gt.problem_hash = problem.data_hash()
             return gt
-    from .._progress import bar, enabled
     big = problem.n_clients >= 100 or float(problem.client_sizes.sum()) * problem.dim >= 1e7
     show = enabled(progress) if progress is not None else (big and enabled())
     stages = bar(show, total=2 if clients else 1, desc=f"ground truth of {problem.name}", unit="stage")
@@ -258,7 +258,6 @@ def _start_workers(n_jobs):
 
 def _client_optima(problem, x, solver, progress=None, n_jobs=None, tol=1e-9):
     """Every client's optimum (see :func:`_solve_clients`), in chunks over processes, with a bar."""
-    from .._progress import bar as progress_bar, enabled
     n = problem.n_clients
     n_jobs = _n_jobs(n, n_jobs)
     show = bool(progress) if progress is not None else (n >= 100 and enabled())

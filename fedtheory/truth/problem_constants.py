@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..constants import client_smoothness, diversity, quadratic_diversity_sup, smoothness, strong_convexity
 
 from ..exceptions import DataError
 from .numerics import _norm
 from .optimum import ground_truth
+from ..constants import (client_smoothness, diversity, feddeper_assumptions as problem_constants,
+                         quadratic_diversity_sup, smoothness, strong_convexity)
 
 
 @dataclass
@@ -263,7 +264,6 @@ def feddeper_constants(problem, batch_size=None):
     >>> c["B_sq_min"], round(c["G_sq"](1.0), 10)
     (1.0, 2.0)
     """
-    from ..constants import feddeper_assumptions as problem_constants
     w = np.asarray(problem.weights, dtype=np.float64)
     if not np.allclose(w, 1.0 / w.size, rtol=1e-12, atol=0.0):
         raise ValueError(f"feddeper_constants: FedDeper's assumptions are stated for F = (1/n) sum_i f_i, and "

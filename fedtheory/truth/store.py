@@ -23,9 +23,23 @@ _VERSION = "gt-v4"   # v4: certified entries only, with their bracket on F*; v3:
 _ARRAYS = ("x", "f", "residual", "client_f", "client_x", "client_residual", "client_attained")
 
 
-def _cache_path(problem, cache_dir):
-    from problems.datasets import cache_dir as default_dir
-    base = Path(cache_dir) if cache_dir is not None else default_dir() / "ground_truth"
+def cache_dir():
+    """The user's cache directory of fedtheory: ``$FEDTHEORY_CACHE``, else ``$XDG_CACHE_HOME/fedtheory``,
+    else ``~/.cache/fedtheory`` (ground truth in ``ground_truth/``, data sets in ``libsvm/``).
+
+    Returns
+    -------
+    pathlib.Path
+        The directory (not created here).
+    """
+    if os.environ.get("FEDTHEORY_CACHE"):
+        return Path(os.environ["FEDTHEORY_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fedtheory"
+
+
+def _cache_path(problem, directory):
+    base = Path(directory) if directory is not None else cache_dir() / "ground_truth"
     return base / f"{problem.data_hash()}-{_VERSION}.npz"
 
 

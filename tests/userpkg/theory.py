@@ -13,7 +13,7 @@ import numpy as np
 import userpkg  # noqa: F401  (the user's algorithm and problem factory, registered beside the theorem)
 from fedtheory.theory import (Case, Condition, NotApplicable, RateStudy, TheoremSpec, Variant, register_cases,
                               register_spec)
-from fedtheory.theory.engine import gap_floor
+from fedtheory.theory.floors import gap_floor
 from fedtheory.theory.tightness import PEPForm, shared_minimiser_clients, tightness_case
 
 NAME = "userpkg.gd_contraction"

@@ -1,7 +1,7 @@
 r"""The torch round context: every local-update primitive of :class:`RoundContext` on tensors.
 
 Each method has the signature and the update rule of its NumPy/Numba counterpart in
-:class:`fedtheory.algorithms.base.RoundContext` (the docstrings there give the math; the kernels
+:class:`fedtheory.algorithms.context.RoundContext` (the docstrings there give the math; the kernels
 of :mod:`fedtheory._kernels` are the reference). The sampled clients, the minibatch rows and the
 noise are the runner's NumPy arrays, so the three backends follow one trajectory. Local models
 are written into one preallocated (S, d) tensor per message; per-client state stays in the
@@ -18,7 +18,7 @@ import torch
 
 from ..._kernels.fbe import HVP_EXACT, HVP_FD
 from ..._kernels.sps import MODE_DEC, MODE_SMOOTH, MODE_SMOOTH_LIT, MODE_SPS
-from ...algorithms.base import RoundContext
+from ...algorithms.context import RoundContext
 
 
 def _row_of(A):

@@ -52,10 +52,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._argcheck import did_you_mean
 from ...exceptions import InvalidParameterError
 from .solve import _check_solver_options, worst_case
 from .pepit_adapter import SOLVERS, NotExpressible, PEPSolveError, require_pepit
+from ..._argcheck import check_param, did_you_mean, Interval, Options
 
 
 # ------------------------------------------------------------------------ tightness --
@@ -217,7 +217,6 @@ def form_of(name, **constants):
 
 
 def _check_constants(L, mu, local_steps, rounds, lr, n_clients):
-    from ..._argcheck import Interval, check_param
     name = "tightness"
     check_param("L", L, [Interval(float, 0, None, "neither")], name)
     check_param("mu", mu, [Interval(float, 0, None, "left")], name)
@@ -269,7 +268,6 @@ def _check_size(local_steps, rounds, n_clients, max_constraints):
     """Refuse a PEP above ``max_constraints`` interpolation constraints (None: no limit)."""
     if max_constraints is None:
         return
-    from ..._argcheck import Interval, check_param
     check_param("max_constraints", max_constraints, [Interval(int, 1, None)], "tightness")
     points, cons = pep_size(local_steps, rounds, n_clients)
     if cons > max_constraints:
@@ -447,7 +445,6 @@ def tightness(name, *, L, mu, local_steps, rounds, lr, n_clients=2, variant="pri
     (True, True)
     """
     t0 = time.perf_counter()
-    from ..._argcheck import Options, check_param
     _check_constants(L, mu, local_steps, rounds, lr, n_clients)
     _check_size(local_steps, rounds, n_clients, max_constraints)
     check_param("solver", solver, [Options(*SOLVERS)], "tightness")

@@ -7,6 +7,7 @@ import math
 import warnings
 
 import numpy as np
+from .. import families
 
 
 # ----------------------------------------------------------- instances of the class --
@@ -23,8 +24,7 @@ def class_quadratics(n, L, mu, dim=3, seeds=(0, 1)):
     >>> len(ps), ps[0].n_clients
     (5, 2)
     """
-    import problems
-    out = [problems.explicit_quadratic(np.full((n, 1, 1), h), np.zeros((n, 1)), name=f"identical_{h:g}")
+    out = [families.explicit_quadratic(np.full((n, 1, 1), h), np.zeros((n, 1)), name=f"identical_{h:g}")
            for h in sorted({mu, 0.5 * (mu + L), L}) if h > 0]
     ev = np.linspace(max(mu, L / 20), L, dim)
     for s in seeds:
@@ -33,7 +33,7 @@ def class_quadratics(n, L, mu, dim=3, seeds=(0, 1)):
         for _ in range(n):
             U, _r = np.linalg.qr(rng.normal(size=(dim, dim)))
             Q.append(U @ np.diag(ev) @ U.T)
-        out.append(problems.explicit_quadratic(np.array(Q), np.zeros((n, dim)), name=f"rotated_{s}"))
+        out.append(families.explicit_quadratic(np.array(Q), np.zeros((n, dim)), name=f"rotated_{s}"))
     return out
 
 
@@ -79,7 +79,6 @@ def worst_case_instance(form, metric="theorem", solver="SCS", tol=1e-2, tol_valu
     """
     if form.n_adaptive:
         return None
-    import problems
     pep = form.build(None, metric)
     try:
         with warnings.catch_warnings():
@@ -113,7 +112,7 @@ def worst_case_instance(form, metric="theorem", solver="SCS", tol=1e-2, tol_valu
     if len(pep.list_of_points) != 1:           # PEPit's record of pep.set_initial_point(): one start
         return None
     x0 = np.array([float((np.asarray(pep.list_of_points[0].eval(), dtype=float) - xs) @ U)])
-    prob = problems.explicit_quadratic(np.array(hs)[:, None, None], np.zeros((len(hs), 1)),
+    prob = families.explicit_quadratic(np.array(hs)[:, None, None], np.zeros((len(hs), 1)),
                                        name="pep_worst_case")
     init = prob.value(x0) if form.initial.startswith("f(") else float(x0 @ x0)
     return prob, x0 / math.sqrt(init)          # the initial condition holds with equality

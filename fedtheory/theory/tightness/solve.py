@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pepit_adapter import SOLVERS, PolyakSteps
+from ..._argcheck import Bool, check_param, Interval
 
 
 # ------------------------------------------------------------------------- solving --
 def _check_solver_options(caller, **options):
     """check_param of the solver options given (rtol >= 0, rel_tol > 0, time_limit > 0, max_nodes >= 1,
     threshold a bool), shared by tightness, lr_threshold and branch_and_bound."""
-    from ..._argcheck import Bool, Interval, check_param
     ranges = {"rtol": Interval(float, 0, None, "left"), "rel_tol": Interval(float, 0, None, "neither"),
               "time_limit": Interval(float, 0, None, "neither"), "max_nodes": Interval(int, 1, None),
               "threshold": Bool()}

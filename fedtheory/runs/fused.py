@@ -1,0 +1,237 @@
+"""The compiled executor: an algorithm's compiled rules on the numba backend.
+
+Without a callback the rounds between two evaluations run as one call of the algorithm's compiled
+``segment`` (:mod:`fedtheory._kernels.drivers`), which evaluates and records traced rounds through
+object-mode hooks into the run's log; with a callback each round is one ``segment`` call, then the
+callback. Both run the same compiled code, so they give the same run, bit for bit.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import numpy as np
+
+from .._kernels import rounds as _rk
+from .._kernels.sampling import BERNOULLI, FULL
+from .._kernels.drivers import compile_error_text
+from .arrays import to_numpy
+from .log import COUNTERS
+from .plan import EVAL_BUDGET
+
+_SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
+
+
+class _DeferredInterrupt:
+    """Ctrl-C (SIGINT) held while a compiled segment runs: Python raises KeyboardInterrupt at the next
+    bytecode it runs, which inside a segment is its object-mode evaluation or trace callback, and
+    Numba does not unwind through it (the process crashed, exit 139, or the interrupt was lost).
+    While active (main thread, Python's default handler in place) a SIGINT only sets ``hit``; the
+    segment stops at its next evaluation and the runner raises KeyboardInterrupt in Python. Held
+    once per run (:meth:`FusedExecutor.run`), not per segment call: a run with a callback calls one
+    segment per round."""
+
+    def __init__(self):
+        self.hit, self._prev = False, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._prev = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.hit = True
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
+        return False
+
+
+class FusedExecutor:
+    """Runs the rounds of a plan (compiled rules, numba backend) through its driver's ``segment``.
+
+    Parameters
+    ----------
+    plan : Plan
+        The run (:class:`fedtheory.runs.plan.Plan`), with its driver.
+    log : RunLog
+        Where the rounds are recorded (:class:`fedtheory.runs.log.RunLog`).
+    """
+
+    def __init__(self, plan, log):
+        self.plan, self.log = plan, log
+        self.sigint = _DeferredInterrupt()
+        self.last_code = 0                      # of the last segment call
+
+    def run(self, bar=None):
+        """Every round: in segments between evaluations, or one segment per round with a callback.
+
+        Parameters
+        ----------
+        bar : tqdm progress bar, optional
+            Advanced by the rounds each call completes.
+        """
+        with self.sigint:
+            if self.plan.callback is None:
+                self.segments(bar)
+            else:
+                self._with_callback(bar)
+
+    def _with_callback(self, bar):
+        """Each round one ``segment`` call (evaluations included), then the callback, in the order of
+        the per-round path: the callback sees every completed round (also one whose evaluation stops
+        the run), and a round it stops is evaluated when it was not due."""
+        plan, log = self.plan, self.log
+        for r in range(1, plan.rounds + 1):
+            stopped = self.segments(bar, r, r)
+            if self.last_code in (2, 3):            # diverged: no callback (as on the per-round path)
+                return
+            stop = bool(plan.callback(r, to_numpy(log.state["x"])))
+            if stopped:
+                return
+            if stop:
+                if log.last_evaluated != r and log.evaluate_and_check(r):
+                    return
+                log.status, log.message = "callback_stop", f"callback asked to stop after round {r}"
+                return
+
+    def _segment(self, *args):
+        """The driver's compiled ``segment``; a rules module that Numba cannot compile (a rule with
+        another signature, one returning something other than its named tuple, a plain Python helper)
+        is a TypeError naming the module and the form the rules take, with Numba's message."""
+        plan = self.plan
+        try:
+            return plan.driver.segment(*args)
+        except Exception as e:
+            said = compile_error_text(e)
+            if said is None or plan.rules.__name__.startswith("fedtheory."):
+                raise
+            raise TypeError(
+                f"{plan.alg.name!r}: Numba cannot compile the rules of module {plan.rules.__name__!r}. They must "
+                "be local(pk, rd, hp, st, rng) -> (Messages(...), bad) and server(pk, rd, hp, st, m) -> State(...), "
+                "in the NumPy subset Numba compiles; a helper they call needs @njit (or numba's register_jitable) "
+                "(section 3 of docs/add-your-own-algorithm.md). backend='python' runs the same rules as plain "
+                f"Python and shows their own error. Numba said: {said}") from None
+
+    def segments(self, bar=None, r_from=1, r_to=None):
+        """Run rounds ``r_from..r_to`` through the driver's compiled ``segment``.
+
+        One call per chunk of at most ``_SEGMENT`` rounds, the evaluations done by the log from inside
+        the call (``rounds.evaluate_hook``), so a run evaluated every round stays in one call too.
+
+        Parameters
+        ----------
+        bar : tqdm progress bar, optional
+            Advanced by the rounds each call completes.
+        r_from, r_to : int
+            The first and last round (1-based; ``r_to`` None: the last of the run).
+
+        Returns
+        -------
+        bool
+            True when the run stopped (diverged, converged).
+        """
+        plan, log = self.plan, self.log
+        r_to = plan.rounds if r_to is None else r_to
+        smp, alg, p = plan.sampler, plan.alg, plan.problem
+        n, d = p.n_clients, p.dim
+        self._cnt = cnt = np.array([log.counters[k] for k in COUNTERS], dtype=np.int64)
+        self._ev = np.array([log.eval_spent])
+        self._eval_time = 0.0
+        info = np.zeros(3 + d)
+        st = alg.state_tuple(log.state)
+        max_drawn = n if smp.code in (FULL, BERNOULLI) else smp.S
+        token = id(self)
+        _rk._EVALUATORS[token] = self._evaluate
+        tr = plan.trace
+        want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
+        if tr is not None:
+            _rk._TRACERS[token] = self._trace
+        try:
+            r = r_from
+            while r <= r_to:
+                if self.sigint.hit:                 # Ctrl-C meanwhile (a callback's time): raised in Python
+                    raise KeyboardInterrupt
+                r0, Ks, t0s, lrs_tab = plan.schedule_table(r, min(r_to, r + _SEGMENT - 1))
+                r1 = r0 + Ks.shape[0] - 1
+                cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
+                    (r1 - r0 + 1) * max_drawn
+                drawn_buf, drawn_len = np.empty(int(cap), dtype=np.int64), np.zeros(r1 - r0 + 1, dtype=np.int64)
+                iters = np.empty((r1 - r0 + 1 if plan.record else 0, d))
+                traced = None if tr is None else \
+                    np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
+                self._chunk = (r0, drawn_buf, drawn_len, iters)
+                t_start, e_start = time.perf_counter(), self._eval_time
+                st, r_end, code = self._segment(
+                    plan.pk, plan.hp, st, plan.rng_clients, plan.rng_data, plan.rng_aux, smp.code, smp.S, smp.cdf,
+                    smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r0, r1, Ks, t0s,
+                    lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
+                    plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
+                    self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, drawn_buf, drawn_len, iters, info, token,
+                    traced, want)
+                log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
+                self.last_code = code
+                done = r_end if code != 2 else r_end - 1
+                self._flush(r0, r_end, done, st)
+                if self.sigint.hit:                 # Ctrl-C during the call: raised here, in Python
+                    raise KeyboardInterrupt
+                if bar is not None:
+                    bar.update(done - r0 + 1)
+                if code == 1:                       # the evaluation of round r_end stopped the run
+                    return True
+                if code == 2:
+                    log.diverged(r_end, f"client {int(info[0])} produced a non-finite local iterate at "
+                                        f"local step {int(info[1])} of {int(info[2])}")
+                    return True
+                if code == 3:
+                    log.last_finite_x = info[3:].copy()
+                    log.diverged(r_end, "the global model became non-finite after aggregation")
+                    return True
+                r = r_end + 1
+            return False
+        finally:
+            _rk._EVALUATORS.pop(token, None)
+            _rk._TRACERS.pop(token, None)
+
+    def _flush(self, r0, r_end, done, st):
+        """After a segment call: participants of rounds r0..r_end, the iterates of the rounds
+        completed (r0..done), the counters and the state."""
+        log = self.log
+        _, drawn_buf, drawn_len, iters = self._chunk
+        m = r_end - r0 + 1
+        log.sampled.extend(drawn_buf[:int(drawn_len[:m].sum())], drawn_len[:m])
+        if self.plan.record:
+            log.iterates.extend(np.array(iters[j]) for j in range(done - r0 + 1))
+        for k, v in zip(COUNTERS, self._cnt):
+            log.counters[k] = int(v)
+        log.state = dict(st._asdict())
+        log.completed = done
+
+    def _evaluate(self, r, st):
+        """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run
+        (and a Ctrl-C received meanwhile ends the call: :class:`_DeferredInterrupt`)."""
+        if self.sigint.hit:
+            return True
+        log = self.log
+        t = time.perf_counter()
+        for k, v in zip(COUNTERS, self._cnt):
+            log.counters[k] = int(v)
+        log.state = dict(st._asdict())
+        log.completed = r
+        stop = log.evaluate_and_check(r)
+        self._ev[0] = log.eval_spent
+        self._eval_time += time.perf_counter() - t
+        return stop
+
+    def _trace(self, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed):
+        """Record traced round r from inside a segment (``rounds.trace_hook``), as the per-round path does."""
+        trace = self.plan.trace
+        paths = None
+        if p_loc is not None:
+            every = {"local": p_loc, "personal": p_per, "prox_point": p_prox}
+            paths = {k: every[k] for k in trace.paths}
+        trace.record(r - 1, x_start, clients, weights, lrs, idx, noise, paths, m, st if completed else None)
