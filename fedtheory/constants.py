@@ -16,14 +16,36 @@ def smoothness(problem):
     """L of the smooth part of F: sup_x lambda_max(Hessian), from the datafit's capabilities
     (:meth:`fedtheory.components.Datafit.smoothness`; cached on the problem).
 
-    Raises DataError when the datafit declares neither a constant Hessian nor a curvature bound."""
+    Raises DataError when the datafit declares neither a constant Hessian nor a curvature bound.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    float
+        L.
+    """
     if "_L" not in problem.__dict__:
         problem._L = problem.datafit.smoothness(problem.data)
     return problem._L
 
 
 def client_smoothness(problem):
-    """L_i of every client objective f_i, array of shape (n,) (see :func:`smoothness`)."""
+    """L_i of every client objective f_i, array of shape (n,) (see :func:`smoothness`).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        L_i.
+    """
     if "_L_i" not in problem.__dict__:
         problem._L_i = np.array([problem.datafit.smoothness(problem.data, i) for i in range(problem.n_clients)])
     return problem._L_i
@@ -35,6 +57,16 @@ def strong_convexity(problem):
 
     Least squares / quadratic: lambda_min of the constant Hessian. Logistic: the logistic
     curvature vanishes at infinity, so mu = l2 (the ridge weight).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    float
+        mu (0 when F is not strongly convex).
     """
     return problem.datafit.strong_convexity(problem)
 
@@ -45,6 +77,18 @@ def diversity(G, q):
     Single-point (Definition 1) when the rows are gradients at one x, multi-point (what the
     proofs use) when row j is client j's gradient at its own iterate. 1 when the numerator is
     0, +inf when only the denominator is.
+
+    Parameters
+    ----------
+    G : ndarray of shape (n, d)
+        The gradients, one per row.
+    q : ndarray of shape (n,)
+        The weights.
+
+    Returns
+    -------
+    float
+        The diversity (1 where the numerator is 0, inf where only the denominator is).
     """
     G = np.asarray(G, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
@@ -60,6 +104,18 @@ def quadratic_diversity_sup(hessians, q):
     r""":math:`\sup_x \Lambda(x, q) = \lambda_{\max}(\bar A^{-1} M \bar A^{-1})` for clients
     :math:`\nabla f_j(x) = A_j (x - x^*)` sharing the minimiser :math:`x^*` (docs/papers/localdescent.md, §3.1),
     with :math:`\bar A = \sum_j q_j A_j` and :math:`M = \sum_j q_j A_j^2`.
+
+    Parameters
+    ----------
+    hessians : ndarray of shape (n, d, d)
+        A_j.
+    q : ndarray of shape (n,)
+        The weights.
+
+    Returns
+    -------
+    float
+        The supremum.
 
     Examples
     --------
@@ -93,6 +149,16 @@ def quadratic_BG(problem):
     :math:`G^2(B) = \max_x [\frac1n\sum_i\|A_ix - b_i\|^2 - B^2\|\bar Ax - \bar b\|^2]`, finite only
     for :math:`B^2 > B^2_{\min}` when the Hessians differ (+inf at and below it); with equal Hessians
     B = 1 and :math:`G^2 = \frac1n\sum_i\|b_i - \bar b\|^2`.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    tuple
+        ``(B^2_min, G^2 as a function of B^2, equal Hessians)``.
 
     Examples
     --------
@@ -140,6 +206,18 @@ def feddeper_assumptions(problem, batch_size=None):
     :math:`\sigma^2 = d s^2` (the problem's noise s). Datafits with bounded slopes (logistic
     regression): B = 1 (the ridge cancels), :math:`G^2 \le \frac1n\sum_i R_i^2` and the minibatch
     variance are upper bounds. Anything else raises ValueError naming the missing capability.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    batch_size : int, optional
+        The minibatch size (None: exact gradients).
+
+    Returns
+    -------
+    tuple
+        ``(beta, sigma^2, B^2_min, G^2(.), notes)``.
 
     Examples
     --------

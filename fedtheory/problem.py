@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import components
-from .components.base import client_weights
+from .components.weights import client_weights
 from .components.catalog import kernel_id
 from .exceptions import DataError
 

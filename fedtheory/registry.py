@@ -61,7 +61,18 @@ HISTORY_COLUMNS = ("round", "value", "grad_mapping_sq", "suboptimality", "dist_s
 
 
 def reserved_column(name):
-    """Whether ``name`` is a history or store column of its own (:data:`HISTORY_COLUMNS`, ``param_*``)."""
+    """Whether ``name`` is a history or store column of its own (:data:`HISTORY_COLUMNS`, ``param_*``).
+
+    Parameters
+    ----------
+    name : str
+        A column name.
+
+    Returns
+    -------
+    bool
+        Whether the history or the store uses it.
+    """
     return name in HISTORY_COLUMNS or str(name).startswith("param_")
 
 
@@ -277,6 +288,7 @@ def user_modules():
     Returns
     -------
     list of str
+        The modules' names.
 
     Examples
     --------
@@ -329,7 +341,13 @@ def check_workers_can_import(names, where="sweep", factories=()):
 
 
 def import_hint():
-    """The end of an unknown-name error: which user modules were imported, and how to import one."""
+    """The end of an unknown-name error: which user modules were imported, and how to import one.
+
+    Returns
+    -------
+    str
+        The sentence.
+    """
     mods = user_modules()
     have = f"user modules imported: {', '.join(mods)}" if mods else "no user module imported"
     return (f" ({have}; a name defined in your own module is known once it is imported: "

@@ -31,7 +31,20 @@ LIBSVM_DATASETS = {
 
 
 def file_digest(path, algorithm="sha256"):
-    """Hex digest of a file, read in 1 MiB chunks (``algorithm``: any :mod:`hashlib` name)."""
+    """Hex digest of a file, read in 1 MiB chunks (``algorithm``: any :mod:`hashlib` name).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    algorithm : str, default "sha256"
+        Any :mod:`hashlib` name.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -21,14 +21,52 @@ def _finish(parts, n_clients, min_size, scheme, retry_hint):
 
 
 def iid(n_samples, n_clients, rng, min_size=1):
-    """Shuffle and split into ``n_clients`` parts of (almost) equal size."""
+    """Shuffle and split into ``n_clients`` parts of (almost) equal size.
+
+    Parameters
+    ----------
+    n_samples : int
+        The samples.
+    n_clients : int
+        The clients.
+    rng : numpy.random.Generator
+        The random stream.
+    min_size : int, default 1
+        The smallest client.
+
+    Returns
+    -------
+    list of ndarray
+        The sample indices of each client.
+    """
     perm = rng.permutation(n_samples)
     return _finish(np.array_split(perm, n_clients), n_clients, min_size, "iid",
                    "use fewer clients")
 
 
 def quantity_skew(n_samples, n_clients, rng, alpha=0.5, min_size=1, max_tries=100):
-    """Client sizes proportional to Dirichlet(alpha) weights, samples otherwise i.i.d."""
+    """Client sizes proportional to Dirichlet(alpha) weights, samples otherwise i.i.d.
+
+    Parameters
+    ----------
+    n_samples : int
+        The samples.
+    n_clients : int
+        The clients.
+    rng : numpy.random.Generator
+        The random stream.
+    alpha : float, default 0.5
+        The Dirichlet concentration.
+    min_size : int, default 1
+        The smallest client.
+    max_tries : int, default 100
+        Draws tried until every client has ``min_size`` samples.
+
+    Returns
+    -------
+    list of ndarray
+        The sample indices of each client.
+    """
     for _ in range(max_tries):
         p = rng.dirichlet(np.full(n_clients, alpha))
         cuts = (np.cumsum(p)[:-1] * n_samples).astype(int)
@@ -43,6 +81,26 @@ def dirichlet_per_class(labels, n_clients, rng, alpha=0.5, min_size=1, max_tries
 
     The "hetero-dir" scheme of NIID-Bench and FedLab; redrawn until every client has at
     least ``min_size`` samples.
+
+    Parameters
+    ----------
+    labels : ndarray
+        One label per sample.
+    n_clients : int
+        The clients.
+    rng : numpy.random.Generator
+        The random stream.
+    alpha : float, default 0.5
+        The Dirichlet concentration.
+    min_size : int, default 1
+        The smallest client.
+    max_tries : int, default 100
+        Draws tried until every client has ``min_size`` samples.
+
+    Returns
+    -------
+    list of ndarray
+        The sample indices of each client.
     """
     classes = np.unique(labels)
     for _ in range(max_tries):
@@ -63,6 +121,24 @@ def dirichlet_per_client(labels, n_clients, rng, alpha=0.5, min_size=1):
 
     The FedDyn / FL-Simulator scheme: client k gets about n/n_clients samples, each of class
     c with probability p_kc; when a class runs out its mass is spread over the others.
+
+    Parameters
+    ----------
+    labels : ndarray
+        One label per sample.
+    n_clients : int
+        The clients.
+    rng : numpy.random.Generator
+        The random stream.
+    alpha : float, default 0.5
+        The Dirichlet concentration.
+    min_size : int, default 1
+        The smallest client.
+
+    Returns
+    -------
+    list of ndarray
+        The sample indices of each client.
     """
     classes = np.unique(labels)
     pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
@@ -83,6 +159,24 @@ def shards(labels, n_clients, rng, shards_per_client=2, min_size=1):
     """Sort by label, cut into n_clients * k shards, give each client k random shards.
 
     The pathological non-i.i.d. split of McMahan et al. (2017): each client sees about k labels.
+
+    Parameters
+    ----------
+    labels : ndarray
+        One label per sample.
+    n_clients : int
+        The clients.
+    rng : numpy.random.Generator
+        The random stream.
+    shards_per_client : int, default 2
+        k.
+    min_size : int, default 1
+        The smallest client.
+
+    Returns
+    -------
+    list of ndarray
+        The sample indices of each client.
     """
     order = np.argsort(labels, kind="stable")
     pieces = np.array_split(order, n_clients * shards_per_client)

@@ -137,7 +137,7 @@ def test_usage_mistakes_in_a_real_process_print_no_traceback(files, argv):
 
 @pytest.mark.parametrize("cmd,target,argv", [
     ("run", "fedtheory.reporting.points.run_point", ["run", "{d}/ok.toml"]),
-    ("verify", "fedtheory.reporting.verification.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
+    ("verify", "fedtheory.reporting.verify_report.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
     ("plot", "fedtheory.plotting.results_figure", ["plot", "{d}/res", "--out", "{d}/r.png"]),
     ("describe", "fedtheory.describe", ["describe", "fedavg"]),
     ("list", "fedtheory.algorithms", ["list"]),

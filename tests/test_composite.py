@@ -7,7 +7,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.exceptions import DataError
-from fedtheory.theory import pfedfbe as th
+from fedtheory.theory import pfedfbe_envelope as env
 
 
 def group_problem(seed=0, l1=0.5):
@@ -125,17 +125,17 @@ def test_fbe_identities_group_and_nuclear():
     for p, lam in ((gp, 40.0), (mc, 200.0)):
         x = rng.normal(size=p.dim) * 0.5
         g = p.client_grad(0, x)
-        T = th.prox_point(p, 0, x, lam)
+        T = env.prox_point(p, 0, x, lam)
 
         def inner(z):
             return p.client_value(0, x) + g @ (z - x) + p.h_value(z) + lam / 2 * np.sum((z - x) ** 2)
-        F = th.fbe_value(p, 0, x, lam)
+        F = env.fbe_value(p, 0, x, lam)
         assert F == pytest.approx(inner(T), rel=1e-12)
         assert all(inner(T + 0.05 * rng.normal(size=p.dim)) >= F - 1e-12 for _ in range(200))
         h = 1e-6
-        fd = np.array([(th.fbe_value(p, 0, x + h * e, lam) - th.fbe_value(p, 0, x - h * e, lam)) / (2 * h)
+        fd = np.array([(env.fbe_value(p, 0, x + h * e, lam) - env.fbe_value(p, 0, x - h * e, lam)) / (2 * h)
                        for e in np.eye(p.dim)])
-        assert np.allclose(th.fbe_grad(p, 0, x, lam), fd, rtol=1e-5, atol=1e-5)
+        assert np.allclose(env.fbe_grad(p, 0, x, lam), fd, rtol=1e-5, atol=1e-5)
 
 
 def test_matrix_completion_metrics_and_errors():

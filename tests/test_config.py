@@ -275,7 +275,7 @@ def test_dotted_grid_keys_are_problem_arguments(tmp_path):
 
 def test_run_ids_of_configurations_naming_the_factory_with_name_are_unchanged():
     """A sweep written when ``name`` named the factory keeps its run ids: resuming it redoes nothing."""
-    from fedtheory.reporting.config import run_id
+    from fedtheory.reporting.results import run_id
     run = {"algorithm": "fedavg", "rounds": 5, "seed": 0}
     old = json.dumps({"problem": {"name": "quadratic", "dim": 3}, "run": run}, sort_keys=True, default=str)
     assert run_id({"factory": "quadratic", "dim": 3}, run) == hashlib.sha256(old.encode()).hexdigest()[:16]

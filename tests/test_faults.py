@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fedtheory.reporting.config import load, run_id
+from fedtheory.reporting.config import load
+from fedtheory.reporting.results import run_id
 from fedtheory.reporting.sweep import sweep
 
 TINY = """\

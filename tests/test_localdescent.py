@@ -12,6 +12,7 @@ import problems
 import validation
 from fedtheory.exceptions import InvalidParameterError
 from fedtheory.theory import localdescent as ld
+from fedtheory.theory import localdescent_pl as ldp
 from fedtheory.theory import localdescent_quantities as ldq
 from fedtheory.theory import localdescent_nonconvex as ldn
 from fedtheory.runs.topology import check_mixing, mixing_matrix, zeta
@@ -225,9 +226,9 @@ def test_theorem_4_2_alpha_min_by_bisection_is_the_first_passing_grid_point(E, S
     whose corrected conditions all hold, or inf when none does (the conditions are monotone in alpha)."""
     mu = L / kappa
     grid = np.linspace(lo, hi, 60)
-    ok = [all(c.ok for c in ld.lfsgd_pl_corrected_conditions(float(a), E, S, L, mu, lam, C1)) for a in grid]
+    ok = [all(c.ok for c in ldp.lfsgd_pl_corrected_conditions(float(a), E, S, L, mu, lam, C1)) for a in grid]
     first = next((float(a) for a, good in zip(grid, ok) if good), math.inf)
-    assert ld.lfsgd_pl_alpha_min(E, S, L, mu, lam, C1, grid=grid) == first
+    assert ldp.lfsgd_pl_alpha_min(E, S, L, mu, lam, C1, grid=grid) == first
     if math.isfinite(first):
         assert all(ok[ok.index(True):]), "a condition fails again above the first passing alpha"
 
@@ -311,7 +312,7 @@ def test_theorem_4_1_printed_bound_is_the_printed_exponential():
 
 def test_theorem_4_2_counterexample_reproduced():
     """spec §4.2: all stated conditions (i)-(iv) hold, eta_0 L ~ 17, f - f* ~ 1e29 vs bound 5e-4."""
-    p = ld.counterexample_4_2()
+    p = ldp.counterexample_4_2()
     kw = dict(rounds=5, local_steps=10, alpha=0.1, clients_per_round=2, seeds=1, x0=2 * np.ones(3))
     printed = validation.verify("localdescent.theorem_4_2", p, variant="printed", **kw)
     assert printed.applicable and all(c.ok for c in printed.conditions if c.role == "stated")

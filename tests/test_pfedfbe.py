@@ -7,6 +7,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import pfedfbe as th
+from fedtheory.theory import pfedfbe_envelope as env
 
 
 def lasso_problem(seed=0, n=4, m=30, d=5, l1=0.1, scale=1.0):
@@ -97,8 +98,8 @@ def test_fbe_value_is_the_minimum_of_4_and_bounded_by_phi(seed, lam):
 
     def inner(z):
         return p.client_value(i, x) + g @ (z - x) + p.l1 * np.abs(z).sum() + lam / 2 * np.sum((z - x) ** 2)
-    F = th.fbe_value(p, i, x, lam)
-    T = th.prox_point(p, i, x, lam)
+    F = env.fbe_value(p, i, x, lam)
+    T = env.prox_point(p, i, x, lam)
     assert F == pytest.approx(inner(T), rel=1e-12, abs=1e-12)
     for _ in range(20):
         assert inner(T + 0.1 * rng.normal(size=5)) >= F - 1e-12
@@ -111,9 +112,9 @@ def test_fbe_gradient_6_matches_finite_differences(seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=5)
     lam = 50.0
-    g = th.fbe_grad(p, 0, x, lam)
+    g = env.fbe_grad(p, 0, x, lam)
     h = 1e-6
-    fd = np.array([(th.fbe_value(p, 0, x + h * e, lam) - th.fbe_value(p, 0, x - h * e, lam)) / (2 * h)
+    fd = np.array([(env.fbe_value(p, 0, x + h * e, lam) - env.fbe_value(p, 0, x - h * e, lam)) / (2 * h)
                    for e in np.eye(5)])
     assert np.allclose(g, fd, rtol=1e-5, atol=1e-6)
 
@@ -123,11 +124,11 @@ def test_equal_minimisers_per_client_and_lam_to_infinity():
     p1, A, b = lasso_problem(4, n=1)
     L = float(np.linalg.eigvalsh(A[0].T @ A[0] / 30)[-1])
     gt = validation.ground_truth(p1)
-    Fs, xF = th.F_star(p1, 2 * L)
+    Fs, xF = env.F_star(p1, 2 * L)
     assert np.linalg.norm(xF - gt.x) < 1e-6 and Fs == pytest.approx(gt.f, abs=1e-9)
     p, _, _ = lasso_problem(5)
     x = np.ones(5) * 0.3
-    gaps = [abs(th.F_value(p, x, lam) - p.value(x)) for lam in (10.0, 100.0, 1000.0)]
+    gaps = [abs(env.F_value(p, x, lam) - p.value(x)) for lam in (10.0, 100.0, 1000.0)]
     assert gaps[0] > gaps[1] > gaps[2] and gaps[2] * 1000 == pytest.approx(gaps[1] * 100, rel=0.05)
 
 
@@ -138,7 +139,7 @@ def test_perfect_personalization_for_lam0_identity_quadratic():
     p = p.__class__(p.kind, p.M, p.b, p.client_ptr, l1=tau, name="lam0 l1")
     target = soft(c, tau / lam0)                       # argmin lam0/2 ||x - c||^2 + tau ||x||_1
     for w in (np.zeros(3), np.array([5.0, -3.0, 2.0])):
-        assert np.allclose(th.prox_point(p, 0, w, lam0), target, atol=1e-14)
+        assert np.allclose(env.prox_point(p, 0, w, lam0), target, atol=1e-14)
 
 
 @given(seed=st.integers(0, 10 ** 6), gamma=st.floats(1e-3, 10), tau=st.floats(1e-3, 5))
@@ -179,7 +180,7 @@ def _paper_printed_rhs(v, p, R, K, b):
     gamma_F = 24 * d["gamma_G"] ** 2 + 12 * d["B"] ** 2 * d["gamma_H"] ** 2 / lam ** 2
     sigma_F2 = (12 * d["sigma_G"] ** 2 / b + 12 * d["B"] ** 2 * d["sigma_H"] ** 2 / (b * lam ** 2)
                 + 1 * d["sigma_G"] ** 2 * d["sigma_H"] ** 2 / (b * b * lam ** 2))
-    Delta = th.F_value(p, np.zeros(p.dim), lam) - d["F_star"]
+    Delta = env.F_value(p, np.zeros(p.dim), lam) - d["F_star"]
     return (4 * Delta / (eta * K * R) + 1600 * eta ** 2 * K ** 2 * (gamma_F ** 2 + 4 * sigma_F2)
             + 8 * d["L_F"] * eta * (d["q_S"] * gamma_F ** 2 + sigma_F2) + 16 * d["r"] * d["sigma_G"] ** 2)
 
@@ -234,7 +235,7 @@ def test_theorem_1_measures_the_registered_algorithm():
             Y = rt["local"]
             assert Y.shape == (2, K + 1, p.dim) and np.array_equal(Y[:, 0], np.repeat(rt.x[None], 2, 0))
             for k in range(K):
-                g = th.F_grad(p, Y[:, k].mean(0), lam)
+                g = env.F_grad(p, Y[:, k].mean(0), lam)
                 g2.append(g @ g)
         assert v.details["measurement"]["values"][s] == pytest.approx(np.mean(g2), rel=1e-10)
         pts = np.concatenate([np.concatenate(rt["local"]) for rt in res.trace]
@@ -247,7 +248,7 @@ def test_theorem_1_measures_the_registered_algorithm():
 def test_F_grad_points_matches_F_grad():
     p, _, _ = lasso_problem(9)
     X = np.random.default_rng(1).normal(size=(7, 5)) * 2
-    assert np.allclose(th.F_grad_points(p, X, 25.0), [th.F_grad(p, x, 25.0) for x in X], rtol=1e-12, atol=1e-12)
+    assert np.allclose(env.F_grad_points(p, X, 25.0), [env.F_grad(p, x, 25.0) for x in X], rtol=1e-12, atol=1e-12)
 
 
 def test_theorem_1_not_applicable_outside_its_setting():
@@ -264,14 +265,14 @@ def test_theorem_1_not_applicable_outside_its_setting():
 def test_lemma_1_constant_bounds_the_measured_lipschitz_constant():
     p, _, _ = lasso_problem(7)
     lam = 30.0
-    Fs, xF = th.F_star(p, lam)
+    Fs, xF = env.F_star(p, lam)
     c = th.lemma_constants(p, lam, xF, 2.0)
     rng = np.random.default_rng(0)
     worst = 0.0
     for _ in range(200):
         x, y = xF + rng.normal(size=5), xF + rng.normal(size=5)
         for i in range(p.n_clients):
-            worst = max(worst, np.linalg.norm(th.fbe_grad(p, i, x, lam) - th.fbe_grad(p, i, y, lam)) / np.linalg.norm(x - y))
+            worst = max(worst, np.linalg.norm(env.fbe_grad(p, i, x, lam) - env.fbe_grad(p, i, y, lam)) / np.linalg.norm(x - y))
     assert worst <= c["L_F"]
 
 
@@ -282,7 +283,7 @@ def test_personalization_shift_bound(seed, lam):
     x = np.random.default_rng(seed).normal(size=5)
     for i in range(p.n_clients):
         g = p.client_grad(i, x)
-        shift = np.abs(th.prox_point(p, i, x, lam) - x)
+        shift = np.abs(env.prox_point(p, i, x, lam) - x)
         assert np.all(shift <= (np.abs(g) + p.l1) / lam * (1 + 1e-12) + 1e-15)
 
 

@@ -5,7 +5,7 @@ import pytest
 import fedtheory as ft
 import validation
 from fedtheory.theory import CASES, SPECS, case
-from fedtheory.theory.pfedfbe import fbe_grad
+from fedtheory.theory.pfedfbe_envelope import fbe_grad
 from fedtheory.theory.pfedfbe_lemmas import second_moment, split_bound
 
 THEOREM = "pfedfbe.theorem_1"

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 
 from fedtheory.plotting import (BOUND_STYLES, bound_style, bound_vs_T, curve_groups, filter_table,  # noqa: E402
                                 rate_plot, results_figure)
-from fedtheory.reporting.verification import MAX_PIXELS, ratios_figure, save_figure  # noqa: E402
+from fedtheory.plotting import MAX_PIXELS  # noqa: E402
+from fedtheory.reporting.verify_report import ratios_figure, save_figure  # noqa: E402
 
 ROUNDS = np.array([0, 1, 2, 3])
 

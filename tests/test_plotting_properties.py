@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fedtheory.plotting.axes import _tick_values  # noqa: E402
 from fedtheory.plotting import (MAX_DECADES, bound_vs_T, log_ticks, rate_plot,  # noqa: E402
                                 results_figure, value_ticks)
-from fedtheory.reporting.verification import ratios_figure  # noqa: E402
+from fedtheory.reporting.verify_report import ratios_figure  # noqa: E402
 
 #: Decades a log axis may show: MAX_DECADES plus the margins of log_limits (5 % on each side).
 MAX_SHOWN = MAX_DECADES * 1.1 + 0.5

@@ -17,7 +17,8 @@ import pytest
 
 import fedtheory as ft
 import problems
-from fedtheory.reporting.config import ConfigError, load, run_id
+from fedtheory.reporting.config import ConfigError, load
+from fedtheory.reporting.results import run_id
 from fedtheory.exceptions import DeclarationError, InvalidParameterError
 from fedtheory.reporting.sweep import sweep
 

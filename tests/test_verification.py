@@ -135,7 +135,7 @@ def test_rows_name_the_quantity_mark_vacuous_bounds_and_show_no_spread_for_one_s
                {"printed": True, "corrected": True})
     assert list(df.quantity) == ["f(x^T) - f*"] * 2 and list(df.kind) == ["conforming"] * 2
     assert df.verdict[0] == "holds (vacuous: bound > 1e3 x measured)" and df.verdict[1] == "holds"
-    from fedtheory.reporting.verification import format_table
+    from fedtheory.reporting.verify_report import format_table
     lines = format_table(df).splitlines()
     assert "nan" not in lines[2] and "0.1" in lines[3]
 
@@ -228,7 +228,8 @@ def test_a_rate_study_draws_no_bound_of_a_variant_that_is_not_applicable(tmp_pat
     """FedSpeed's rate figure drew "bound: corrected" as an ordinary line while its row said NOT
     APPLICABLE (H2 fails): such a variant is left out of the figure, and its title says why."""
     from fedtheory.theory.verdicts import is_not_applicable
-    from fedtheory.reporting.verification import run_cases, write_report
+    from fedtheory.reporting.verification import run_cases
+    from fedtheory.reporting.verify_report import write_report
     df, studies = run_cases(True, ["fedspeed.theorem_4_4"])
     rates = df[df.kind == "rate"]
     na = set(rates.variant[rates.verdict.map(is_not_applicable)])

@@ -74,7 +74,22 @@ def _experiments(quick):
 
 def build(problem_args, data_dir=None, dataset=None):
     """The DeepProblem of an experiment's problem arguments (``dataset`` overrides the data set, e.g.
-    "digits" for an offline smoke run; the model is sized from the data)."""
+    "digits" for an offline smoke run; the model is sized from the data).
+
+    Parameters
+    ----------
+    problem_args : dict
+        The image problem's arguments.
+    data_dir : str, optional
+        Where the data are.
+    dataset : str, optional
+        Another data set than the configuration's.
+
+    Returns
+    -------
+    DeepProblem
+        The problem.
+    """
     import numpy as np
     import problems
     from fedtheory.backends.torch import models
@@ -101,12 +116,37 @@ def build(problem_args, data_dir=None, dataset=None):
 
 
 def run_experiment(name, quick=False, device=None, seed=0, out=OUT, data_dir=None, dataset=None, log=print):
-    """Run one experiment; return the results directory (resumable: finished runs are skipped)."""
+    """Run one experiment; return the results directory (resumable: finished runs are skipped).
+
+    Parameters
+    ----------
+    name : str
+        The experiment.
+    quick : bool, default False
+        The quick settings.
+    device : str, optional
+        The torch device.
+    seed : int, default 0
+        The runs' seed.
+    out : Path
+        The results directory.
+    data_dir : str, optional
+        Where the data are.
+    dataset : str, optional
+        Another data set.
+    log : callable, default print
+        Where progress goes.
+
+    Returns
+    -------
+    pathlib.Path
+        The results store's directory.
+    """
     import fedtheory as ft
     from fedtheory.reporting.results import ResultsStore
     from fedtheory.runs.schedules import round_decay
     from fedtheory.reporting.points import history_frame
-    from fedtheory.reporting.config import run_id
+    from fedtheory.reporting.results import run_id
     problem_args, runs = _experiments(quick)[name]
     store = ResultsStore(Path(out) / name)
     done = store.finished()
@@ -136,6 +176,18 @@ def run_experiment(name, quick=False, device=None, seed=0, out=OUT, data_dir=Non
 
 
 def main(argv=None):
+    """Run the experiments named on the command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (an experiment or ``all``, ``--quick``, ``--device``, ...; default ``sys.argv``).
+
+    Returns
+    -------
+    int
+        The exit status (0).
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiment", choices=["all", "fedspeed_cifar10", "fedsps_lenet_mnist", "feddeper_cnn_mnist"])
     ap.add_argument("--quick", action="store_true", help="20 clients, 2000 samples, 3 rounds (a smoke run on CPU)")

@@ -14,7 +14,20 @@ import numpy as np
 
 
 def markdown(df, digits=3):
-    """A pipe table (no extra dependency)."""
+    """A pipe table (no extra dependency).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    digits : int, default 3
+        Significant digits of floats.
+
+    Returns
+    -------
+    str
+        A Markdown pipe table.
+    """
     def fmt(v):
         if isinstance(v, (float, np.floating)):
             return "nan" if np.isnan(v) else f"{v:.{digits}g}"
@@ -29,6 +42,24 @@ def run_experiments(experiments, default_out, description, argv=None, shown=None
     """Run ``experiments`` from the command line ``argv``; return {name: table}.
 
     ``shown(name, df)`` may return the table to print and write as Markdown (default: ``df``).
+
+    Parameters
+    ----------
+    experiments : dict
+        ``{name: function(quick) -> DataFrame}``.
+    default_out : Path
+        The results directory by default.
+    description : str
+        The command's description.
+    argv : list of str, optional
+        The command line.
+    shown : list of str, optional
+        The columns printed.
+
+    Returns
+    -------
+    dict
+        The tables written, by experiment name.
     """
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and seeds")

@@ -21,6 +21,22 @@ from validation.fedspeed_experiments import hetero_logistic
 
 
 def hetero_quadratic(n=10, d=5, seed=3, het=1.0):
+    """Heterogeneous quadratic with distinct Hessians (L = 1, mu = 0.3), the experiments' default problem.
+
+    Parameters
+    ----------
+    n, d : int
+        Clients and dimension.
+    seed : int
+        Seed of the construction.
+    het : float
+        The heterogeneity at the optimum.
+
+    Returns
+    -------
+    FederatedProblem
+        ``problems.quadratic(n, d, L=1.0, mu=0.3, heterogeneity=het, seed=seed, hessian="distinct")``.
+    """
     return problems.quadratic(n, d, L=1.0, mu=0.3, heterogeneity=het, seed=seed, hessian="distinct")
 
 
@@ -33,7 +49,18 @@ def _grad_norm_at_limit(p, name, K, lr, rounds, **kw):
 # ------------------------------------------------------------------------- E3 --
 def e3_fixed_point_bias(quick):
     """Deterministic, full participation, heterogeneous Hessians: ||grad f(x_inf)|| of FedDeper vs rho K
-    (lambda in {0.5, 1}) against FedAvg, FedProx(mu=1) and SCAFFOLD; equal Hessians as control."""
+    (lambda in {0.5, 1}) against FedAvg, FedProx(mu=1) and SCAFFOLD; equal Hessians as control.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     K, lr = 10, 0.005            # a = eta K beta = 0.05 (docs/papers/feddeper.md, C15)
     rounds = 3000 if quick else 8000
     rows = []
@@ -54,7 +81,24 @@ def e3_fixed_point_bias(quick):
 
 # ------------------------------------------------------------------------- E4 --
 def h0(rho, lam, K, eta=1.0):
-    """Effective step at zero curvature: h0 = eta [(S0 - rho S1) - c (1-lam) K / lam] / (1 + c) (docs/papers/feddeper.md, run E4)."""
+    """Effective step at zero curvature: h0 = eta [(S0 - rho S1) - c (1-lam) K / lam] / (1 + c) (docs/papers/feddeper.md, run E4).
+
+    Parameters
+    ----------
+    rho : float
+        The FedDeper coupling.
+    lam : float
+        lambda.
+    K : int
+        Local steps.
+    eta : float, default 1
+        The local step size.
+
+    Returns
+    -------
+    float
+        h0.
+    """
     k = np.arange(K)
     w = (1 - rho) ** (K - 1 - k)
     S0, S1 = w.sum(), (k * w).sum()
@@ -64,7 +108,24 @@ def h0(rho, lam, K, eta=1.0):
 
 def h_moving(rho, lam, K, eta=1.0):
     """Steady-state round step when the model moves (identical clients, zero curvature): with
-    e = v_0 - x stationary, Delta x = -eta g [(S0 - rho S1) - c (1-lam) K/lam] / (1 - c (1-lam)/lam)."""
+    e = v_0 - x stationary, Delta x = -eta g [(S0 - rho S1) - c (1-lam) K/lam] / (1 - c (1-lam)/lam).
+
+    Parameters
+    ----------
+    rho : float
+        The FedDeper coupling.
+    lam : float
+        lambda.
+    K : int
+        Local steps.
+    eta : float, default 1
+        The local step size.
+
+    Returns
+    -------
+    float
+        The steady-state round step.
+    """
     k = np.arange(K)
     w = (1 - rho) ** (K - 1 - k)
     S0, S1 = w.sum(), (k * w).sum()
@@ -75,7 +136,18 @@ def h_moving(rho, lam, K, eta=1.0):
 def e4_effective_step(quick):
     """Mean round displacement of FedDeper on a nearly flat problem (identical clients, curvature 1e-6)
     in steady state, against the h0 of docs/papers/feddeper.md, run E4 (derived at a fixed point with Delta x = 0) and against
-    the moving steady state derived here (h_moving); FedAvg's is eta K."""
+    the moving steady state derived here (h_moving); FedAvg's is eta K.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     d, n = 3, 4
     Q = np.eye(d) * 1e-6
     p = problems.explicit_quadratic(Q, np.tile([1.0, -2.0, 0.5], (n, 1)))
@@ -95,7 +167,22 @@ def e4_effective_step(quick):
 
 # ------------------------------------------------------------------------- E5 --
 def rho_crit(p_frac, lam, K):
-    """Linearised instability threshold: c (1 - p lam) > p lam with c = 1 - (1-rho)^K (docs/papers/feddeper.md, run E5)."""
+    """Linearised instability threshold: c (1 - p lam) > p lam with c = 1 - (1-rho)^K (docs/papers/feddeper.md, run E5).
+
+    Parameters
+    ----------
+    p_frac : float
+        The participation fraction p.
+    lam : float
+        lambda.
+    K : int
+        Local steps.
+
+    Returns
+    -------
+    float
+        The threshold (inf when none).
+    """
     r = p_frac * lam / (1 - p_frac * lam) if p_frac * lam < 1 else math.inf
     if not r < 1:
         return math.inf
@@ -104,7 +191,18 @@ def rho_crit(p_frac, lam, K):
 
 def e5_instability(quick):
     """Partial participation with stale v: runs at 0.5x, 1x and 3x the linearised threshold rho_crit
-    (n = 20, K = 10, near-zero curvature) for p in {0.1, 0.5}, lambda in {0.5, 1}."""
+    (n = 20, K = 10, near-zero curvature) for p in {0.1, 0.5}, lambda in {0.5, 1}.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     n, K = 20, 10
     p = problems.quadratic(n, 3, L=0.01, mu=0.005, heterogeneity=0.01, seed=4, hessian="distinct")
     rounds = 600 if quick else 2000
@@ -128,7 +226,18 @@ def e5_instability(quick):
 def e7_comparison(quick):
     """Heterogeneous logistic regression (20 clients), K = 10, eta_l = 0.1/L, minibatch 10:
     FedAvg, FedProx (mu = 1), SCAFFOLD, FedDeper (lambda = 0.5, rho in {0.005, 0.03}) and FedDeper*,
-    S in {2, 10, 20}; final F - F* and ||grad F||^2 (3 seeds)."""
+    S in {2, 10, 20}; final F - F* and ||grad F||^2 (3 seeds).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = hetero_logistic()
     gt = validation.ground_truth(p)
     L = validation.constants(p, gt).L_max
@@ -155,7 +264,18 @@ def e7_comparison(quick):
 # ------------------------------------------------------------------------- E2 --
 def e2_drift_vs_K(quick):
     """Remark 1(ii) / Fig. 1: final F - F* at a fixed budget K T = 2000 local steps, full participation,
-    exact gradients, for K in {1, 2, 5, 10, 20, 50, 100}: i.i.d. vs label-skewed logistic regression."""
+    exact gradients, for K in {1, 2, 5, 10, 20, 50, 100}: i.i.d. vs label-skewed logistic regression.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     budget = 1000 if quick else 2000
     for split in ("iid", "shards"):
@@ -174,7 +294,18 @@ def e2_drift_vs_K(quick):
 # ------------------------------------------------------------------------- E6 --
 def e6_theorem1_grid(quick):
     """Theorem 1 on a noisy equal-Hessian quadratic: (n, S) in {(10, 5), (10, 10), (100, 5), (100, 10)},
-    K in {2, 5, 10}, a = a_cap and a_cap/4, rho in {0, eta beta}; LHS vs RHS printed and corrected."""
+    K in {2, 5, 10}, a = a_cap and a_cap/4, rho in {0, eta beta}; LHS vs RHS printed and corrected.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     T = 100 if quick else 400
     seeds = 2 if quick else 10
@@ -200,7 +331,18 @@ def e6_theorem1_grid(quick):
 # ------------------------------------------------------------------------- E8 --
 def e8_theorem2(quick):
     """Theorem 2, full participation, lambda in {0.5, 1}, strongly convex quadratics: the personalized
-    LHS against the corrected bound (1/mu^2) and the paper's step (1/beta^2)."""
+    LHS against the corrected bound (1/mu^2) and the paper's step (1/beta^2).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     for mu in (0.5, 0.05):
         p = problems.quadratic(6, 3, L=1.0, mu=mu, heterogeneity=1.0, seed=1, hessian="distinct")
@@ -219,7 +361,18 @@ def e8_theorem2(quick):
 def e9_sweeps(quick):
     """Fig. 3-style sweeps on heterogeneous logistic regression (20 clients, S = 10, K = 10, 300 rounds):
     final F - F* over rho (lambda = 0.5) and over lambda (rho = 0.003), and the best rho against
-    c(lambda)/K (E3) and eta_l (the paper's heuristic)."""
+    c(lambda)/K (E3) and eta_l (the paper's heuristic).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = hetero_logistic()
     gt = validation.ground_truth(p)
     L = validation.constants(p, gt).L_max
@@ -252,6 +405,18 @@ def _shown(name, df):
 
 
 def main(argv=None):
+    """The command line of this module: run its experiments and write their tables.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``--quick``, ``--out DIR``, ...; default ``sys.argv``).
+
+    Returns
+    -------
+    dict
+        The tables written, by experiment name.
+    """
     return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "feddeper",
                            __doc__.splitlines()[0], argv, shown=_shown)
 

@@ -29,13 +29,49 @@ S_NOISE = 0.45
 
 
 def spec_quadratic(n, het, s, seed=1):
-    """F_i = 1/2 (x - c_i)^T A (x - c_i), c_i ~ het N(0, I) (docs/papers/fedspeed.md, §4.6), noise N(0, s^2 I)."""
+    """F_i = 1/2 (x - c_i)^T A (x - c_i), c_i ~ het N(0, I) (docs/papers/fedspeed.md, §4.6), noise N(0, s^2 I).
+
+    Parameters
+    ----------
+    n : int
+        Clients.
+    het : float
+        The spread of the centres.
+    s : float
+        The noise.
+    seed : int, default 1
+        Seed of the construction.
+
+    Returns
+    -------
+    tuple
+        ``(FederatedProblem, centres)``.
+    """
     C = np.random.default_rng(seed).normal(size=(n, 5)) * het
     return problems.explicit_quadratic(A_SPEC, C @ A_SPEC, noise=s), C
 
 
 def hetero_logistic(n=20, d=20, m=60, l2=1e-3, seed=0):
-    """Heterogeneous logistic regression: a feature shift and a label-prior shift per client."""
+    """Heterogeneous logistic regression: a feature shift and a label-prior shift per client.
+
+    Parameters
+    ----------
+    n : int, default 20
+        Clients.
+    d : int, default 20
+        Features.
+    m : int, default 60
+        Rows per client.
+    l2 : float, default 0.001
+        Ridge weight.
+    seed : int, default 0
+        Seed of the data.
+
+    Returns
+    -------
+    FederatedProblem
+        The logistic problem.
+    """
     rng = np.random.default_rng(seed)
     w_true = rng.normal(size=d)
     A, y = [], []
@@ -57,7 +93,18 @@ def _grad_norm(p, x):
 # ----------------------------------------------------------------------------- E3 --
 def e3_no_drift(quick):
     """Deterministic, S = n: FedSpeed(alpha=0) converges exactly for every K; FedAvg/FedProx/FedCM
-    stall at a drift floor; SCAFFOLD and FedDyn converge exactly."""
+    stall at a drift floor; SCAFFOLD and FedDyn converge exactly.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = hetero_logistic()
     gt = validation.ground_truth(p)
     L = validation.constants(p, gt).L_max
@@ -89,7 +136,18 @@ def e3_no_drift(quick):
 def e4_perturbation_bias(quick):
     """Deterministic, S = n, distinct Hessians: the limit is x_pred of P14 (raw rho), O(alpha rho)
     away from x*; zero with a shared Hessian; the SAM normalisation leaves an error that does
-    not shrink."""
+    not shrink.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     for hess in ("distinct", "shared"):
         p = problems.quadratic(10, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=3, hessian=hess)
@@ -113,7 +171,18 @@ def e4_perturbation_bias(quick):
 # ----------------------------------------------------------------------------- E5 --
 def e5_server_rule(quick):
     """Exact gradients, n = 20, S < n: Alg. 1 line 16 ("alg1") keeps an error floor growing with
-    lambda, vanishing at S = n; the released code's server ("dyn") converges."""
+    lambda, vanishing at S = n; the released code's server ("dyn") converges.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = problems.quadratic(20, 5, L=1.0, mu=0.2, heterogeneity=1.0, seed=5, hessian="distinct")
     xs = p.info["x_star"]
     rounds = 800 if quick else 3000
@@ -141,7 +210,18 @@ CASES = {  # name: (n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, x0_shift)
 
 
 def e6_theorem_audit(quick):
-    """Theorem 4.4 on the cases C1-C5 of docs/papers/fedspeed.md, §4.6: LHS vs the printed, derived and corrected RHS."""
+    """Theorem 4.4 on the cases C1-C5 of docs/papers/fedspeed.md, §4.6: LHS vs the printed, derived and corrected RHS.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     for name, (n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift) in CASES.items():
         if quick:
@@ -169,7 +249,18 @@ def e6_theorem_audit(quick):
 # ----------------------------------------------------------------------------- E7 --
 def e7_noise_floor(quick):
     """Stationary E||grad F(z^t)||^2 vs K (eta_l = lam/K), vs n, and the heuristic
-    lam S2 s^2 tr(A) / (2 n) (the variance the proof drops)."""
+    lam S2 s^2 tr(A) / (2 n) (the variance the proof drops).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     from fedtheory.theory import mean_stderr
     lam = 0.05
     T, burn, seeds = (1000, 400, 4) if quick else (1500, 500, 20)
@@ -193,7 +284,18 @@ def e7_noise_floor(quick):
 
 # ----------------------------------------------------------------------------- E8 --
 def e8_corollary(quick):
-    """K = 2T, eta_l = lam/K, rho = 0.1/sqrt(T): the measured LHS and the three bounds vs T."""
+    """K = 2T, eta_l = lam/K, rho = 0.1/sqrt(T): the measured LHS and the three bounds vs T.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p, C = spec_quadratic(10, 1.0, S_NOISE)
     lam, alpha = 0.05, 0.5
     rows = []
@@ -216,7 +318,18 @@ def e8_corollary(quick):
 
 # ----------------------------------------------------------------------------- E9 --
 def e9_fixed_budget(quick):
-    """K T = const local steps per client: final F - F* for each method as K grows."""
+    """K T = const local steps per client: final F - F* for each method as K grows.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = hetero_logistic()
     gt = validation.ground_truth(p)
     L = validation.constants(p, gt).L_max
@@ -243,6 +356,18 @@ EXPERIMENTS = {"e3_no_drift": e3_no_drift, "e4_perturbation_bias": e4_perturbati
 
 
 def main(argv=None):
+    """The command line of this module: run its experiments and write their tables.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``--quick``, ``--out DIR``, ...; default ``sys.argv``).
+
+    Returns
+    -------
+    dict
+        The tables written, by experiment name.
+    """
     return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "fedspeed", __doc__.splitlines()[0], argv)
 
 

@@ -31,7 +31,22 @@ EPS_AMS = (1e-8, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 
 def load(name, data_dir=None, seed=0):
-    """(train problem over 100 i.i.d. clients, X_test, y_test)."""
+    """(train problem over 100 i.i.d. clients, X_test, y_test).
+
+    Parameters
+    ----------
+    name : str
+        A LIBSVM data set.
+    data_dir : str, optional
+        Where the data are.
+    seed : int, default 0
+        Seed of the partition.
+
+    Returns
+    -------
+    tuple
+        ``(problem, X_test, y_test)``.
+    """
     X, y = problems.load_libsvm(name, data_dir=data_dir)
     if name == "a9a":
         Xt, yt = problems.load_libsvm("a9a.t", data_dir=data_dir)
@@ -46,6 +61,18 @@ def load(name, data_dir=None, seed=0):
 
 
 def digits_noniid(seed=0):
+    """Non-i.i.d. logistic regression on scikit-learn's digits: 50 clients of 2-class shards, labels digit < 5.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the split and the partition.
+
+    Returns
+    -------
+    tuple
+        ``(problem, X_test, y_test)``.
+    """
     from sklearn.datasets import load_digits
     X, c = load_digits(return_X_y=True)
     X = np.hstack([X / 16.0, np.ones((X.shape[0], 1))])          # pixels in [0, 1] and a bias feature
@@ -59,6 +86,22 @@ def digits_noniid(seed=0):
 
 
 def accuracy(X, y, x):
+    """Test accuracy of a linear classifier.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, d)
+        Test rows.
+    y : ndarray of shape (m,)
+        Labels in {-1, +1}.
+    x : ndarray of shape (d,)
+        The model.
+
+    Returns
+    -------
+    float
+        The fraction of rows whose sign of X x is their label.
+    """
     z = X @ x
     return float(np.mean(np.where(z >= 0, 1.0, -1.0) == y))
 
@@ -69,7 +112,32 @@ def _run(p, name, rounds, seed, eval_every, B, S, K=5, **kw):
 
 
 def tune(p, name, grid, rounds, B, S, K=5, seed=0):
-    """Best grid point by the mean training loss over the last 10% of rounds (diverged runs lose)."""
+    """Best grid point by the mean training loss over the last 10% of rounds (diverged runs lose).
+
+    Parameters
+    ----------
+    p : FederatedProblem
+        The problem.
+    name : str
+        The algorithm.
+    grid : list of dict
+        The hyperparameters tried.
+    rounds : int
+        Rounds of each run.
+    B : int
+        Minibatch size.
+    S : int
+        Clients per round.
+    K : int, default 5
+        Local steps.
+    seed : int, default 0
+        The run's seed.
+
+    Returns
+    -------
+    tuple
+        ``(best grid point, its loss)``.
+    """
     best, best_loss = None, np.inf
     for kw in grid:
         res = _run(p, name, rounds, seed, max(1, rounds // 20), B, S, K, **kw)
@@ -83,6 +151,34 @@ def tune(p, name, grid, rounds, B, S, K=5, seed=0):
 
 
 def curves(p, Xt, yt, label, name, kw, rounds, seeds, B, S, K=5, every=10):
+    """Training loss, test accuracy and the step-size statistics at every evaluated round, per seed.
+
+    Parameters
+    ----------
+    p : FederatedProblem
+        The training problem.
+    Xt, yt : ndarray
+        The test rows and labels.
+    label : str
+        The method's label in the table.
+    name : str
+        The algorithm.
+    kw : dict
+        Its hyperparameters.
+    rounds, seeds : int
+        Rounds of a run, and seeds.
+    B, S : int
+        Minibatch size and clients per round.
+    K : int
+        Local steps.
+    every : int
+        Evaluate every this many rounds.
+
+    Returns
+    -------
+    list of dict
+        One row per seed and evaluated round.
+    """
     rows = []
     for s in range(seeds):
         res = _run(p, name, rounds, s, every, B, S, K, **kw)
@@ -99,7 +195,22 @@ def curves(p, Xt, yt, label, name, kw, rounds, seeds, B, S, K=5, every=10):
 
 
 def libsvm_experiment(name, quick, data_dir=None):
-    """FedSPS, FedSPS-Global, FedDecSPS vs tuned FedAvg and FedAMS (docs/papers/fedsps.md, §6, Fig. 3(b), Fig. 9)."""
+    """FedSPS, FedSPS-Global, FedDecSPS vs tuned FedAvg and FedAMS (docs/papers/fedsps.md, §6, Fig. 3(b), Fig. 9).
+
+    Parameters
+    ----------
+    name : str
+        A LIBSVM data set.
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+    data_dir : str, optional
+        Where the data are.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p, Xt, yt = load(name, data_dir)
     rounds = 150 if quick else 500
     seeds = 1 if quick else 3
@@ -123,7 +234,20 @@ def libsvm_experiment(name, quick, data_dir=None):
 
 def sensitivity(quick, data_dir=None):
     """FedSPS on a9a: c in {0.01 ... 40} at gamma_b = 1 and gamma_b in {0.1 ... 10} at c = 0.5
-    (docs/papers/fedsps.md, run E4, run E5): final loss and the fraction of steps at the cap."""
+    (docs/papers/fedsps.md, run E4, run E5): final loss and the fraction of steps at the cap.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+    data_dir : str, optional
+        Where the data are.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p, Xt, yt = load("a9a", data_dir)
     rounds = 100 if quick else 300
     rows = []
@@ -144,7 +268,18 @@ def sensitivity(quick, data_dir=None):
 
 def digits_experiment(quick):
     """Non-i.i.d. (2-class shards) MNIST-style setting on digits: FedSPS, FedDecSPS vs tuned FedAvg,
-    FedAdam and MIME (docs/papers/fedsps.md, run E8, Fig. 3(c))."""
+    FedAdam and MIME (docs/papers/fedsps.md, run E8, Fig. 3(c)).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p, Xt, yt = digits_noniid()
     rounds = 150 if quick else 500
     seeds = 1 if quick else 3
@@ -170,7 +305,20 @@ def optima(datasets, data_dir=None):
     plot the suboptimality F - F*. Without ridge, logistic data may have no minimiser
     (``attained`` False): then F* is the certified infimum (``validation.infimum``; linearly
     separable, inf F = 0; quasi-separable, the minimum over the rows that no direction of recession
-    separates, ``rows_removed`` the others)."""
+    separates, ``rows_removed`` the others).
+
+    Parameters
+    ----------
+    datasets : list of str
+        The data sets.
+    data_dir : str, optional
+        Where the data are.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per problem.
+    """
     from fedtheory.truth import infimum
     rows = []
     built = [(n, load(n, data_dir)[0]) for n in datasets] + [("digits non-iid", digits_noniid()[0])]
@@ -188,7 +336,20 @@ def long_horizon(quick, seed=0):
     participation, tau = 5, minibatch 5; c = c0 = 0.5, gamma_b = 1), suboptimality F(x) - F* against
     the certified F*. FedSPS stalls at its neighbourhood; FedDecSPS's steps decay like 1/sqrt(t)
     and pass it later. Returns (curves, crossover): ``crossover`` the first evaluated round from
-    which FedDecSPS's seed-mean suboptimality stays below FedSPS's (NaN: not within the horizon)."""
+    which FedDecSPS's seed-mean suboptimality stays below FedSPS's (NaN: not within the horizon).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+    seed : int, default 0
+        Seed of the data.
+
+    Returns
+    -------
+    tuple
+        ``(table, crossover round)``.
+    """
     import validation
     rng = np.random.default_rng(seed)
     n, m, d = 10, 200, 10
@@ -231,6 +392,18 @@ def _write_long_horizon(out, quick):
 
 
 def summary(df):
+    """The last 10% of rounds of every method, averaged.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The curves (:func:`curves` rows) of every data set.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per data set and method: final loss, test accuracy and step-size statistics.
+    """
     last = df[df["round"] >= 0.9 * df["round"].max()]
     g = last.groupby(["dataset", "method"], sort=False)
     fin = df[df["round"] == df["round"].max()].groupby(["dataset", "method"], sort=False)
@@ -242,6 +415,18 @@ def summary(df):
 
 
 def main(argv=None):
+    """The command line of this module: run its experiments and write their tables.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``--quick``, ``--out DIR``, ...; default ``sys.argv``).
+
+    Returns
+    -------
+    dict
+        The tables written, by name.
+    """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "fedsps"))

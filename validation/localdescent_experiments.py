@@ -17,6 +17,7 @@ import fedtheory as ft
 import problems
 import validation
 from fedtheory.theory import localdescent as ld
+from fedtheory.theory import localdescent_pl as ldp
 from fedtheory.theory import localdescent_quantities as ldq
 from fedtheory.theory import localdescent_nonconvex as ldn
 from fedtheory.runs.topology import mixing_matrix, zeta
@@ -24,6 +25,24 @@ from validation.experiments import run_experiments
 
 
 def shared_quadratic(n=8, d=6, seed=6, noise=0.0, weights=None):
+    """Shared-minimiser quadratic with distinct Hessians (L = 1, mu = 0.25): bounded gradient diversity.
+
+    Parameters
+    ----------
+    n, d : int
+        Clients and dimension.
+    seed : int
+        Seed of the construction.
+    noise : float
+        Additive gradient noise.
+    weights : array, optional
+        Client weights.
+
+    Returns
+    -------
+    FederatedProblem
+        The quadratic.
+    """
     return problems.quadratic(n, d, L=1.0, mu=0.25, shared_minimizer=True, hessian="distinct", seed=seed,
                               noise=noise, weights=weights)
 
@@ -52,7 +71,18 @@ def _checked(gap, bound, f0, **fields):
 
 def e1_lfgd_validity(quick):
     """Theorem 4.1 on a shared-minimiser quadratic: mean gap <= (1 - mu eta)^{rE} f0 at every round,
-    eta from (46) and (43); a negative control far above the conditions, and eta = 1/L (outside them)."""
+    eta from (46) and (43); a negative control far above the conditions, and eta = 1/L (outside them).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = shared_quadratic()
     lam = ldq.diversity_sup(p)
     L, mu = ldq.pl_constants(p)
@@ -84,7 +114,18 @@ def e1_lfgd_validity(quick):
 # ------------------------------------------------------------------------------- 2 --
 def e2_distinct_minimizers(quick):
     """Distinct minimisers: lambda_sup = inf (theorems not applicable); local GD plateaus at
-    f(x_E) - f* with x_E of identity #11, 0 at E = 1, growing with eta and E."""
+    f(x_E) - f* with x_E of identity #11, 0 at E = 1, growing with eta and E.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = problems.quadratic(8, 6, L=1.0, mu=0.25, heterogeneity=1.0, seed=6, hessian="distinct")
     v = validation.verify("localdescent.theorem_4_1", p, rounds=2)
     Q = np.array([p.client_data(i)[0] for i in range(8)])
@@ -110,7 +151,18 @@ def _spiked_family(n, s):
 
 def e3_admissible_eta(quick):
     """Largest eta for which the Theorem 4.1 rate bound holds empirically (full participation,
-    60 rounds) vs eta_max of (43) and (46), as lambda and E vary."""
+    60 rounds) vs eta_max of (43) and (46), as lambda and E vary.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     n = 8
     rows = []
     for s in ((0.05, 0.1) if quick else (0.02, 0.05, 0.1)):
@@ -139,7 +191,18 @@ def e3_admissible_eta(quick):
 # ------------------------------------------------------------------------------- 4 --
 def e4_rounds_per_efold(quick):
     """Guaranteed rounds per e-fold 1/(mu eta_max(E) E) under (43) and (46), and the measured
-    rounds per e-fold of the gap at eta_43 (full participation)."""
+    rounds per e-fold of the gap at eta_43 (full participation).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = shared_quadratic()
     lam = ldq.diversity_sup(p)
     L, mu = ldq.pl_constants(p)
@@ -162,7 +225,18 @@ def e4_rounds_per_efold(quick):
 # ------------------------------------------------------------------------------- 5 --
 def e5_lfsgd_pl(quick):
     """Theorem 4.2: (a) validity with alpha from the Lemma B.6 check; (b) the counterexample;
-    (c) S T E[f - f*] with independent vs shared duplicates; (d) E = c T^(2/3)/S^(1/3)."""
+    (c) S T E[f - f*] with independent vs shared duplicates; (d) E = c T^(2/3)/S^(1/3).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     p = shared_quadratic(n=8, d=5, seed=9, noise=0.3)
     x0 = np.full(5, 2.0)
@@ -172,7 +246,7 @@ def e5_lfsgd_pl(quick):
                               seeds=seeds, x0=x0)
         rows.append(dict(part="a validity", S=S, E=E, T=1200, alpha=v.details["alpha"], measured=v.measured,
                          bound=v.bound, ratio=v.ratio, applicable=v.applicable, holds=v.holds))
-    c = ld.counterexample_4_2()
+    c = ldp.counterexample_4_2()
     v = validation.verify("localdescent.theorem_4_2", c, rounds=5, local_steps=10, alpha=0.1, clients_per_round=2,
                           seeds=1, x0=2 * np.ones(3), variant="printed")
     rows.append(dict(part="b counterexample (stated conditions)", S=2, E=10, T=50, alpha=0.1, measured=v.measured,
@@ -198,7 +272,18 @@ def e5_lfsgd_pl(quick):
 # ------------------------------------------------------------------------------- 6 --
 def e6_lfsgd_nonconvex(quick):
     """Theorem 4.4: eta = sqrt(S/T)/L; (24) vs measured; linear speed-up S = 2 vs 8; E sweep and
-    lambda_traj; condition (23) with lambda_sup and lambda_traj."""
+    lambda_traj; condition (23) with lambda_sup and lambda_traj.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = shared_quadratic(n=8, d=5, seed=13, noise=0.3)
     L, _ = ldq.pl_constants(p)
     lam = ldq.diversity_sup(p)
@@ -245,7 +330,18 @@ def _consensus(p, W, T, E, eta, seeds, x0):
 
 def e7_topology(quick):
     """NFSGD ring vs complete graph: consensus error vs Lemma D.2, average gradient norm, the
-    noise inflation (1 + z^2)/(1 - z^2) and the admissible-E factor (1 - zeta)."""
+    noise inflation (1 + z^2)/(1 - z^2) and the admissible-E factor (1 - zeta).
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     rows = []
     T = 400 if quick else 2000
     for n in ((8, 16) if quick else (8, 16, 32)):
@@ -269,7 +365,18 @@ def e7_topology(quick):
 
 # ------------------------------------------------------------------------------- 8 --
 def e8_duplicates(quick):
-    """One-step noise variance of LFD with duplicates as replicas vs shared: ratio 1 + (S-1) sum q^2."""
+    """One-step noise variance of LFD with duplicates as replicas vs shared: ratio 1 + (S-1) sum q^2.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     n, d = 8, 3
     p = problems.quadratic(n, d, L=1.0, mu=1.0, shared_minimizer=True, seed=0, noise=1.0)
     xs = p.info["x_star"]
@@ -290,7 +397,18 @@ def e8_duplicates(quick):
 def e9_nonuniform_q(quick):
     """Non-uniform q: NFSGD with a q-reversible (Metropolis-Hastings) W converges to argmin sum q_j f_j;
     plain gossip with the symmetric ring W (NumPy, the library rejects it) converges to the
-    uniform-weight minimiser instead."""
+    uniform-weight minimiser instead.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     q = np.random.default_rng(0).dirichlet(np.ones(8))
     p = problems.quadratic(8, 3, L=1.0, mu=0.3, heterogeneity=1.0, seed=2, weights=q)
     sched = lambda t: 0.5 / (1 + t / 50)  # noqa: E731
@@ -313,7 +431,18 @@ def e9_nonuniform_q(quick):
 # ------------------------------------------------------------------------------ 10 --
 def e10_logistic(quick):
     """l2-logistic regression with generic labels (breast cancer, 8 clients): sup Lambda = inf (the
-    theorems do not apply), lambda_traj along LFGD runs, and the plateau growing with E."""
+    theorems do not apply), lambda_traj along LFGD runs, and the plateau growing with E.
+
+    Parameters
+    ----------
+    quick : bool
+        The quick settings (fewer rounds, seeds and points).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per setting measured.
+    """
     p = problems.breast_cancer(n_clients=8, l2=1e-2)
     gt = validation.ground_truth(p)
     L, mu = ldq.pl_constants(p)
@@ -340,6 +469,18 @@ EXPERIMENTS = {"e1_lfgd_validity": e1_lfgd_validity, "e2_distinct_minimizers": e
 
 
 def main(argv=None):
+    """The command line of this module: run its experiments and write their tables.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``--quick``, ``--out DIR``, ...; default ``sys.argv``).
+
+    Returns
+    -------
+    dict
+        The tables written, by experiment name.
+    """
     return run_experiments(EXPERIMENTS, Path(__file__).parent / "results" / "localdescent", __doc__.splitlines()[0], argv)
 
 

@@ -30,6 +30,30 @@ PAPER = dict(lr=5e-4, local_steps=20, clients_per_round=10, batch_size=50)
 
 
 def one(p, label, name, kw, rounds, seed, every):
+    """One run of a method on a lasso setting: objective and support recovery at every evaluated round.
+
+    Parameters
+    ----------
+    p : FederatedProblem
+        The lasso problem (its ``info`` holds the clients' true signals).
+    label : str
+        The method's label in the table.
+    name : str
+        The algorithm.
+    kw : dict
+        Its hyperparameters.
+    rounds : int
+        Rounds.
+    seed : int
+        The run's seed.
+    every : int
+        Evaluate every this many rounds.
+
+    Returns
+    -------
+    tuple
+        ``(rows, RunResult)``.
+    """
     res = ft.run(p, name, rounds=rounds, seed=seed, eval_every=every, record_iterates=True, **PAPER, **kw)
     W = p.info["w_clients"]
     rows = []
@@ -47,6 +71,18 @@ def one(p, label, name, kw, rounds, seed, every):
 
 
 def main(argv=None):
+    """The command line of this module: run its experiments and write their tables.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``--quick``, ``--out DIR``; default ``sys.argv``).
+
+    Returns
+    -------
+    dict
+        The tables written, by name.
+    """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pfedfbe"))

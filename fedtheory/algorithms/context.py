@@ -16,7 +16,24 @@ _EMPTY3 = np.zeros((0, 0, 0))
 
 
 def averaged_step(x, weights, Y, server_lr):
-    """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x)."""
+    """Server step of the FedAvg family: x + eta_g sum_i omega_i (y_i - x).
+
+    Parameters
+    ----------
+    x : ndarray of shape (d,)
+        The server model.
+    weights : ndarray of shape (S,)
+        The aggregation weights omega_i.
+    Y : ndarray of shape (S, d)
+        The clients' models.
+    server_lr : float
+        eta_g.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        The new server model.
+    """
     return x + server_lr * (weights @ Y - weights.sum() * x)
 
 
@@ -28,6 +45,23 @@ def _rows(a):
 
 class RoundContext:
     """What one round of local work needs: sampled clients, their randomness, step sizes.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    rnd : int
+        The round's index (0-based), kept as ``round``.
+    clients, weights, idx, noise, lrs : array
+        As the attributes of the same names.
+    u : float, default 0
+        The round's uniform coin.
+    rng : numpy.random.Generator, optional
+        The run's auxiliary stream.
+    weight_decay : float, default 0
+        The run's decoupled weight decay.
+    clip_norm : float, optional
+        The run's clipping threshold.
 
     Attributes
     ----------

@@ -26,7 +26,26 @@ Messages = namedtuple("DittoMessages", "y v")
 
 
 def local(pk, rd, hp, st, rng):
-    """y <- prox_{eta h}(y - eta g(y)) from x^t; v_i <- prox_{eta h}(v_i - eta (g(v_i) + lam_d (v_i - x^t)))."""
+    """y <- prox_{eta h}(y - eta g(y)) from x^t; v_i <- prox_{eta h}(v_i - eta (g(v_i) + lam_d (v_i - x^t))).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     x = ops.row(st.x)
     Y, _, bad = ops.local_prox_sgd(pk, rd, x, ops.empty2(), 0.0, False, 0.0)            # global: FedMiD
     V, _, bad2 = ops.local_prox_sgd(pk, rd, st.v[rd.clients], x, hp.lam_d, False, 0.0)  # personal
@@ -34,7 +53,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + sum_i omega_i (y_i - x^t); v_i <- v_i^+ for the participants (in place)."""
+    """x^{t+1} = x^t + sum_i omega_i (y_i - x^t); v_i <- v_i^+ for the participants (in place).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     v = st.v
     ops.set_rows(v, rd.clients, m.v)                   # v[S] = m.v (in place)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v)

@@ -28,14 +28,52 @@ Messages = namedtuple("FedAdamMessages", "y")
 
 
 def local(pk, rd, hp, st, rng):
-    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg."""
+    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
     return Messages(Y), bad
 
 
 def server(pk, rd, hp, st, m):
-    """m <- b1 m + (1-b1) D, v <- b2 v + (1-b2) D^2, x <- x + eta_g m / (sqrt(v) + tau) (r = steps + 1)."""
+    """m <- b1 m + (1-b1) D, v <- b2 v + (1-b2) D^2, x <- x + eta_g m / (sqrt(v) + tau) (r = steps + 1).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     x, mm, v, _, r = ops.adaptive_step(st.x, rd.weights, m.y, st.m, st.v, st.v, st.steps, hp.server_lr, hp.beta1,
                                        hp.beta2, hp.tau, hp.bias_correction, False)
     return State(x, mm, v, r)
@@ -115,6 +153,30 @@ def adaptive_server_step(state, ctx, messages, lr, beta1, beta2, eps, bias_corre
     m <- b1 m + (1 - b1) Delta;  v <- b2 v + (1 - b2) Delta^2;  s = v, or vhat <- max(vhat, v) with
     ``amsgrad``;  x <- x + lr/(1 - b1^r) m / (sqrt(s/(1 - b2^r)) + eps) with bias correction (r the
     server steps so far, from 1), x <- x + lr m / (sqrt(s) + eps) without. FedAdam and FedAMS.
+
+    Parameters
+    ----------
+    state : dict
+        The server state (tensors).
+    ctx : TorchRoundContext
+        The round.
+    messages : dict
+        The participants' messages.
+    lr : float
+        The server step size.
+    beta1, beta2 : float
+        The moment decays.
+    eps : float
+        The denominator's offset.
+    bias_correction : bool
+        Whether the moments are bias-corrected.
+    amsgrad : bool, default False
+        The running maximum of the second moment (FedAMS).
+
+    Returns
+    -------
+    dict
+        The state after the round.
     """
     D = ctx.weights @ (messages["y"] - state["x"])
     m = beta1 * state["m"] + (1 - beta1) * D

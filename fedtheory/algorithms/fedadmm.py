@@ -34,7 +34,26 @@ Messages = namedtuple("FedADMMMessages", "dual xhat")
 
 
 def local(pk, rd, hp, st, rng):
-    """x <- x - eta_k (g(x) + y_i + rho (x - x^t)) from x^t; y_i += rho (x_K - x^t); xhat_i = x_K + y_i / rho."""
+    """x <- x - eta_k (g(x) + y_i + rho (x - x^t)) from x^t; y_i += rho (x_K - x^t); xhat_i = x_K + y_i / rho.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     x = st.x
     y_old = st.dual[rd.clients]
     X, bad = ops.local_sgd(pk, rd, ops.row(x), ops.row(x), 1.0, hp.rho, y_old)     # g + y_i + rho (x - x^t)
@@ -43,7 +62,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + eta_g sum_S w_i (xhat_i^new - xhat_i^old); stored duals and xhat_i updated in place."""
+    """x^{t+1} = x^t + eta_g sum_S w_i (xhat_i^new - xhat_i^old); stored duals and xhat_i updated in place.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     c = rd.clients
     dual, xhat = st.dual, st.xhat
     delta = m.xhat - xhat[c]

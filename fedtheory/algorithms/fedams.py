@@ -27,14 +27,52 @@ Messages = namedtuple("FedAMSMessages", "y")
 
 
 def local(pk, rd, hp, st, rng):
-    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg."""
+    """Every participant runs K local SGD steps from y_{i,0} = x^t (Y: their y_{i,K}), as FedAvg.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, ops.empty2())
     return Messages(Y), bad
 
 
 def server(pk, rd, hp, st, m):
-    """AMSGrad on D: vhat <- max(vhat, v), x <- x + eta/(1-b1^r) m / (sqrt(vhat/(1-b2^r)) + eps), r = steps + 1."""
+    """AMSGrad on D: vhat <- max(vhat, v), x <- x + eta/(1-b1^r) m / (sqrt(vhat/(1-b2^r)) + eps), r = steps + 1.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     x, mm, v, vhat, r = ops.adaptive_step(st.x, rd.weights, m.y, st.m, st.v, st.vhat, st.steps, hp.server_lr,
                                           hp.beta1, hp.beta2, hp.eps, hp.bias_correction, True)
     return State(x, mm, v, vhat, r)

@@ -26,7 +26,26 @@ Messages = namedtuple("FedCMMessages", "y")
 
 
 def local(pk, rd, hp, st, rng):
-    """y <- y - eta_k (a g(y) + (1 - a) Delta^t) from y_0 = x^t."""
+    """y <- y - eta_k (a g(y) + (1 - a) Delta^t) from y_0 = x^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     corr = np.empty((rd.S, st.x.shape[0]))
     corr[:] = (1.0 - hp.alpha) * st.momentum            # the correction (1 - a) Delta^t of every participant
     x = ops.row(st.x)
@@ -35,7 +54,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """D = sum_S omega_i Delta_i; x^{t+1} = x^t + eta_g D; Delta^{t+1} = -D / sum_k eta_k."""
+    """D = sum_S omega_i Delta_i; x^{t+1} = x^t + eta_g D; Delta^{t+1} = -D / sum_k eta_k.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     D = rd.weights @ (m.y - st.x)
     return State(st.x + hp.server_lr * D, -D / rd.lrs.sum())
 

@@ -37,7 +37,26 @@ Messages = namedtuple("FedDeperMessages", "y v")
 
 
 def local(pk, rd, hp, st, rng):
-    """From y_0 = x^t, v_0 = v_i, K times: y <- y - eta g(y) - rho (v + y - 2 x^t), v <- v - eta g(v)."""
+    """From y_0 = x^t, v_0 = v_i, K times: y <- y - eta g(y) - rho (v + y - 2 x^t), v <- v - eta g(v).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     idx_v, noise_v = rd.idx, rd.noise
     if hp.minibatch == INDEPENDENT:
         idx_v, noise_v = ops.independent_stream(pk, rd, rng)
@@ -51,7 +70,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """v_i <- (1 - lambda) v_{i,K} + lambda y_{i,K} (eq. 6, in place); x^{t+1} = x^t + sum_S omega_i (y_{i,K} - x^t)."""
+    """v_i <- (1 - lambda) v_{i,K} + lambda y_{i,K} (eq. 6, in place); x^{t+1} = x^t + sum_S omega_i (y_{i,K} - x^t).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     v = st.v
     ops.set_rows(v, rd.clients, (1 - hp.mix) * m.v + hp.mix * m.y)
     seen = st.seen

@@ -29,13 +29,51 @@ Messages = namedtuple("FedDualAvgMessages", "z")
 
 
 def local(pk, rd, hp, st, rng):
-    """x_{i,k} = prox_{eta~_{t,k} h}(z_{i,k}), z_{i,k+1} = z_{i,k} - eta_k g(x_{i,k}), from z_{i,0} = z^t."""
+    """x_{i,k} = prox_{eta~_{t,k} h}(z_{i,k}), z_{i,k+1} = z_{i,k} - eta_k g(x_{i,k}), from z_{i,0} = z^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     _, Z, bad = ops.local_prox_sgd(pk, rd, ops.row(st.z), ops.empty2(), 0.0, True, st.acc)
     return Messages(Z), bad
 
 
 def server(pk, rd, hp, st, m):
-    """z^{t+1} = z^t + eta_g sum_i omega_i (z_{i,K} - z^t); eta~ += eta_g sum_k eta_k; x^{t+1} = prox_{eta~ h}(z^{t+1})."""
+    """z^{t+1} = z^t + eta_g sum_i omega_i (z_{i,K} - z^t); eta~ += eta_g sum_k eta_k; x^{t+1} = prox_{eta~ h}(z^{t+1}).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     z = ops.averaged_step(st.z, rd.weights, m.z, hp.server_lr)
     acc = st.acc + hp.server_lr * float(ops.numpy_sum(rd.lrs))
     return State(ops.prox(pk, z, acc), z, acc)

@@ -31,7 +31,26 @@ Messages = namedtuple("FedDynMessages", "y grad_i")
 
 
 def local(pk, rd, hp, st, rng):
-    """y <- y - eta_k (g(y) - grad_i + a (y - x^t)) from x^t, then grad_i^+ = grad_i - a (y_K - x^t)."""
+    """y <- y - eta_k (g(y) - grad_i + a (y - x^t)) from x^t, then grad_i^+ = grad_i - a (y_K - x^t).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     gi_old = st.grad_i[rd.clients]
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, hp.alpha, -gi_old)        # g - grad_i + a (y - x)
@@ -39,7 +58,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """h -= a sum_S w_i Delta_i; x = x^t + sum_S omega_i Delta_i - h / a; grad_i updated in place."""
+    """h -= a sum_S w_i Delta_i; x = x^t + sum_S omega_i Delta_i - h / a; grad_i updated in place.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     x, a, Y = st.x, hp.alpha, m.y
     grad_i = st.grad_i
     ops.set_rows(grad_i, rd.clients, m.grad_i)

@@ -28,13 +28,51 @@ SERVER_PROX = ("none", "eta_g*eta_l", "eta_g*eta_l*K")     # hp.server_prox: the
 
 
 def local(pk, rd, hp, st, rng):
-    """x_{i,k+1} = prox_{eta_k h}(x_{i,k} - eta_k g(x_{i,k})) from x_{i,0} = x^t."""
+    """x_{i,k+1} = prox_{eta_k h}(x_{i,k} - eta_k g(x_{i,k})) from x_{i,0} = x^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     Y, _, bad = ops.local_prox_sgd(pk, rd, ops.row(st.x), ops.empty2(), 0.0, False, 0.0)
     return Messages(Y), bad
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + eta_g sum_i omega_i (x_{i,K} - x^t), then prox_{c h} with c = eta_g mean_k eta_k (times K)."""
+    """x^{t+1} = x^t + eta_g sum_i omega_i (x_{i,K} - x^t), then prox_{c h} with c = eta_g mean_k eta_k (times K).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     x = ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr)
     if hp.server_prox != 0:
         c = hp.server_lr * (ops.numpy_sum(rd.lrs) / rd.K) * (rd.K if hp.server_prox == 2 else 1)

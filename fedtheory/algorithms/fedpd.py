@@ -41,7 +41,26 @@ Messages = namedtuple("FedPDMessages", "y")
 
 def local(pk, rd, hp, st, rng):
     """x <- x - eta_k (g(x) + lambda_i + (x - x_{0,i}) / eta) from x_{0,i} (one shared anchor after a sync),
-    or from the client's last local solution (start "previous")."""
+    or from the client's last local solution (start "previous").
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     lam = st.dual[rd.clients]
     if hp.start == PREVIOUS:             # the released code: from x_{i,K} of the round before
         X = st.last[rd.clients]
@@ -60,7 +79,26 @@ def local(pk, rd, hp, st, rng):
 
 def server(pk, rd, hp, st, m):
     """lambda_i += (x_i - x_{0,i}) / eta; x_{0,i} = x_i + eta lambda_i; x = sum_i w_i x_{0,i}; u >= p: x_{0,i} = x
-    (start "previous": the x_i kept as the next round's starts)."""
+    (start "previous": the x_i kept as the next round's starts).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     c, Y = rd.clients, m.y
     dual, anchor, last = st.dual, st.anchor, st.last
     if hp.start == PREVIOUS:
@@ -75,7 +113,28 @@ def server(pk, rd, hp, st, m):
 
 
 def comm(pk, rd, hp, st, n_participants, down, up):
-    """(down, up) d-vectors: (1, 1) per client in a communicating round, none in a silent one."""
+    """(down, up) d-vectors: (1, 1) per client in a communicating round, none in a silent one.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays.
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state after the round.
+    n_participants : int
+        The distinct participants.
+    down, up : int
+        The d-vectors sent each way per participant.
+
+    Returns
+    -------
+    tuple of int
+        ``(vectors down, vectors up)`` of the round.
+    """
     c = n_participants if rd.u >= hp.p else 0
     return c * down, c * up
 

@@ -23,14 +23,52 @@ Messages = namedtuple("FedProxMessages", "y")
 
 
 def local(pk, rd, hp, st, rng):
-    """K steps y <- y - eta_k (g(y) + mu (y - x^t)) from y_{i,0} = x^t, anchored at x^t."""
+    """K steps y <- y - eta_k (g(y) + mu (y - x^t)) from y_{i,0} = x^t, anchored at x^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, hp.mu, ops.empty2())
     return Messages(Y), bad
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + eta_g sum_i omega_i Delta_i (the FedAvg server)."""
+    """x^{t+1} = x^t + eta_g sum_i omega_i Delta_i (the FedAvg server).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr))
 
 

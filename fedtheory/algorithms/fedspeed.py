@@ -72,7 +72,26 @@ Messages = namedtuple("FedSpeedMessages", "y ghat")
 
 
 def local(pk, rd, hp, st, rng):
-    """x_{i,k+1} = x_{i,k} - eta_k (gt - ghat_i + (x_{i,k} - x^t)/lam); ghat_i^+ = ghat_i - (x_{i,K} - x^t)/lam."""
+    """x_{i,k+1} = x_{i,k} - eta_k (gt - ghat_i + (x_{i,k} - x^t)/lam); ghat_i^+ = ghat_i - (x_{i,K} - x^t)/lam.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     ghat_old = st.ghat[rd.clients]
     x = ops.row(st.x)
     Y, bad = ops.local_sam(pk, rd, x, x, 1.0 / hp.lam, -ghat_old, hp.alpha, hp.rho, hp.perturbation == SAM,
@@ -83,7 +102,26 @@ def local(pk, rd, hp, st, rng):
 
 def server(pk, rd, hp, st, m):
     """x^{t+1} = sum_S omega_i (x_{i,K} - lam ghat_i) ("alg1") or sum_S omega_i x_{i,K} - lam sum_n w_i ghat_i ("dyn");
-    z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t; ghat updated in place."""
+    z^{t+1} = x^{t+1} + lam (2 - 1/gamma) gbar^t; ghat updated in place.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     n = pk.w.shape[0]
     flag = st.partial_warning
     if hp.server == ALG1 and flag[0] == 0 and (rd.S < n or np.unique(rd.clients).shape[0] < n):

@@ -32,7 +32,26 @@ Messages = namedtuple("FedSPSMessages", "y gammas capped state last_val last_gg"
 
 def local(pk, rd, hp, st, rng):
     """tau steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/(c ||g_t^i||^2), cap} (cap: gamma_b,
-    or 2^{|B|/m_i} gamma_{t-1}^i smoothed), from x^r; the memory gamma_{t-1}^i reset to 1 if asked."""
+    or 2^{|B|/m_i} gamma_{t-1}^i smoothed), from x^r; the memory gamma_{t-1}^i reset to 1 if asked.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     if hp.reset_each_round:
         st.state[rd.clients] = 1.0
     mem = st.state[rd.clients]
@@ -42,7 +61,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' memory kept."""
+    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' memory kept.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
                                                    st.steps_total, st.capped_total)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), st.ell, mem, last, steps, capped)

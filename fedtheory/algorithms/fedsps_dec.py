@@ -27,7 +27,26 @@ Messages = namedtuple("FedDecSPSMessages", "y gammas capped state last_val last_
 
 def local(pk, rd, hp, st, rng):
     """tau steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/||g_t^i||^2, P_i} / c_t,
-    c_t = c_0 sqrt(t + 1), then P_i <- c_t gamma_t^i (P_i: the client's memory)."""
+    c_t = c_0 sqrt(t + 1), then P_i <- c_t gamma_t^i (P_i: the client's memory).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     mem = st.state[rd.clients]
     Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_DEC, 1.0, hp.gamma_b, st.ell[rd.clients], hp.c0,
                                          hp.c_round, 0.0, np.ones(rd.S), mem, hp.eps)
@@ -35,7 +54,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' P_i kept."""
+    """x^{r+1} = x^r + sum_i omega_i (x_i - x^r) (the mean of the local models); the clients' P_i kept.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
                                                    st.steps_total, st.capped_total)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), st.ell, mem, last, steps, capped)

@@ -41,7 +41,26 @@ AGGREGATIONS = {"a": 0, "b": 1, "c": 2}
 
 def local(pk, rd, hp, st, rng):
     """tau steps x <- x - gamma_r g_t^i with the round's global step gamma_r, from x^r; for (c) also g_i at
-    x_{r tau + tau - 1}^i."""
+    x_{r tau + tau - 1}^i.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     mem = st.state[rd.clients]
     Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_FIXED, hp.c, hp.gamma_b, st.ell[rd.clients], 0.0, False,
                                          st.gamma, np.ones(rd.S), mem, hp.eps)
@@ -55,7 +74,26 @@ def local(pk, rd, hp, st, rng):
 def server(pk, rd, hp, st, m):
     """x^{r+1} = x^r + sum_i omega_i (x_i - x^r); gamma_{r+1}: (a) sum_i w_i min{(F_i - ell_i^*)/(c ||g_i||^2), gamma_b},
     (b) min{sum_i w_i (F_i - ell_i^*) / (c sum_i w_i ||g_i||^2), gamma_b}, (c) the same over ||sum_i w_i g_i||^2
-    (w_i = omega_i / sum_j omega_j)."""
+    (w_i = omega_i / sum_j omega_j).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
                                                    st.steps_total, st.capped_total)
     x = ops.averaged_step(st.x, rd.weights, m.y, 1.0)

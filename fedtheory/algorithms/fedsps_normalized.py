@@ -31,7 +31,26 @@ Messages = namedtuple("FedSPSNormalizedMessages", "y gammas capped state last_va
 
 
 def local(pk, rd, hp, st, rng):
-    """tau FedSPS steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/(c ||g_t^i||^2), gamma_b}."""
+    """tau FedSPS steps x <- x - gamma_t^i g_t^i, gamma_t^i = min{(F_i - ell_i^*)/(c ||g_t^i||^2), gamma_b}.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     mem = st.state[rd.clients]
     Y, G, C, lv, lg, bad = ops.local_sps(pk, rd, st.x, MODE_SPS, hp.c, hp.gamma_b, st.ell[rd.clients], 0.0, False,
                                          0.0, np.ones(rd.S), mem, hp.eps)
@@ -39,7 +58,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{r+1} = x^r + sum_i (omega_i/nu_i) (x_i - x^r) / sum_i (omega_i/nu_i), nu_i = sum_k gamma_{r tau+k}^i."""
+    """x^{r+1} = x^r + sum_i (omega_i/nu_i) (x_i - x^r) / sum_i (omega_i/nu_i), nu_i = sum_k gamma_{r tau+k}^i.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     mem, last, steps, capped = ops.sps_bookkeeping(st.state, rd.clients, m.state, m.gammas, m.capped,
                                                    st.steps_total, st.capped_total)
     nu = ops.sps_normalized_nu(m.gammas, rd.K, hp.nu_literal)

@@ -38,7 +38,26 @@ Messages = namedtuple("MimeMessages", "y gx")
 
 
 def local(pk, rd, hp, st, rng):
-    """Gx_i = grad f_i(x); y <- y - eta_k ((1-b) g + b s), g = g(y;B) (MimeLite) or g(y;B) - g(x;B) + c (Mime)."""
+    """Gx_i = grad f_i(x); y <- y - eta_k ((1-b) g + b s), g = g(y;B) (MimeLite) or g(y;B) - g(x;B) + c (Mime).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     b = hp.beta
     Gx = ops.full_grads(pk, rd, st.x)
     if hp.variant == MIME:
@@ -51,14 +70,48 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x <- x + sum_S omega_i (y_i - x);  s <- (1-b) gbar + b s, gbar = sum_S omega_i grad f_i(x) / sum omega."""
+    """x <- x + sum_S omega_i (y_i - x);  s <- (1-b) gbar + b s, gbar = sum_S omega_i grad f_i(x) / sum omega.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     w = rd.weights
     gbar = w @ m.gx / ops.participant_total(w)
     return State(st.x + w @ (m.y - st.x), (1 - hp.beta) * gbar + hp.beta * st.s)
 
 
 def extra_grads(pk, rd, hp):
-    """The exact client gradients at x: one oracle call and m_i per-sample gradients per participant."""
+    """The exact client gradients at x: one oracle call and m_i per-sample gradients per participant.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays.
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+
+    Returns
+    -------
+    tuple of int
+        ``(oracle calls, per-sample gradients)`` beyond the local steps.
+    """
     return rd.S, pk.sizes[rd.clients].sum()
 
 

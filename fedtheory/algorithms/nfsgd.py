@@ -33,20 +33,79 @@ _Params = namedtuple("NFSGDParams", "topology er_p graph_seed")
 
 
 def local(pk, rd, hp, st, rng):
-    """y_{j,s+1} = y_{j,s} - eta_{t+s} d_j(y_{j,s}) from each client's own model y_{j,0} = x_j."""
+    """y_{j,s+1} = y_{j,s} - eta_{t+s} d_j(y_{j,s}) from each client's own model y_{j,0} = x_j.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     X0 = st.X[rd.clients]
     Y, bad = ops.local_sgd(pk, rd, X0, X0, 1.0, 0.0, ops.empty2())
     return Messages(Y), bad
 
 
 def server(pk, rd, hp, st, m):
-    """Gossip x_j <- sum_i W_ji y_{i,E}; the reported model xbar = sum_j q_j x_j."""
+    """Gossip x_j <- sum_i W_ji y_{i,E}; the reported model xbar = sum_j q_j x_j.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     X = st.W @ m.y
     return State(rd.cw @ X, X, st.W, st.zeta, st.messages)      # full participation: rd.cw holds every q_j
 
 
 def comm(pk, rd, hp, st, n_participants, down, up):
-    """(down, up): one model message per directed edge of the graph, each way."""
+    """(down, up): one model message per directed edge of the graph, each way.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays.
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state after the round.
+    n_participants : int
+        The distinct participants.
+    down, up : int
+        The d-vectors sent each way per participant.
+
+    Returns
+    -------
+    tuple of int
+        ``(vectors down, vectors up)`` of the round.
+    """
     return st.messages, st.messages
 
 

@@ -39,7 +39,26 @@ HVP_INDEPENDENT, HVP_SAME = 0, 1          # hp.hvp_batch: "independent", "same"
 
 def local(pk, rd, hp, st, rng):
     """x <- x - eta_k (lam R - H(x; B_H) R), R = x - prox_{h/lam}(x - g(x; B_g)/lam) (eq. 9), from x^t;
-    B_H drawn from the auxiliary stream when independent minibatches are asked for."""
+    B_H drawn from the auxiliary stream when independent minibatches are asked for.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     idx_h = rd.idx
     if hp.hvp != HVP_NONE and hp.hvp_batch == HVP_INDEPENDENT and rd.idx.shape[2] > 0:
         idx_h, _ = ops.independent_stream(pk, rd, rng)
@@ -48,12 +67,44 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t)."""
+    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0))
 
 
 def soft(u, t):
-    """Soft thresholding, the prox of t ||.||_1."""
+    """Soft thresholding, the prox of t ||.||_1.
+
+    Parameters
+    ----------
+    u : ndarray
+        The point.
+    t : float
+        The threshold.
+
+    Returns
+    -------
+    ndarray
+        sign(u) max(|u| - t, 0).
+    """
     return np.sign(u) * np.maximum(np.abs(u) - t, 0.0)
 
 

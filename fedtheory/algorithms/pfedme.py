@@ -28,13 +28,51 @@ Messages = namedtuple("PFedMeMessages", "w theta")
 
 def local(pk, rd, hp, st, rng):
     """theta <- prox_{eta_p h}(theta - eta_p (g(theta) + lam_p (theta - w) + mu theta)) (inner times),
-    then w <- w - eta_k lam_p (w - theta), from w = theta = x^t."""
+    then w <- w - eta_k lam_p (w - theta), from w = theta = x^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     W, Th, bad = ops.local_pfedme(pk, rd, st.x, hp.lam_p, hp.eta_p, hp.inner, hp.weight_decay)
     return Messages(W, Th), bad
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = (1 - beta) x^t + beta (x^t + sum_i omega_i (w_i - x^t)); theta_i <- theta_i^+ (in place)."""
+    """x^{t+1} = (1 - beta) x^t + beta (x^t + sum_i omega_i (w_i - x^t)); theta_i <- theta_i^+ (in place).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     th = st.theta
     ops.set_rows(th, rd.clients, m.theta)
     x = st.x

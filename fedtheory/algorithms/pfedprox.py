@@ -25,7 +25,26 @@ Messages = namedtuple("PFedProxMessages", "y")
 
 
 def local(pk, rd, hp, st, rng):
-    """x_{i,k+1} = prox_{eta h}(x_{i,k} - eta (g(x_{i,k}) + mu (x_{i,k} - x^t))) from x_{i,0} = x^t."""
+    """x_{i,k+1} = prox_{eta h}(x_{i,k} - eta (g(x_{i,k}) + mu (x_{i,k} - x^t))) from x_{i,0} = x^t.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     X0 = np.empty((rd.S, st.x.shape[0]))            # one start row per participant, as local_round passes
     for s in range(rd.S):
         X0[s] = st.x
@@ -34,7 +53,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t); personal_i <- x_{i,K} for the participants (in place)."""
+    """x^{t+1} = x^t + sum_i omega_i (x_{i,K} - x^t); personal_i <- x_{i,K} for the participants (in place).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     per = st.personal
     ops.set_rows(per, rd.clients, m.y)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), per)

@@ -30,7 +30,26 @@ Messages = namedtuple("ScaffoldMessages", "y dc")
 
 
 def local(pk, rd, hp, st, rng):
-    """Local steps with the correction c - c_i, then option II: Delta c_i = -c + (x^t - y_K) / sum_k eta_k."""
+    """Local steps with the correction c - c_i, then option II: Delta c_i = -c + (x^t - y_K) / sum_k eta_k.
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round: participants, weights, minibatch rows, noise, step sizes.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    rng : numpy.random.Generator
+        The algorithm's own coins.
+
+    Returns
+    -------
+    tuple
+        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+    """
     c_old = st.c_i[rd.clients]
     x = ops.row(st.x)
     Y, bad = ops.local_sgd(pk, rd, x, x, 1.0, 0.0, st.c - c_old)         # g - c_i + c
@@ -39,7 +58,26 @@ def local(pk, rd, hp, st, rng):
 
 
 def server(pk, rd, hp, st, m):
-    """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i (in place)."""
+    """x += eta_g sum_i omega_i Delta_i; c += sum_{i in S} w_i Delta c_i; c_i += Delta c_i (in place).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
+    rd : Round
+        The round.
+    hp : Params
+        The algorithm's hyperparameters.
+    st : State
+        The state at the start of the round.
+    m : Messages
+        The participants' messages.
+
+    Returns
+    -------
+    State
+        The state after the round.
+    """
     c_i = st.c_i
     ops.add_rows(c_i, rd.clients, m.dc)                 # c_i[S] += dc
     return State(ops.averaged_step(st.x, rd.weights, m.y, hp.server_lr), st.c + rd.cw @ m.dc, c_i)

@@ -37,7 +37,22 @@ sps = sps_step
 
 
 def lower_bounds(value, problem, name):
-    """Per-client lower bounds ell_i* (scalar broadcast, or an array of length n)."""
+    """Per-client lower bounds ell_i* (scalar broadcast, or an array of length n).
+
+    Parameters
+    ----------
+    value : float, array or str
+        The ``lower_bound`` hyperparameter: a number, one per client, or the name of a rule.
+    problem : FederatedProblem
+        The problem.
+    name : str
+        The algorithm (for the error).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ell_i*.
+    """
     try:
         ell = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -67,6 +82,18 @@ def step_stats(G, C):
     ``step_intra_cv``: mean over clients of std/mean over the client's K steps;
     ``step_inter_cv``: mean over steps of std/mean across clients (Fig. 7 of the paper). Standard
     deviations with NumPy's default ``ddof=0``.
+
+    Parameters
+    ----------
+    G : ndarray of shape (S, K)
+        The round's step sizes.
+    C : ndarray of shape (S, K)
+        Whether each was capped.
+
+    Returns
+    -------
+    dict
+        The statistics by name.
     """
     if G.size == 0:
         return {k: np.nan for k in STAT_COLUMNS}

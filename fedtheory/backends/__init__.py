@@ -17,7 +17,18 @@ layer; torch only inside :mod:`fedtheory.backends.torch`.
 
 
 def require_torch(what="backend='torch'"):
-    """Import and return torch, or raise an ImportError naming the extra to install."""
+    """Import and return torch, or raise an ImportError naming the extra to install.
+
+    Parameters
+    ----------
+    what : str, default "backend='torch'"
+        What needs torch (for the error).
+
+    Returns
+    -------
+    module
+        torch.
+    """
     try:
         import torch
     except ImportError as e:

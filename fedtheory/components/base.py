@@ -39,37 +39,6 @@ def _check_nonneg(owner, pname, v):
     return float(v)
 
 
-def client_weights(weights, n, caller):
-    """The client weights w, normalised to sum 1 (uniform 1/n for None).
-
-    Parameters
-    ----------
-    weights : array of shape (n,) or None
-        Non-negative finite numbers with a positive sum.
-    n : int
-        The number of clients.
-    caller : str
-        The name the error cites.
-
-    Returns
-    -------
-    ndarray of shape (n,)
-        ``weights / sum(weights)``.
-
-    Raises
-    ------
-    DataError
-        For weights of another shape, negative or non-finite entries, or a sum that is not positive.
-    """
-    if weights is None:
-        return np.full(n, 1.0 / n)
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-        raise DataError(f"{caller}: 'weights' must be {n} non-negative finite numbers "
-                        f"with a positive sum; got {weights!r}.")
-    return w / w.sum()
-
-
 class Component:
     """What datafits and regularizers share: a registered name, parameters, a kernel id."""
 
@@ -460,7 +429,18 @@ def _overrides(obj, base, names):
 
 
 def row_norms_sq(M):
-    """Squared Euclidean norm of every row of a dense or CSR matrix."""
+    """Squared Euclidean norm of every row of a dense or CSR matrix.
+
+    Parameters
+    ----------
+    M : ndarray or scipy.sparse.csr_matrix
+        The rows.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        ||a_j||^2 of every row.
+    """
     if sp.issparse(M):
         return np.asarray(M.multiply(M).sum(axis=1)).ravel()
     M = np.asarray(M)
@@ -570,6 +550,11 @@ class MarginDatafit(Datafit):
 def capabilities(problem):
     """What the problem's components declare about the objective F = sum_i w_i f_i + h, asked by
     theorem applicability (never the kind of problem).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
 
     Returns
     -------

@@ -85,17 +85,57 @@ def _get(table, what, name, where):
 
 
 def get_datafit(name, where="FederatedProblem"):
-    """The datafit class registered as ``name`` (an error lists the known names)."""
+    """The datafit class registered as ``name`` (an error lists the known names).
+
+    Parameters
+    ----------
+    name : str
+        A registered datafit.
+    where : str, default "FederatedProblem"
+        The name the error cites.
+
+    Returns
+    -------
+    type
+        The datafit class.
+    """
     return _get(DATAFITS, "datafit", name, where)
 
 
 def get_regularizer(name, where="FederatedProblem"):
-    """The regularizer class registered as ``name`` (an error lists the known names)."""
+    """The regularizer class registered as ``name`` (an error lists the known names).
+
+    Parameters
+    ----------
+    name : str
+        A registered regularizer.
+    where : str, default "FederatedProblem"
+        The name the error cites.
+
+    Returns
+    -------
+    type
+        The regularizer class.
+    """
     return _get(REGULARIZERS, "regularizer", name, where)
 
 
 def make_datafit(spec, l2=0.0, where="FederatedProblem"):
     """A datafit from an instance (returned as is), a registered name or a kernel id (``problem.datafit_id``).
+
+    Parameters
+    ----------
+    spec : Datafit, str or int
+        An instance, a registered name or a kernel id.
+    l2 : float, default 0
+        The ridge weight of a datafit made here.
+    where : str, default "FederatedProblem"
+        The name the error cites.
+
+    Returns
+    -------
+    Datafit
+        The datafit.
 
     Examples
     --------
@@ -123,6 +163,20 @@ def make_regularizer(spec, where="FederatedProblem", **params):
 
     Parameters the class does not take are ignored when None or 0 (the problem's legacy keywords
     ``groups`` and ``mat_shape`` are passed to every name), an error otherwise.
+
+    Parameters
+    ----------
+    spec : Regularizer or str
+        An instance or a registered name.
+    where : str, default "FederatedProblem"
+        The name the error cites.
+    **params
+        The parameters of a regularizer made here.
+
+    Returns
+    -------
+    Regularizer
+        The regularizer.
 
     Examples
     --------
@@ -173,7 +227,20 @@ class _DatafitRows:
 
 def kernel_id(component, data=None):
     """``(id, keep)``: the id the Numba kernels know ``component`` by, and an object the problem must
-    keep alive while it uses the id (None for a component with a native kernel)."""
+    keep alive while it uses the id (None for a component with a native kernel).
+
+    Parameters
+    ----------
+    component : Datafit or Regularizer
+        The component.
+    data : ClientData, optional
+        Its data (a datafit without a native kernel is lent an id with them).
+
+    Returns
+    -------
+    tuple
+        ``(id, keep)``.
+    """
     from .base import Datafit
     if component.native_code() is not None:
         return component.native_code(), None
@@ -185,7 +252,20 @@ def kernel_id(component, data=None):
 
 
 def kernel_fallback(what, code):
-    """The component (a datafit on its data) lent kernel id ``code``; an unknown id is an error."""
+    """The component (a datafit on its data) lent kernel id ``code``; an unknown id is an error.
+
+    Parameters
+    ----------
+    what : {"datafit", "regularizer"}
+        The kind of component.
+    code : int
+        The id lent.
+
+    Returns
+    -------
+    object
+        The component (a datafit with its data).
+    """
     found = _FALLBACKS[what].get(int(code))
     if found is None:
         table = DATAFITS if what == "datafit" else REGULARIZERS

@@ -13,6 +13,13 @@ class GroupL2(Regularizer):
     ...; -1 marks an unpenalized coordinate such as an intercept). Prox: block soft thresholding
     :math:`u_g \max(1 - t/\|u_g\|, 0)` (Numba: ``prox_group``).
 
+    Parameters
+    ----------
+    weight : float, default 0
+        The penalty's weight tau in h = tau h_0 (>= 0).
+    groups : array of int
+        The group id of every coordinate (-1: unpenalized).
+
     Examples
     --------
     >>> import numpy as np

@@ -11,6 +11,11 @@ class L1(Regularizer):
     r""":math:`h_0(x) = \|x\|_1`; prox: soft thresholding :math:`\mathrm{sign}(u)\max(|u| - t, 0)`
     (Numba: ``prox_l1``).
 
+    Parameters
+    ----------
+    weight : float, default 0
+        The penalty's weight tau in h = tau h_0 (>= 0).
+
     Examples
     --------
     >>> import numpy as np

@@ -12,6 +12,11 @@ from .catalog import register_regularizer
 class L2(Regularizer):
     r""":math:`h_0(x) = \frac12\|x\|^2`; prox: :math:`u / (1 + t)` (Numba: ``prox_l2``).
 
+    Parameters
+    ----------
+    weight : float, default 0
+        The penalty's weight tau in h = tau h_0 (>= 0).
+
     Examples
     --------
     >>> import numpy as np

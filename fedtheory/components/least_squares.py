@@ -10,6 +10,11 @@ from .catalog import register_datafit
 class LeastSquares(MarginDatafit):
     r"""Squared residual per sample, :math:`\ell(z, t) = \frac12 (z - t)^2` (Numba: ``least_squares_terms``).
 
+    Parameters
+    ----------
+    l2 : float, default 0
+        Ridge weight inside every client objective, l2/2 ||x||^2 (>= 0).
+
     Examples
     --------
     >>> import numpy as np

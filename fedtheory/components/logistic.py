@@ -15,6 +15,11 @@ class Logistic(MarginDatafit):
     (Numba: ``logistic_terms``). Its curvature :math:`\sigma(z)(1 - \sigma(z)) \le 1/4` vanishes at
     infinity, so the strong convexity constant is the ridge weight l2.
 
+    Parameters
+    ----------
+    l2 : float, default 0
+        Ridge weight inside every client objective, l2/2 ||x||^2 (>= 0).
+
     Examples
     --------
     >>> import numpy as np

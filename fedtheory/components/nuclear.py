@@ -12,6 +12,13 @@ class Nuclear(Regularizer):
     r""":math:`h_0(x) = \sum_k \sigma_k(X)` with X = x.reshape(``shape``) row-major. Prox:
     singular-value thresholding :math:`U \mathrm{diag}(\max(s - t, 0)) V^\top` (Numba: ``prox_nuclear``).
 
+    Parameters
+    ----------
+    weight : float, default 0
+        The penalty's weight tau in h = tau h_0 (>= 0).
+    shape : tuple of int
+        The matrix shape of x (row-major).
+
     Examples
     --------
     >>> import numpy as np

@@ -6,7 +6,8 @@ import numpy as np
 from .._kernels.datafits import KIND_QUADRATIC
 from .._argcheck import Bool, Interval, Options, check_param
 from ..exceptions import DataError
-from .base import Datafit, client_weights
+from .base import Datafit
+from .weights import client_weights
 from .catalog import register_datafit
 
 
@@ -14,6 +15,11 @@ from .catalog import register_datafit
 class Quadratic(Datafit):
     r"""Client i's rows are the d rows of :math:`Q_i` (symmetric) and its targets :math:`c_i`; there are
     no samples, so minibatch rows are ignored (Numba: ``quadratic_rows``).
+
+    Parameters
+    ----------
+    l2 : float, default 0
+        Ridge weight inside every client objective, l2/2 ||x||^2 (>= 0).
 
     Examples
     --------
@@ -132,6 +138,32 @@ def synthetic_quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=
     construction): ``(Q, C, w, info)`` with Q (n, d, d), C (n, d), normalised weights w and ``info``
     holding the exact constants (L, mu, x*, f*, zeta_*^2, sigma^2, L_i, mu_i).
 
+    Parameters
+    ----------
+    n_clients, dim : int
+        Number of clients and dimension.
+    L, mu : float
+        Largest and smallest eigenvalue of the average Hessian.
+    heterogeneity : float
+        The squared gradient dissimilarity at x*.
+    noise : float
+        Std of the additive Gaussian gradient noise per coordinate.
+    seed : int
+        Seed of the construction.
+    hessian : {"shared", "distinct"}
+        Identical or client-specific Hessians.
+    shared_minimizer : bool
+        Whether x* minimises every f_i.
+    weights : array of shape (n,) or None
+        Client weights (uniform for None).
+    caller : str
+        The name the errors cite.
+
+    Returns
+    -------
+    tuple
+        ``(Q, C, w, info)``.
+
     Examples
     --------
     >>> Q, C, w, info = synthetic_quadratic(3, 2, L=2.0, mu=0.5, seed=0)
@@ -205,8 +237,14 @@ def explicit_quadratic_clients(Q, c, noise=0.0, weights=None, caller="explicit_q
 
     Parameters
     ----------
-    Q, c, noise, weights
-        As in :func:`problems.explicit_quadratic`.
+    Q : array (d, d) or (n, d, d)
+        One shared Hessian, or one per client.
+    c : array (n, d)
+        Linear terms, one row per client.
+    noise : float
+        Std of the additive Gaussian gradient noise per coordinate.
+    weights : array of shape (n,) or None
+        Client weights (uniform for None).
     caller : str
         The name the errors cite.
 

@@ -57,7 +57,28 @@ def _torch():
 
 
 def example_problem(datafit, regularizer=None, sparse=False, seed=0, n_clients=3, dim=6):
-    """The problem of a datafit's ``example`` data with a regularizer's ``example`` (None: h = 0)."""
+    """The problem of a datafit's ``example`` data with a regularizer's ``example`` (None: h = 0).
+
+    Parameters
+    ----------
+    datafit : Datafit
+        The datafit (its ``example`` data).
+    regularizer : Regularizer, optional
+        The regularizer (None: h = 0).
+    sparse : bool, default False
+        CSR rows.
+    seed : int, default 0
+        Seed of the data.
+    n_clients : int, default 3
+        Clients.
+    dim : int, default 6
+        Dimension.
+
+    Returns
+    -------
+    FederatedProblem
+        The problem.
+    """
     rng = np.random.default_rng(seed)
     f, A, b = _cls(datafit, get_datafit).example(rng, n_clients, dim, sparse=sparse)
     reg = None

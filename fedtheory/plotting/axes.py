@@ -321,6 +321,7 @@ def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
     Parameters
     ----------
     ax : matplotlib Axes
+        The axes marked.
     x, y : array_like
         The points of one curve.
     lo, hi : float
@@ -328,6 +329,7 @@ def mark_off_axis(ax, x, y, lo, hi, color="black", zorder=3, level=0):
     color : color
         Edge colour of the marks (the curve's).
     zorder : float
+        The marks' drawing order.
     level : int
         0 to 3: shifts the marks a few points sideways, so that curves marked at the same x stay
         apart.
@@ -387,6 +389,7 @@ def off_axis_handles(at_floor, at_top, nonnegative=True):
     Returns
     -------
     list of matplotlib.lines.Line2D
+        The legend handles of the off-axis marks.
 
     Examples
     --------

@@ -14,6 +14,7 @@ def save_figure(fig, path, dpi=150, pdf=False, tight=False, max_pixels=MAX_PIXEL
     Parameters
     ----------
     fig : matplotlib.figure.Figure
+        The figure.
     path : str or pathlib.Path
         Output file; its suffix picks the format (``.png``, ``.pdf``, ``.svg``, ...).
     dpi : float

@@ -3,9 +3,10 @@
 - :mod:`.config`: TOML configurations (a problem, a run, a grid) and the problem factories they name;
   :mod:`.toml_text` the configuration's text for error messages (the line of every key);
 - :mod:`.sweep`: grids of runs in parallel (joblib/loky, or Dask through :mod:`.dask_sweep`), stored run
-  by run and resumable;
+  by run and resumable; :mod:`.points` one point of a sweep (its run, its rows, the sweep's errors);
 - :mod:`.results`: the stored result tables;
-- :mod:`.verification`: ``fedtheory verify``'s report (every theorem's verdict, tables, figures);
+- :mod:`.verification`: ``fedtheory verify``'s checks (every theorem's cases and verdicts), and
+  :mod:`.verify_report` its report (tables, figures, Markdown);
 - :mod:`.errata`: the errata table of the papers' theorems and proof steps;
 - :mod:`.commands`: the command line's commands; :mod:`fedtheory.__main__` parses the arguments and
   calls them.

@@ -350,7 +350,7 @@ def _registered(names):
 
 def _verify(args):
     from ..theory import THEOREMS
-    from .verification import verify_all
+    from .verify_report import verify_all
     from .._argcheck import did_you_mean
     from ..registry import import_hint
     unknown = [t for t in (args.theorem or []) if t not in THEOREMS]
@@ -423,7 +423,7 @@ def _falsify(args):
     if args.out:
         import matplotlib
         matplotlib.use("Agg")
-        from .verification import save_figure
+        from .verify_report import save_figure
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         save_figure(f.figure(), out / "falsify.png")

@@ -38,7 +38,6 @@ found.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import itertools
 import json
@@ -52,6 +51,7 @@ from .._argcheck import did_you_mean
 from .toml_text import (_HEADER, _INT64, _KEY, _big_int, _default_type_error, _describe, _expectation, _flatten, _mentioned,
                         key_lines)
 from .._progress import bar
+from .results import canonical_value
 from ..exceptions import IncompatibleProblemError, InvalidParameterError
 from .. import registry
 from ..registry import algorithms, get_algorithm, import_hint, import_modules
@@ -126,7 +126,20 @@ def _installed_factories():
 
 def factory_call(name, fn):
     """How a factory is called in Python, for ``describe``: ``problems.quadratic``, or the module
-    and name of a registered one (``mypkg.problems.robust_regression``)."""
+    and name of a registered one (``mypkg.problems.robust_regression``).
+
+    Parameters
+    ----------
+    name : str
+        The factory's name.
+    fn : callable
+        The factory.
+
+    Returns
+    -------
+    str
+        The dotted name.
+    """
     if registry.PROBLEMS.get(name) is fn:
         return f"{fn.__module__}.{getattr(fn, '__qualname__', name)}"
     return f"problems.{name}"
@@ -144,6 +157,16 @@ def make_problem(problem_args):
     """Build the problem of a configuration point ``{"factory": ..., **arguments}``.
 
     ``{"name": factory, ...}`` (no ``factory`` key) is accepted as well.
+
+    Parameters
+    ----------
+    problem_args : dict
+        ``{"factory": name, **arguments}``.
+
+    Returns
+    -------
+    FederatedProblem
+        The problem.
     """
     name, args = _split_problem(problem_args)
     table = factories()
@@ -208,7 +231,18 @@ def _run_keys():
 
 
 def run_call(run_args):
-    """``(algorithm, keyword arguments of fedtheory.run, reference wanted)`` of a run point."""
+    """``(algorithm, keyword arguments of fedtheory.run, reference wanted)`` of a run point.
+
+    Parameters
+    ----------
+    run_args : dict
+        The ``[run]`` arguments of a point.
+
+    Returns
+    -------
+    tuple
+        ``(algorithm, keyword arguments, reference wanted)``.
+    """
     import numpy as np
     kw = dict(run_args)
     alg = kw.pop("algorithm")
@@ -227,6 +261,21 @@ class Config:
 
     ``problem`` is as written (``factory`` or ``name`` naming the factory); :meth:`points`
     returns canonical problem dicts ``{"factory": ..., **arguments}``.
+
+    Parameters
+    ----------
+    problem : dict
+        The ``[problem]`` table as written.
+    run : dict
+        The ``[run]`` table.
+    grid : dict
+        The ``[grid]`` lists.
+    path : str, default "<config>"
+        Where it was read from.
+    text : str, default ""
+        Its text (for the errors' line numbers).
+    imports : list of str
+        The user modules of its ``import = [...]``.
     """
 
     problem: dict
@@ -665,32 +714,3 @@ def load(path_or_text, path=None, check=True, progress=None):
     if check:
         cfg.check(points, progress)  # values: the factories' and run's own checks
     return cfg
-
-
-def canonical_value(v):
-    """``v`` with every whole-number float written as an int (1.0 as 1, in lists and tables too),
-    so that two spellings of one number are one configuration; other values as they are."""
-    if isinstance(v, float) and v.is_integer() and abs(v) < 2.0 ** 53:
-        return int(v)
-    if isinstance(v, dict):
-        return {k: canonical_value(w) for k, w in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [canonical_value(w) for w in v]
-    return v
-
-
-def run_id(problem_args, run_args, legacy=False):
-    """Hash of a run's full configuration (problem and run arguments), 16 hex digits.
-
-    Numbers are hashed in one form (:func:`canonical_value`: ``lr = 1`` and ``lr = 1.0`` are one
-    run). ``legacy=True`` gives the hash of the values as written, as stores written before that
-    rule named their runs: a sweep resumed on such a store finds them under either id.
-    A factory without a ``name`` argument is hashed under the key ``name``, as configurations named
-    it before ``factory`` existed: a sweep written then and resumed now finds its runs.
-    """
-    if "factory" in problem_args and "name" not in problem_args:
-        problem_args = {("name" if k == "factory" else k): v for k, v in problem_args.items()}
-    if not legacy:
-        problem_args, run_args = canonical_value(problem_args), canonical_value(run_args)
-    blob = json.dumps({"problem": problem_args, "run": run_args}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -10,7 +10,7 @@ import contextlib
 import re
 
 from .points import _BackendFailure, _first_line, _n_workers, _noted, run_point, SweepCancelled
-from .config import run_id
+from .results import run_id
 from ..registry import check_workers_can_import, import_modules, user_modules
 
 
@@ -65,6 +65,19 @@ def run_dask(store, todo, scheduler, bar, n_jobs=None):
     result: a worker lost later does not make the cluster recompute stored runs. Runs that kill
     their workers (``KilledWorker``) are reported together after the others finished; a lost
     scheduler connection stops the sweep at once. Both are :class:`_BackendFailure`.
+
+    Parameters
+    ----------
+    store : ResultsStore
+        Where the runs are stored.
+    todo : list of tuple
+        ``(run_id, problem_args, run_args)`` of the runs to do.
+    scheduler : str, Client or None
+        The scheduler's address, a connected client, or None for a local cluster.
+    bar : tqdm progress bar or None
+        Advanced per stored run.
+    n_jobs : int, optional
+        Workers of a local cluster.
     """
     try:
         from distributed import Client, as_completed

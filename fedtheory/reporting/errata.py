@@ -98,6 +98,16 @@ def format_params(kwargs):
     """The parameters of a case as ``key=value`` text (numbers to 4 significant digits, short
     arrays written out, longer ones by their shape).
 
+    Parameters
+    ----------
+    kwargs : dict
+        The case's parameters.
+
+    Returns
+    -------
+    str
+        The text.
+
     Examples
     --------
     >>> from fedtheory.reporting.errata import format_params
@@ -110,6 +120,22 @@ def format_params(kwargs):
 def replay_command(name, index, variant, quick=True):
     """A one-line shell command that re-runs case ``index`` of theorem ``name`` for the printed
     variant and ``variant`` and prints each verdict line (measured, bound, ratio).
+
+    Parameters
+    ----------
+    name : str
+        The theorem or lemma.
+    index : int
+        The case.
+    variant : str
+        The variant compared with the printed one.
+    quick : bool, default True
+        The quick case.
+
+    Returns
+    -------
+    str
+        The command.
 
     Examples
     --------
@@ -307,6 +333,16 @@ def tex_escape(text):
     r"""``text`` safe in LaTeX text mode: the ten specials, ``<``, ``>``, ``|`` and ``§`` (quotes stay:
     the default OT1 fonts are Type 1, and their quote glyphs read as quotes).
 
+    Parameters
+    ----------
+    text : str
+        Plain text.
+
+    Returns
+    -------
+    str
+        The escaped text.
+
     Examples
     --------
     >>> from fedtheory.reporting.errata import tex_escape
@@ -330,7 +366,18 @@ def _noun(rows):
 
 def render_markdown(rows):
     """``errata.md``: a summary table, then one section per erratum (field | value, with the
-    replay command as a code block)."""
+    replay command as a code block).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The errata rows.
+
+    Returns
+    -------
+    str
+        The Markdown.
+    """
     lines = ["# Errata of the theorems checked by fedtheory", "",
              f"{len(rows)} documented {_noun(rows)}, each measured when this file was written "
              f"({time.strftime('%Y-%m-%d %H:%M:%S')}) by `validation.verify` on the smallest registered "
@@ -369,7 +416,18 @@ def render_markdown(rows):
 
 def render_tex(rows):
     r"""``errata.tex``: a complete document (``article`` with ``booktabs``, ``tabularx``, ``amsmath``, ``geometry``),
-    one two-column table per erratum with booktabs rules."""
+    one two-column table per erratum with booktabs rules.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The errata rows.
+
+    Returns
+    -------
+    str
+        The LaTeX document.
+    """
     out = [r"\documentclass{article}", r"\usepackage{amsmath,amssymb}",
            r"\usepackage{booktabs}", r"\usepackage{tabularx}", r"\usepackage[margin=2cm]{geometry}", "",
            r"\begin{document}", r"\section*{Errata of the theorems checked by fedtheory}",
@@ -421,10 +479,12 @@ def write_errata(rows, out):
     rows : list of dict
         The rows of :func:`errata`.
     out : str or path-like
+        The directory.
 
     Returns
     -------
     (Path, Path)
+        The Markdown and LaTeX files written.
 
     Examples
     --------

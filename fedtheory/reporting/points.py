@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from .results import flatten_params
-from .config import build_problem, run_call, run_id
+from .results import flatten_params, run_id
+from .config import build_problem, run_call
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -39,6 +39,17 @@ class SweepFailed(RuntimeError):
     The finished runs are stored (``results.parquet`` rewritten). Attributes ``stored`` (runs in
     the store for this grid), ``total`` (distinct grid points), ``out`` (the results directory)
     and ``reason`` (one line). Running the same sweep again resumes it: stored runs are skipped.
+
+    Parameters
+    ----------
+    reason : str
+        What failed, one line.
+    stored : int
+        Runs in the store for this grid.
+    total : int
+        Distinct grid points.
+    out : str or Path
+        The results directory.
     """
 
     def __init__(self, reason, stored, total, out):
@@ -143,6 +154,11 @@ def warm_up(points):
 
     Kernels are compiled per algorithm and problem family (the problem's arguments other than
     its seed), so a grid over seeds costs one one-round warm-up run per algorithm.
+
+    Parameters
+    ----------
+    points : list of tuple
+        ``(problem_args, run_args)`` of the runs to come.
     """
     from ..runs.runner import run
     seen_alg, seen_prob = set(), set()

@@ -157,7 +157,18 @@ def _exclusive(path):
 # ---------------------------------------------------------------------------- content
 
 def flatten_params(problem_args, run_args):
-    """``param_*`` columns: scalars as they are, other values (lists) as JSON text."""
+    """``param_*`` columns: scalars as they are, other values (lists) as JSON text.
+
+    Parameters
+    ----------
+    problem_args, run_args : dict
+        The point's arguments.
+
+    Returns
+    -------
+    dict
+        ``{"param_<key>": value}``.
+    """
     out = {}
     for prefix, d in (("param_problem_", problem_args), ("param_", run_args)):
         for k, v in sorted(d.items()):
@@ -170,6 +181,16 @@ def content_digest(table):
 
     Values are the Python values of the Arrow columns (ints stay ints, floats are written
     exactly, NaN as ``NaN``), so the digest does not depend on the Parquet encoding.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table.
+
+    Returns
+    -------
+    str
+        The hex digest.
 
     Examples
     --------
@@ -186,7 +207,18 @@ def content_digest(table):
 
 
 def nonfinite_rows(df):
-    """Boolean mask of the rows that record a diverged state (see the module docstring)."""
+    """Boolean mask of the rows that record a diverged state (see the module docstring).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table.
+
+    Returns
+    -------
+    ndarray of bool
+        The rows of a diverged state.
+    """
     bad = np.zeros(len(df), dtype=bool)
     if not len(df):
         return bad
@@ -203,7 +235,18 @@ def nonfinite_rows(df):
 
 
 def sanitize(df):
-    """``(df, changed)``: drop the rows of :func:`nonfinite_rows`; such a run's status becomes "diverged"."""
+    """``(df, changed)``: drop the rows of :func:`nonfinite_rows`; such a run's status becomes "diverged".
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table.
+
+    Returns
+    -------
+    tuple
+        ``(df, changed)``.
+    """
     bad = nonfinite_rows(df)
     if not bad.any():
         return df, False
@@ -506,3 +549,55 @@ class ResultsStore:
             _write_atomic(t, self.path, fsync=True)
         self._last_commit = time.monotonic()
         self._commit_cost = self._last_commit - t0
+
+
+def canonical_value(v):
+    """``v`` with every whole-number float written as an int (1.0 as 1, in lists and tables too),
+    so that two spellings of one number are one configuration; other values as they are.
+
+    Parameters
+    ----------
+    v : object
+        A configuration value.
+
+    Returns
+    -------
+    object
+        The value, whole-number floats as ints.
+    """
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2.0 ** 53:
+        return int(v)
+    if isinstance(v, dict):
+        return {k: canonical_value(w) for k, w in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [canonical_value(w) for w in v]
+    return v
+
+
+def run_id(problem_args, run_args, legacy=False):
+    """Hash of a run's full configuration (problem and run arguments), 16 hex digits.
+
+    Numbers are hashed in one form (:func:`canonical_value`: ``lr = 1`` and ``lr = 1.0`` are one
+    run). ``legacy=True`` gives the hash of the values as written, as stores written before that
+    rule named their runs: a sweep resumed on such a store finds them under either id.
+    A factory without a ``name`` argument is hashed under the key ``name``, as configurations named
+    it before ``factory`` existed: a sweep written then and resumed now finds its runs.
+
+    Parameters
+    ----------
+    problem_args, run_args : dict
+        The point's problem and run arguments.
+    legacy : bool, default False
+        The id of a store written before numbers had one form.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+    """
+    if "factory" in problem_args and "name" not in problem_args:
+        problem_args = {("name" if k == "factory" else k): v for k, v in problem_args.items()}
+    if not legacy:
+        problem_args, run_args = canonical_value(problem_args), canonical_value(run_args)
+    blob = json.dumps({"problem": problem_args, "run": run_args}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

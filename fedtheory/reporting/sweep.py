@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 
-from .config import load, run_id
+from .config import load
 from .points import (_BackendFailure, _first_line, _n_workers, _noted, run_point, SweepFailed, SweepInterrupted,
                      warm_up)
-from .results import ResultsStore
+from .results import ResultsStore, run_id
 from .._argcheck import Bool, check_param, Interval, NoneOk, Options
 from .._progress import bar as progress_bar
 from .._threads import limit_worker_threads

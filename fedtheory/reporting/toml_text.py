@@ -68,6 +68,16 @@ def key_lines(text):
     ``("grid", "problem.seed")``; ``problem.seed = ...`` is ``("grid", "problem", "seed")``).
     Lines inside multi-line strings and arrays are skipped. Used for error messages only: the
     values themselves come from :mod:`tomllib`.
+
+    Parameters
+    ----------
+    text : str
+        The TOML text.
+
+    Returns
+    -------
+    dict
+        ``{key path: line}``.
     """
     lines, table, state = {}, (), (0, None)
     for n, line in enumerate(text.splitlines(), 1):

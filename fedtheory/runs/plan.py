@@ -76,7 +76,23 @@ def step_sizes(lr, t0, K, const=None):
 class Sampler:
     """How a round's participants are drawn (:func:`fedtheory._kernels.sampling.draw_round_arrays` draws
     them): the mode, S, the with-replacement probabilities ``q``, the Bernoulli probability, whether
-    duplicate draws are replicated, and a replayed ``client_schedule`` (None: draw)."""
+    duplicate draws are replicated, and a replayed ``client_schedule`` (None: draw).
+
+    Parameters
+    ----------
+    mode : {"full", "uniform", "with_replacement", "bernoulli"}
+        The sampling mode.
+    S : int
+        Clients per round.
+    q : ndarray or None
+        The with-replacement probabilities.
+    replicate : bool
+        Whether duplicate draws run as replicas.
+    participation : float or None
+        The Bernoulli probability.
+    schedule : list of int arrays, optional
+        A replayed ``client_schedule`` (None: draw).
+    """
 
     mode: str
     S: int
@@ -125,14 +141,16 @@ class Plan:
 
     Parameters
     ----------
-    problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0, record_iterates
+    problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed, x0, record_iterates : object
         As in :func:`fedtheory.run`.
-    backend, device, eval_every, callback, sampling, q, participation, batch_replacement, reference, tol
+    backend, device, eval_every, callback, sampling, q, participation, batch_replacement, reference : object
         As in :func:`fedtheory.run`.
-    trace, trace_max_mb, trace_rounds, weight_decay, clip_norm, client_schedule
+    tol, trace, trace_max_mb, trace_rounds : object
         As in :func:`fedtheory.run`.
     hyperparameters : dict
         The algorithm's own hyperparameters.
+    weight_decay, clip_norm, client_schedule : object
+        As in :func:`fedtheory.run`.
     run_parameters : tuple of str
         The names of :func:`fedtheory.run`'s parameters, for the algorithm's unknown-name error.
     """

@@ -62,6 +62,7 @@ def virtual_average(weights, paths):
     Returns
     -------
     ndarray (..., K, d)
+        The weighted averages.
 
     Examples
     --------

@@ -55,6 +55,11 @@ def suite_problems():
     Built from the components (the same problems as ``problems.least_squares(A, b, l2=0.01)``,
     ``problems.logistic(A, y, l2=0.05)`` and ``problems.quadratic(6, 5, L=1.0, mu=0.2,
     heterogeneity=1.0, seed=0, hessian="distinct")``, without importing the ``problems`` package).
+
+    Returns
+    -------
+    dict
+        ``{key: FederatedProblem}``: ``least_squares``, ``logistic``, ``logistic_csr``, ``quadratic``.
     """
     A, b = _rng_data(0)
     Al, yl = _rng_data(1, labels=True)
@@ -111,7 +116,13 @@ def _invalid_values(constraints):
 
 
 def check_param_validation(name):
-    """Every own hyperparameter rejects invalid values with a message naming it."""
+    """Every own hyperparameter rejects invalid values with a message naming it.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     cls = get_algorithm(name)
     assert set(cls.constraints) == set(cls.hyperparameters()), \
         f"{name}: constraints {sorted(cls.constraints)} != hyperparameters {sorted(cls.hyperparameters())}"
@@ -134,7 +145,15 @@ def check_param_validation(name):
 
 def check_determinism(name, storages=STORAGES):
     """Same seed: bit-identical history (time excluded) with sampling and minibatches (on CSR rows
-    when ``storages`` has them)."""
+    when ``storages`` has them).
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    storages : tuple of str, default :data:`STORAGES`
+        The row storages of the suite's problems to run on ("dense", "csr").
+    """
     p = suite_problems()[_csr_or_dense(_storages(storages))]
     kw = _params(name, rounds=6, local_steps=3, batch_size=4, **_sampled(name, 3))
     r1, r2 = run(p, name, seed=7, **kw), run(p, name, seed=7, **kw)
@@ -169,7 +188,15 @@ def check_no_recompilation(name, storages=STORAGES):
     (``oracles.kernel_form``: here dense least squares, CSR logistic and the quadratic), which every
     later run on such a problem reuses. The algorithm's first runs add at most one per form to
     what the process had compiled before (other algorithms, other data types). ``storages``: the
-    row storages to run on (:data:`STORAGES`; without ``"csr"`` the CSR logistic problem is left out)."""
+    row storages to run on (:data:`STORAGES`; without ``"csr"`` the CSR logistic problem is left out).
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    storages : tuple of str, default :data:`STORAGES`
+        The row storages of the suite's problems to run on ("dense", "csr").
+    """
     ps = suite_problems()
     kw = _params(name, rounds=2, local_steps=2)
     every = {"callback": lambda r, x: False}
@@ -201,6 +228,16 @@ def option_grid(name):
     """Every combination of the algorithm's discrete options (its ``Options`` and ``Bool``
     hyperparameters), each a dict of hyperparameters on top of its ``test_params``; combinations
     the algorithm rejects are left out. The first is ``{}`` (the test parameters as they are).
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+
+    Returns
+    -------
+    list of dict
+        The combinations, ``{}`` first.
 
     Examples
     --------
@@ -238,7 +275,15 @@ def check_backends_agree(name, storages=STORAGES):
     discrete options (:func:`option_grid`) on a sampled, minibatched problem. Where torch is
     installed, the torch backend (its ``local_round`` glue and the server it runs) agrees too
     (1e-10, float64) on the quadratic and on the sampled, minibatched logistic problem, with every
-    combination of the discrete options. ``storages``: as in :func:`check_no_recompilation`."""
+    combination of the discrete options. ``storages``: as in :func:`check_no_recompilation`.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    storages : tuple of str, default :data:`STORAGES`
+        The row storages of the suite's problems to run on ("dense", "csr").
+    """
     def agree(key, p, kw, backend="python", tol=1e-12):
         args = _params(name, rounds=5, local_steps=4, seed=3, record_iterates=True, **kw)
         a = run(p, name, backend="numba", **args)
@@ -316,7 +361,15 @@ def check_fused_matches_per_round(name, storages=STORAGES):
     (every declared sequence, of every round or of some) records the same trace on both paths. An
     algorithm without compiled rules runs per round only, and the check has nothing to compare.
     ``storages``: as in :func:`check_no_recompilation` (the sampled logistic cases on dense rows
-    without ``"csr"``)."""
+    without ``"csr"``).
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    storages : tuple of str, default :data:`STORAGES`
+        The row storages of the suite's problems to run on ("dense", "csr").
+    """
     cls = get_algorithm(name)
     if cls.rules_module() is None:
         return
@@ -374,7 +427,13 @@ def _noisy_quadratic():
 
 
 def check_reductions(name):
-    """Declared reductions hold iterate by iterate."""
+    """Declared reductions hold iterate by iterate.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     cls = get_algorithm(name)
     p = suite_problems()["logistic"]
     for own, other, other_kw in cls.reductions:
@@ -387,7 +446,13 @@ def check_reductions(name):
 
 
 def check_fixed_point_or_drift(name):
-    """Exact methods converge to x* under heterogeneity; inexact ones drift away from x*."""
+    """Exact methods converge to x* under heterogeneity; inexact ones drift away from x*.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     cls = get_algorithm(name)
     p = suite_problems()["quadratic"]
     xs = p.info["x_star"]
@@ -405,7 +470,13 @@ def check_client_weights_reach_the_iterates(name):
     """The problem's client weights w_i reach the iterates: under full participation the same data
     with non-uniform and with uniform weights (two objectives F = sum_i w_i f_i) give different
     models after a few rounds. An algorithm that averages without ``ctx.weights`` gives the same
-    models on both (the other checks run mostly on uniform weights, where the two coincide)."""
+    models on both (the other checks run mostly on uniform weights, where the two coincide).
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     weighted = _weighted_least_squares()
     w = weighted.weights * (weighted.weights.size / weighted.weights.sum())
     runs = [run(p, name, rounds=3, local_steps=2, seed=1, **_params(name)).x
@@ -417,7 +488,13 @@ def check_client_weights_reach_the_iterates(name):
 
 
 def check_convergence_smoke(name):
-    """F decreases from x0 = 0 on a logistic problem with exact gradients."""
+    """F decreases from x0 = 0 on a logistic problem with exact gradients.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     p = suite_problems()["logistic"]
     res = run(p, name, rounds=30, local_steps=3, **_params(name))
     assert res.status == "max_rounds", res.message
@@ -426,7 +503,13 @@ def check_convergence_smoke(name):
 
 
 def check_history_schema(name):
-    """History columns, counters and their consistency with the result."""
+    """History columns, counters and their consistency with the result.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     p = suite_problems()["least_squares"]
     res = run(p, name, rounds=7, local_steps=2, eval_every=3, batch_size=3,
               **_params(name, **_sampled(name, 2)))
@@ -455,7 +538,13 @@ def check_history_schema(name):
 
 def check_divergence_reported(name):
     """A huge step size ends with status 'diverged', naming the round and a client, the non-finite
-    quantity, or F's growth past ``fedtheory.runs.log.DIVERGENCE_GROWTH`` times its start."""
+    quantity, or F's growth past ``fedtheory.runs.log.DIVERGENCE_GROWTH`` times its start.
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     p = suite_problems()["least_squares"]
     kw = dict(rounds=400, local_steps=5, **_params(name, lr=50.0))
     kw.update(get_algorithm(name).divergence_params)
@@ -473,7 +562,13 @@ def check_trace(name):
     """``trace=True`` leaves the run bit-identical, records every declared sequence with its shape,
     and the numba kernels and the NumPy twin record the same values (1e-12), on least squares and
     logistic regression, with sampling and minibatches. (Dense rows: the trace code is the same for
-    every storage, and each storage a traced run meets compiles the rounds once more.)"""
+    every storage, and each storage a traced run meets compiles the rounds once more.)
+
+    Parameters
+    ----------
+    name : str
+        A registered algorithm (:func:`fedtheory.algorithms`).
+    """
     cls = get_algorithm(name)
     ps = suite_problems()
     if not cls.traceables:

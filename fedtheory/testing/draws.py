@@ -111,6 +111,16 @@ def _recorded(draw, strategy):
 def recording(strategy):
     """``strategy`` drawing ``(value, tape)``: the value and its coordinates (:class:`Tape` entries).
 
+    Parameters
+    ----------
+    strategy : hypothesis strategy
+        The strategy.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of ``(value, tape)``.
+
     Examples
     --------
     >>> from hypothesis import find
@@ -126,6 +136,18 @@ def replay(strategy, coordinates):
 
     Deterministic where every draw of the strategy goes through the primitives of this module; a
     coordinate outside its range is clipped to it.
+
+    Parameters
+    ----------
+    strategy : hypothesis strategy
+        The strategy.
+    coordinates : sequence of float
+        The ``u`` of each draw, in order.
+
+    Returns
+    -------
+    object
+        The value drawn.
 
     Examples
     --------
@@ -146,6 +168,16 @@ def replay(strategy, coordinates):
 def as_strategy(value):
     """``value`` itself when it is a strategy, else the strategy that always draws it.
 
+    Parameters
+    ----------
+    value : object
+        A strategy or a value.
+
+    Returns
+    -------
+    hypothesis strategy
+        The strategy.
+
     Examples
     --------
     >>> from hypothesis import find
@@ -157,6 +189,16 @@ def as_strategy(value):
 
 def integers(lo, hi):
     """Integers in [lo, hi] (shrinking towards lo).
+
+    Parameters
+    ----------
+    lo, hi : int
+        The range, both ends included.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of int.
 
     Examples
     --------
@@ -171,6 +213,16 @@ def integers(lo, hi):
 def log_integers(lo, hi):
     """Integers in [lo, hi] drawn uniformly in log scale (a horizon spanning decades; 1 <= lo),
     shrinking towards lo; a local search moves them as one continuous coordinate.
+
+    Parameters
+    ----------
+    lo, hi : int
+        The range, both ends included.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of int.
 
     Examples
     --------
@@ -188,6 +240,16 @@ def log_integers(lo, hi):
 def choice(*options):
     """One of ``options`` (values or strategies), shrinking towards the first: an edge of a range
     drawn beside the range (``choice(0.0, uniform(0.1, 1.0))``), or a discrete setting.
+
+    Parameters
+    ----------
+    *options : object
+        Values or strategies.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of one of them.
 
     Examples
     --------
@@ -218,6 +280,16 @@ def _check_range(fn, lo, hi, integral=False, positive=False):
 def uniform(lo, hi):
     """Finite floats in [lo, hi] (shrinking towards the simplest value inside, an integer if any).
 
+    Parameters
+    ----------
+    lo, hi : float
+        The range, both ends included.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of float.
+
     Examples
     --------
     >>> from hypothesis import find
@@ -231,6 +303,16 @@ def uniform(lo, hi):
 
 def log_uniform(lo, hi):
     """Floats in [lo, hi] drawn uniformly in log scale (for constants spanning decades; 0 < lo).
+
+    Parameters
+    ----------
+    lo, hi : float
+        The range, both ends included.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of float.
 
     Examples
     --------
@@ -257,6 +339,28 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=Non
     of the given std (``mu`` by default L times a log-uniform draw in [0.02, 0.5]). ``shared_minimizer=True``, or one client, forces heterogeneity 0; ``dim=1``
     forces mu = L (a 1 x 1 Hessian has one eigenvalue: draw ``dim`` from 2 up for a mu below L). The
     construction is kept as ``problem.info["recipe"]`` (a call that rebuilds it), with the values used.
+
+    Parameters
+    ----------
+    n_clients, dim : int or strategy
+        Clients and dimension (a value or a strategy).
+    L : float or strategy, default 1
+        The largest eigenvalue of the average Hessian.
+    mu : float or strategy, optional
+        The smallest one (default drawn as above).
+    heterogeneity, noise : float or strategy
+        zeta_*^2 and the gradient noise's std.
+    hessian : str or strategy
+        "shared" or "distinct".
+    shared_minimizer : bool or strategy, default False
+        Interpolation.
+    seed : int or strategy
+        Seed of the construction.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of FederatedProblem.
 
     Examples
     --------
@@ -290,6 +394,16 @@ def unit_vectors(draw, dim):
     """Unit vectors of R^dim (a normalised draw in [-1, 1]^dim, e_1 for the zero draw, so that
     shrinking reaches e_1).
 
+    Parameters
+    ----------
+    dim : int
+        The dimension.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of ndarray of shape (dim,).
+
     Examples
     --------
     >>> from hypothesis import find
@@ -309,6 +423,18 @@ def unit_vectors(draw, dim):
 @st.composite
 def around(draw, center, radius=log_uniform(0.1, 30.0)):
     """A point ``center + r u``: u a unit vector, r drawn from ``radius`` (a value or a strategy).
+
+    Parameters
+    ----------
+    center : array_like
+        The centre.
+    radius : float or strategy
+        The distance r.
+
+    Returns
+    -------
+    hypothesis strategy
+        Of ndarray.
 
     Examples
     --------

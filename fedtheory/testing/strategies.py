@@ -48,6 +48,7 @@ def theorem_cases(name, variant=None):
     Returns
     -------
     hypothesis.strategies.SearchStrategy
+        Of ``(problem, params)``.
 
     Examples
     --------

@@ -204,9 +204,9 @@ def register_cases(name):
 
 
 from .engine import (Erratum, NotApplicable, TheoremSpec, Variant, check, is_lemma, parameters,  # noqa: E402,F401
-                     instance_floor, instance_variant, register_spec)
-from .floors import mean_stderr, worst_instance  # noqa: E402,F401
+                     instance_variant, register_spec)
+from .floors import instance_floor, mean_stderr, worst_instance  # noqa: E402,F401
 
-from . import feddeper, fedspeed, fedsps, fedsps_theorem6, localdescent, localdescent_nonconvex, pfedfbe  # noqa: E402,F401  (registration)
+from . import feddeper, fedspeed, fedsps, fedsps_theorem6, localdescent, localdescent_pl, localdescent_nonconvex, pfedfbe  # noqa: E402,F401  (registration)
 from . import feddeper_lemmas, fedspeed_lemmas, fedsps_lemmas, localdescent_lemmas, pfedfbe_lemmas  # noqa: E402,F401,I001
 # (registration: after the theorems whose proofs they are in)

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from .floors import assumption_failures, comparison_floor, mean_stderr, propagated_floor
+from .floors import assumption_failures, comparison_floor, instance_floor, mean_stderr, propagated_floor
 from .substitution import _algorithm_name, ForeignHyperparameter, _same, _Substitution
 from .._argcheck import Bool, check_param, Options
 from ..exceptions import IncompatibleProblemError, InvalidParameterError
@@ -131,30 +131,6 @@ class Variant:
     unresolved: Callable | None = None
 
 
-def instance_floor(setup, measurement):
-    """The floor of a lemma whose measurement is a worst instance (:func:`worst_instance`): the
-    instance's own floor plus :func:`comparison_floor` of its two sides (``TheoremSpec(floor=...)``).
-
-    Parameters
-    ----------
-    setup : dict
-        The lemma's setup (not read).
-    measurement : dict
-        A :func:`worst_instance` result (``values``, ``rhs``, ``floor``).
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> from fedtheory.theory.floors import worst_instance
-    >>> instance_floor({}, worst_instance([2.0], [1.0], [dict(step=0)], [0.5])) == 0.5 + comparison_floor(2.0, 1.0)
-    True
-    """
-    return measurement.get("floor", 0.0) + comparison_floor(measurement["values"][0], measurement.get("rhs", 0.0))
-
-
 def instance_variant(description, key=None, requires=("stated",), quantity=""):
     """A lemma's variant that bounds a worst instance of the measurement (:func:`worst_instance`):
     the measurement itself (``key`` None), or ``measurement[key]`` for a variant that compares other
@@ -176,6 +152,7 @@ def instance_variant(description, key=None, requires=("stated",), quantity=""):
     Returns
     -------
     Variant
+        The variant.
 
     Examples
     --------
@@ -581,6 +558,22 @@ def conforms(spec, problem, variant=None, **params):
     Returns True (every such condition holds), False (one fails, or the setup says the theorem
     does not apply) or None (the conditions read the measurement: only a run can tell).
 
+    Parameters
+    ----------
+    spec : TheoremSpec
+        The theorem or lemma.
+    problem : FederatedProblem
+        The problem.
+    variant : str, optional
+        The variant (default: the theorem's own default variant).
+    **params
+        The check's parameters.
+
+    Returns
+    -------
+    bool
+        Whether every condition the variant requires holds.
+
     Examples
     --------
     >>> import problems
@@ -650,6 +643,16 @@ def parameters(spec):
 
 def is_lemma(name):
     """Whether ``name`` names a lemma or a proof step (``"<paper>.lemma_<n>"``, ``"<paper>.step_<label>"``).
+
+    Parameters
+    ----------
+    name : str
+        A registered name.
+
+    Returns
+    -------
+    bool
+        Whether it is a lemma or a proof step.
 
     Examples
     --------

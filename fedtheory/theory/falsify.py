@@ -55,7 +55,23 @@ class FalsifyCase:
     ``ratio`` (measured/bound), its ``verification``, the ``phase`` that found it ("draws",
     "edges" or "optimiser") and its ``coordinates`` in the space (a
     :class:`~fedtheory.testing.strategies.Tape`'s entries; empty for a strategy without the taped
-    primitives)."""
+    primitives).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The case's problem.
+    params : dict
+        Its ``validation.verify`` arguments.
+    ratio : float
+        measured/bound.
+    verification : Verification
+        The check.
+    phase : {"draws", "edges", "optimiser"}
+        The search phase that found it.
+    coordinates : tuple
+        Its coordinates in the space (a Tape's entries).
+    """
 
     problem: object
     params: dict

@@ -15,8 +15,22 @@ def quadratic(n_clients, dim, L=1.0, mu=0.1, heterogeneity=0.0, noise=0.0, seed=
 
     Parameters
     ----------
-    n_clients, dim, L, mu, heterogeneity, noise, seed, hessian, shared_minimizer, weights
-        As in :func:`problems.quadratic`.
+    n_clients, dim : int
+        Number of clients and dimension.
+    L, mu : float
+        Largest and smallest eigenvalue of the average Hessian.
+    heterogeneity : float
+        The squared gradient dissimilarity at x*.
+    noise : float
+        Std of the additive Gaussian gradient noise per coordinate.
+    seed : int
+        Seed of the construction.
+    hessian : {"shared", "distinct"}
+        Identical or client-specific Hessians.
+    shared_minimizer : bool
+        Whether x* minimises every f_i.
+    weights : array of shape (n,) or None
+        Client weights (uniform for None).
 
     Returns
     -------
@@ -34,8 +48,16 @@ def explicit_quadratic(Q, c, noise=0.0, weights=None, name="explicit_quadratic")
 
     Parameters
     ----------
-    Q, c, noise, weights, name
-        As in :func:`problems.explicit_quadratic`.
+    Q : array (d, d) or (n, d, d)
+        One shared Hessian, or one per client.
+    c : array (n, d)
+        Linear terms, one row per client.
+    noise : float
+        Std of the additive Gaussian gradient noise per coordinate.
+    weights : array of shape (n,) or None
+        Client weights (uniform for None).
+    name : str
+        The problem's name.
 
     Returns
     -------
@@ -52,8 +74,12 @@ def least_squares(A, b, l2=0.0):
 
     Parameters
     ----------
-    A, b, l2
-        As in :func:`problems.least_squares`.
+    A : list of (m_i, d) ndarray
+        One design matrix per client.
+    b : list of (m_i,) ndarray
+        One target vector per client.
+    l2 : float
+        Ridge weight inside every client objective.
 
     Returns
     -------
@@ -69,8 +95,14 @@ def lasso(A, b, l1, l2=0.0):
 
     Parameters
     ----------
-    A, b, l1, l2
-        As in :func:`problems.lasso`.
+    A : list of (m_i, d) ndarray
+        One design matrix per client.
+    b : list of (m_i,) ndarray
+        One target vector per client.
+    l1 : float
+        Weight of the l1 norm, > 0.
+    l2 : float
+        Ridge weight inside every client objective.
 
     Returns
     -------

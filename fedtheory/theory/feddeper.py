@@ -58,6 +58,18 @@ ALGORITHM_1 = dict(minibatch="same", v_coupling="current", stale_v="x0", star=Fa
 def sampling_constants(n, S):
     """p, q, l1, l2, l3 of Theorem 1 (docs/papers/feddeper.md, §4.2).
 
+    Parameters
+    ----------
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+
+    Returns
+    -------
+    tuple of float
+        ``(p, q, l1, l2, l3)``.
+
     Examples
     --------
     >>> c = sampling_constants(10, 10)
@@ -75,6 +87,20 @@ def sampling_constants(n, S):
 def tilde(B2, G2, n, S):
     r""":math:`\tilde B^2 = 2B^2(1/S - 1/n) + 1` and :math:`\tilde G^2 = 2G^2(1/S - 1/n)` (Theorem 1).
 
+    Parameters
+    ----------
+    B2, G2 : float
+        B^2 and G^2 of Assumption 3.
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+
+    Returns
+    -------
+    tuple of float
+        ``(B~^2, G~^2)``.
+
     Examples
     --------
     >>> tilde(2.0, 3.0, 10, 10)
@@ -87,6 +113,20 @@ def tilde(B2, G2, n, S):
 def a_cap(B2, n, S):
     r"""The cap of Theorem 1 on :math:`a = \eta_l K\beta`:
     :math:`\min\{1/(144\tilde B^2),\ 1/(84\sqrt2\sqrt{l_1 + l_2B^2 + l_3\tilde B^2})\}`.
+
+    Parameters
+    ----------
+    B2 : float
+        B^2 of Assumption 3.
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+
+    Returns
+    -------
+    float
+        The cap.
 
     Examples
     --------
@@ -102,6 +142,22 @@ def largest_B2(a, B2min, n, S):
     r"""The largest :math:`B^2 \ge B^2_{\min}` whose cap still admits ``a`` (``a_cap`` decreases in
     :math:`B^2` and :math:`G^2(B)` decreases in B, so it gives the smallest valid :math:`G^2`,
     docs/papers/feddeper.md, §4.7); :math:`B^2_{\min}` when even that cap is below ``a``.
+
+    Parameters
+    ----------
+    a : float
+        eta_l K beta.
+    B2min : float
+        The smallest valid B^2.
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+
+    Returns
+    -------
+    float
+        The largest admissible B^2.
 
     Examples
     --------
@@ -129,6 +185,30 @@ def theorem1_terms(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_
     :math:`a^1 \dots a^6` terms). ``"dropped"`` terms (the corrected variant adds them):
     ``phi0`` (:math:`48\beta^2\phi^0/T`) and ``grad`` (:math:`100a^2B^2(\mathbb E\|\nabla
     f(x^T)\|^2 - \|\nabla f(x^0)\|^2)/T`).
+
+    Parameters
+    ----------
+    Gamma : float
+        f(x^0) - f*.
+    eta : float
+        The local step size.
+    K, T : int
+        Local steps and rounds.
+    beta : float
+        Smoothness.
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+    G2, sigma2, B2 : float
+        The constants of Assumptions 2-3.
+    phi0, grad_T, grad_0 : float, default 0
+        The data-dependent inputs of the corrected terms.
+
+    Returns
+    -------
+    dict
+        The terms by name.
 
     Examples
     --------
@@ -162,6 +242,32 @@ def theorem1_rhs(Gamma, eta, K, T, beta, n, S, G2, sigma2, B2, phi0=0.0, grad_T=
     """Theorem 1's right-hand side (docs/papers/feddeper.md, §4.2): the sum of :func:`theorem1_terms`; ``corrected``
     adds the two terms the proof drops (48 beta^2 phi^0/T and 100 a^2 B^2 (E||grad f(x^T)||^2 -
     ||grad f(x^0)||^2)/T).
+
+    Parameters
+    ----------
+    Gamma : float
+        f(x^0) - f*.
+    eta : float
+        The local step size.
+    K, T : int
+        Local steps and rounds.
+    beta : float
+        Smoothness.
+    n : int
+        Clients.
+    S : int
+        Clients per round.
+    G2, sigma2, B2 : float
+        The constants of Assumptions 2-3.
+    phi0, grad_T, grad_0 : float, default 0
+        The data-dependent inputs of the corrected terms.
+    corrected : bool, default True
+        Add the two terms the printed statement leaves out.
+
+    Returns
+    -------
+    float
+        The bound.
 
     Examples
     --------
@@ -268,7 +374,20 @@ def _extra_runs1(st):
 def measure_theorem_1(st, runs):
     r"""LHS per seed from the history of each run; :math:`\mathbb E\|\nabla f(x^T)\|^2` from its last
     row; :math:`\phi^0 = \frac{1}{nK}\sum_{i,k<K}\|v_{i,k}^0 - x^0\|^2` from the ``"personal"`` trace
-    of the full-participation round 0 (averaged over seeds)."""
+    of the full-participation round 0 (averaged over seeds).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and the bound's data-dependent inputs.
+    """
     T, K = st["T"], st["K"]
     lhs = [_lhs(r, T) for r in runs["main"]]
     gT = [float(r.history["grad_mapping_sq"].iloc[-1]) if r.finished else math.inf
@@ -387,6 +506,16 @@ def xi_weight(p):
     r"""The weight :math:`20(1/p - 1/8)` of :math:`\tilde\phi` in :math:`\xi = \phi + 20(1/p - 1/8)
     \tilde\phi` (the potential of Lemma 5 and of the proof of Theorem 2').
 
+    Parameters
+    ----------
+    p : float
+        The participation probability.
+
+    Returns
+    -------
+    float
+        20 (1/p - 1/8).
+
     Examples
     --------
     >>> xi_weight(1.0)
@@ -440,6 +569,18 @@ def measure_theorem_2(st, runs):
 
     ``phi``, ``phi_tilde`` and ``eps`` are means over the seeds; the per-seed values are kept
     (``*_per_seed``). A run that diverged gives +inf.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and the bound's data-dependent inputs.
     """
     T, K, xs = st["T"], st["K"], st["x_star"]
     pm, phi, phit, eps = [], [], [], []

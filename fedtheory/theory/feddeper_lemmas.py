@@ -52,7 +52,8 @@ import numpy as np
 from . import families
 from . import Case, Condition, register_cases
 from .floors import EPS, FLOOR_ULPS, worst_instance
-from .engine import instance_floor, instance_variant, register_spec, TheoremSpec, Variant
+from .floors import instance_floor
+from .engine import instance_variant, register_spec, TheoremSpec, Variant
 from .feddeper import (a_cap, problem_constants, _run_kwargs1, _run_kwargs2, sampling_constants, _scale, _setup1,
                        _setup2, _theorem1_conditions, theorem1_terms, _theorem2_conditions, tilde, xi_weight)
 
@@ -73,7 +74,20 @@ def _exact(st):
 
 def paths(st, runs):
     r"""Per run: :math:`x^t` (T, d), :math:`v_{i,k}^t` (T, n, K+1, d) by client, :math:`f(x^t) - f^*` and
-    :math:`\|\nabla f(x^t)\|^2` (T,); None unless every client is traced in every round."""
+    :math:`\|\nabla f(x^t)\|^2` (T,); None unless every client is traced in every round.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    list of dict
+        One per run.
+    """
     p, out = st["problem"], []
     for s, res in enumerate(runs["main"]):
         if not res.finished:
@@ -191,7 +205,18 @@ STEP_TRIANGLE = register_spec(TheoremSpec(
 
 # -- Lemma 5 ---------------------------------------------------------------------------------------------------
 def lemma5_constants(st):
-    """The coefficients of Lemma 5 (epsilon = eta_l K beta), as printed."""
+    """The coefficients of Lemma 5 (epsilon = eta_l K beta), as printed.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+
+    Returns
+    -------
+    dict
+        The coefficients by name.
+    """
     n, S, eta, K, beta, a = st["n"], st["S"], st["lr"], st["K"], st["beta"], st["a"]
     c = sampling_constants(n, S)
     p, q = c["p"], c["q"]
@@ -257,7 +282,18 @@ def _F(st, r):
 
 
 def lemma6_constant(st):
-    """C of Lemma 6: (eta_l K/24) times the a^1 .. a^6 terms of Theorem 1."""
+    """C of Lemma 6: (eta_l K/24) times the a^1 .. a^6 terms of Theorem 1.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+
+    Returns
+    -------
+    float
+        C.
+    """
     t = theorem1_terms(0.0, st["lr"], st["K"], st["T"], st["beta"], st["n"], st["S"], st["G2"], st["sigma2"], st["B2"])
     return st["lr"] * st["K"] / 24 * sum(t[k] for k in ("a1", "a2", "a3", "a4", "a5", "a6"))
 

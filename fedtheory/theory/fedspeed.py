@@ -57,23 +57,81 @@ VARIANTS = ("printed", "derived", "corrected")
 
 
 def gamma_weights(q, K):
-    """gamma_k = q (1 - q)^(K - 1 - k), k = 0..K-1 (docs/papers/fedspeed.md, §1)."""
+    """gamma_k = q (1 - q)^(K - 1 - k), k = 0..K-1 (docs/papers/fedspeed.md, §1).
+
+    Parameters
+    ----------
+    q : float
+        The mixing weight.
+    K : int
+        Local steps.
+
+    Returns
+    -------
+    ndarray of shape (K,)
+        gamma_0 .. gamma_{K-1}.
+    """
     return q * (1.0 - q) ** (K - 1 - np.arange(K))
 
 
 def gamma_total(q, K):
-    """gamma = 1 - (1 - q)^K = sum_k gamma_k (identity P1)."""
+    """gamma = 1 - (1 - q)^K = sum_k gamma_k (identity P1).
+
+    Parameters
+    ----------
+    q : float
+        The mixing weight.
+    K : int
+        Local steps.
+
+    Returns
+    -------
+    float
+        gamma.
+    """
     return 1.0 - (1.0 - q) ** K
 
 
 def s2(q, K):
-    """S_2 = sum_k (gamma_k / gamma)^2."""
+    """S_2 = sum_k (gamma_k / gamma)^2.
+
+    Parameters
+    ----------
+    q : float
+        The mixing weight.
+    K : int
+        Local steps.
+
+    Returns
+    -------
+    float
+        S_2.
+    """
     gk = gamma_weights(q, K)
     return float(np.sum((gk / gk.sum()) ** 2))
 
 
 def kappa(L, eta, K, alpha, rho):
-    """kappa = 1/2 - 3 alpha^2 L^2 rho^2 - 1536 eta_l^2 L^2 K (Theorem 4.4)."""
+    """kappa = 1/2 - 3 alpha^2 L^2 rho^2 - 1536 eta_l^2 L^2 K (Theorem 4.4).
+
+    Parameters
+    ----------
+    L : float
+        Smoothness.
+    eta : float
+        The local step size.
+    K : int
+        Local steps.
+    alpha : float
+        The perturbation's mixing weight.
+    rho : float
+        The perturbation's radius.
+
+    Returns
+    -------
+    float
+        kappa.
+    """
     return 0.5 - 3 * alpha ** 2 * L ** 2 * rho ** 2 - 1536 * eta ** 2 * L ** 2 * K
 
 
@@ -81,6 +139,26 @@ def conditions(L, lam, eta, K, alpha, rho, n):
     """Stated (S1-S4) and hidden (H1-H4) conditions of Theorem 4.4, docs/papers/fedspeed.md, §4.3-§4.4.
 
     Returns ``(stated, hidden, informational)``, lists of :class:`Condition`.
+
+    Parameters
+    ----------
+    L : float
+        Smoothness.
+    lam : float
+        The proximal weight lambda.
+    eta : float
+        The local step size.
+    K : int
+        Local steps.
+    alpha, rho : float
+        The perturbation's mixing weight and radius.
+    n : int
+        Clients.
+
+    Returns
+    -------
+    tuple of list
+        ``(stated, hidden, informational)``, each a list of ``(name, value, limit, ok)``.
     """
     q = eta / lam
     gam = gamma_total(q, K)
@@ -118,7 +196,7 @@ def bounds(L, lam, eta, K, alpha, rho, n, T, F1gap, A0, B0, sigma_g_sq, sigma_l_
 
     Parameters
     ----------
-    L, lam, eta, K, alpha, rho, n, T
+    L, lam, eta, K, alpha, rho, n, T : float or int
         Smoothness, prox coefficient, local step, local steps, perturbation weight and step,
         clients and rounds.
     F1gap : float
@@ -161,6 +239,20 @@ def problem_constants(problem, batch_size=None, batch_replacement=False):
 
     Raises ValueError (with the reason) when a constant is infinite, e.g. least squares or
     quadratics with distinct Hessians (sigma_g is unbounded on R^d).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    batch_size : int, optional
+        The minibatch size (None: exact gradients).
+    batch_replacement : bool, default False
+        Minibatch rows drawn with replacement.
+
+    Returns
+    -------
+    tuple
+        ``(L, sigma_l^2, sigma_g^2, notes)``.
     """
     n, d = problem.n_clients, problem.dim
     if not np.allclose(problem.weights, 1.0 / n, rtol=1e-12, atol=0):
@@ -247,7 +339,20 @@ def _run_kwargs(st):
 
 def measure(st, runs):
     """LHS(T) = (1/T) sum_{t=1}^{T-1} ||grad F(z^t)||^2 from the history of each run, and the bound's
-    inputs F(z^1) - F*, A0 = mean_i ||ghat_i^0||^2, B0 = ||gbar^0||^2 from round 0 of its trace."""
+    inputs F(z^1) - F*, A0 = mean_i ||ghat_i^0||^2, B0 = ||gbar^0||^2 from round 0 of its trace.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and the bound's data-dependent inputs.
+    """
     T = st["T"]
     lhs, F1, A0, B0, curves = [], [], [], [], []
     for s, res in enumerate(runs["main"]):
@@ -367,7 +472,24 @@ _A = np.diag([0.5, 0.7, 1.0, 0.6, 0.9])
 
 
 def spec_problem(n, het, s, seed=1):
-    """The noisy quadratic of docs/papers/fedspeed.md, §4.6: F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9)."""
+    """The noisy quadratic of docs/papers/fedspeed.md, §4.6: F_i = 1/2 (x - c_i)^T A (x - c_i), A = diag(0.5, 0.7, 1, 0.6, 0.9).
+
+    Parameters
+    ----------
+    n : int
+        Clients.
+    het : float
+        The spread of the clients' centres.
+    s : float
+        The noise.
+    seed : int, default 1
+        Seed of the construction.
+
+    Returns
+    -------
+    tuple
+        ``(FederatedProblem, centres)``.
+    """
     C = np.random.default_rng(seed).normal(size=(n, 5)) * het
     return families.explicit_quadratic(_A, C @ _A, noise=s), C
 
@@ -383,7 +505,18 @@ def _case(label, kind, n, het, s, K, q, c_eta, alpha, rho_frac, T, seeds, shift,
 
 @register_cases("fedspeed.theorem_4_4")
 def default_cases(quick=False):
-    """C1 (conforming), C2 and C5 (docs/papers/fedspeed.md, §4.6 counterexamples) and the Corollary 4.5 schedule."""
+    """C1 (conforming), C2 and C5 (docs/papers/fedspeed.md, §4.6 counterexamples) and the Corollary 4.5 schedule.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        The quick cases.
+
+    Returns
+    -------
+    tuple of list
+        ``(cases, rate studies)``.
+    """
     holds = {"printed": True, "derived": True, "corrected": True}
     fails = {"printed": False, "derived": False, "corrected": True}     # E3: derived misses the variance too
     cases = [

@@ -49,7 +49,8 @@ import numpy as np
 
 from . import Case, Condition, register_cases
 from .floors import EPS, FLOOR_ULPS, grad_sq_floor, worst_instance
-from .engine import instance_floor, instance_variant, register_spec, TheoremSpec, Variant
+from .floors import instance_floor
+from .engine import instance_variant, register_spec, TheoremSpec, Variant
 from .fedspeed import _conditions, gamma_total, kappa, _run_kwargs, _scale, _setup, spec_problem
 
 _THEOREM = "fedspeed.theorem_4_4"
@@ -67,7 +68,20 @@ def _lemma_conditions(st, m):
 def rounds(st, runs):
     r"""Per round j = 0..T-1 of every run (from the trace): :math:`z^{j+1}` (``Z``),
     :math:`\hat g_i^j` by client (``GH``, (n, d)) and :math:`\bar g^j` (``GB``); None where the runs
-    do not trace every round (noisy gradients)."""
+    do not trace every round (noisy gradients).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    list of dict
+        One per run.
+    """
     out = []
     for s, res in enumerate(runs["main"]):
         if not res.finished:

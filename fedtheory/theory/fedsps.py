@@ -72,7 +72,24 @@ C_CONDITION = {"3a": "c >= 2 tau^2", "3b": "c >= 4 tau^2"}
 
 
 def step_cap(c, L, tau, div=20):
-    """The small-step theorems' cap on gamma_b: min{1/(2cL), 1/(div L tau)} (Theorem 6: div = 20)."""
+    """The small-step theorems' cap on gamma_b: min{1/(2cL), 1/(div L tau)} (Theorem 6: div = 20).
+
+    Parameters
+    ----------
+    c : float
+        The constant c of the step size.
+    L : float
+        Per-sample smoothness.
+    tau : int
+        Local steps.
+    div : float, default 20
+        The divisor of the second term.
+
+    Returns
+    -------
+    float
+        The cap.
+    """
     return min(1 / (2 * c * L), 1 / (div * L * tau))
 
 
@@ -285,6 +302,18 @@ def scaled_clients(h0, b0, scale=1.0):
     :math:`h_i = s^2 h^0_i`, :math:`b_i = b^0_i / s` (the problem of docs/papers/fedsps.md, §8, P13b, for
     any clients: the rescaling keeps :math:`\sigma_f^2` and multiplies L by :math:`s^2`).
 
+    Parameters
+    ----------
+    h0, b0 : sequence of float
+        The clients' curvatures and centres at scale 1.
+    scale : float, default 1
+        s.
+
+    Returns
+    -------
+    FederatedProblem
+        The clients, with their recipe in ``info``.
+
     Examples
     --------
     >>> p = scaled_clients([1.0, 0.25], [2.0, -2.0], scale=10.0)
@@ -304,6 +333,20 @@ def capped_fixed_point(problem, tau, gamma_b):
     the regime of Theorem 6) on quadratic clients :math:`f_i = \frac12 x^\top Q_i x - c_i^\top x`:
     the solution of :math:`x = \sum_i w_i [A_i^\tau x + (I - A_i^\tau) Q_i^{-1} c_i]`,
     :math:`A_i = I - \gamma_b Q_i`. A run started there is periodic with period one round.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        Quadratic clients.
+    tau : int
+        Local steps.
+    gamma_b : float
+        The step size.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        The fixed point.
 
     Examples
     --------
@@ -352,6 +395,18 @@ def measure_3a(st, runs):
     ``path_sigma``: :math:`\frac1T\sum_t\hat\sigma_t^2`, :math:`\hat\sigma_t^2 = \frac1n\sum_i
     F_i(x^*, B_t^i) - \ell_i^*` on the same rows. The pathwise variant is judged at the seed with
     the largest ratio of its left-hand side to its own bound.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and what the bound reads.
     """
     p, ell, xs, T, tau = st["problem"], st["ell"], st["x_star"], st["T"], st["tau"]
     lhs, path, sig = [], [], []
@@ -438,7 +493,20 @@ def _setup_3b(problem, rounds=50, local_steps=2, c=None, gamma_b=1.0, lower_boun
 def measure_3b(st, runs):
     r""":math:`\|\bar x_T - x^*\|^2` per seed: :math:`\bar x_T` is the virtual average of the local
     iterates after the last step (the server model of Alg. 1), from the trace (weighted: equal to
-    the paper's mean under the uniform weights the check requires)."""
+    the paper's mean under the uniform weights the check requires).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and what the bound reads.
+    """
     vals = []
     for k, res in enumerate(runs["main"]):
         _completed(res, k)
@@ -475,7 +543,18 @@ SPEC_3B = register_spec(TheoremSpec(
 
 # ------------------------------------------------------------------- default cases --
 def interpolating_quadratic(seed=0):
-    """Per-sample strongly convex quadratics with a shared minimiser (sigma_f^2 = 0 with ell_i* = f_i*)."""
+    """Per-sample strongly convex quadratics with a shared minimiser (sigma_f^2 = 0 with ell_i* = f_i*).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the construction.
+
+    Returns
+    -------
+    FederatedProblem
+        The quadratic.
+    """
     return families.quadratic(4, 3, L=1.0, mu=0.3, shared_minimizer=True, hessian="distinct", seed=seed)
 
 

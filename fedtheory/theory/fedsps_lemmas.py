@@ -90,7 +90,8 @@ import numpy as np
 from . import families
 from . import Case, Condition, register_cases
 from .floors import comparison_floor, EPS, FLOOR_ULPS, worst_instance
-from .engine import instance_floor, instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
+from .floors import instance_floor
+from .engine import instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
 from .fedsps_quantities import (_A1, client_minima, _completed, _constants, expectation, _explicit_quadratic,
                                 _full_batch_mu, _gamma_stats, _lower_bound_condition, _params, _pinned_condition,
                                 _problem_conditions, _quadratic_blocks, rounds_of, _run_kwargs,
@@ -122,6 +123,13 @@ def steps(st, runs):
     r"""Every local step of every run: arrays over the steps (seed, round, client, step) of
     :math:`x_t^i` (m, d), :math:`x_{t+1}^i`, :math:`\gamma_t^i`, :math:`F_t^i`, :math:`g_t^i` and
     ``where`` (dicts), from the trace; vectorised for quadratic clients without minibatches.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
 
     Returns
     -------

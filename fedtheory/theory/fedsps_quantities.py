@@ -28,7 +28,18 @@ def sample_constants(problem):
     without them); mu = l2 for samples (a rank-one sample Hessian), else the smallest client mu_i.
 
     Raises DataError (a ValueError) naming the missing capability when the datafit declares neither a
-    constant Hessian nor a curvature bound."""
+    constant Hessian nor a curvature bound.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    tuple of float
+        ``(L, mu)``.
+    """
     fit, data = problem.datafit, problem.data
     L = fit.sample_smoothness(data)
     if fit.has_samples:
@@ -59,7 +70,18 @@ def _gt(problem):
 
 def client_minima(problem):
     """f_i* = min f_i of every client (explicit quadratic clients, a constant Hessian without samples,
-    in closed form; else the ground truth)."""
+    in closed form; else the ground truth).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The clients' minimal values f_i*.
+    """
     if _explicit_quadratic(problem):
         out = []
         for i in range(problem.n_clients):
@@ -79,6 +101,16 @@ def uniform_weights_condition(problem):
     """Stated: every FedSPS theorem has n clients of weight 1/n (docs/papers/fedsps.md, §1.1).
 
     ``value`` is max_i |n w_i - 1| (0 for uniform weights).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    Condition
+        The stated condition, with its value and limit.
 
     Examples
     --------
@@ -101,6 +133,16 @@ def noise_free_condition(problem):
     :math:`F_i^* = -\infty`: no lower bound :math:`\ell_i^* \le F_i^*` exists, interpolation fails
     and the noise-free :math:`f_i^*` (or :math:`\sigma_f^2` built from it) does not bound it.
     ``value`` is the noise std.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    Condition
+        The stated condition, with its value and limit.
 
     Examples
     --------
@@ -196,6 +238,16 @@ def virtual_averages(res):
     the paper's unweighted average is that average under its uniform weights w_i = 1/n, a condition
     every FedSPS theorem check states (:func:`uniform_weights_condition`).
 
+    Parameters
+    ----------
+    res : RunResult
+        A full-participation run traced with ``trace="local"``.
+
+    Returns
+    -------
+    ndarray of shape (T, d)
+        The virtual averages.
+
     Examples
     --------
     >>> import fedtheory as ft, problems
@@ -227,6 +279,18 @@ def _quadratic_blocks(problem):
 def objective_at(problem, X):
     """f(x) at every row of X (m, d): the problem's objective, vectorised for quadratics.
 
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    X : ndarray of shape (m, d)
+        The points, one per row.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        f at each row.
+
     Examples
     --------
     >>> import numpy as np, problems
@@ -245,6 +309,18 @@ def objective_at(problem, X):
 
 def gradient_at(problem, X):
     """grad f(x) at every row of X (m, d): the problem's gradient, vectorised for quadratics.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    X : ndarray of shape (m, d)
+        The points, one per row.
+
+    Returns
+    -------
+    ndarray of shape (m, d)
+        grad f at each row.
 
     Examples
     --------
@@ -362,6 +438,10 @@ def rounds_of(st, runs, grads=False, drawn_noise=True):
 
     Parameters
     ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
     grads : bool, default False
         Whether to compute ``GF2`` and ``dGF2`` (n gradients per step: a loop over them unless the
         clients are explicit quadratics without minibatches).
@@ -445,7 +525,26 @@ def expectation(st, q, lhs, rhs, floor, label=""):
     excess within :data:`~fedtheory.theory.NOISE_SE` standard errors is no violation of an
     expectation (UNRESOLVED), decided at every step. One run of a random algorithm above its bound
     is UNRESOLVED (an expectation needs several seeds). Deterministic runs (no noise, no minibatches)
-    are their expectation: every seed is the same run, the comparison is exact."""
+    are their expectation: every seed is the same run, the comparison is exact.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    q : dict
+        The rounds of the runs (:func:`rounds_of`).
+    lhs, rhs : ndarray of shape (S, R, tau)
+        The two sides per seed, round and step.
+    floor : ndarray
+        Their floors.
+    label : str, default ""
+        What the comparison is (for the notes).
+
+    Returns
+    -------
+    dict
+        The worst instance (:func:`~fedtheory.theory.floors.worst_instance`) and what was checked.
+    """
     S = lhs.shape[0]
     a, b, f = lhs.mean(axis=0).ravel(), rhs.mean(axis=0).ravel(), floor.mean(axis=0).ravel()
     where = _where(q, pathwise=False)

@@ -28,6 +28,28 @@ from .fedsps import capped_fixed_point, _pep, scaled_clients, _space, step_cap
 def bound_6a(T, gamma_b, L, tau, D0, sigma_f_sq, corrected=True):
     """Eq. (37): 3 D0/(T gb) + 12 gb L s_f^2 + 384 tau^2 gb^2 L^p s_f^2, p = 2 corrected, 1 printed.
 
+    Parameters
+    ----------
+    T : int
+        Total local steps R tau.
+    gamma_b : float
+        The step-size cap.
+    L : float
+        Per-sample smoothness.
+    tau : int
+        Local steps per round.
+    D0 : float
+        ||x^0 - x*||^2.
+    sigma_f_sq : float
+        sigma_f^2.
+    corrected : bool, default True
+        The corrected power of L (2) or the printed one (1).
+
+    Returns
+    -------
+    float
+        The bound.
+
     Examples
     --------
     >>> bound_6a(100, 0.01, 1.0, 2, 1.0, 0.0)          # sigma_f^2 = 0: the transient 3 D0/(T gb)
@@ -77,7 +99,20 @@ def measure_6a(st, runs):
     r""":math:`\frac1T\sum_{t<T} f(\bar x_t) - f^*` per seed, :math:`\bar x_t` from the trace
     (:func:`virtual_averages`); with ``simulate_rounds`` the run covers those rounds and
     ``periodic`` says whether it ended where it started (relative 1e-12), so that the average over
-    ``rounds`` rounds is the simulated one exactly."""
+    ``rounds`` rounds is the simulated one exactly.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label (``"main"``: one RunResult per seed).
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and what the bound and the conditions read.
+    """
     p = st["problem"]
     fs = p.value(st["x_star"])
     vals, dev = [], 0.0
@@ -145,7 +180,20 @@ PLATEAU_RESOLUTION = 100.0
 
 
 def transient_6b(st, gamma):
-    r"""The transient term of Theorem 6(b) at step gamma: :math:`D_0/(\mu\gamma)\,(1-\mu\gamma)^T`."""
+    r"""The transient term of Theorem 6(b) at step gamma: :math:`D_0/(\mu\gamma)\,(1-\mu\gamma)^T`.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    gamma : float
+        The step size.
+
+    Returns
+    -------
+    float
+        The transient term.
+    """
     mu = st["mu"]
     if mu <= 0:
         return math.inf if st["D0"] > 0 else 0.0
@@ -163,7 +211,20 @@ def measure_6b(st, runs):
     noise; the measurement then says ``"unresolved"``. Where both plateaus are within that many
     floors of zero (x^0 = x* without noise; one local step or a shared Hessian near the optimum),
     both are zero to rounding: plateau(gamma_b/2) is below any positive term of the theorem at
-    gamma_b/2, the ratio is 0 and the shape holds (``note`` says so)."""
+    gamma_b/2, the ratio is 0 and the shape holds (``note`` says so).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label (``"main"``: one RunResult per seed).
+
+    Returns
+    -------
+    dict
+        ``values`` (the plateau ratio) and what the bound and the conditions read.
+    """
     pl, pinned = [], []
     for label in ("main", "half"):
         d = [float(np.sum((_completed(res, k).x - st["x_star"]) ** 2)) for k, res in enumerate(runs[label])]
@@ -201,7 +262,20 @@ def measure_6b(st, runs):
 def rate_terms_6b(st, gamma):
     r"""The step-size terms of Theorem 6(b) at step gamma with constant 1,
     :math:`\gamma L\sigma_f^2/\mu + \gamma^2 L^2\tau^2\sigma_f^2/\mu`: a plateau below them is within the
-    O-statement whatever the ratio of two plateaus says."""
+    O-statement whatever the ratio of two plateaus says.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    gamma : float
+        The step size.
+
+    Returns
+    -------
+    float
+        The sum of the two terms.
+    """
     mu, L, tau, sf = st["mu"], st["L"], st["tau"], max(st["sigma_f_sq"], 0.0)
     if mu <= 0:
         return math.inf
@@ -226,6 +300,16 @@ def traced_rounds_6b(st):
     the local iterates and step sizes fits in :data:`TRACE_BUDGET_MB_6B`, else as many as fit, half
     of them the first rounds (the transient) and half the last (the plateau): the lemmas of its proof
     are checked on those rounds only (docs/papers/fedsps.md, §4.7).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+
+    Returns
+    -------
+    tuple of int or None
+        The traced rounds (None: every round).
 
     Examples
     --------
@@ -284,6 +368,30 @@ SPEC_6B = register_spec(TheoremSpec(
 def bound_18(T, gamma_b, L, tau, n, Delta0, sigma2, zeta2, corrected=True):
     """8 Delta0/(gb T) + 4 gb L s^2/n + 512 gb^2 L^2 X, X = tau (s^2 + tau z^2) printed, tau^2 (s^2 + z^2) corrected.
 
+    Parameters
+    ----------
+    T : int
+        Total local steps R tau.
+    gamma_b : float
+        The step-size cap.
+    L : float
+        Per-sample smoothness.
+    tau : int
+        Local steps per round.
+    n : int
+        Clients.
+    Delta0 : float
+        f(x^0) - f*.
+    sigma2, zeta2 : float
+        The gradient noise and heterogeneity.
+    corrected : bool, default True
+        The corrected or the printed X.
+
+    Returns
+    -------
+    float
+        The bound.
+
     Examples
     --------
     >>> bound_18(10, 0.1, 1.0, 2, 4, 1.0, 0.0, 0.0)     # no noise, no heterogeneity: 8 Delta0/(gb T)
@@ -316,7 +424,20 @@ def _setup_18(problem, rounds=100, local_steps=5, c=0.5, gamma_b=None, lower_bou
 
 
 def measure_18(st, runs):
-    r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x_t)\|^2` per seed, :math:`\bar x_t` from the trace."""
+    r""":math:`\frac1T\sum_{t<T}\|\nabla f(\bar x_t)\|^2` per seed, :math:`\bar x_t` from the trace.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label (``"main"``: one RunResult per seed).
+
+    Returns
+    -------
+    dict
+        ``values`` (one per seed) and what the bound reads.
+    """
     p = st["problem"]
     vals = []
     for k, res in enumerate(runs["main"]):
@@ -372,7 +493,18 @@ theorem_18 = THEOREMS["fedsps.theorem_18"]
 
 
 def rescaled_thm6_problem(s=1000.0):
-    """docs/papers/fedsps.md, §8, P13b: 1-D clients f_i = (h_i/2)(x - b_i)^2 rescaled by s (h -> s^2 h, b -> b/s)."""
+    """docs/papers/fedsps.md, §8, P13b: 1-D clients f_i = (h_i/2)(x - b_i)^2 rescaled by s (h -> s^2 h, b -> b/s).
+
+    Parameters
+    ----------
+    s : float, default 1000
+        The rescaling.
+
+    Returns
+    -------
+    FederatedProblem
+        The four 1-D clients.
+    """
     return scaled_clients([1.0, 0.1056, 0.0308, 0.1573], [5.51, -0.84, -1.07, 0.17], s)
 
 

@@ -85,6 +85,16 @@ def comparison_floor(measured, bound):
     """The default resolution floor: the rounding of the comparison itself,
     ``FLOOR_ULPS * eps * max(|measured|, |bound|)``.
 
+    Parameters
+    ----------
+    measured, bound : float
+        The two sides compared.
+
+    Returns
+    -------
+    float
+        The floor (>= 0).
+
     Examples
     --------
     >>> comparison_floor(1.0, 0.5) == 64 * EPS
@@ -96,6 +106,16 @@ def comparison_floor(measured, bound):
 def gap_floor(*values):
     """Resolution floor of a difference of objective values f(x) - f*: ``FLOOR_ULPS * eps`` times
     the scale of the values subtracted (the largest magnitude given, e.g. |f*| and |f(x^0)|).
+
+    Parameters
+    ----------
+    *values : float
+        The objective values the gap is computed from.
+
+    Returns
+    -------
+    float
+        The floor (>= 0).
 
     Examples
     --------
@@ -111,6 +131,18 @@ def distance_floor(scale_x, amplification=1.0):
     ``amplification`` the factor by which rounding in a step is amplified at a fixed point
     (the condition number L/mu for gradient steps).
 
+    Parameters
+    ----------
+    scale_x : float
+        The size of the points.
+    amplification : float, default 1
+        How much a step amplifies rounding at a fixed point.
+
+    Returns
+    -------
+    float
+        The floor (>= 0).
+
     Examples
     --------
     >>> distance_floor(1.0) == (64 * EPS) ** 2
@@ -121,7 +153,24 @@ def distance_floor(scale_x, amplification=1.0):
 
 def point_scale(problem, x0, L, x_star=None):
     """The size of the points of a run, for rounding floors: max(||x*||, ||x^0||, max_i
-    ||grad f_i(0)||/L) (a gradient L x - c rounds at about eps (L ||x|| + ||c||))."""
+    ||grad f_i(0)||/L) (a gradient L x - c rounds at about eps (L ||x|| + ||c||)).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem of the run.
+    x0 : array or None
+        The run's starting point (zeros for None).
+    L : float
+        The smoothness constant.
+    x_star : array, optional
+        The minimiser (the ground truth's otherwise).
+
+    Returns
+    -------
+    float
+        The scale (>= 0).
+    """
     z = np.zeros(problem.dim)
     g0 = max(float(np.linalg.norm(problem.client_grad(i, z))) for i in range(problem.n_clients))
     xs = 0.0 if x_star is None else float(np.linalg.norm(x_star))
@@ -131,7 +180,22 @@ def point_scale(problem, x0, L, x_star=None):
 
 def setup_scale(st, L, x_star=None):
     """:func:`point_scale` of a check's setup (its ``problem`` and ``x0``), computed once and kept in
-    the setup (``"_scale_x"``); ``x_star`` may be a function, called only then."""
+    the setup (``"_scale_x"``); ``x_star`` may be a function, called only then.
+
+    Parameters
+    ----------
+    st : dict
+        A check's setup (with ``problem`` and ``x0``); the scale is kept in it.
+    L : float
+        The smoothness constant.
+    x_star : array or callable, optional
+        The minimiser, or a function returning it.
+
+    Returns
+    -------
+    float
+        :func:`point_scale` of the setup.
+    """
     if "_scale_x" not in st:
         st["_scale_x"] = point_scale(st["problem"], st.get("x0"), L, x_star() if callable(x_star) else x_star)
     return st["_scale_x"]
@@ -140,6 +204,18 @@ def setup_scale(st, L, x_star=None):
 def grad_sq_floor(scale_x, L):
     """Resolution floor of a squared gradient norm ||grad f(x)||^2 at points of size ``scale_x``:
     ``(FLOOR_ULPS * eps * L * scale_x)^2`` (:func:`distance_floor` of ``L scale_x``).
+
+    Parameters
+    ----------
+    scale_x : float
+        The size of the points.
+    L : float
+        The smoothness constant.
+
+    Returns
+    -------
+    float
+        The floor (>= 0).
 
     Examples
     --------
@@ -152,7 +228,22 @@ def grad_sq_floor(scale_x, L):
 def propagated_floor(bound, setup, m, deltas):
     """How far the rounding ``deltas`` of the bound's inputs ({(where, key): delta}, ``where``
     "setup" or "measure") can move ``bound(setup, m)``: for each input the larger change under
-    +delta and -delta, summed over the inputs."""
+    +delta and -delta, summed over the inputs.
+
+    Parameters
+    ----------
+    bound : callable
+        ``bound(setup, m)``, the theorem's right-hand side.
+    setup, m : dict
+        The check's setup and measurement.
+    deltas : dict
+        ``{(where, key): delta}``: the rounding of each input, ``where`` "setup" or "measure".
+
+    Returns
+    -------
+    float
+        The summed largest change of the bound.
+    """
     base = float(bound(setup, m))
     total = 0.0
     for (where, key), delta in deltas.items():
@@ -170,15 +261,63 @@ def propagated_floor(bound, setup, m, deltas):
 
 def assumption_failures(problem, assumptions):
     """The assumptions (``(capability, assumption name)`` pairs) the problem's components do not
-    declare (:func:`fedtheory.components.capabilities`), as a list of names."""
+    declare (:func:`fedtheory.components.capabilities`), as a list of names.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem checked.
+    assumptions : sequence of tuple
+        ``(capability, assumption name)`` pairs.
+
+    Returns
+    -------
+    list of str
+        The names of the assumptions the components do not declare.
+    """
     from ..components import capabilities
     caps = capabilities(problem)
     return [name for cap, name in assumptions if not caps.get(cap, False)]
 
 
 def mean_stderr(values):
-    """Mean and standard error of the mean (nan for a single value)."""
+    """Mean and standard error of the mean (nan for a single value).
+
+    Parameters
+    ----------
+    values : array_like
+        One value per seed.
+
+    Returns
+    -------
+    tuple of float
+        ``(mean, standard error)``.
+    """
     v = np.asarray(values, dtype=float)
     if v.size < 2:
         return float(v.mean()), float("nan")
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
+
+
+def instance_floor(setup, measurement):
+    """The floor of a lemma whose measurement is a worst instance (:func:`worst_instance`): the
+    instance's own floor plus :func:`comparison_floor` of its two sides (``TheoremSpec(floor=...)``).
+
+    Parameters
+    ----------
+    setup : dict
+        The lemma's setup (not read).
+    measurement : dict
+        A :func:`worst_instance` result (``values``, ``rhs``, ``floor``).
+
+    Returns
+    -------
+    float
+        The floor.
+
+    Examples
+    --------
+    >>> instance_floor({}, worst_instance([2.0], [1.0], [dict(step=0)], [0.5])) == 0.5 + comparison_floor(2.0, 1.0)
+    True
+    """
+    return measurement.get("floor", 0.0) + comparison_floor(measurement["values"][0], measurement.get("rhs", 0.0))

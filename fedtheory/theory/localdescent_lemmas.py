@@ -56,10 +56,11 @@ import numpy as np
 from . import families
 from . import Case, Condition, register_cases
 from .floors import EPS, FLOOR_ULPS, worst_instance
-from .engine import instance_floor, instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
-from .localdescent import (cond19_printed, cond43, cond46, _conditions_4_2, conforming_quadratic,
-                           counterexample_4_2, lemma_b6_worst, _run_kwargs_4_1, _run_kwargs_4_2, _setup_4_1,
-                           _setup_4_2, _space)
+from .floors import instance_floor
+from .engine import instance_variant, NotApplicable, register_spec, TheoremSpec, Variant
+from .localdescent import (cond19_printed, cond43, cond46, conforming_quadratic, _run_kwargs_4_1, _setup_4_1,
+                           _space)
+from .localdescent_pl import _conditions_4_2, counterexample_4_2, lemma_b6_worst, _run_kwargs_4_2, _setup_4_2
 from .localdescent_quantities import client_gradients, _f_star, objective_gradients
 from .localdescent_nonconvex import _run_kwargs_4_4, _run_kwargs_4_7, _setup_4_4, _setup_4_7
 

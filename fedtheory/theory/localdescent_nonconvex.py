@@ -23,13 +23,57 @@ from .._argcheck import Bool, check_param, Interval, NoneOk, Options
 
 # --------------------------------------------------------------- Theorems 4.4 and 4.7 --
 def cond23(eta, S, E, L, lam, C1=0.0, corrected=True):
-    """Left-hand side of (23) (must be <= 0); ``corrected`` restores the factor E on C1 (step 165)."""
+    """Left-hand side of (23) (must be <= 0); ``corrected`` restores the factor E on C1 (step 165).
+
+    Parameters
+    ----------
+    eta : float
+        The local step size.
+    S : int
+        Clients per round.
+    E : int
+        Local steps.
+    L : float
+        Smoothness.
+    lam : float
+        The gradient diversity bound lambda.
+    C1 : float, default 0
+        The constant C1 of Assumption 3 (the gradient noise model).
+    corrected : bool, default True
+        Whether the factor E on C1 is restored.
+
+    Returns
+    -------
+    float
+        The left-hand side.
+    """
     c1 = 2 * C1 * E if corrected else 2 * C1
     return -eta / (2 * lam) + (S + 1) * L ** 2 * eta ** 3 * (c1 + E * (E + 1)) / (2 * S) + L * eta ** 2 / 2 * (C1 / S + 1)
 
 
 def lfsgd_nc_eta_max(S, E, L, lam, C1=0.0, corrected=True):
-    """Corollary 4.5: the positive root of (23)."""
+    """Corollary 4.5: the positive root of (23).
+
+    Parameters
+    ----------
+    S : int
+        Clients per round.
+    E : int
+        Local steps.
+    L : float
+        Smoothness.
+    lam : float
+        The gradient diversity bound lambda.
+    C1 : float, default 0
+        The constant C1 of Assumption 3 (the gradient noise model).
+    corrected : bool, default True
+        The corrected (23) or the printed one.
+
+    Returns
+    -------
+    float
+        The largest admissible eta.
+    """
     c1 = 2 * C1 * E if corrected else 2 * C1
     c = (S + 1) / S * L ** 2 * (c1 + E * (E + 1))
     b = L * (C1 / S + 1)
@@ -37,12 +81,60 @@ def lfsgd_nc_eta_max(S, E, L, lam, C1=0.0, corrected=True):
 
 
 def bound24(T, eta, S, B, E, L, sigma2, f0):
-    """Eq. (24): 2 f0/(eta T) + eta L s^2/(S B) + 2 eta^2 L^2 (E+1) s^2 (S+1)/(S B)."""
+    """Eq. (24): 2 f0/(eta T) + eta L s^2/(S B) + 2 eta^2 L^2 (E+1) s^2 (S+1)/(S B).
+
+    Parameters
+    ----------
+    T : int
+        Total local steps.
+    eta : float
+        The local step size.
+    S : int
+        Clients per round.
+    B : int
+        Minibatch size.
+    E : int
+        Local steps.
+    L : float
+        Smoothness.
+    sigma2 : float
+        The gradient noise.
+    f0 : float
+        f(x^0) - f*.
+
+    Returns
+    -------
+    float
+        The bound.
+    """
     return 2 * f0 / (eta * T) + eta * L * sigma2 / (S * B) + 2 * eta ** 2 * L ** 2 * (E + 1) * sigma2 * (S + 1) / (S * B)
 
 
 def cond28(eta, n, E, L, lam, zeta, C1=0.0):
-    """Left-hand side of (28) minus 1/lambda (must be <= 0)."""
+    """Left-hand side of (28) minus 1/lambda (must be <= 0).
+
+    Parameters
+    ----------
+    eta : float
+        The local step size.
+    n : int
+        Clients.
+    E : int
+        Local steps.
+    L : float
+        Smoothness.
+    lam : float
+        The gradient diversity bound lambda.
+    zeta : float
+        The mixing rate max(|lambda_2|, |lambda_n|) of W (:func:`fedtheory.runs.topology.zeta`).
+    C1 : float, default 0
+        The constant C1 of Assumption 3 (the gradient noise model).
+
+    Returns
+    -------
+    float
+        The left-hand side.
+    """
     z = zeta
     lhs = (2 * L ** 2 * eta ** 2 * C1 * E / (1 - z ** 2)
            + L ** 2 * eta ** 2 * E ** 2 / (1 - z) * (2 * z ** 2 / (1 + z) + 2 * z / (1 - z) + (E - 1) / E)
@@ -51,14 +143,58 @@ def cond28(eta, n, E, L, lam, zeta, C1=0.0):
 
 
 def bound29(T, eta, n, B, E, L, sigma2, zeta, f0):
-    """Eq. (29): 2 f0/(eta T) + eta L s^2/(n B) + (L^2 eta^2 s^2/B)((1+z^2)/(1-z^2) E - 1)."""
+    """Eq. (29): 2 f0/(eta T) + eta L s^2/(n B) + (L^2 eta^2 s^2/B)((1+z^2)/(1-z^2) E - 1).
+
+    Parameters
+    ----------
+    T : int
+        Total local steps.
+    eta : float
+        The local step size.
+    n : int
+        Clients.
+    B : int
+        Minibatch size.
+    E : int
+        Local steps.
+    L : float
+        Smoothness.
+    sigma2 : float
+        The gradient noise.
+    zeta : float
+        The mixing rate max(|lambda_2|, |lambda_n|) of W (:func:`fedtheory.runs.topology.zeta`).
+    f0 : float
+        f(x^0) - f*.
+
+    Returns
+    -------
+    float
+        The bound.
+    """
     return (2 * f0 / (eta * T) + eta * L * sigma2 / (n * B)
             + L ** 2 * eta ** 2 * sigma2 / B * ((1 + zeta ** 2) / (1 - zeta ** 2) * E - 1))
 
 
 def lfsgd_nc_E_max(T, S, lam, C1=0.0):
     """Remark 7: the largest E with 2 C1 + E(E+1) <= (T/S)[S/(lambda (S+1)) - sqrt(S/T)(S+C1)/(S+1)]
-    (condition (23) at eta = sqrt(S/T)/L); 0 when none."""
+    (condition (23) at eta = sqrt(S/T)/L); 0 when none.
+
+    Parameters
+    ----------
+    T : int
+        Total local steps.
+    S : int
+        Clients per round.
+    lam : float
+        The gradient diversity bound lambda.
+    C1 : float, default 0
+        The constant C1 of Assumption 3 (the gradient noise model).
+
+    Returns
+    -------
+    int
+        The largest E (0 when none).
+    """
     rhs = T / S * (S / (lam * (S + 1)) - math.sqrt(S / T) * (S + C1) / (S + 1))
     E = 0
     while 2 * C1 + (E + 1) * (E + 2) <= rhs:

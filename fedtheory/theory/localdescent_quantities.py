@@ -31,7 +31,22 @@ def _quadratic_parts(problem):
 
 
 def shared_minimizer(problem, x_star=None, tol=1e-10):
-    """True when every client is stationary at the minimiser (required for a finite sup Lambda)."""
+    """True when every client is stationary at the minimiser (required for a finite sup Lambda).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    x_star : ndarray, optional
+        The minimiser (the ground truth's otherwise).
+    tol : float, default 1e-10
+        Relative tolerance of stationarity.
+
+    Returns
+    -------
+    bool
+        Whether every client's gradient vanishes at x*.
+    """
     if x_star is None:
         x_star = problem.info.get("x_star") if problem.info else None
     if x_star is None:
@@ -45,7 +60,18 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
 def diversity_sup(problem):
     r"""sup_x Lambda(x, q): :math:`\lambda_{\max}(\bar A^{-1}M\bar A^{-1})` for a shared-minimiser
     quadratic, +inf when the clients' minimisers differ (docs/papers/localdescent.md, §3.1). Other problem kinds raise
-    ValueError (estimate the diversity along a traced run with :func:`traced_diversity`)."""
+    ValueError (estimate the diversity along a traced run with :func:`traced_diversity`).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    float
+        sup_x Lambda(x, q), +inf when the clients' minimisers differ.
+    """
     parts = _quadratic_parts(problem)
     if parts is None:
         raise ValueError("diversity_sup has a closed form for quadratics only; estimate the diversity along "
@@ -57,7 +83,18 @@ def diversity_sup(problem):
 
 def pl_constants(problem):
     """(L, mu): L = max_j L_j, mu = PL constant of f (lambda_min of the average Hessian for a
-    quadratic, l2 for logistic regression)."""
+    quadratic, l2 for logistic regression).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    tuple of float
+        ``(L, mu)``.
+    """
     return float(np.max(client_smoothness(problem))), float(strong_convexity(problem))
 
 
@@ -68,7 +105,9 @@ def client_gradients(problem, clients, Y):
     Parameters
     ----------
     problem : FederatedProblem
+        The problem.
     clients : array of int, shape (S,)
+        The clients, one per row of ``Y``.
     Y : array, shape (S, ..., d)
         Points, e.g. the traced local path ``rt["local"]`` (S, K + 1, d).
 
@@ -110,6 +149,18 @@ def client_gradients(problem, clients, Y):
 def objective_gradients(problem, X):
     r""":math:`\nabla f(x) = \sum_j q_j\nabla f_j(x)` (the smooth part) at every row of ``X`` (P, d).
 
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    X : ndarray of shape (P, d)
+        The points, one per row.
+
+    Returns
+    -------
+    ndarray of shape (P, d)
+        The gradient of the smooth part at each row.
+
     Examples
     --------
     >>> import numpy as np, problems
@@ -130,6 +181,18 @@ def multi_point_diversity(G, w):
     ``G`` has shape (S, ..., d) (row s: client s's gradient at its own point), ``w`` (S,) are
     weights (normalised here). 1 where the numerator is 0, +inf where only the denominator is
     (docs/papers/localdescent.md, §3.1-§3.2); the same as :func:`diversity` for one set of points.
+
+    Parameters
+    ----------
+    G : ndarray of shape (S, ..., d)
+        Row s: client s's gradient at its own point.
+    w : ndarray of shape (S,)
+        The clients' weights.
+
+    Returns
+    -------
+    ndarray
+        The diversity over axis 0 (shape ``G.shape[1:-1]``).
 
     Examples
     --------
@@ -181,6 +244,18 @@ def virtual_averages(trace, name="local"):
     NFSGD the q-average over all clients); k = 0 is the broadcast model (LFD) or the clients'
     q-average (NFSGD).
 
+    Parameters
+    ----------
+    trace : Trace
+        A run's trace.
+    name : str, default "local"
+        The traced sequence averaged.
+
+    Returns
+    -------
+    ndarray of shape (T, d)
+        One row per traced local step.
+
     Examples
     --------
     >>> import numpy as np, fedtheory as ft, problems
@@ -203,6 +278,20 @@ def traced_diversity(problem, trace, name="local"):
     their own iterates :math:`y_{s,k}` (k < K), weighted by the round's aggregation weights,
     shape (T,) in the order of :func:`virtual_averages` (docs/papers/localdescent.md, §3.2; the proofs' version uses all
     n clients: trace a full-participation run for it).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    trace : Trace
+        A run's trace.
+    name : str, default "local"
+        The traced sequence whose points are used.
+
+    Returns
+    -------
+    ndarray of shape (T,)
+        The diversity at every traced local step.
 
     Examples
     --------

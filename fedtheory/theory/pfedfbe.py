@@ -1,6 +1,7 @@
 r"""pFedFBE: the forward-backward envelope, Lemmas 1-3 and Theorem 1 (docs/papers/pfedfbe.md, §2 and §6),
 for h = tau ||.||_1 (the problem's ``l1``) and least-squares, lasso or quadratic clients (f_i
-quadratic: rho = 0).
+quadratic: rho = 0). The envelope itself (F_i, its gradient, F, min F) is
+:mod:`fedtheory.theory.pfedfbe_envelope`.
 
 FBE (eq. 5): :math:`F_i(x) = f_i(x) - \|\nabla f_i(x)\|^2/(2\lambda) + M_{h,\lambda}(x - \nabla f_i(x)/\lambda)`,
 :math:`M_{h,\lambda}(u) = h(p) + \frac\lambda2\|p - u\|^2`, :math:`p = \operatorname{prox}_{h/\lambda}(u)`;
@@ -57,6 +58,7 @@ import math
 
 import numpy as np
 
+from .pfedfbe_envelope import F_grad_points, F_star, F_value
 from . import families
 from . import Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
@@ -86,81 +88,6 @@ _DESCRIPTIONS = {
 }
 
 
-def soft(u, t):
-    """Soft thresholding, the prox of t ||.||_1."""
-    return np.sign(u) * np.maximum(np.abs(u) - t, 0.0)
-
-
-def prox_point(problem, i, x, lam):
-    """T_i(x) = prox_{h/lam}(x - grad f_i(x)/lam) (the personalized model)."""
-    return problem.prox(x - problem.client_grad(i, x) / lam, 1.0 / lam)
-
-
-def fbe_value(problem, i, x, lam):
-    """F_i(x) by the closed form (5)."""
-    g = problem.client_grad(i, x)
-    u = x - g / lam
-    p = problem.prox(u, 1.0 / lam)
-    M = problem.h_value(p) + lam / 2 * np.sum((p - u) ** 2)
-    return float(problem.client_value(i, x) - g @ g / (2 * lam) + M)
-
-
-def fbe_grad(problem, i, x, lam):
-    """grad F_i(x) = lam R - H R with R = x - T_i(x) (eq. 6)."""
-    R = x - prox_point(problem, i, x, lam)
-    return lam * R - problem.client_hessian_vector(i, x, R)
-
-
-def F_value(problem, x, lam):
-    """F(x) = (1/n) sum_i F_i(x) (eq. 7)."""
-    return float(np.mean([fbe_value(problem, i, x, lam) for i in range(problem.n_clients)]))
-
-
-def F_grad(problem, x, lam):
-    """grad F(x) = (1/n) sum_i grad F_i(x) (eq. 6)."""
-    return np.mean([fbe_grad(problem, i, x, lam) for i in range(problem.n_clients)], axis=0)
-
-
-def F_grad_points(problem, X, lam):
-    r"""grad F at every row of X (P, d) for quadratic f_i (eq. 6), vectorized.
-
-    With :math:`\nabla f_i(x) = H_i x + \nabla f_i(0)` (f_i quadratic) this is :func:`F_grad` row by
-    row, to rounding.
-
-    Examples
-    --------
-    >>> import numpy as np, problems
-    >>> rng = np.random.default_rng(0)
-    >>> p = problems.lasso([rng.normal(size=(20, 4)) for _ in range(3)], [rng.normal(size=20) for _ in range(3)],
-    ...                    l1=0.1)
-    >>> X = rng.normal(size=(5, 4))
-    >>> bool(np.allclose(F_grad_points(p, X, 30.0), [F_grad(p, x, 30.0) for x in X], rtol=1e-12, atol=1e-12))
-    True
-    """
-    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-    n, d = problem.n_clients, problem.dim
-    z = np.zeros(d)
-    out = np.zeros_like(X)
-    rowwise = problem.reg_weight != 0 and not problem.regularizer.sign_support     # only the l1 prox acts entrywise
-    for i in range(n):
-        H = problem.client_hessian(i, z)
-        G = X @ H.T + problem.client_grad(i, z)
-        U = X - G / lam
-        T = np.array([problem.prox(u, 1.0 / lam) for u in U]) if rowwise else problem.prox(U, 1.0 / lam)
-        Rm = X - T
-        out += lam * Rm - Rm @ H.T
-    return out / n
-
-
-def F_star(problem, lam, x0=None):
-    """min F (convex for quadratic f_i when lam >= L): L-BFGS on the C^1 envelope."""
-    from scipy.optimize import minimize
-    x0 = np.zeros(problem.dim) if x0 is None else x0
-    res = minimize(lambda x: F_value(problem, x, lam), x0, jac=lambda x: F_grad(problem, x, lam), method="L-BFGS-B",
-                   options=dict(gtol=1e-13, ftol=1e-15, maxiter=20000))
-    return float(res.fun), res.x
-
-
 # ---------------------------------------------------------------------- constants (§6.4) --
 def _hessians(problem):
     d = problem.dim
@@ -173,6 +100,22 @@ def gamma_F_sq(gamma_G, gamma_H, B, lam, lemma2_as_square=True):
     Lemma 2 prints :math:`\frac1n\sum_i\|\nabla F_i - \nabla F\|^2 \le \gamma_F := 24\gamma_G^2 +
     12B^2\gamma_H^2/\lambda^2`; read literally (``lemma2_as_square=False``) the theorem's
     :math:`\gamma_F^2` is the square of that, read as fedtheory does (docs/papers/pfedfbe.md, erratum 6; default) it is that.
+
+    Parameters
+    ----------
+    gamma_G, gamma_H : float
+        The dissimilarity bounds of the gradients and Hessians.
+    B : float
+        The bound on the gradients ||grad f_i|| (and the subgradients of h) on the ball C (Assumption 1).
+    lam : float
+        The envelope's parameter.
+    lemma2_as_square : bool, default True
+        Lemma 2's constant read as a square.
+
+    Returns
+    -------
+    float
+        gamma_F^2.
 
     Examples
     --------
@@ -189,6 +132,24 @@ def sigma_F_sq(sigma_G, sigma_H, B, lam, b_g=None, b_H=None, coefficient=3):
     ``b_g`` / ``b_H`` None count as 1 (exact gradients: sigma_G, sigma_H are then 0 or the additive
     noise).
 
+    Parameters
+    ----------
+    sigma_G, sigma_H : float
+        The noise of the sampled gradients and Hessians.
+    B : float
+        The bound on the gradients ||grad f_i|| (and the subgradients of h) on the ball C (Assumption 1).
+    lam : float
+        The envelope's parameter.
+    b_g, b_H : int, optional
+        The minibatch sizes (None: 1).
+    coefficient : float, default 3
+        c (the proof's 3; the statement prints 1).
+
+    Returns
+    -------
+    float
+        sigma_F^2.
+
     Examples
     --------
     >>> sigma_F_sq(2.0, 3.0, 1.0, 2.0, 4, 4, coefficient=1), sigma_F_sq(2.0, 3.0, 1.0, 2.0, 4, 4)
@@ -201,7 +162,26 @@ def sigma_F_sq(sigma_G, sigma_H, B, lam, b_g=None, b_H=None, coefficient=3):
 
 def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
     """L, B, gamma_G, gamma_H, sigma_G, sigma_H on the ball C = B(x_c, r_C) (docs/papers/pfedfbe.md, §6.4), and the derived
-    L_F (Lemma 1), gamma_F^2 (Lemma 2, read as a square) and sigma_F^2 (Lemma 3, coefficient 3)."""
+    L_F (Lemma 1), gamma_F^2 (Lemma 2, read as a square) and sigma_F^2 (Lemma 3, coefficient 3).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        A lasso problem.
+    lam : float
+        The envelope's parameter.
+    x_c : ndarray
+        The centre of the ball C.
+    r_C : float
+        Its radius.
+    b_g, b_H : int, optional
+        The minibatch sizes.
+
+    Returns
+    -------
+    dict
+        The constants by name.
+    """
     fit = problem.datafit
     if not fit.constant_hessian:
         raise ValueError(f"the constants are computed for quadratic f_i (a constant Hessian: least squares, lasso, "
@@ -237,7 +217,32 @@ def lemma_constants(problem, lam, x_c, r_C, b_g=None, b_H=None):
 
 def theorem1_terms(Delta_F, eta, K, R, L_F, gamma_F2, sigma_F2, q_S, r, sigma_G, corrected=True):
     """The four terms of Theorem 1 (optimisation, drift, sampling + noise, bias floor);
-    ``corrected`` puts L_F^2 in the drift term."""
+    ``corrected`` puts L_F^2 in the drift term.
+
+    Parameters
+    ----------
+    Delta_F : float
+        F(x^0) - F*.
+    eta : float
+        The local step size.
+    K, R : int
+        Local steps and rounds.
+    L_F, gamma_F2, sigma_F2 : float
+        The constants of Lemmas 1-3.
+    q_S : float
+        The client-sampling factor (n - S)/(S (n - 1)).
+    r : float
+        The minibatch factor max_i (1 - (b_g - 1)/(m_i - 1))/b_g (0 for full-batch gradients).
+    sigma_G : float
+        The gradient noise.
+    corrected : bool, default True
+        L_F^2 in the drift term.
+
+    Returns
+    -------
+    list of float
+        The four terms.
+    """
     return [4 * Delta_F / (eta * K * R),
             1600 * eta ** 2 * (L_F ** 2 if corrected else 1.0) * K ** 2 * (gamma_F2 + 4 * sigma_F2),
             8 * L_F * eta * (q_S * gamma_F2 + sigma_F2),
@@ -246,7 +251,32 @@ def theorem1_terms(Delta_F, eta, K, R, L_F, gamma_F2, sigma_F2, q_S, r, sigma_G,
 
 def theorem1_rhs(Delta_F, eta, K, R, L_F, gamma_F2, sigma_F2, q_S, r, sigma_G, corrected=True):
     """Right-hand side of Theorem 1 (sum of :func:`theorem1_terms`); ``corrected`` restores L_F^2
-    in the drift term."""
+    in the drift term.
+
+    Parameters
+    ----------
+    Delta_F : float
+        F(x^0) - F*.
+    eta : float
+        The local step size.
+    K, R : int
+        Local steps and rounds.
+    L_F, gamma_F2, sigma_F2 : float
+        The constants of Lemmas 1-3.
+    q_S : float
+        The client-sampling factor (n - S)/(S (n - 1)).
+    r : float
+        The minibatch factor max_i (1 - (b_g - 1)/(m_i - 1))/b_g (0 for full-batch gradients).
+    sigma_G : float
+        The gradient noise.
+    corrected : bool, default True
+        L_F^2 in the drift term.
+
+    Returns
+    -------
+    float
+        The bound.
+    """
     return sum(theorem1_terms(Delta_F, eta, K, R, L_F, gamma_F2, sigma_F2, q_S, r, sigma_G, corrected))
 
 
@@ -342,7 +372,20 @@ def measure(st, runs):
     r"""LHS = (1/(KR)) sum_{t,k<K} ||grad F(xbar_k^t)||^2 per run, xbar_k^t the per-step mean of the
     sampled clients' traced local iterates (xbar_0^t = x^t); F* and argmin F; the radius of the
     ball C (largest distance from argmin F of a traced iterate or prox point) and the constants
-    of Assumption 1 on C (radius 1.1 x that, docs/papers/pfedfbe.md, §6.4)."""
+    of Assumption 1 on C (radius 1.1 x that, docs/papers/pfedfbe.md, §6.4).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``values`` (one per run) and what the bound and the conditions read.
+    """
     p, K, lam = st["problem"], st["K"], st["lam"]
     Fs, xF = F_star(p, lam, st["x0"])
     vals, rad_it, rad_pp, diverged = [], 0.0, 0.0, 0
@@ -371,7 +414,20 @@ def measure(st, runs):
 
 
 def conditions(st, m):
-    """Stated, hidden and informational conditions of Theorem 1 (docs/papers/pfedfbe.md, §6.1-§6.3)."""
+    """Stated, hidden and informational conditions of Theorem 1 (docs/papers/pfedfbe.md, §6.1-§6.3).
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    m : dict
+        The measurement.
+
+    Returns
+    -------
+    list of Condition
+        The conditions with their roles.
+    """
     p, c, lam, lr, K = st["problem"], m["constants"], st["lam"], st["lr"], st["K"]
     eta_cap = 1 / (10 * K * c["L_F"])
     bounded_below = True

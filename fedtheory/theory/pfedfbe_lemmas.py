@@ -82,8 +82,10 @@ import numpy as np
 from . import families
 from . import Case, register_cases
 from .floors import EPS, FLOOR_ULPS, worst_instance
-from .engine import instance_floor, register_spec, TheoremSpec, Variant
+from .floors import instance_floor
+from .engine import register_spec, TheoremSpec, Variant
 from .pfedfbe import conditions, _run_kwargs, _setup
+from .pfedfbe_envelope import F_star
 from .pfedfbe_quantities import _base, envelope_grads, _gamma_F2, local_points, _sigma_F2
 
 _THEOREM = "pfedfbe.theorem_1"
@@ -152,8 +154,7 @@ def _scaled_space(variant):
         K = draw(fts.integers(1, 4))
         x0 = None
         if draw(fts.choice(True, False)):
-            from .pfedfbe import F_star, _setup as setup
-            x0 = F_star(p, setup(p, local_steps=K)["lam"])[1]
+            x0 = F_star(p, _setup(p, local_steps=K)["lam"])[1]
         if draw(fts.choice(True, False)):           # a deterministic run: full batch, S = n (exact expectations)
             S, b = None, None
         else:
@@ -219,6 +220,26 @@ def second_moment(p, i, x, lam, b, cache=None):
     over :math:`B_H` is :math:`\|(\lambda I - \nabla^2 f_i)\tilde R - \nabla F_i\|^2 + c_b\tilde R^\top M\tilde R`,
     :math:`c_b = (m - b)/(b(m - 1))`, :math:`M = \frac1m\sum_\xi(a_\xi a_\xi^\top - H)^2`; the one over
     :math:`B_g` enumerates its :math:`\binom{m}{b}` values.
+
+    Parameters
+    ----------
+    p : FederatedProblem
+        The lasso problem.
+    i : int
+        The client.
+    x : ndarray
+        The point.
+    lam : float
+        The envelope's parameter.
+    b : int
+        The minibatch size.
+    cache : dict, optional
+        The client's moments, computed once.
+
+    Returns
+    -------
+    tuple of float
+        The second moment and the bias.
 
     Examples
     --------
@@ -379,6 +400,26 @@ def split_bound(p, i, x, lam, b, cache):
     :func:`_hessian_error` (:math:`B_g`, :math:`B_H` independent, so :math:`\mathbb E\|e_1\|^2\|e_2\|^2` factors).
     Also the rounding scale of its terms.
 
+    Parameters
+    ----------
+    p : FederatedProblem
+        The lasso problem.
+    i : int
+        The client.
+    x : ndarray
+        The point.
+    lam : float
+        The envelope's parameter.
+    b : int
+        The minibatch size.
+    cache : dict
+        The client's moments.
+
+    Returns
+    -------
+    float
+        The right-hand side.
+
     Examples
     --------
     It bounds the exact second moment (:func:`second_moment`) from above, as the proof's first step does:
@@ -512,7 +553,22 @@ def _measure_42(st, runs):
 
 def step42_terms(st, m, LF2=True):
     """The terms of (42)'s right-hand side beyond -eta/4 ||grad F||^2: client drift (with L_F^2 or, as
-    printed, without), sampling and noise, bias; gamma_F^2 and sigma_F^2 of the corrected Lemmas 2 and 3."""
+    printed, without), sampling and noise, bias; gamma_F^2 and sigma_F^2 of the corrected Lemmas 2 and 3.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    m : dict
+        The measurement.
+    LF2 : bool, default True
+        The drift with L_F^2 (or as printed).
+
+    Returns
+    -------
+    dict
+        The terms by name.
+    """
     c, eta, K = m["constants"], st["lr"], st["K"]
     g2, s2 = _gamma_F2(st, m, False), _sigma_F2(st, m, 3)
     return [400 * eta ** 3 * K ** 2 * (c["L_F"] ** 2 if LF2 else 1.0) * (g2 + 4 * s2),
@@ -630,9 +686,8 @@ def _steady_state(scale, K, rounds=4000):
     """The model after ``rounds`` rounds of the deterministic run (full batch, S = n) of the counterexample
     of erratum 9 from argmin F: the fixed point of pFedFBE's round, to rounding."""
     from ..runs.runner import run
-    from .pfedfbe import F_star, _setup as setup
     p = _small_lasso(3, 3, 12, 0, 0.05, scale=scale)
-    st = setup(p, local_steps=K)
+    st = _setup(p, local_steps=K)
     x_F = F_star(p, st["lam"])[1]
     return run(p, "pfedfbe", rounds=rounds, local_steps=K, lr=st["lr"], lam=st["lam"], x0=x_F,
                   eval_every=rounds).x

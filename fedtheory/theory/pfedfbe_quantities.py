@@ -27,10 +27,26 @@ def envelope_grads(p, X, lam, values=False):
     with ``values`` also F_j (n, P) by the closed form (5) and the rounding scale of each F_j (the sum
     of the magnitudes of its terms) and of each gradient (lam ||x|| + ||grad f_j(x)||).
 
+    Parameters
+    ----------
+    p : FederatedProblem
+        A lasso problem (quadratic f_j).
+    X : ndarray of shape (P, d)
+        The points.
+    lam : float
+        The envelope's parameter.
+    values : bool, default False
+        Whether to return the values and rounding scales too.
+
+    Returns
+    -------
+    ndarray or tuple
+        The gradients (n, P, d); with ``values``, also F_j (n, P) and the rounding scales.
+
     Examples
     --------
     >>> import numpy as np, problems
-    >>> from fedtheory.theory.pfedfbe import fbe_grad, fbe_value
+    >>> from fedtheory.theory.pfedfbe_envelope import fbe_grad, fbe_value
     >>> rng = np.random.default_rng(0)
     >>> p = problems.lasso([rng.normal(size=(20, 4)) for _ in range(3)], [rng.normal(size=20) for _ in range(3)],
     ...                    l1=0.1)
@@ -68,7 +84,20 @@ def envelope_grads(p, X, lam, values=False):
 
 def local_points(st, runs):
     """Every local iterate x_{i,k}^t (k < K) of the runs at which the run evaluates g_i: arrays ``x``
-    (P, d), ``client`` (P,), ``where`` (dicts); non-finite points (a diverged run) are left out."""
+    (P, d), ``client`` (P,), ``where`` (dicts); non-finite points (a diverged run) are left out.
+
+    Parameters
+    ----------
+    st : dict
+        The check's setup.
+    runs : dict
+        The check's runs by label.
+
+    Returns
+    -------
+    dict
+        ``x``, ``client`` and ``where`` of every finite local iterate.
+    """
     K = st["K"]
     X, C, W = [], [], []
     for s, res in enumerate(runs["main"]):

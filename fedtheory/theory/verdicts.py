@@ -41,6 +41,7 @@ def unexpected(holds):
     Returns
     -------
     str
+        The verdict word.
     """
     return f"{UNEXPECTED}: {HOLDS if holds else VIOLATED}"
 
@@ -56,6 +57,7 @@ def word(cell):
     Returns
     -------
     str or None
+        The verdict word, or None for another text.
 
     Examples
     --------
@@ -78,6 +80,7 @@ def is_violated(cell):
     Returns
     -------
     bool
+        True for a violation.
     """
     cell = str(cell)
     return cell.startswith(VIOLATED) or cell == unexpected(False)
@@ -95,6 +98,7 @@ def is_failure(cell):
     Returns
     -------
     bool
+        True for a failure.
     """
     cell = str(cell)
     return cell.startswith(UNEXPECTED) or (cell.startswith(VIOLATED) and cell != DOCUMENTED_VIOLATION)
@@ -111,5 +115,6 @@ def is_not_applicable(cell):
     Returns
     -------
     bool
+        True for NOT APPLICABLE.
     """
     return str(cell).startswith(NOT_APPLICABLE)

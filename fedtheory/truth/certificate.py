@@ -46,20 +46,55 @@ _EPS_LD = float(np.finfo(np.longdouble).eps)
 
 
 def describe(problem):
-    """``'<name>' (<datafit> datafit, <regularizer> regularizer, l2=...)``: the problem class in messages."""
+    """``'<name>' (<datafit> datafit, <regularizer> regularizer, l2=...)``: the problem class in messages.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    str
+        The description.
+    """
     reg = "no regularizer" if not problem.is_composite else f"{problem.reg} regularizer (weight {problem.l1:g})"
     return f"{problem.name!r} ({problem.kind_name} datafit, l2={problem.l2:g}, {reg})"
 
 
 def is_margin_model(problem):
-    """Whether the datafit is a loss of the margins a_j^T x (least squares, logistic and alike)."""
+    """Whether the datafit is a loss of the margins a_j^T x (least squares, logistic and alike).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    bool
+        Whether the datafit is a margin loss.
+    """
     return hasattr(problem.datafit, "dloss") and hasattr(problem, "M")
 
 
 def gradient_terms(problem, x):
     r"""The size of the gradient's terms at x for a loss of the margins:
     :math:`\|\,|M|^\top (w \circ |\ell'(M x, b)|) + \ell_2 |x|\,\|`, the norm the gradient would have if no
-    term cancelled (the scale of its rounding)."""
+    term cancelled (the scale of its rounding).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    x : ndarray of shape (d,)
+        The point.
+
+    Returns
+    -------
+    float
+        The norm.
+    """
     z = np.asarray(problem.M @ x).ravel()
     t = problem._row_w * np.abs(problem.datafit.dloss(z, problem.b))
     g = np.asarray(abs(problem.M).T @ t).ravel() + problem.l2 * np.abs(x)
@@ -67,14 +102,36 @@ def gradient_terms(problem, x):
 
 
 def dense_rows(problem):
-    """The stacked rows as a dense array (copy-free when already dense)."""
+    """The stacked rows as a dense array (copy-free when already dense).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    ndarray of shape (m, d)
+        The rows.
+    """
     M = problem.M
     return M.toarray() if problem.sparse else np.asarray(M, dtype=np.float64)
 
 
 def weighted_system(problem):
     r"""(A~, b~) with :math:`F_{smooth}(x) = \frac12\|\tilde A x - \tilde b\|^2` for least squares:
-    the rows scaled by the square roots of their weights, then :math:`\sqrt{\ell_2} I` rows."""
+    the rows scaled by the square roots of their weights, then :math:`\sqrt{\ell_2} I` rows.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(A~, b~)``.
+    """
     sw = np.sqrt(problem._row_w)
     A = dense_rows(problem) * sw[:, None]
     b = np.asarray(problem.b, dtype=np.float64) * sw
@@ -85,13 +142,43 @@ def weighted_system(problem):
 
 
 def residual_ld(A, b, x):
-    """b - A x with extended-precision (np.longdouble) products and sums."""
+    """b - A x with extended-precision (np.longdouble) products and sums.
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, d)
+        The matrix.
+    b : ndarray of shape (m,)
+        The right-hand side.
+    x : ndarray of shape (d,)
+        The point.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The residual, in np.longdouble.
+    """
     return b.astype(np.longdouble) - A.astype(np.longdouble) @ np.asarray(x, dtype=np.longdouble)
 
 
 def margin_error(problem, x, eps=_EPS):
     r"""Componentwise bound on the rounding error of every margin a_j^T x - b_j computed with
-    unit roundoff ``eps`` (the classical dot-product bound, FMA or not)."""
+    unit roundoff ``eps`` (the classical dot-product bound, FMA or not).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    x : ndarray of shape (d,)
+        The point.
+    eps : float, default: the unit roundoff of float64
+        The unit roundoff of the evaluation.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The bound of every margin's error.
+    """
     M = problem.M
     absx = np.abs(np.asarray(x, dtype=np.float64))
     ax = np.asarray(abs(M) @ absx).ravel()
@@ -107,7 +194,22 @@ def eval_error(problem, x, eps=_EPS):
     margin errors (:func:`margin_error`) and c_j a bound on the curvature within e_j of z_j
     (:func:`curvature_near`), plus the
     summation error of the total. A datafit with a constant Hessian (a quadratic): the summation
-    error only. Any other datafit: inf (nothing bounds the error of its value; not certified)."""
+    error only. Any other datafit: inf (nothing bounds the error of its value; not certified).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    x : ndarray of shape (d,)
+        The point.
+    eps : float, default: the unit roundoff of float64
+        The unit roundoff of the evaluation.
+
+    Returns
+    -------
+    float
+        The bound (inf when it overflows).
+    """
     with np.errstate(over="ignore", invalid="ignore"):
         F = abs(float(problem.value(x)))
         m = problem.M.shape[0] if hasattr(problem, "M") else problem.dim
@@ -125,7 +227,22 @@ def eval_error(problem, x, eps=_EPS):
 
 def curvature_near(problem, z, e):
     """Bound on l'' within e of the margins z (the datafit's :meth:`max_curvature`, else its
-    global curvature bound)."""
+    global curvature bound).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    z : ndarray of shape (m,)
+        The margins.
+    e : ndarray of shape (m,)
+        How far from them.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The bound at every margin.
+    """
     f = getattr(problem.datafit, "max_curvature", None)
     if f is not None:
         return np.asarray(f(z, problem.b, e), dtype=np.float64)
@@ -133,7 +250,24 @@ def curvature_near(problem, z, e):
 
 
 def ls_gap(A, b, Q, x):
-    """(F(x) in extended precision, F(x) - F*) of 1/2||A x - b||^2, Q an orthonormal basis of range(A)."""
+    """(F(x) in extended precision, F(x) - F*) of 1/2||A x - b||^2, Q an orthonormal basis of range(A).
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, d)
+        The matrix.
+    b : ndarray of shape (m,)
+        The right-hand side.
+    Q : ndarray
+        An orthonormal basis of range(A).
+    x : ndarray of shape (d,)
+        The point.
+
+    Returns
+    -------
+    tuple of float
+        ``(F(x), F(x) - F*)``.
+    """
     r = residual_ld(A, b, x)
     f = 0.5 * float(r @ r)
     qr = Q.T.astype(np.longdouble) @ r
@@ -142,7 +276,24 @@ def ls_gap(A, b, Q, x):
 
 def lasso_dual(A, b, x, lam):
     r"""(primal, dual) of :math:`\frac12\|Ax - b\|^2 + \lambda\|x\|_1` at x and at the dual point
-    :math:`\theta = r / \max(1, \|A^\top r\|_\infty/\lambda)`, r = b - A x (duality gap = primal - dual)."""
+    :math:`\theta = r / \max(1, \|A^\top r\|_\infty/\lambda)`, r = b - A x (duality gap = primal - dual).
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, d)
+        The matrix.
+    b : ndarray of shape (m,)
+        The right-hand side.
+    x : ndarray of shape (d,)
+        The point.
+    lam : float
+        The weight of the l1 norm.
+
+    Returns
+    -------
+    tuple of float
+        ``(primal, dual)``.
+    """
     r = residual_ld(A, b, x)
     primal = 0.5 * float(r @ r) + lam * float(np.abs(x).sum())
     g = np.abs(A.T.astype(np.longdouble) @ r).max() if A.shape[1] else 0.0
@@ -153,7 +304,28 @@ def lasso_dual(A, b, x, lam):
 
 
 def verdict(f, f0, f_lower, f_upper, rel_residual, f_err, tol):
-    """(certified, reason): the rules of the module docstring; reason is '' when certified."""
+    """(certified, reason): the rules of the module docstring; reason is '' when certified.
+
+    Parameters
+    ----------
+    f : float
+        F at the solution.
+    f0 : float
+        F at the starting point of the polish.
+    f_lower, f_upper : float
+        The bracket on F*.
+    rel_residual : float
+        The relative optimality residual.
+    f_err : float
+        The rounding error of F.
+    tol : float
+        The accuracy asked for.
+
+    Returns
+    -------
+    tuple
+        ``(certified, reason)``.
+    """
     s = max(1.0, abs(f)) if np.isfinite(f) else np.inf
     if not np.isfinite(f):
         return False, f"F* = {f!r} is not finite"

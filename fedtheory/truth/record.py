@@ -122,7 +122,19 @@ def check_reference(problem, reference, caller, name="reference"):
     :class:`GroundTruth`) another problem's data hash. A reference built by hand (an object with
     ``f`` and ``x``, no hash) is checked by its value: F(x) must be its ``f``, else a warning.
     Suboptimality, distances and the heterogeneity constants measured against another problem's
-    x* and F* are silently wrong numbers."""
+    x* and F* are silently wrong numbers.
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    reference : GroundTruth or object with f and x
+        The reference.
+    caller : str
+        The function that checks (for the error).
+    name : str, default "reference"
+        The parameter's name (for the error).
+    """
     x = np.asarray(reference.x, dtype=np.float64) if getattr(reference, "x", None) is not None else None
     if x is None or x.shape != (problem.dim,):
         raise InvalidParameterError(f"The '{name}' parameter of {caller} must be the ground truth of this "

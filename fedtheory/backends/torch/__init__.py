@@ -35,7 +35,20 @@ _CONVEX = weakref.WeakKeyDictionary()      # problem -> {device: ConvexOracles}:
 
 def make_oracles(problem, device=None):
     """Torch oracles of ``problem`` on ``device`` (None: cuda when available, else cpu), built once
-    per problem and device (the data are converted and moved to the device once per sweep)."""
+    per problem and device (the data are converted and moved to the device once per sweep).
+
+    Parameters
+    ----------
+    problem : FederatedProblem or DeepProblem
+        The problem.
+    device : str or torch.device or None
+        The device (None: cuda when available, else cpu).
+
+    Returns
+    -------
+    TorchOracles
+        The oracles.
+    """
     dev = resolve_device(device)
     if getattr(problem, "is_deep", False):
         return problem.oracles(dev)

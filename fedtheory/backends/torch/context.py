@@ -28,7 +28,25 @@ def _row_of(A):
 
 class TorchRoundContext(RoundContext):
     """:class:`RoundContext` whose ``problem`` is a :class:`~.oracles.TorchOracles` and whose
-    ``weights`` are a tensor; the primitives return tensors."""
+    ``weights`` are a tensor; the primitives return tensors.
+
+    Parameters
+    ----------
+    oracles : TorchOracles
+        The problem's torch oracles (kept as ``problem``).
+    rnd : int
+        The round's index (0-based), kept as ``round``.
+    clients, weights, idx, noise, lrs : array
+        As the attributes of the same names.
+    u : float, default 0
+        The round's uniform coin.
+    rng : numpy.random.Generator, optional
+        The run's auxiliary stream.
+    weight_decay : float, default 0
+        The run's decoupled weight decay.
+    clip_norm : float, optional
+        The run's clipping threshold.
+    """
 
     def __init__(self, oracles, rnd, clients, weights, idx, noise, lrs, u=0.0, rng=None, weight_decay=0.0,
                  clip_norm=None):

@@ -76,6 +76,7 @@ class DeepProblem:
     eval_batch : int, default 2048
         Samples per chunk in evaluations.
     name : str
+        The problem's name.
 
     Examples
     --------
@@ -264,7 +265,15 @@ class DeepProblem:
 
 
 class DeepOracles(TorchOracles):
-    """Torch oracles of a :class:`DeepProblem` on one device."""
+    """Torch oracles of a :class:`DeepProblem` on one device.
+
+    Parameters
+    ----------
+    problem : DeepProblem
+        The problem.
+    device : torch.device
+        The device.
+    """
 
     def __init__(self, problem, device):
         super().__init__(problem, device, problem.dtype)

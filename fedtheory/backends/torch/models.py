@@ -31,6 +31,22 @@ def _seeded(build, seed):
 def mlp(in_features=784, n_classes=10, hidden=(512, 256), seed=0):
     """Fully connected ReLU network ``in -> hidden... -> n_classes`` (FedDeper's MLP: (512, 256)).
 
+    Parameters
+    ----------
+    in_features : int, default 784
+        Inputs.
+    n_classes : int, default 10
+        Outputs.
+    hidden : tuple of int, default (512, 256)
+        Hidden widths.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+
     Examples
     --------
     >>> sum(p.numel() for p in mlp(64, 10, hidden=(8,)).parameters())
@@ -63,6 +79,26 @@ def cnn(in_channels=1, side=28, convs=((32, 3), (64, 3)), fcs=(1024, 512), n_cla
     2x2 max-pool, then fully connected ReLU layers ``fcs`` and the output layer. The FedDeper CNNs
     are instances; small ones make fast tests.
 
+    Parameters
+    ----------
+    in_channels : int
+        Input channels.
+    side : int
+        Input height and width.
+    convs : tuple of (int, int)
+        ``(channels, kernel)`` of each convolution.
+    fcs : tuple of int
+        Widths of the fully connected layers.
+    n_classes : int, default 10
+        Outputs.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+
     Examples
     --------
     >>> sum(p.numel() for p in cnn(1, 8, convs=[(4, 3)], fcs=[16]).parameters())
@@ -72,17 +108,68 @@ def cnn(in_channels=1, side=28, convs=((32, 3), (64, 3)), fcs=(1024, 512), n_cla
 
 
 def feddeper_cnn_mnist(n_classes=10, in_channels=1, side=28, seed=0):
-    """FedDeper's MNIST CNN: conv 32 (3x3) -> conv 64 (3x3) -> FC 1024 -> FC 512 -> out."""
+    """FedDeper's MNIST CNN: conv 32 (3x3) -> conv 64 (3x3) -> FC 1024 -> FC 512 -> out.
+
+    Parameters
+    ----------
+    n_classes : int, default 10
+        Outputs.
+    in_channels : int
+        Input channels.
+    side : int
+        Input height and width.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+    """
     return _seeded(lambda: _conv_net(in_channels, side, [(32, 3), (64, 3)], [1024, 512], n_classes), seed)
 
 
 def feddeper_cnn_cifar(n_classes=10, in_channels=3, side=32, seed=0):
-    """FedDeper's CIFAR-10 CNN: conv 64 (5x5) -> conv 128 (5x5) -> FC 1024 -> FC 512 -> FC 256 -> out."""
+    """FedDeper's CIFAR-10 CNN: conv 64 (5x5) -> conv 128 (5x5) -> FC 1024 -> FC 512 -> FC 256 -> out.
+
+    Parameters
+    ----------
+    n_classes : int, default 10
+        Outputs.
+    in_channels : int
+        Input channels.
+    side : int
+        Input height and width.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+    """
     return _seeded(lambda: _conv_net(in_channels, side, [(64, 5), (128, 5)], [1024, 512, 256], n_classes), seed)
 
 
 def lenet5(n_classes=10, in_channels=1, side=28, seed=0):
-    """LeNet-5: conv 6 (5x5, pad 2) -> pool -> conv 16 (5x5) -> pool -> 120 -> 84 -> out (ReLU)."""
+    """LeNet-5: conv 6 (5x5, pad 2) -> pool -> conv 16 (5x5) -> pool -> 120 -> 84 -> out (ReLU).
+
+    Parameters
+    ----------
+    n_classes : int, default 10
+        Outputs.
+    in_channels : int
+        Input channels.
+    side : int
+        Input height and width.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+    """
     def build():
         s = (side // 2 - 4) // 2
         return nn.Sequential(nn.Conv2d(in_channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -112,7 +199,17 @@ class _Block(nn.Module):
 class ResNet18GN(nn.Module):
     """ResNet-18 (basic blocks [2, 2, 2, 2], widths 64-512) with GroupNorm and a 7x7 stride-2 stem
     followed by 3x3 max-pooling, as torchvision's ResNet-18 with BatchNorm replaced by GroupNorm
-    (FedSpeed's model, docs/papers/fedspeed.md, §6.1)."""
+    (FedSpeed's model, docs/papers/fedspeed.md, §6.1).
+
+    Parameters
+    ----------
+    n_classes : int, default 10
+        Outputs.
+    in_channels : int, default 3
+        Input channels.
+    groups : int, default 2
+        GroupNorm groups per layer.
+    """
 
     def __init__(self, n_classes=10, in_channels=3, groups=2):
         super().__init__()
@@ -131,7 +228,24 @@ class ResNet18GN(nn.Module):
 
 
 def resnet18_gn(n_classes=10, in_channels=3, groups=2, seed=0):
-    """ResNet-18 with GroupNorm (``groups`` groups per layer, 2 as in FedDyn/FedSpeed's code)."""
+    """ResNet-18 with GroupNorm (``groups`` groups per layer, 2 as in FedDyn/FedSpeed's code).
+
+    Parameters
+    ----------
+    n_classes : int, default 10
+        Outputs.
+    in_channels : int, default 3
+        Input channels.
+    groups : int, default 2
+        GroupNorm groups per layer.
+    seed : int, default 0
+        Seed of the initial weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The network.
+    """
     return _seeded(lambda: ResNet18GN(n_classes, in_channels, groups), seed)
 
 

@@ -19,7 +19,18 @@ from ...exceptions import InvalidParameterError
 
 
 def resolve_device(device):
-    """``device`` as a torch.device; None picks "cuda" when available, else "cpu"."""
+    """``device`` as a torch.device; None picks "cuda" when available, else "cpu".
+
+    Parameters
+    ----------
+    device : str or torch.device or None
+        The device (None: cuda when available, else cpu).
+
+    Returns
+    -------
+    torch.device
+        The device.
+    """
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -39,6 +50,15 @@ class TorchOracles:
     Attributes mirror :class:`fedtheory.problem.FederatedProblem` where the algorithms read them
     (``n_clients``, ``dim``, ``client_ptr``, ``client_sizes``, ``noise``, ``l2``, ``l1``, ``reg``),
     except ``weights``, a tensor on ``device``, so that ``weights @ rows`` works on tensor states.
+
+    Parameters
+    ----------
+    problem : FederatedProblem or DeepProblem
+        The problem.
+    device : torch.device
+        The device.
+    dtype : torch.dtype
+        The tensors' dtype.
     """
 
     def __init__(self, problem, device, dtype):
@@ -122,6 +142,15 @@ class ConvexOracles(TorchOracles):
     """Torch oracles of a :class:`fedtheory.problem.FederatedProblem` (float64 by default).
 
     CSR data are densified on the device (LIBSVM sets are small: a9a is 32561 x 123).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    device : torch.device
+        The device.
+    dtype : torch.dtype, default torch.float64
+        The tensors' dtype.
     """
 
     def __init__(self, problem, device, dtype=torch.float64):

@@ -300,9 +300,33 @@ def lr_threshold(name, *, L, mu, local_steps, n_clients=2, lr_max=None, rel_tol=
     then where the steps stop being fixed (FedSPS: gamma_b <= 1/(2cL), every step at the cap), a
     lower estimate.
 
+    Parameters
+    ----------
+    name : str
+        The theorem (its PEP form).
+    L, mu : float
+        The class's constants.
+    local_steps : int
+        Local steps.
+    n_clients : int, default 2
+        Clients of the PEP.
+    lr_max : float, optional
+        The upper end of the bisection.
+    rel_tol : float, default 1e-3
+        Relative tolerance of the bisection.
+    solver : str, default "CLARABEL"
+        The SDP solver.
+    bnb : dict, optional
+        Options of the branch and bound of adaptive steps.
+    time_limit : float, optional
+        Seconds, after which every probe counts as undecided.
+    **kw
+        More parameters of the form.
+
     Returns
     -------
     threshold : float
+        The largest certified step (inf or nan as described above).
     undecided : list of float
         The probed steps whose bracket straddled the target (empty: the threshold is exact to
         the tolerance).

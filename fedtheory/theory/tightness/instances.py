@@ -18,6 +18,22 @@ def class_quadratics(n, L, mu, dim=3, seeds=(0, 1)):
     curvature mu, (mu + L)/2 and L, and clients with random rotations of
     diag(linspace(max(mu, L/20), L, dim)).
 
+    Parameters
+    ----------
+    n : int
+        Clients.
+    L, mu : float
+        The class's constants.
+    dim : int, default 3
+        Dimension.
+    seeds : tuple of int, default (0, 1)
+        Seeds of the constructions.
+
+    Returns
+    -------
+    list of FederatedProblem
+        The quadratics.
+
     Examples
     --------
     >>> ps = class_quadratics(2, 1.0, 0.1)
@@ -39,7 +55,20 @@ def class_quadratics(n, L, mu, dim=3, seeds=(0, 1)):
 
 def normalised_x0(problem, initial):
     """x0 along the all-ones direction scaled so that the initial condition ``"distance"``
-    (||x0 - x*||^2) or ``"gap"`` (f(x0) - f*) equals 1 (x* = 0, f* = 0)."""
+    (||x0 - x*||^2) or ``"gap"`` (f(x0) - f*) equals 1 (x* = 0, f* = 0).
+
+    Parameters
+    ----------
+    problem : FederatedProblem
+        The problem.
+    initial : str
+        The initial condition's quantity (``"distance"``, ...).
+
+    Returns
+    -------
+    ndarray
+        x0.
+    """
     v = np.ones(problem.dim)
     if initial == "distance":
         return v / np.linalg.norm(v)

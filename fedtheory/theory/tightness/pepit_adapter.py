@@ -27,7 +27,13 @@ class PEPSolveError(RuntimeError):
 
 
 def require_pepit():
-    """Import PEPit, or raise an ImportError naming the optional extra ``[pep]``."""
+    """Import PEPit, or raise an ImportError naming the optional extra ``[pep]``.
+
+    Returns
+    -------
+    module
+        PEPit.
+    """
     try:
         import PEPit  # noqa: F401
     except ImportError as e:
@@ -163,7 +169,20 @@ def shared_minimiser_clients(n, L, mu):
 
 
 def average(points, weights=None):
-    """Weighted average of PEP points (uniform weights by default)."""
+    """Weighted average of PEP points (uniform weights by default).
+
+    Parameters
+    ----------
+    points : list
+        PEP points.
+    weights : sequence of float, optional
+        The weights (uniform by default).
+
+    Returns
+    -------
+    Point
+        The average.
+    """
     n = len(points)
     w = [1.0 / n] * n if weights is None else list(weights)
     out = w[0] * points[0]
@@ -185,6 +204,15 @@ class PolyakSteps:
     :math:`c\langle d, g\rangle \le f_i(x) - \ell_i` (equality when hi < cap: the Polyak branch)
     relax the product, so the PEP's value is an upper bound over the box; at lo = hi they force
     :math:`d = \gamma g` and the relaxation is exact.
+
+    Parameters
+    ----------
+    boxes : sequence of tuple
+        ``(lo, hi)`` of every step size.
+    cap : float
+        gamma_b.
+    fixed : sequence of float, optional
+        One value per step (the exact PEP at those steps).
     """
 
     def __init__(self, boxes, cap, fixed=None):

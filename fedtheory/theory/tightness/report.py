@@ -21,7 +21,30 @@ def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0
     """Measured (the largest over the class quadratics and the extracted worst-case instance,
     :func:`worst_case_instance`, when there is one), worst case (bracket) and bound after
     1..rounds rounds: a dict of arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``.
-    ``known`` maps rounds r to a bracket already solved (e.g. :func:`tightness`'s), used as is."""
+    ``known`` maps rounds r to a bracket already solved (e.g. :func:`tightness`'s), used as is.
+
+    Parameters
+    ----------
+    name : str
+        The theorem.
+    rounds : int
+        The largest number of rounds.
+    variant : str, default "printed"
+        The bound's variant.
+    solver : str, default "CLARABEL"
+        The SDP solver.
+    time_limit : float, default 3
+        Seconds per worst case.
+    known : dict, optional
+        Worst cases already solved.
+    **consts
+        The class's constants and the method's parameters.
+
+    Returns
+    -------
+    dict
+        Arrays ``rounds``, ``measured``, ``lower``, ``upper``, ``bound``.
+    """
     spec = _spec(name)
     var = spec.variants[variant]
     form = form_of(name, rounds=rounds, **consts)
@@ -47,7 +70,26 @@ def curves(name, *, rounds, variant="printed", solver="CLARABEL", time_limit=3.0
 
 def contraction_curve(name, *, lrs, solver="CLARABEL", time_limit=1.0, **consts):
     """One-round worst-case contraction (bracket) of the form's Lyapunov quantity at each step in
-    ``lrs``: arrays ``lr``, ``lower``, ``upper``."""
+    ``lrs``: arrays ``lr``, ``lower``, ``upper``.
+
+    Parameters
+    ----------
+    name : str
+        The theorem.
+    lrs : sequence of float
+        The steps.
+    solver : str, default "CLARABEL"
+        The SDP solver.
+    time_limit : float, default 1
+        Seconds per worst case.
+    **consts
+        The class's constants and the method's parameters.
+
+    Returns
+    -------
+    dict
+        Arrays ``lr``, ``lower``, ``upper``.
+    """
     lo, hi = [], []
     for lr in lrs:
         f = form_of(name, rounds=1, lr=float(lr), **consts)
@@ -71,6 +113,20 @@ def figure(t, cur, con):
     is positive), placed by :func:`fedtheory.plotting.log_limits`; a value at or below 0 is marked
     at the axis' bottom and +inf at its top (:func:`fedtheory.plotting.mark_off_axis`), a NaN
     (a solver failure) is left out.
+
+    Parameters
+    ----------
+    t : Tightness
+        The theorem's tightness record.
+    cur : dict
+        :func:`curves`.
+    con : dict
+        :func:`contraction_curve`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
     """
     import matplotlib.pyplot as plt
 
@@ -196,11 +252,23 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
     :data:`TIGHTNESS_CASES` configuration) with measured <= worst case <= bound checked, the
     figures written to ``out``, and the report's section (list of Markdown lines).
 
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer rounds.
+    theorems : list of str, optional
+        The theorems (default every covered one).
+    out : str or Path, optional
+        Where the figures go.
+    echo : callable, optional
+        Where progress goes.
+
     Returns
     -------
     rows : list of dict
         The verdict table's columns plus :data:`TIGHTNESS_COLUMNS`.
     lines : list of str
+        The report's section, as Markdown lines.
     """
     require_pepit()
     from pathlib import Path

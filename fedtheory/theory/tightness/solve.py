@@ -27,7 +27,21 @@ def _check_solver_options(caller, **options):
 
 @dataclass
 class Solve:
-    """One SDP: the primal value of the solver's instance, PEPit's dual value, residuals."""
+    """One SDP: the primal value of the solver's instance, PEPit's dual value, residuals.
+
+    Parameters
+    ----------
+    primal : float
+        The solver's primal value.
+    dual : float
+        PEPit's dual value.
+    residual : float
+        The primal residual.
+    status : str
+        The solver's status.
+    seconds : float
+        The solve time.
+    """
 
     primal: float
     dual: float
@@ -50,6 +64,18 @@ def solve_pep(pep, solver="CLARABEL"):
     The primal residual is the largest violation of a scalar constraint of the PEP (equalities
     in absolute value) or of the Gram matrix's positive semidefiniteness (minus its smallest
     eigenvalue), at the solver's solution.
+
+    Parameters
+    ----------
+    pep : PEP
+        A built PEP.
+    solver : str, default "CLARABEL"
+        The SDP solver.
+
+    Returns
+    -------
+    Solve
+        Primal value, dual value, primal residual.
     """
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -84,9 +110,27 @@ def branch_and_bound(form, metric="theorem", solver="CLARABEL", rtol=1e-3, time_
     exact PEP could be solved at all, ``lower`` is -inf (no lower bound certified), ``gap`` is
     inf and ``info["lower_certified"]`` is False.
 
+    Parameters
+    ----------
+    form : PEPForm
+        The method's PEP form.
+    metric : str, default "theorem"
+        The quantity bounded.
+    solver : str, default "CLARABEL"
+        The SDP solver.
+    rtol : float, default 1e-3
+        The bracket's relative gap to stop at.
+    time_limit : float, default 10
+        Seconds.
+    max_nodes : int, default 400
+        Nodes.
+    target : float, optional
+        Stop once the bracket is on one side of it.
+
     Returns
     -------
     lower, upper : float
+        The bracket on the worst case.
     info : dict
         ``nodes``, ``gap``, ``residual`` (largest primal residual), ``steps`` (the incumbent's
         step sizes), ``seconds``, ``exact_failures`` (exact PEPs no solver could solve),
