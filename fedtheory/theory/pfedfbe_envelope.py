@@ -1,5 +1,5 @@
-"""pFedFBE's forward-backward envelope (docs/papers/pfedfbe.md, §2): the soft threshold, a client's
-personalized model T_i(x), the envelope F_i and its gradient (eqs. 5-6), their averages F and grad F
+"""pFedFBE's forward-backward envelope (docs/papers/pfedfbe.md, §2): a client's personalized model
+T_i(x), the envelope F_i and its gradient (eqs. 5-6), their averages F and grad F
 (eq. 7), vectorised for quadratic clients, and min F.
 
 What :mod:`fedtheory.theory.pfedfbe` (Theorem 1), its lemmas and the tests compare the registered
@@ -8,24 +8,6 @@ What :mod:`fedtheory.theory.pfedfbe` (Theorem 1), its lemmas and the tests compa
 from __future__ import annotations
 
 import numpy as np
-
-
-def soft(u, t):
-    """Soft thresholding, the prox of t ||.||_1.
-
-    Parameters
-    ----------
-    u : ndarray
-        The point.
-    t : float
-        The threshold.
-
-    Returns
-    -------
-    ndarray
-        sign(u) max(|u| - t, 0).
-    """
-    return np.sign(u) * np.maximum(np.abs(u) - t, 0.0)
 
 
 def prox_point(problem, i, x, lam):
