@@ -1,4 +1,4 @@
-"""Compiled round machinery: the problem and round records, sampling, and the local primitives.
+"""Compiled round machinery: the problem and round records and the local primitives (a round's draws: :mod:`.sampling`).
 
 The algorithms' compiled rules (``local`` and ``server`` in each algorithm file, see
 ``docs/add-your-own-algorithm.md``) are plain functions in the NumPy subset Numba compiles. They

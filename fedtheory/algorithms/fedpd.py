@@ -45,21 +45,13 @@ def local(pk, rd, hp, st, rng):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round: participants, weights, minibatch rows, noise, step sizes.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    rng : numpy.random.Generator
-        The algorithm's own coins.
+    pk, rd, hp, st, rng : Pack, Round, Params, State, numpy.random.Generator
+        The arguments of every ``local`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------
     tuple
-        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+        ``(Messages, bad)``, ``bad`` the first failing slot * K + step (-1: none).
     """
     lam = st.dual[rd.clients]
     if hp.start == PREVIOUS:             # the released code: from x_{i,K} of the round before
@@ -83,16 +75,8 @@ def server(pk, rd, hp, st, m):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    m : Messages
-        The participants' messages.
+    pk, rd, hp, st, m : Pack, Round, Params, State, Messages
+        The arguments of every ``server`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------
@@ -117,18 +101,10 @@ def comm(pk, rd, hp, st, n_participants, down, up):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays.
-    rd : Round
-        The round.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state after the round.
-    n_participants : int
-        The distinct participants.
-    down, up : int
-        The d-vectors sent each way per participant.
+    pk, rd, hp, st : Pack, Round, Params, State
+        The arguments of every ``comm`` rule (:mod:`fedtheory._kernels.rounds`), the state after the round.
+    n_participants, down, up : int
+        The distinct participants, and the d-vectors each sends and receives.
 
     Returns
     -------

@@ -76,21 +76,13 @@ def local(pk, rd, hp, st, rng):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round: participants, weights, minibatch rows, noise, step sizes.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    rng : numpy.random.Generator
-        The algorithm's own coins.
+    pk, rd, hp, st, rng : Pack, Round, Params, State, numpy.random.Generator
+        The arguments of every ``local`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------
     tuple
-        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+        ``(Messages, bad)``, ``bad`` the first failing slot * K + step (-1: none).
     """
     ghat_old = st.ghat[rd.clients]
     x = ops.row(st.x)
@@ -106,16 +98,8 @@ def server(pk, rd, hp, st, m):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    m : Messages
-        The participants' messages.
+    pk, rd, hp, st, m : Pack, Round, Params, State, Messages
+        The arguments of every ``server`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------

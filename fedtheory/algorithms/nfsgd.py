@@ -37,21 +37,13 @@ def local(pk, rd, hp, st, rng):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round: participants, weights, minibatch rows, noise, step sizes.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    rng : numpy.random.Generator
-        The algorithm's own coins.
+    pk, rd, hp, st, rng : Pack, Round, Params, State, numpy.random.Generator
+        The arguments of every ``local`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------
     tuple
-        ``(Messages, bad)``: the participants' messages, and the first failing (slot * K + step), -1 when none.
+        ``(Messages, bad)``, ``bad`` the first failing slot * K + step (-1: none).
     """
     X0 = st.X[rd.clients]
     Y, bad = ops.local_sgd(pk, rd, X0, X0, 1.0, 0.0, ops.empty2())
@@ -63,16 +55,8 @@ def server(pk, rd, hp, st, m):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays (:data:`fedtheory._kernels.rounds.Pack`).
-    rd : Round
-        The round.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state at the start of the round.
-    m : Messages
-        The participants' messages.
+    pk, rd, hp, st, m : Pack, Round, Params, State, Messages
+        The arguments of every ``server`` rule (:mod:`fedtheory._kernels.rounds`).
 
     Returns
     -------
@@ -88,18 +72,10 @@ def comm(pk, rd, hp, st, n_participants, down, up):
 
     Parameters
     ----------
-    pk : Pack
-        The problem's kernel arrays.
-    rd : Round
-        The round.
-    hp : Params
-        The algorithm's hyperparameters.
-    st : State
-        The state after the round.
-    n_participants : int
-        The distinct participants.
-    down, up : int
-        The d-vectors sent each way per participant.
+    pk, rd, hp, st : Pack, Round, Params, State
+        The arguments of every ``comm`` rule (:mod:`fedtheory._kernels.rounds`), the state after the round.
+    n_participants, down, up : int
+        The distinct participants, and the d-vectors each sends and receives.
 
     Returns
     -------
