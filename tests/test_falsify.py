@@ -272,3 +272,16 @@ def test_a_drawn_case_is_drawn_again_at_its_coordinates():
         assert params2.keys() == params.keys()
         for k in params:
             assert np.array_equal(np.asarray(params[k]), np.asarray(params2[k])), (name, k)
+
+
+def test_a_seed_gives_the_same_search_whatever_modules_the_process_loaded(tmp_path, monkeypatch):
+    """Hypothesis draws some values from the literals of the modules a process has loaded (a test
+    file, a user's module). The search must not: a module full of numbers in the space's ranges,
+    imported between two searches of one seed, changes nothing."""
+    kw = dict(variant="printed", budget=30, seed=3, progress=False)
+    first = validation.falsify("feddeper.theorem_2", **kw).history
+    numbers = [*range(0, 70), 2 ** 16, *(k / 100 for k in range(1, 400)), *(10.0 ** k for k in range(-8, 9))]
+    (tmp_path / "user_numbers.py").write_text(f"NUMBERS = {numbers!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import user_numbers  # noqa: F401
+    assert validation.falsify("feddeper.theorem_2", **kw).history == first

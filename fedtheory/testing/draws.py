@@ -7,6 +7,7 @@ Needs ``hypothesis`` (the ``test`` extra: ``pip install -e ".[test]"``).
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 from .._argcheck import check_param, Interval
@@ -18,6 +19,9 @@ except ImportError as e:  # pragma: no cover - the test extra is missing
                       "(the 'test' extra)") from e
 
 import numpy as np
+from ..components import Quadratic
+from ..components.quadratic import synthetic_quadratic
+from ..problem import FederatedProblem
 
 #: The tape of the draw being made (:class:`Tape`), or None outside :func:`recording` and :func:`replay`.
 _TAPE = contextvars.ContextVar("fedtheory_draw_tape", default=None)
@@ -59,6 +63,45 @@ class Tape:
             value = _from_unit(kind, lo, hi, self.given[i])
         self.entries.append((kind, lo, hi, _to_unit(kind, lo, hi, value)))
         return value
+
+
+@contextlib.contextmanager
+def fixed_constants():
+    """Within this block, hypothesis draws no constant harvested from the modules this process loaded.
+
+    Hypothesis (6.131 and later) draws a few of its values (5% of integers, 15% of floats) from the
+    literals of the "local" modules in ``sys.modules``: the project's, the tests', a user's. Which of
+    them are loaded differs between a command, a test worker and a notebook, and so would the draws
+    of one seed. Inside this block only hypothesis's own fixed constants are drawn, and a seed gives
+    the same search in any process (``validation.falsify`` searches inside it). With a hypothesis
+    that has no such pool there is nothing to do.
+
+    Yields
+    ------
+    None
+        Nothing: the block runs with the pool of local constants empty.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> with fixed_constants():
+    ...     find(integers(0, 10), lambda v: v >= 3)
+    3
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+        harvest, cache = providers._get_local_constants, providers.CONSTANTS_CACHE.cache
+    except (ImportError, AttributeError):      # an older hypothesis: no pool of local constants
+        yield
+        return
+    providers._get_local_constants = Constants  # an empty pool for every test case
+    cache.clear()                               # the values allowed per range, cached with the old pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = harvest
+        cache.clear()
 
 
 def _to_unit(kind, lo, hi, v):
@@ -369,9 +412,6 @@ def quadratics(draw, n_clients=integers(2, 6), dim=integers(2, 4), L=1.0, mu=Non
     >>> p.info["recipe"]
     "problems.quadratic(3, 2, L=1.0, mu=0.1, heterogeneity=1.0, noise=0.0, seed=0, hessian='distinct', shared_minimizer=False)"
     """
-    from ..components import Quadratic
-    from ..components.quadratic import synthetic_quadratic
-    from ..problem import FederatedProblem
     L_ = draw(as_strategy(L))
     mu_ = L_ * draw(log_uniform(0.02, 0.5)) if mu is None else draw(as_strategy(mu))    # default: relative to L
     kw = dict(L=L_, mu=mu_, heterogeneity=draw(as_strategy(heterogeneity)),

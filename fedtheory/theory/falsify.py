@@ -3,7 +3,8 @@ r"""Search a theorem's conforming space for a counterexample (``validation.falsi
 A theorem is a property of every ``(problem, params)`` pair inside its function class and
 conditions (its conforming space, :func:`fedtheory.testing.strategies.theorem_cases`). The search has
 three phases, all within ``budget`` verifications (a case already evaluated is not run again),
-and is deterministic for a seed (hypothesis seeded, no example database):
+and is deterministic for a seed (hypothesis seeded, no example database, none of the constants hypothesis
+would harvest from the modules the process loaded: :func:`fedtheory.testing.draws.fixed_constants`):
 
 1. **draws**: hypothesis draws pairs from that space, guided by ``target(log ratio)`` towards the
    largest measured/bound, and shrinks a violated case to a small one (half the budget);
@@ -34,12 +35,13 @@ import numpy as np
 from .verdicts import NOT_APPLICABLE, VIOLATED
 from .._argcheck import check_param, Interval, Options
 from .._progress import bar as progress_bar
+from . import CASES, SPECS, THEOREMS
+from .engine import conforms
 
 
 def _registered_counterexamples(name, variant):
     """Labels of the registered cases (:data:`fedtheory.theory.CASES`) on which ``variant`` of theorem
     ``name`` is documented to fail (``expect[variant]`` is False: its documented counterexamples)."""
-    from . import CASES
     if name not in CASES:
         return []
     try:
@@ -131,7 +133,6 @@ class Falsification:
 
     def replay(self):
         """The Verification of the counterexample (else of the worst case), run again."""
-        from . import THEOREMS
         case = self.counterexample or self.worst
         if case is None:
             raise ValueError(f"falsify({self.name!r}) evaluated no applicable case: nothing to replay")
@@ -236,7 +237,6 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
     """
     from hypothesis import HealthCheck, Phase, given, settings, target
     from hypothesis import seed as hseed
-    from . import SPECS, THEOREMS
     check_param("name", name, [Options(*sorted(THEOREMS))], "falsify")
     spec = SPECS.get(name)
     if spec is None:
@@ -245,10 +245,9 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
     check_param("variant", variant, [Options(*spec.variants)], "falsify")
     check_param("budget", budget, [Interval(int, 1, None)], "falsify")
     check_param("seed", seed, [Interval(int, 0, math.inf)], "falsify")
-    from ..testing.draws import recording, replay
+    from ..testing.draws import fixed_constants, recording, replay        # (hypothesis: the test extra)
     if cases is None:
-        from ..testing.strategies import theorem_cases
-        from .engine import conforms
+        from ..testing.strategies import theorem_cases        # (hypothesis: the test extra)
         cases, base = theorem_cases(name, variant), spec.cases(variant)
 
         def inside(case):                            # the filter of theorem_cases, for a replayed case
@@ -323,16 +322,17 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
         return stop_if_violated(evaluate(case, drawn, phase))
 
     try:
-        try:
-            search()
-        except _Violated as e:
-            out.counterexample = e.case
-        if out.counterexample is None and out.worst is not None and out.worst.coordinates:
+        with fixed_constants():                 # the same search for a seed whatever this process loaded
             try:
-                _edges(at, out, budget, _starts([r for r in seen.values() if isinstance(r, FalsifyCase)]))
-                _optimise(at, out, budget)
+                search()
             except _Violated as e:
                 out.counterexample = e.case
+            if out.counterexample is None and out.worst is not None and out.worst.coordinates:
+                try:
+                    _edges(at, out, budget, _starts([r for r in seen.values() if isinstance(r, FalsifyCase)]))
+                    _optimise(at, out, budget)
+                except _Violated as e:
+                    out.counterexample = e.case
     except Exception as e:
         case = getattr(e, "fedtheory_case", None)
         if case is not None and not any(case in n for n in getattr(e, "__notes__", ())):
@@ -345,7 +345,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
 
 def _kinds(strategy):
     """The kinds of draw of one case of ``strategy`` (the taped primitives it uses)."""
-    from ..testing.draws import recording, replay
+    from ..testing.draws import recording, replay        # (hypothesis: the test extra)
     try:
         return {e[0] for e in replay(recording(strategy), [])[1]}
     except Exception:                       # a strategy that cannot be drawn outside a search: no local phases
@@ -462,7 +462,8 @@ def _optimise(at, out, budget):
             coords[i] = (k, lo, hi, float(min(max(x[j], 0.0), 1.0)))
         res = at(coords, "optimiser")
         sc = _score(res)
-        return -sc if math.isfinite(sc) else (-1e3 if sc > 0 else 1e3)
+        # to 6 digits, as the draws' target: the path must not turn on the last bits of a ratio
+        return -float(f"{sc:.6g}") if math.isfinite(sc) else (-1e3 if sc > 0 else 1e3)
 
     # a simplex of steps of 0.25 towards the middle of each range
     simplex = [start]
