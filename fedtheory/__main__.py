@@ -13,7 +13,7 @@ counterexample found), 2 a usage or input error (one line on stderr), 3 a run di
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import os
 import sys
 
@@ -86,8 +86,27 @@ EPILOG_EXIT = ("\n\nexit status:\n" + "\n".join(f"  {k:<4} {v}" for k, v in EXIT
                  "components, theorems")
 
 
-from .reporting.commands import (UsageError, _demo, _describe_text, _errata, _falsify, _one_line, _os_error,  # noqa: E402
-                                  _plot, _run, _sweep, _verify)
+from . import __version__, _progress
+from .exceptions import ConfigError, DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError
+from .reporting.commands import UsageError, _one_line, _os_error
+
+#: Each subcommand's function, as (module of fedtheory.reporting, function): loaded on dispatch by
+#: :func:`_command`, so that ``fedtheory --help`` and ``--version`` load no command module (and with
+#: them NumPy, Numba or pandas; tests/test_architecture.py keeps it so).
+COMMANDS = {"list": ("theory_commands", "_list"), "describe": ("theory_commands", "_describe"),
+            "verify": ("theory_commands", "_verify"), "errata": ("theory_commands", "_errata"),
+            "falsify": ("theory_commands", "_falsify"), "demo": ("run_commands", "_demo"),
+            "run": ("run_commands", "_run"), "sweep": ("run_commands", "_sweep"), "plot": ("plot_command", "_plot")}
+
+#: The exceptions that are input errors: exit status 2, one line.
+INPUT_ERRORS = (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError,
+                UncertifiedOptimumError)
+
+
+def _command(name):
+    """The function that runs subcommand ``name`` (:data:`COMMANDS`), its module imported now."""
+    module, function = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__package__}.reporting.{module}"), function)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,7 +119,7 @@ class _Parser(argparse.ArgumentParser):
         """" Did you mean ...?" for a misspelled subcommand, choice or option."""
         import re
 
-        from ._argcheck import did_you_mean
+        from ._argcheck import did_you_mean          # (on a usage error only: it loads NumPy, --help does not)
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if m:
             return did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
@@ -174,17 +193,7 @@ def _where_raised(e):
     return f" at {f.filename}, line {f.lineno}" + (f": {f.line.strip()}" if f.line else "")
 
 
-def _input_errors():
-    """The exceptions that are input errors (exit 2, one line). Imported when one is raised: the
-    configuration module loads NumPy, which ``fedtheory --version`` and ``--help`` do without."""
-    from .reporting.config import ConfigError
-    from .exceptions import DataError, IncompatibleProblemError, InvalidParameterError, UncertifiedOptimumError
-    return (UsageError, ConfigError, InvalidParameterError, IncompatibleProblemError, DataError,
-            UncertifiedOptimumError)
-
-
 def _main(argv):
-    from . import __version__
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="fedtheory", description="fedtheory: federated-optimization theory testbed",
                                      epilog=EPILOGS["main"] + EPILOG_EXIT, formatter_class=fmt)
@@ -263,7 +272,7 @@ def _main(argv):
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())          # as 'python -m fedtheory' does (the console script does not): for
     if args.imports:                          # --import and for a configuration's import = [...] alike
-        from .registry import import_modules
+        from .registry import import_modules    # (--import only: the registry loads NumPy, --help does not)
         try:
             import_modules(args.imports)
         except (ImportError, ValueError) as e:
@@ -274,27 +283,10 @@ def _main(argv):
                   f"{type(e).__name__}: {_one_line(e)}{_where_raised(e)}", file=sys.stderr)  # error; 1 = a check
             return 2
     _utf8_stdout()
-    from . import _progress
     if args.quiet:
         _progress._QUIET.append(True)
     try:
-        if args.cmd == "list":
-            from .reporting.config import factories
-            from .theory import THEOREMS
-            from . import algorithms
-            print("algorithms:", ", ".join(algorithms()))
-            print("problems:  ", ", ".join(factories()))
-            from .theory import is_lemma
-            print("theorems:  ", ", ".join(sorted(n for n in THEOREMS if not is_lemma(n))) or "(none registered yet)")
-            print("lemmas:    ", ", ".join(sorted(n for n in THEOREMS if is_lemma(n))) or "(none registered yet)")
-        elif args.cmd == "describe":
-            from . import describe
-            info = describe(args.name)
-            print(json.dumps(info, indent=2, default=str, ensure_ascii=False) if args.json else _describe_text(info))
-        elif args.cmd == "demo":
-            _demo(args)
-        else:
-            return {"run": _run, "sweep": _sweep, "verify": _verify, "plot": _plot, "errata": _errata, "falsify": _falsify}[args.cmd](args)
+        return _command(args.cmd)(args)
     except BrokenPipeError:                     # `fedtheory list | head`: the reader left; not an error
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -305,13 +297,12 @@ def _main(argv):
     except OSError as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(_os_error(e))}", file=sys.stderr)
         return 2
-    except _input_errors() as e:
+    except INPUT_ERRORS as e:
         print(f"fedtheory {args.cmd}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:
         if args.quiet:
             _progress._QUIET.pop()
-    return 0
 
 
 def _utf8_stdout():

@@ -45,3 +45,8 @@ class UncertifiedOptimumWarning(RuntimeWarning):
 class DeclarationError(TypeError):
     """An algorithm class declares something invalid (a hyperparameter without constraints): a
     TypeError, raised when the class is used; the public check suite reports it as a failed check."""
+
+
+class ConfigError(ValueError):
+    """A configuration file (``fedtheory run`` or ``sweep``, :func:`fedtheory.reporting.config.load`) is
+    invalid; the message names the file, line and key."""

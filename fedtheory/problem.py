@@ -27,6 +27,8 @@ from . import components
 from .components.weights import client_weights
 from .components.catalog import kernel_id
 from .exceptions import DataError
+from ._kernels.oracles import kernel_form
+from ._kernels.rounds import Pack
 
 
 def _as_client_arrays(A, b, caller, datafit=None):
@@ -407,7 +409,6 @@ class FederatedProblem:
         """Arrays for the Numba kernels: (sparse, A, data, indices, indptr, b, kind, ptr); ``kind`` is
         the datafit's kernel id in its static form (``fedtheory._kernels.oracles.kernel_form``)."""
         if self._pack is None:
-            from ._kernels.oracles import kernel_form
             kind, keep = kernel_id(self.datafit, self.data)
             self._kernel_keep += (keep,)
             arrays = self.data.kernel_arrays()
@@ -419,7 +420,6 @@ class FederatedProblem:
         kernel arrays (the datafit's id in its static form, ``kernel_form``), l2, the regularizer's weight and kernel arguments, the client
         sizes and weights, the noise level and the dimension (built once)."""
         if self._cpack is None:
-            from ._kernels.rounds import Pack
             sparse, A, data, indices, indptr, b, kind, ptr = self.kernel_pack()
             code, groups, m1, m2 = self.reg_pack()
             self._cpack = Pack(bool(sparse), A, data, indices, indptr, b, kind, ptr, float(self.l2),

@@ -85,7 +85,7 @@ def _check_declaration(cls):
     the algorithm share (LFD's)."""
     import dataclasses
 
-    from .algorithms.base import Algorithm
+    from .algorithms.base import Algorithm      # (the algorithm registry's circle: the algorithms import this module)
     if not any("name" in vars(k) for k in cls.__mro__ if k is not Algorithm) or not isinstance(cls.name, str) \
             or not cls.name:
         raise DeclarationError(f"{cls.__qualname__} sets no name: give the class a name (name: ClassVar[str] = "
@@ -121,7 +121,7 @@ def algorithms():
     >>> "scaffold" in ft.algorithms()
     True
     """
-    from . import algorithms as _  # noqa: F401  (imports register every algorithm)
+    from . import algorithms as _  # noqa: F401  (the algorithm registry's circle: importing them registers them)
     return sorted(ALGORITHMS)
 
 
@@ -139,7 +139,7 @@ def get_algorithm(name):
         The :class:`~fedtheory.algorithms.base.Algorithm` subclass; InvalidParameterError
         listing the registered names when there is none of that name.
     """
-    from . import algorithms as _  # noqa: F401
+    from . import algorithms as _  # noqa: F401  (the algorithm registry's circle: importing them registers them)
     if isinstance(name, str) and name in ALGORITHMS:
         return ALGORITHMS[name]
     raise InvalidParameterError(

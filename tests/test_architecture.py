@@ -376,3 +376,44 @@ def test_no_source_file_is_a_god_file_and_the_run_engine_has_no_large_class():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 300:
                 big.append(f"{f.relative_to(ROOT)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not big, big
+
+
+def _imports_inside_functions(path):
+    """``(line, source line)`` of every import of a project module made inside a function of a file."""
+    lines = path.read_text().splitlines()
+    seen = set()
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            project = (isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("fedtheory"))) \
+                or (isinstance(node, ast.Import) and any(a.name.startswith("fedtheory") for a in node.names))
+            if project and node.lineno not in seen:
+                seen.add(node.lineno)
+                yield node.lineno, lines[node.lineno - 1]
+
+
+def test_imports_inside_functions_are_few_and_each_says_why():
+    """An import goes at the top of its module. One inside a function is kept only for an optional
+    dependency (torch, hypothesis, Dask), for the algorithm registry's circle, or to keep
+    ``fedtheory --help`` from loading NumPy; it says which on its line, in a comment in parentheses
+    (docs/architecture.md). At most 30 in the library."""
+    found = [(f"{f.relative_to(ROOT)}:{n}", text) for f in sorted(LIB.rglob("*.py"))
+             for n, text in _imports_inside_functions(f)]
+    silent = [where for where, text in found if "# (" not in text and not ("# noqa" in text and "(" in text.split("#", 1)[1])]
+    assert not silent, f"imports inside functions without their reason: {silent}"
+    assert len(found) <= 30, [w for w, _ in found]
+
+
+def test_the_library_imports_without_its_optional_dependencies():
+    """torch, hypothesis, Dask and PEPit are extras: with each of them missing, the library, the command
+    line's commands, ``problems`` and ``validation`` still import (what needs one loads it where it
+    is used, and says which extra to install)."""
+    for missing in ("torch", "hypothesis", "dask", "PEPit"):
+        code = (f"import sys\nsys.modules[{missing!r}] = None\n"
+                "import fedtheory.theory, fedtheory.runs.runner, fedtheory.truth, fedtheory.plotting\n"
+                "import fedtheory.reporting.run_commands, fedtheory.reporting.theory_commands\n"
+                "import fedtheory.reporting.plot_command, fedtheory.reporting.sweep, problems, validation\n"
+                "print('ok')")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+        assert r.stdout.strip() == "ok", (missing, r.stderr[-2000:])

@@ -136,11 +136,11 @@ def test_usage_mistakes_in_a_real_process_print_no_traceback(files, argv):
 
 
 @pytest.mark.parametrize("cmd,target,argv", [
-    ("run", "fedtheory.reporting.points.run_point", ["run", "{d}/ok.toml"]),
-    ("verify", "fedtheory.reporting.verify_report.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
-    ("plot", "fedtheory.plotting.results_figure", ["plot", "{d}/res", "--out", "{d}/r.png"]),
-    ("describe", "fedtheory.describe", ["describe", "fedavg"]),
-    ("list", "fedtheory.algorithms", ["list"]),
+    ("run", "fedtheory.reporting.run_commands.run_point", ["run", "{d}/ok.toml"]),
+    ("verify", "fedtheory.reporting.theory_commands.verify_all", ["verify", "--quick", "--out", "{d}/v"]),
+    ("plot", "fedtheory.reporting.plot_command.results_figure", ["plot", "{d}/res", "--out", "{d}/r.png"]),
+    ("describe", "fedtheory.reporting.theory_commands.describe", ["describe", "fedavg"]),
+    ("list", "fedtheory.reporting.theory_commands.algorithms", ["list"]),
     ("demo", "problems.libsvm", ["demo"]),
 ])
 def test_ctrl_c_exits_130_with_one_line_for_every_command(files, capsys, monkeypatch, cmd, target, argv):

@@ -268,11 +268,11 @@ def test_the_seeds_of_a_case_that_draws_nothing_run_once(monkeypatch, name, reci
     """A case whose runs draw nothing from their seed (full participation, exact gradients) runs
     its seeds once and gives the verification of running each (the same measurement and verdict);
     a sampled case runs every seed."""
-    import fedtheory.runs.runner as runner
+    import fedtheory.theory.engine as engine              # where the theory runs the algorithm
     recipe = dict(recipe)
     p = problems.quadratic(recipe.pop("n"), 3, L=1.0, **recipe)
     calls = []
-    real = runner.run
+    real = engine.run
 
     def counted(*a, **k):
         calls.append(k.get("seed"))
@@ -283,10 +283,10 @@ def test_the_seeds_of_a_case_that_draws_nothing_run_once(monkeypatch, name, reci
         res._seed_free = False
         return res
 
-    monkeypatch.setattr(runner, "run", counted)
+    monkeypatch.setattr(engine, "run", counted)
     once = validation.verify(name, p, **kw)
     n_once = len(calls)
-    monkeypatch.setattr(runner, "run", every_seed)
+    monkeypatch.setattr(engine, "run", every_seed)
     each = validation.verify(name, p, **kw)
     assert once.applicable and once.verdict() == each.verdict()
     assert np.array_equal([once.measured, once.bound, once.stderr], [each.measured, each.bound, each.stderr],

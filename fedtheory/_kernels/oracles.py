@@ -25,6 +25,7 @@ from .datafits import (KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC, OP_GRA
                        least_squares_terms, logistic_terms, quadratic_rows)
 from .regularizers import (REG_GROUP, REG_L1, REG_L2, REG_NONE, REG_NUCLEAR, prox_group, prox_l1, prox_l2,
                            prox_none, prox_nuclear)
+from ..components.catalog import kernel_fallback
 
 #: The decorator of every loop that inlines an oracle (the local-step kernels, the runtime dispatch):
 #: ``njit(cache=True, error_model="numpy")``. Under Numba's default ("python") error model each
@@ -126,7 +127,6 @@ def _margin_csr(data, indices, indptr, b, kind, op, start, end, rows, x, v, out,
 # --------------------------------------------------------------------------- dispatch
 def _python_rows(kind, op, start, end, rows, x, v, out, val):
     """A registered datafit without a Numba kernel: its NumPy code (through ``objmode``)."""
-    from ..components.catalog import kernel_fallback
     return float(kernel_fallback("datafit", kind).rows(op, start, end, rows, x, v, out, val))
 
 
@@ -284,7 +284,6 @@ def client_oracle(sparse, A, data, indices, indptr, b, kind, op, start, end, row
 # --------------------------------------------------------------------------- regularizers
 def _python_prox(reg, u, t, out):
     """A registered regularizer without a Numba kernel: its NumPy prox (through ``objmode``)."""
-    from ..components.catalog import kernel_fallback
     out[:] = kernel_fallback("regularizer", reg).prox_t(u, t)
 
 

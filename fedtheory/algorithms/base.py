@@ -21,8 +21,9 @@ from typing import ClassVar
 import numpy as np
 
 from .._argcheck import Bool, Interval, NoneOk, Options, check_param  # noqa: F401  (for algorithms' constraints)
-from ..runs.arrays import copy
-from ..exceptions import InvalidParameterError
+from ..runs.arrays import copy, to_numpy
+from ..exceptions import InvalidParameterError, DeclarationError, IncompatibleProblemError
+from .._argcheck import did_you_mean
 
 _ROUND_METHODS = ("init", "local_round", "local_round_reference", "server_update")
 _PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algorithm.params_class)
@@ -85,7 +86,6 @@ def _prepare_rules(name):
             continue
         want = ["pk", "rd", "hp", "st", "rng"] if rule == "local" else ["pk", "rd", "hp", "st", "m"]
         if len(params) != 5:
-            from ..exceptions import DeclarationError
             raise DeclarationError(f"the compiled rule {rule} of module {name!r} takes ({', '.join(params)}); it must "
                                    f"take five arguments, {rule}({', '.join(want)}) (section 3 of "
                                    "docs/add-your-own-algorithm.md).")
@@ -186,7 +186,6 @@ class Algorithm:
         for f in dataclasses.fields(self):
             allowed = self.constraints.get(f.name)
             if not allowed:
-                from ..exceptions import DeclarationError
                 raise DeclarationError(
                     f"{type(self).__qualname__} declares the hyperparameter {f.name!r} without constraints: "
                     f"constraints[{f.name!r}] must list what it accepts, e.g. [Interval(float, 0, None, "
@@ -218,7 +217,6 @@ class Algorithm:
         known = cls.hyperparameters()
         unknown = sorted(set(kwargs) - set(known))
         if unknown:
-            from .._argcheck import did_you_mean
             names = [*known, *run_parameters]
             raise InvalidParameterError(
                 f"Unknown hyperparameter(s) {unknown} for algorithm {cls.name!r}; its own "
@@ -231,7 +229,6 @@ class Algorithm:
 
     def check_problem(self, problem):
         """Raise IncompatibleProblemError when the algorithm cannot run on ``problem``."""
-        from ..exceptions import IncompatibleProblemError
         if problem.is_composite:
             raise IncompatibleProblemError(
                 f"{self.name!r} handles smooth objectives only, but problem {problem.name!r} has "
@@ -475,5 +472,4 @@ class Algorithm:
     def scalar_values(self, state):
         """The declared :attr:`scalars` in ``state`` as floats, ``{name: value}`` (the runner's
         history columns at an evaluated round)."""
-        from ..runs.arrays import to_numpy
         return {k: float(to_numpy(state[k])) for k in self.scalars}

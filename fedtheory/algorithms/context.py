@@ -10,6 +10,9 @@ import numpy as np
 from .._kernels.fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .._kernels.local_steps import corrected_local_sgd, DIR_PLAIN, DIR_SAM, DIR_VR, feddeper_local
 from .._kernels.sps import sps_local_steps
+from .._kernels.rounds import Round
+from .._kernels.sampling import minibatch_rows
+from ..runs.arrays import to_numpy
 
 _EMPTY2 = np.zeros((0, 0))
 _EMPTY3 = np.zeros((0, 0, 0))
@@ -127,7 +130,6 @@ class RoundContext:
         """Record iterate ``y`` of client slot ``s`` after local step ``k`` (0: the start) of the
         local path ``name`` (the NumPy twins and the torch context; kernels use :meth:`path`)."""
         if name in self.want:
-            from ..runs.arrays import to_numpy
             self.path(name)[s, k] = to_numpy(y)
 
     # -- Numba path -----------------------------------------------------------------
@@ -165,7 +167,6 @@ class RoundContext:
         """This round as the compiled rules' :data:`~fedtheory._kernels.rounds.Round` record (the
         context's own arrays: tensors for the torch context's weights). The traced local paths
         are the buffers of :meth:`path`."""
-        from .._kernels.rounds import Round
         return Round(self.round, self.clients, self.weights, self.problem.weights[self.clients], self.idx,
                      self.noise, self.lrs, self.u, self.weight_decay, float(self.clip_norm or 0.0), self.K, self.S,
                      self.t0, self.path("local"), self.path("personal"), self.path("prox_point"),
@@ -176,7 +177,6 @@ class RoundContext:
         ``noise``, drawn from the run's auxiliary stream (two-minibatch methods: FedDeper, pFedFBE)
         as the run draws ``idx``: with or without replacement (``batch_replacement``). With exact
         gradients (B = 0) the rows are empty as well."""
-        from .._kernels.sampling import minibatch_rows
         p = self.problem
         S, K, B = self.idx.shape
         idx2 = self.idx

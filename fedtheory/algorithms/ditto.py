@@ -20,6 +20,7 @@ from .._argcheck import Interval
 from ..registry import register
 from ..runs.arrays import copy, repeat_rows
 from .base import Algorithm
+from ..runs.metrics import personalized_extras
 
 State = namedtuple("DittoState", "x v")
 Messages = namedtuple("DittoMessages", "y v")
@@ -132,5 +133,4 @@ class Ditto(Algorithm):
         return {"y": X, "v": V}
 
     def history_extras(self, state, problem):
-        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["v"], state["x"])

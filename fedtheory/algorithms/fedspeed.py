@@ -61,6 +61,7 @@ from .._argcheck import Interval, Options
 from ..runs.arrays import copy, zeros
 from ..registry import register
 from .base import Algorithm
+from ..exceptions import FedSpeedServerWarning
 
 SAM_EPS = 1e-7
 #: ``perturbation`` and ``server`` as the compiled rules read them (``FedSpeed.compiled_params``)
@@ -144,7 +145,6 @@ def _caller_stacklevel():
 def _warn_alg1_partial(S, n):
     import warnings
 
-    from ..exceptions import FedSpeedServerWarning
     warnings.warn(FedSpeedServerWarning(
         f"fedspeed with server='alg1' (Algorithm 1, line 16, as printed) under partial participation "
         f"({S} of {n} clients in a round): this server step has no fixed "

@@ -29,6 +29,7 @@ from .._kernels.fbe import HVP_EXACT, HVP_FD, HVP_NONE
 from .._argcheck import Interval, Options
 from ..registry import register
 from .base import Algorithm
+from ..runs.metrics import personalized_extras
 
 State = namedtuple("PFedFBEState", "x")
 Messages = namedtuple("PFedFBEMessages", "y")
@@ -216,7 +217,6 @@ class PFedFBE(Algorithm):
                          for i in range(problem.n_clients)])
 
     def history_extras(self, state, problem):
-        from ..runs.metrics import personalized_extras
         th = self.personalized(problem, state["x"])
         out = personalized_extras(problem, th, state["x"])
         if (problem.info or {}).get("w_clients") is not None:

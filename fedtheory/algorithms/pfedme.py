@@ -21,6 +21,7 @@ from .._argcheck import Interval
 from ..registry import register
 from ..runs.arrays import copy, repeat_rows
 from .base import Algorithm
+from ..runs.metrics import personalized_extras
 
 State = namedtuple("PFedMeState", "x theta")
 Messages = namedtuple("PFedMeMessages", "w theta")
@@ -152,5 +153,4 @@ class PFedMe(Algorithm):
         return {"w": W, "theta": Th}
 
     def history_extras(self, state, problem):
-        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["theta"], state["x"])

@@ -19,6 +19,7 @@ from .._argcheck import Interval
 from ..registry import register
 from ..runs.arrays import broadcast_rows, copy, repeat_rows
 from .base import Algorithm
+from ..runs.metrics import personalized_extras
 
 State = namedtuple("PFedProxState", "x personal")
 Messages = namedtuple("PFedProxMessages", "y")
@@ -122,5 +123,4 @@ class PFedProx(Algorithm):
         return {"y": Y}
 
     def history_extras(self, state, problem):
-        from ..runs.metrics import personalized_extras
         return personalized_extras(problem, state["personal"], state["x"])

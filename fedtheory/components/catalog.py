@@ -19,6 +19,8 @@ import numpy as np
 
 from .._argcheck import did_you_mean
 from ..exceptions import InvalidParameterError
+from .._kernels.datafits import OP_HVP, OP_VALUE_GRAD
+from .base import Datafit, Regularizer
 
 DATAFITS = {}
 REGULARIZERS = {}
@@ -147,7 +149,6 @@ def make_datafit(spec, l2=0.0, where="FederatedProblem"):
     fedtheory.exceptions.InvalidParameterError: The 'datafit' parameter of FederatedProblem must be a str among \
 {'least_squares', 'logistic', 'quadratic'} or a Datafit instance. Got 'hinge' instead.
     """
-    from .base import Datafit
     if isinstance(spec, Datafit):
         if l2:
             raise InvalidParameterError(f"{where}: give 'l2' to the datafit {spec!r}, not separately (got l2={l2!r}).")
@@ -183,7 +184,6 @@ def make_regularizer(spec, where="FederatedProblem", **params):
     >>> make_regularizer("group", weight=0.5, groups=[0, 0, 1])
     GroupL2(weight=0.5, groups=array([0, 0, 1]))
     """
-    from .base import Regularizer
     if isinstance(spec, Regularizer):
         extra = {k: v for k, v in params.items() if v is not None and not (k == "weight" and v == 0)}
         if extra:
@@ -210,7 +210,6 @@ class _DatafitRows:
         self.datafit, self.data = datafit, data
 
     def rows(self, op, start, end, rows, x, v, out, val):
-        from .._kernels.datafits import OP_HVP, OP_VALUE_GRAD
         data, f = self.data, self.datafit
         if rows.shape[0] > 0 and f.has_samples:
             A, t = data.M[rows], data.b[rows]
@@ -241,7 +240,6 @@ def kernel_id(component, data=None):
     tuple
         ``(id, keep)``.
     """
-    from .base import Datafit
     if component.native_code() is not None:
         return component.native_code(), None
     what = "datafit" if isinstance(component, Datafit) else "regularizer"

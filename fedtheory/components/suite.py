@@ -32,6 +32,7 @@ import numpy as np
 
 from ..problem import FederatedProblem
 from .catalog import get_datafit, get_regularizer
+from .._kernels.oracles import client_grad, client_hvp, client_value_grad, prox_vec
 
 RTOL = 1e-10         # Numba / NumPy / torch / CVXPY evaluations of the same formula (summation order)
 FD_RTOL = 1e-6       # central finite differences, h = 1e-6 (error O(h^2) plus rounding O(eps / h))
@@ -90,7 +91,6 @@ def example_problem(datafit, regularizer=None, sparse=False, seed=0, n_clients=3
 
 def _kernel_oracles(p, i, x, v, rows):
     """(value, gradient, Hessian-vector product) of client i from the Numba kernels."""
-    from .._kernels.oracles import client_grad, client_hvp, client_value_grad
     pack = p.kernel_pack()
     s, e = p.client_rows(i)
     r = np.zeros(0, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -126,7 +126,7 @@ def check_datafit(datafit, sparse=False, seed=0):
     torch = _torch()
     oracles = None
     if torch is not None:
-        from ..backends.torch.oracles import ConvexOracles
+        from ..backends.torch.oracles import ConvexOracles      # (torch: an optional dependency)
         oracles = ConvexOracles(p, torch.device("cpu"))
     name = f"{f.name}{' (CSR)' if p.sparse else ''}"
     total, total_g = 0.0, np.zeros(d)
@@ -188,7 +188,6 @@ def check_regularizer(regularizer, dim=6, seed=0):
         Seed of the example data and test points.
     """
     import cvxpy as cp
-    from .._kernels.oracles import prox_vec
     rng = np.random.default_rng(seed)
     cls = _cls(regularizer, get_regularizer)
     reg = cls.example(rng, dim)
@@ -243,7 +242,6 @@ def check_pair(datafit, regularizer, sparse=False, seed=0):
         Seed of the example data and test points.
     """
     import cvxpy as cp
-    from .._kernels.oracles import client_grad, prox_vec
     p = example_problem(datafit, regularizer, sparse=sparse, seed=seed)
     if p.regularizer.name != _cls(regularizer, get_regularizer).name:
         return                               # the regularizer has no example for this dimension

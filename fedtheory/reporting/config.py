@@ -52,9 +52,11 @@ from .toml_text import (_HEADER, _INT64, _KEY, _big_int, _default_type_error, _d
                         key_lines)
 from .._progress import bar
 from .results import canonical_value
-from ..exceptions import IncompatibleProblemError, InvalidParameterError
+from ..backends import require_torch
+from ..exceptions import ConfigError, IncompatibleProblemError, InvalidParameterError
 from .. import registry
 from ..registry import algorithms, get_algorithm, import_hint, import_modules
+from ..runs.runner import check_arguments, run
 
 RUN_EXCLUDED = {"problem", "algorithm", "callback", "progress", "device"}
 EXTRA_RUN_KEYS = {"reference"}
@@ -63,10 +65,6 @@ TABLES = ("problem", "run", "grid")
 #: point measured on 2 cores, idle to loaded: a 1e6-point grid takes 2.5-5 minutes).
 LARGE_GRID = 10_000
 VISION = "vision.image_problem"
-
-
-class ConfigError(ValueError):
-    """A configuration file is invalid; the message names the file, line and key."""
 
 
 # ------------------------------------------------------------------------------- factories
@@ -202,9 +200,8 @@ def build_problem(problem_args):
 
 def _vision_model(spec):
     """The network of ``model = "mlp"`` or ``model = {name = "mlp", hidden = [8], ...}``."""
-    from fedtheory.backends import require_torch
     require_torch("vision.image_problem")
-    from fedtheory.backends.torch.models import MODELS
+    from ..backends.torch.models import MODELS      # (torch: an optional dependency)
     if not isinstance(spec, (str, dict)):
         return spec                                   # an nn.Module given from Python
     kw = {"name": spec} if isinstance(spec, str) else dict(spec)
@@ -225,7 +222,6 @@ def _vision_model(spec):
 
 @functools.lru_cache(maxsize=None)
 def _run_keys():
-    from ..runs.runner import run
     params = inspect.signature(run).parameters
     return frozenset(p for p in params if p not in RUN_EXCLUDED and params[p].kind != inspect.Parameter.VAR_KEYWORD)
 
@@ -512,7 +508,6 @@ class Config:
 
     def _check_group(self, prob, runs, bar):
         """Build one problem and set up each of its runs (a bar step per run)."""
-        from ..runs.runner import check_arguments
         problem = self._build(prob)
         for rn in runs:
             bar.update(1)

@@ -21,6 +21,8 @@ import numpy as np
 from ..theory.verdicts import HOLDS, NOT_APPLICABLE, VIOLATED
 from .._argcheck import Bool, check_param, NoneOk, Options
 from .._progress import bar as progress_bar
+from ..theory import CASES, SPECS, THEOREMS, case
+from ..theory.tightness import TIGHTNESS_CASES, form_of, tightness, require_pepit
 
 #: The fields of a row of :func:`errata`, in order.
 FIELDS = ("theorem", "paper", "label", "where", "variant", "printed", "corrected", "why", "case", "case_kind",
@@ -69,7 +71,6 @@ def smallest_case(name, quick=True):
     >>> k, c.label.split(":")[0], c.expect["printed"]
     (1, 'C2', False)
     """
-    from ..theory import CASES
     if name not in CASES:
         return None
     cases = list(enumerate(CASES[name](quick)[0]))
@@ -161,11 +162,9 @@ def _pep(spec, erratum, solved):
     if not callable(spec.pep):
         return nan, math.nan, math.nan, "", f"no PEP form: {spec.pep or 'none registered'}"
     try:
-        from ..theory.tightness import require_pepit
         require_pepit()
     except ImportError as e:
         return nan, math.nan, math.nan, "", f"skipped: {e}"
-    from ..theory.tightness import TIGHTNESS_CASES, form_of, tightness
     if spec.name not in TIGHTNESS_CASES:
         return nan, math.nan, math.nan, "", "skipped: no tightness configuration registered (TIGHTNESS_CASES)"
     cfg = TIGHTNESS_CASES[spec.name](True)
@@ -233,7 +232,6 @@ def errata(out=None, quick=True, tightness=True, theorems=None, progress=None):
     >>> r["printed_ratio"] > 1 >= r["corrected_ratio"]
     True
     """
-    from ..theory import SPECS, THEOREMS, case
     check_param("quick", quick, [Bool()], "errata")
     check_param("tightness", tightness, [Bool()], "errata")
     if isinstance(theorems, str):

@@ -9,6 +9,9 @@ import json
 
 from .results import flatten_params, run_id
 from .config import build_problem, run_call
+from .. import __version__, truth
+from ..runs.runner import run
+from ..exceptions import ConfigError
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -70,11 +73,9 @@ def _reference(p, progress=None):
     """The certified optimum of ``p`` for ``reference = true``; a problem without one (e.g. no
     minimiser: separable data, l2 = 0) is the configuration's error (:class:`ConfigError`), in the
     driver's warm-up as in a run."""
-    from .. import truth
     try:
         return truth.ground_truth(p, progress=progress or None)
     except ValueError as e:
-        from .config import ConfigError
         raise ConfigError(f"[run] reference = true needs the problem's optimum: {e}") from None
 
 
@@ -107,7 +108,6 @@ def run_point(problem_args, run_args, callback=None, progress=False, result=Fals
     run_result : fedtheory.RunResult
         Only with ``result=True``.
     """
-    from ..runs.runner import run
     p = build_problem(problem_args)
     alg, kw, want_ref = run_call(run_args)
     ref = _reference(p, progress) if want_ref else None
@@ -138,7 +138,6 @@ def history_frame(problem_args, run_args, res):
         One row per evaluated round.
     """
     import pandas as pd
-    from .. import __version__
     h = res.history
     rid = run_id(problem_args, run_args)
     cols = {"run_id": rid, **flatten_params(problem_args, run_args), "status": res.status,
@@ -160,7 +159,6 @@ def warm_up(points):
     points : list of tuple
         ``(problem_args, run_args)`` of the runs to come.
     """
-    from ..runs.runner import run
     seen_alg, seen_prob = set(), set()
     for prob, rn in points:
         key = json.dumps(prob, sort_keys=True)

@@ -41,6 +41,7 @@ from .._progress import bar as progress_bar
 from .._threads import limit_worker_threads
 from ..exceptions import InvalidParameterError
 from ..registry import check_workers_can_import, import_modules, user_modules
+from .._kernels.drivers import _source_files, _user_module
 
 
 # ------------------------------------------------------------------------------- local workers
@@ -89,7 +90,6 @@ def _user_files(modules=()):
     them), sorted. The running script (``__main__``: ``fedtheory`` or ``python -m fedtheory``) and
     this project's packages (an editable install lies outside site-packages) are not the user's
     code, unless they declare the algorithms or problems themselves."""
-    from .._kernels.drivers import _source_files, _user_module
     paths = set()
     for name, m in list(sys.modules.items()):
         f = getattr(m, "__file__", None)

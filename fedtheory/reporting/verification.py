@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..theory import CASES, SPECS, THEOREMS
+from ..theory import CASES, SPECS, THEOREMS, fit_rate, is_lemma
 from ..theory.verdicts import DOCUMENTED_VIOLATION, HOLDS, NOT_APPLICABLE, unexpected, UNRESOLVED, VIOLATED
 from .._progress import bar as progress_bar
 from .._threads import cpus, limit_worker_threads
@@ -334,7 +334,6 @@ def run_cases(quick=False, theorems=None, progress=None, jobs=1, lemmas=False):
     tuple
         ``(table, rate-study records)``.
     """
-    from ..theory import is_lemma
     names = [n for n in sorted(THEOREMS) if (n in theorems if theorems is not None else not is_lemma(n))]
     checked = [n for n in names if n in CASES]
     items = {n: _items(n, quick) for n in checked}
@@ -409,7 +408,6 @@ def rate_fit(study, measured, verifications):
     dict
         The fitted and the predicted rate, and whether they agree.
     """
-    from ..theory import fit_rate
     T = np.asarray(study.Ts, dtype=float)
     m = np.asarray(measured, dtype=float)
     predicted = study.predicted(verifications[-1])

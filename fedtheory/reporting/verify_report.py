@@ -14,6 +14,12 @@ import pandas as pd
 
 from ..theory.verdicts import is_not_applicable, is_violated, NOT_APPLICABLE, UNRESOLVED
 from .verification import BEYOND_STATED, _fmt, run_cases, VACUOUS
+from .. import __version__
+from ..plotting import MAX_DECADES, bound_style, log_ticks, bound_vs_T, save_figure as save
+from ..plotting.axes import _usable_mask
+from ..theory import SPECS
+from ..theory.tightness import tightness_rows, uncovered
+from ..theory.verdicts import DOCUMENTED_VIOLATION, WORDS, word
 
 
 def format_table(df, markdown=False):
@@ -124,7 +130,6 @@ def verdict_counts(df):
     str
         The counts line.
     """
-    from ..theory.verdicts import DOCUMENTED_VIOLATION, WORDS, word
     counts = {}
     for cell in df.verdict.astype(str):
         key = DOCUMENTED_VIOLATION if cell.startswith(DOCUMENTED_VIOLATION) else (word(cell) or "other")
@@ -153,7 +158,6 @@ def save_figure(fig, path, dpi=150):
     list of pathlib.Path
         The files written (the PNG and the PDF).
     """
-    from ..plotting import save_figure as save
     return save(fig, path, dpi=dpi, pdf=True)
 
 
@@ -209,8 +213,6 @@ def ratios_figure(df):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
-    from ..plotting import MAX_DECADES, bound_style, log_ticks
-    from ..plotting.axes import _usable_mask
     theorems = list(dict.fromkeys(df.theorem))
     layouts = []
     for name in theorems:                      # row positions: a header row (or two) per case, then its bars
@@ -318,7 +320,6 @@ def left_hand_side(theorem, width=40):
     >>> left_hand_side("no.such_theorem")
     'left-hand side of the theorem'
     """
-    from ..theory import SPECS
     spec = SPECS.get(theorem)
     statement = getattr(spec, "statement", "") or ""
     if "<=" not in statement:
@@ -352,8 +353,6 @@ def write_report(df, studies, out, quick, seconds, extra_lines=()):
     """
     import matplotlib
     matplotlib.use("Agg")
-    from .. import __version__
-    from ..plotting import bound_vs_T
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     figs = []
@@ -440,7 +439,6 @@ def verify_all(quick=False, out="verify-report", theorems=None, progress=None, e
     df, studies = run_cases(quick, theorems, progress, jobs=jobs, lemmas=lemmas)
     extra = []
     if tightness:
-        from ..theory.tightness import tightness_rows, uncovered
         rows, extra = tightness_rows(quick, theorems, out)
         for name, why in uncovered(theorems).items():
             echo(f"tightness: no row for {name}: {why}")

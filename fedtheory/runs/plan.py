@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends import require_torch
 from .._argcheck import Bool, Interval, NoneOk, Options, check_param
 from .._kernels import sampling as _smp
 from .._kernels.drivers import driver
@@ -190,9 +191,8 @@ class Plan:
         check_param("trace_max_mb", trace_max_mb, [Interval(float, 0, None, "neither")], "run")   # with or without trace
         self.oracles = None
         if backend == "torch":
-            from ..backends import require_torch            # (torch: an optional dependency)
             require_torch()
-            from ..backends.torch import make_oracles
+            from ..backends.torch import make_oracles      # (torch: an optional dependency)
             self.oracles = make_oracles(problem, device)
         if "q" in alg_cls.hyperparameters() and q is None:
             q = hyperparameters.get("q")

@@ -16,13 +16,15 @@ import re
 import numpy as np
 
 from .. import run
-from .._kernels import local_steps as _ls
+from .._kernels import local_steps as _ls, fbe as _fbe, sps as _sps
 from ..components import LeastSquares, Logistic, Quadratic
 from ..components.quadratic import synthetic_quadratic
 from ..problem import FederatedProblem
 from ..registry import get_algorithm
 from .._argcheck import Bool, Interval, Options
 from ..exceptions import DeclarationError, InvalidParameterError
+from .._kernels.drivers import driver
+from ..algorithms.context import RoundContext
 
 #: The row storages the checks run the margin datafits on: dense rows and CSR rows (a storage is a
 #: specialisation of the compiled rounds of its own, ``oracles.kernel_form``). A check that takes
@@ -167,7 +169,6 @@ def check_determinism(name, storages=STORAGES):
 def _round_kernels(name=None):
     """Every compiled local-round kernel (Numba dispatchers of the local-step modules), and the
     segment loop of algorithm ``name``'s driver (its compiled rules inlined) when it has compiled rules."""
-    from .._kernels import fbe as _fbe, sps as _sps
     out = {}
     for mod in (_ls, _sps, _fbe):
         for k, f in vars(mod).items():
@@ -175,7 +176,6 @@ def _round_kernels(name=None):
                 out[f"{mod.__name__}.{k}"] = f
     rules = get_algorithm(name).rules_module() if name is not None else None
     if rules is not None:
-        from .._kernels.drivers import driver
         drv = driver(rules)
         for k in ("segment",):
             out[f"driver.{k}"] = getattr(drv, k)
@@ -319,7 +319,6 @@ def check_backends_agree(name, storages=STORAGES):
 
 def _weighted_least_squares():
     """The suite's least squares with client weights proportional to (i + 1)^2."""
-    from ..components import LeastSquares
     A, b = _rng_data(0)
     return FederatedProblem.from_clients(A, b, LeastSquares(l2=0.01), name="least_squares",
                                          weights=np.arange(1.0, len(A) + 1.0) ** 2)
@@ -527,7 +526,6 @@ def check_history_schema(name):
     slots = sum(len(c) for c in ran)                     # participating client slots, all rounds
     extra_calls = extra_rows = 0
     for c in ran:                                       # work outside the local steps (Mime's full gradients)
-        from ..algorithms.context import RoundContext
         ctx = RoundContext(p, 0, c, np.ones(len(c)), np.zeros((len(c), 2, 3), dtype=np.int64),
                            np.zeros((0, 0, 0)), np.ones(2))
         ec, er = alg.round_extra_grads(ctx)

@@ -26,6 +26,9 @@ from __future__ import annotations
 from .draws import (Tape, around, as_strategy, choice, integers, log_integers, log_uniform, quadratics,  # noqa: F401
                     recording, replay, uniform, unit_vectors)
 from .._argcheck import check_param, Options
+from ..theory import SPECS
+from ..theory.engine import conforms
+from .draws import _fresh
 
 __all__ = ["as_strategy", "integers", "log_integers", "log_uniform", "uniform", "choice", "quadratics",
            "unit_vectors", "around", "theorem_cases", "Tape", "recording", "replay"]
@@ -60,7 +63,6 @@ def theorem_cases(name, variant=None):
     >>> validation.verify("feddeper.theorem_2", problem, **params).applicable
     True
     """
-    from ..theory import SPECS
     check_param("name", name, [Options(*sorted(SPECS))], "theorem_cases")
     spec = SPECS[name]
     if spec.cases is None:
@@ -68,8 +70,6 @@ def theorem_cases(name, variant=None):
                          "search it (docs/how-a-theorem-is-checked.md)")
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], "theorem_cases")
-    from ..theory.engine import conforms
-    from .draws import _fresh
     # the theorem's draws, kept inside every condition the variant requires that can be decided before a
     # run (a condition the theorem states, never a narrower space)
     return _fresh(spec.cases(variant)).filter(lambda case: conforms(spec, case[0], variant, **case[1]) is not False)

@@ -42,7 +42,6 @@ def lemmas(theorem=None):
     >>> "fedsps.lemma_8" in validation.lemmas(), validation.lemmas("fedsps.theorem_3b")[:2]
     (True, ['fedsps.lemma_14', 'fedsps.lemma_8'])
     """
-    from .engine import is_lemma
     if theorem is None:
         return sorted(n for n in SPECS if is_lemma(n))
     check_param("theorem", theorem, [Options(*sorted(n for n in SPECS if not is_lemma(n)))], "lemmas")

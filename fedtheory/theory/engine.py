@@ -68,6 +68,8 @@ from .floors import assumption_failures, comparison_floor, instance_floor, mean_
 from .substitution import _algorithm_name, ForeignHyperparameter, _same, _Substitution
 from .._argcheck import Bool, check_param, Options
 from ..exceptions import IncompatibleProblemError, InvalidParameterError
+from . import Condition, SPECS, THEOREMS, Verification
+from ..runs.runner import check_arguments, run
 
 ROLES = ("stated", "hidden", "informational")
 
@@ -340,7 +342,6 @@ def _seeded_runs(problem, alg, kwargs, seeds):
     seed: the others are copies of it with their seed, not run again."""
     from dataclasses import replace
 
-    from ..runs.runner import run
     first = run(problem, alg, seed=0, **kwargs)
     if getattr(first, "_seed_free", False):
         return [first] + [replace(first, seed=s) for s in range(1, seeds)]
@@ -403,7 +404,6 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=
     check_param("lemmas", lemmas, [Bool()], spec.name)
     v = _check(spec, problem, variant, measurement, algorithm, **params)
     if lemmas:
-        from . import SPECS
         shared = None
         if v.runs:
             shared = (v.algorithm, {k: x for k, x in v.run_kwargs.items() if k != "seed"}, {"main": list(v.runs)})
@@ -423,7 +423,6 @@ def check(spec, problem, variant=None, measurement=None, algorithm=None, lemmas=
 
 def _check(spec, problem, variant, measurement, algorithm, **params):
     """:func:`check` of the spec itself (its lemmas apart)."""
-    from . import Verification
     variant = spec.default_variant if variant is None else variant
     check_param("variant", variant, [Options(*spec.variants)], spec.name)
     var = spec.variants[variant]
@@ -452,7 +451,6 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
                             algorithm=alg, quantity=quantity)
     missing = assumption_failures(problem, spec.assumptions)
     if missing:
-        from . import Condition
         conds = [Condition(f"{name} (the problem's components do not declare it)", 0.0, 1.0, False)
                  for name in missing]
         return not_applicable("; ".join(f"fails {m}" for m in missing), conds)
@@ -462,7 +460,6 @@ def _check(spec, problem, variant, measurement, algorithm, **params):
     except NotApplicable as e:
         return not_applicable(e.reason, e.conditions)
     if sub is not None:
-        from ..runs.runner import check_arguments
         kwargs = sub.adapt(spec.run_kwargs(setup))
         try:
             check_arguments(problem, alg, **kwargs)
@@ -635,7 +632,6 @@ def parameters(spec):
     (1000, 4, 1)
     """
     if isinstance(spec, str):
-        from . import SPECS
         check_param("spec", spec, [Options(*sorted(SPECS))], "parameters")
         spec = SPECS[spec]
     return _setup_parameters(spec)
@@ -680,7 +676,6 @@ def register_spec(spec, proof_of=()):
     TheoremSpec
         ``spec`` itself.
     """
-    from . import SPECS, THEOREMS
     for e in spec.errata:
         if not isinstance(e, Erratum):
             raise TypeError(f"{spec.name}: errata must be Erratum instances; got {type(e).__name__}")

@@ -40,13 +40,13 @@ import math
 
 import numpy as np
 
-from . import families
+from . import families, Case, Condition, register_cases
 from ..constants import feddeper_assumptions as problem_constants, quadratic_BG  # noqa: F401  (defined with the data constants, re-exported)
-from . import Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
 from .floors import distance_floor, gap_floor, grad_sq_floor, setup_scale
 from .._argcheck import check_param, Interval, NoneOk
 from ..constants import strong_convexity
+from ..truth import ground_truth
 
 VARIANTS = ("printed", "corrected")
 
@@ -356,7 +356,6 @@ def _setup1(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clie
     st = _common_setup(problem, name, rounds, local_steps, lr, rho, mix, clients_per_round, batch_size, seeds, x0)
     fs = problem.info.get("f_star") if problem.info else None
     if fs is None:
-        from ..truth import ground_truth
         fs = ground_truth(problem).f
     g0 = problem.grad(st["x0"])
     st.update(f_star=float(fs), Gamma=float(problem.value(st["x0"]) - fs), grad_0=float(g0 @ g0))
@@ -451,7 +450,7 @@ def _space(theorem):
     the bound is on an expectation), Theorem 2 has full participation."""
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import draws as fts
+        from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
         @st.composite
         def draw_case(draw):
@@ -539,7 +538,6 @@ def _setup2(problem, rounds=200, local_steps=5, lr=None, rho=None, mix=0.5, clie
                             f"mu = {mu:.4g}.")
     xs = (problem.info or {}).get("x_star")
     if xs is None:
-        from ..truth import ground_truth
         xs = ground_truth(problem).x
     st.update(mu=mu, x_star=np.asarray(xs, dtype=float), xi_weight=xi_weight(1.0))
     return st

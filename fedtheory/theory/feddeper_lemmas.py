@@ -49,10 +49,8 @@ import math
 
 import numpy as np
 
-from . import families
-from . import Case, Condition, register_cases
-from .floors import EPS, FLOOR_ULPS, worst_instance
-from .floors import instance_floor
+from . import families, Case, Condition, register_cases
+from .floors import EPS, FLOOR_ULPS, worst_instance, instance_floor
 from .engine import instance_variant, register_spec, TheoremSpec, Variant
 from .feddeper import (a_cap, problem_constants, _run_kwargs1, _run_kwargs2, sampling_constants, _scale, _setup1,
                        _setup2, _theorem1_conditions, theorem1_terms, _theorem2_conditions, tilde, xi_weight)
@@ -151,7 +149,7 @@ def _space(variant, long=False):
     horizons over which a run converges to rounding level, as the telescoped sum needs (it covers the
     registered counterexample of §4.2)."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):

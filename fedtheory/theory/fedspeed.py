@@ -46,12 +46,12 @@ import math
 
 import numpy as np
 
-from . import families
-from . import Case, Condition, RateStudy, register_cases
+from . import families, Case, Condition, RateStudy, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
 from .floors import gap_floor, grad_sq_floor, setup_scale
 from .._argcheck import check_param, Interval
 from ..constants import client_smoothness
+from ..truth import ground_truth
 
 VARIANTS = ("printed", "derived", "corrected")
 
@@ -317,7 +317,6 @@ def _setup(problem, rounds=1000, local_steps=4, lr=None, lam=None, alpha=0.0, rh
     if f_star is None:
         f_star = problem.info.get("f_star") if problem.info else None
     if f_star is None:
-        from ..truth import ground_truth
         f_star = ground_truth(problem).f
     exact = bool(problem.noise == 0 and batch_size is None)
     return dict(L=L, sigma_l_sq=sl2, sigma_g_sq=sg2, notes=notes, T=T, K=K, n=n, lr=lr, lam=lam, alpha=alpha,
@@ -411,7 +410,7 @@ def _space(variant):
     c^2 + f^2 < 1 (S1, and S4: kappa > 0), T in 20..20000 (log scale: the registered C2 runs 6000 rounds), x^0 at x* (the mean of the c_i) or at distance [0.1, 3] from it, two seeds
     (the same parametrisation as the default cases)."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):

@@ -48,8 +48,7 @@ import math
 import numpy as np
 
 from . import Case, Condition, register_cases
-from .floors import EPS, FLOOR_ULPS, grad_sq_floor, worst_instance
-from .floors import instance_floor
+from .floors import EPS, FLOOR_ULPS, grad_sq_floor, worst_instance, instance_floor
 from .engine import instance_variant, register_spec, TheoremSpec, Variant
 from .fedspeed import _conditions, gamma_total, kappa, _run_kwargs, _scale, _setup, spec_problem
 
@@ -142,7 +141,7 @@ def _space(variant):
     [0.01, 0.99] (S2a), q = eta_l/lambda in [max(1/K, 0.3), 1] (S3 and H1-H2), alpha 0 or in [0.05, 1] with
     rho as in the theorem's space (S1, S4), T in 5..2000 (log scale), x^0 at x* or at distance [0.1, 3]."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):

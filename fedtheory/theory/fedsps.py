@@ -52,15 +52,16 @@ import math
 
 import numpy as np
 
-from . import families
-from . import Case, Condition, register_cases
+from . import families, Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
-from .tightness.pepit_adapter import tightness_case
+from .tightness.pepit_adapter import tightness_case, PEPForm, average, shared_minimiser_clients
 from .fedsps_quantities import (_A1, client_minima, _completed, _constants, _distance_floor, _full_batch_L,
                                 _gamma_stats, _gap_floor, _lemma14_condition, _lower_bound_condition,
                                 objective_at, _params, _problem_conditions, _rounding_sigma, _run_kwargs,
                                 sample_constants, _stop_if_inapplicable, virtual_averages)
 from .._argcheck import check_param, Interval, NoneOk
+from ..runs.runner import run
+from .tightness.instances import class_quadratics, normalised_x0
 
 
 
@@ -127,8 +128,6 @@ def _pep(kind):
     measured by the theorem checks.
     """
     def pep(L, mu, local_steps, rounds, lr, n_clients=2, c=None):
-        from .tightness.instances import class_quadratics, normalised_x0
-        from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
         name = f"fedsps.theorem_{kind}"
         if kind == "3b":
             check_param("mu", mu, [Interval(float, 0, None, "neither")], f"{name} (strong convexity)")
@@ -169,7 +168,6 @@ def _pep(kind):
             return pep
 
         def instances(R, cases=None):
-            from ..runs.runner import run
             out = []
             cases = [(p, normalised_x0(p, "distance")) for p in class_quadratics(n, L, mu)] if cases is None else cases
             for p, x0 in cases:
@@ -242,7 +240,7 @@ def _space(kind):
     """
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import draws as fts
+        from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
         @st.composite
         def draw_case(draw):

@@ -17,6 +17,7 @@ from .floors import distance_floor, EPS, FLOOR_ULPS, gap_floor, setup_scale, wor
 from .engine import NotApplicable
 from .._argcheck import check_param, Interval
 from ..constants import client_smoothness
+from ..truth import ground_truth
 
 _REL = 1e-12          # relative slack of the step-size comparisons (the cap, alpha)
 
@@ -63,7 +64,6 @@ def _gt(problem):
     info = problem.info or {}
     if "x_star" in info and "f_star" in info:
         return np.asarray(info["x_star"]), float(info["f_star"])
-    from ..truth import ground_truth
     gt = ground_truth(problem)
     return gt.x, gt.f
 
@@ -92,7 +92,6 @@ def client_minima(problem):
             else:
                 out.append(float(-0.5 * c @ np.linalg.solve(Q, c)))
         return np.array(out)
-    from ..truth import ground_truth
     return np.asarray(ground_truth(problem).client_f)
 
 

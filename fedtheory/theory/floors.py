@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from . import NOISE_SE
+from ..components import capabilities
 
 
 def worst_instance(lhs, rhs, where, floor=None, keep=None, se=None):
@@ -52,7 +54,6 @@ def worst_instance(lhs, rhs, where, floor=None, keep=None, se=None):
     >>> worst_instance([1.5, 3.0], [1.0, 2.5], [dict(step=0), dict(step=1)], se=[1.0, 0.1])["where"]
     {'step': 1}
     """
-    from . import NOISE_SE
     a, b = np.asarray(lhs, dtype=float).ravel(), np.asarray(rhs, dtype=float).ravel()
     f = np.zeros_like(a) if floor is None else np.broadcast_to(np.asarray(floor, dtype=float).ravel(), a.shape)
     noise = np.zeros_like(a) if se is None else NOISE_SE * np.nan_to_num(
@@ -275,7 +276,6 @@ def assumption_failures(problem, assumptions):
     list of str
         The names of the assumptions the components do not declare.
     """
-    from ..components import capabilities
     caps = capabilities(problem)
     return [name for cap, name in assumptions if not caps.get(cap, False)]
 

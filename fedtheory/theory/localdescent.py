@@ -75,15 +75,16 @@ import math
 
 import numpy as np
 
-from . import families
+from . import families, Case, Condition, register_cases
 from ..constants import diversity, quadratic_diversity_sup  # noqa: F401  (defined once, re-exported)
-from . import Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
 from .floors import gap_floor
-from .tightness.pepit_adapter import tightness_case
+from .tightness.pepit_adapter import tightness_case, PEPForm, average, shared_minimiser_clients
 from .localdescent_quantities import (_agnostic_runs, _assumption_constants, _check_common, _f_star,
                                       _lambda_traj, pl_constants, _traj_runs, _x0)
 from .._argcheck import check_param, Interval, NoneOk, Options
+from ..runs.runner import run
+from .tightness.instances import class_quadratics, normalised_x0
 
 
 # --------------------------------------------------------------------------- Theorem 4.1 --
@@ -392,8 +393,6 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
     PEPForm
         The problem for the performance-estimation solver.
     """
-    from .tightness.instances import class_quadratics, normalised_x0
-    from .tightness.pepit_adapter import PEPForm, average, shared_minimiser_clients
     check_param("mu", mu, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1 (PL constant)")
     check_param("lam", lam, [Interval(float, 1, None, "left")], "localdescent.theorem_4_1 (diversity bound)")
     check_param("server_lr", server_lr, [Interval(float, 0, None, "neither")], "localdescent.theorem_4_1")
@@ -420,7 +419,6 @@ def pep_4_1(L, mu, local_steps, rounds, lr, n_clients=2, lam=1.0, server_lr=1.0)
         return pep
 
     def instances(R, cases=None):
-        from ..runs.runner import run
         out = []
         cases = [(p, normalised_x0(p, "gap")) for p in class_quadratics(n, L, mu)] if cases is None else cases
         for p, x0 in cases:
@@ -460,7 +458,7 @@ def _space(theorem, curvature_scales=False):
     L = 1, for a condition that is not scale invariant (Lemma A.5's premise (19))."""
     def cases(variant):
         from hypothesis import strategies as st
-        from ..testing import draws as fts
+        from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
         @st.composite
         def draw_case(draw):

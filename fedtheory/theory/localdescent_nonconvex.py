@@ -19,6 +19,7 @@ from .localdescent_quantities import (_agnostic_runs, _assumption_constants, _ch
                                       pl_constants, _traj_runs, _x0)
 from .localdescent import conforming_quadratic, _space
 from .._argcheck import Bool, check_param, Interval, NoneOk, Options
+from ..runs.topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
 
 
 # --------------------------------------------------------------- Theorems 4.4 and 4.7 --
@@ -290,7 +291,6 @@ THEOREM_4_4 = register_spec(TheoremSpec(
 
 def _setup_4_7(problem, rounds=256, local_steps=4, topology="ring", W=None, seeds=10, x0=None, lr=None,
                trajectory=True):
-    from ..runs.topology import TOPOLOGIES, check_mixing, mixing_matrix, zeta as zeta_of
     name = "localdescent.theorem_4_7"
     _check_common(name, rounds, local_steps, seeds, trajectory)
     check_param("topology", topology, [Options(*TOPOLOGIES)], name)

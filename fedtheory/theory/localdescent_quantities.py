@@ -17,6 +17,7 @@ from .engine import NotApplicable
 from ..runs.trace import virtual_average
 from .._argcheck import Bool, check_param, Interval
 from ..constants import client_smoothness, quadratic_diversity_sup, strong_convexity
+from ..truth import ground_truth
 
 
 # --------------------------------------------------------------------------- diversity --
@@ -50,7 +51,6 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
     if x_star is None:
         x_star = problem.info.get("x_star") if problem.info else None
     if x_star is None:
-        from ..truth import ground_truth
         x_star = ground_truth(problem).x
     scale = max(1.0, max(float(np.linalg.norm(problem.client_grad(i, np.zeros(problem.dim))))
                          for i in range(problem.n_clients)))
@@ -363,7 +363,6 @@ def _traj_runs(runs):
 def _f_star(problem):
     fs = problem.info.get("f_star") if problem.info else None
     if fs is None:
-        from ..truth import ground_truth
         fs = ground_truth(problem).f
     return fs
 
@@ -373,7 +372,6 @@ def _x_star(problem):
     xs = problem.info.get("x_star") if problem.info else None
     if xs is None:
         try:
-            from ..truth import ground_truth
             xs = ground_truth(problem).x
         except (ValueError, ArithmeticError):
             return None

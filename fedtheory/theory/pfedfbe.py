@@ -59,8 +59,7 @@ import math
 import numpy as np
 
 from .pfedfbe_envelope import F_grad_points, F_star, F_value
-from . import families
-from . import Case, Condition, register_cases
+from . import families, Case, Condition, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
 from .._argcheck import check_param, Interval, NoneOk
 
@@ -479,7 +478,7 @@ def _space(variant):
     K in 1..5, R in 5..40, S in 1..n, minibatch in 2..10, lambda = 2L and eta = 1/(10 K L_F)
     (the setup's defaults), x^0 = 0, two seeds."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):

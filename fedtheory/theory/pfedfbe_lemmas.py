@@ -79,14 +79,13 @@ from itertools import combinations
 
 import numpy as np
 
-from . import families
-from . import Case, register_cases
-from .floors import EPS, FLOOR_ULPS, worst_instance
-from .floors import instance_floor
+from . import families, Case, register_cases
+from .floors import EPS, FLOOR_ULPS, worst_instance, instance_floor
 from .engine import register_spec, TheoremSpec, Variant
 from .pfedfbe import conditions, _run_kwargs, _setup
 from .pfedfbe_envelope import F_star
 from .pfedfbe_quantities import _base, envelope_grads, _gamma_F2, local_points, _sigma_F2
+from ..runs.runner import run
 
 _THEOREM = "pfedfbe.theorem_1"
 #: The most minibatches of one client whose exact expectation Lemma 3's measurement enumerates.
@@ -142,7 +141,7 @@ def _scaled_space(variant):
     batch, S = n), or minibatch in 2..4 or full batch with S in 1..n; x^0 = argmin F (a run started at the
     minimum of the envelope, as near the run's steady state) or 0; K in 1..4, R in 2..10, two seeds."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):
@@ -188,12 +187,9 @@ def _client_rows(p, i):
 
 
 def _residuals(p, A, y, x, lam, subsets):
-    r"""At x: :math:`
-abla	ilde f_i(x; B_g)` for every minibatch of ``subsets`` (rows), and
-    :math:`R = x - \operatorname{prox}_{h/\lambda}(x - 
-abla f_i(x)/\lambda)` with :math:`	ilde R` (rows) the
-    same at each :math:`
-abla	ilde f_i(x; B_g)` (the least-squares client of rows A, targets y)."""
+    r"""At x: :math:`\nabla\tilde f_i(x; B_g)` for every minibatch of ``subsets`` (rows), and
+    :math:`R = x - \operatorname{prox}_{h/\lambda}(x - \nabla f_i(x)/\lambda)` with :math:`\tilde R` (rows) the
+    same at each :math:`\nabla\tilde f_i(x; B_g)` (the least-squares client of rows A, targets y)."""
     per = A * (A @ x - y)[:, None]                            # per-sample gradients of 1/2 (a^T x - y)^2
     l2x = p.l2 * x
     gt = per[subsets].mean(axis=1) + l2x                      # grad f~_i(x; B_g), every B_g
@@ -348,7 +344,7 @@ def _space_3(variant):
     [0.01, 0.2]; K in 1..4, R in 3..12, S in 1..n, minibatch in 2..4, lambda = 2L, eta = 1/(10 K L_F),
     x^0 = 0, two seeds."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):
@@ -471,7 +467,7 @@ def _heavy_space(variant):
     [1.01, 2] (the stated lambda > L), minibatch 1..3 (every minibatch enumerated), x^0 = 0 or r u with
     u client 0's first row normalised and r in [0.1, 100] (log scale); K in 1..3, R in 2..6, one seed."""
     from hypothesis import strategies as st
-    from ..testing import draws as fts
+    from ..testing import draws as fts          # (hypothesis: the test extra, for searches only)
 
     @st.composite
     def draw_case(draw):
@@ -685,7 +681,6 @@ def _cases_split(quick=False):
 def _steady_state(scale, K, rounds=4000):
     """The model after ``rounds`` rounds of the deterministic run (full batch, S = n) of the counterexample
     of erratum 9 from argmin F: the fixed point of pFedFBE's round, to rounding."""
-    from ..runs.runner import run
     p = _small_lasso(3, 3, 12, 0, 0.05, scale=scale)
     st = _setup(p, local_steps=K)
     x_F = F_star(p, st["lam"])[1]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..constants import smoothness
 from ..exceptions import DataError
-from ..problem import FederatedProblem
+from ..problem import FederatedProblem, ClientData
 
 
 def _client_problem(problem, i):
@@ -16,7 +16,6 @@ def _client_problem(problem, i):
     M = problem.M[s:e]
     if problem.sparse and (e - s) * problem.dim <= 500_000:
         M = M.toarray()                  # small clients: dense Newton steps are far cheaper
-    from ..problem import ClientData
     data = ClientData(M, problem.b[s:e], np.array([0, e - s]), name=f"{problem.name}[client {i}]")
     # the problem's own components (a user's datafit included): client i alone, weight 1
     return FederatedProblem.from_components(data, problem.datafit, problem.regularizer,

@@ -55,6 +55,7 @@ from .solvers import _active_set_lasso, _cvxpy_solve, _fista_polish, _newton_smo
 from .store import _cache_path, _load, _save
 from .._argcheck import check_param, Interval, Options
 from .._progress import bar, bar as progress_bar, enabled
+from ..components.base import MarginDatafit
 
 
 def ground_truth(problem, cache=True, cache_dir=None, solver="CLARABEL", clients=True, progress=None,
@@ -470,7 +471,6 @@ def _solve(problem, solver, use_cvxpy=True, start=None, tol=1e-9):
                    f"solution (its rounding error there is up to {e_rank:.3g}); {why}"
                    + ("" if why.endswith("rescale the data") else "; rescale the data"))
     if not ok and "L" in info and not np.isfinite(f_err):
-        from ..components.base import MarginDatafit
         why = (f"the datafit {fit.name!r} declares no 'curvature_bound', so the rounding error of F near x* "
                "cannot be bounded (nor L certified); set 'curvature_bound' on its class"
                if isinstance(fit, MarginDatafit) else

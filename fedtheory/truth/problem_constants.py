@@ -30,6 +30,8 @@ from .numerics import _norm
 from .optimum import ground_truth
 from ..constants import (client_smoothness, diversity, feddeper_assumptions as problem_constants,
                          quadratic_diversity_sup, smoothness, strong_convexity)
+from .certificate import describe
+from .record import check_reference
 
 
 @dataclass
@@ -147,7 +149,6 @@ def constants(problem, gt=None):
     (2.0, 0.5, 0.3, 'exact')
     """
     if gt is not None:
-        from .record import check_reference
         check_reference(problem, gt, "constants", "gt")
     gt = gt if gt is not None else ground_truth(problem)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -159,11 +160,9 @@ def constants(problem, gt=None):
         except (ValueError, np.linalg.LinAlgError):         # eigvalsh of a Hessian with inf entries
             L, L_i = np.inf, np.array([np.inf])
     if not (np.isfinite(L) and np.all(np.isfinite(L_i))):
-        from .certificate import describe
         raise DataError(f"constants: the smoothness constant L of {describe(problem)} overflows double "
                         "precision (the Hessian's entries exceed 1.8e308); rescale the data.")
     if L == 0 and hasattr(problem, "M") and abs(problem.M).max() > 0:
-        from .certificate import describe
         raise DataError(f"constants: the Hessian of {describe(problem)} underflows to 0 in double precision "
                         "although its data are not 0 (L would be below 1e-308); rescale the data.")
     mu = strong_convexity(problem)

@@ -22,6 +22,7 @@ import numpy as np
 from ..exceptions import UncertifiedOptimumError
 from .optimum import ground_truth
 from .record import GroundTruth
+from ..problem import FederatedProblem
 
 
 @dataclass
@@ -128,7 +129,6 @@ def infimum(problem, cache=True, cache_dir=None, solver="CLARABEL", tol=1e-9):
             w.append(problem.weights[i] * keep.size / (hi - lo))     # each row keeps w_i / m_i
     if not A:                                       # complete separation: every loss tends to 0
         return Infimum(0.0, False, None, sep, int(sep.sum()), None, 0.0)
-    from ..problem import FederatedProblem
     total = float(np.sum(w))
     rest = FederatedProblem.from_clients(A, b, type(fit)(l2=0.0), weights=np.array(w) / total,
                                          name=f"{problem.name} without its {int(sep.sum())} separated rows")

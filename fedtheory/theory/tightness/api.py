@@ -56,6 +56,7 @@ from ...exceptions import InvalidParameterError
 from .solve import _check_solver_options, worst_case
 from .pepit_adapter import SOLVERS, NotExpressible, PEPSolveError, require_pepit
 from ..._argcheck import check_param, did_you_mean, Interval, Options
+from .. import SPECS, is_lemma
 
 
 # ------------------------------------------------------------------------ tightness --
@@ -163,7 +164,6 @@ class Tightness:
 
 
 def _spec(name):
-    from .. import SPECS
     if name not in SPECS:
         raise InvalidParameterError(f"The 'name' parameter of tightness must be a registered theorem "
                                     f"({', '.join(sorted(SPECS))}). Got {name!r} instead."
@@ -518,6 +518,5 @@ def covered():
         ``{theorem: True}`` for theorems with a PEP, ``{theorem: reason}`` for the others (lemmas and
         proof steps are steps of a theorem's proof, checked on its runs: the PEP is the theorem's).
     """
-    from .. import SPECS, is_lemma
     return {n: (True if callable(s.pep) else (s.pep or "no PEP registered")) for n, s in sorted(SPECS.items())
             if not is_lemma(n)}

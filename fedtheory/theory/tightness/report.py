@@ -12,6 +12,8 @@ from .api import _spec, covered, form_of, tightness
 from .solve import worst_case
 from .instances import worst_case_instance
 from .pepit_adapter import TIGHTNESS_CASES, require_pepit
+from ...plotting import PREDICTED_COLOR, bound_style, linear_limits, log_limits, log_ticks, mark_off_axis, save_figure
+from ...plotting.axes import _legend_entries, _usable_mask
 
 
 TIGHTNESS_COLUMNS = ["worst_case_lower", "worst_case_upper", "looseness"]
@@ -130,8 +132,6 @@ def figure(t, cur, con):
     """
     import matplotlib.pyplot as plt
 
-    from ...plotting import PREDICTED_COLOR, bound_style, linear_limits, log_limits, log_ticks, mark_off_axis
-    from ...plotting.axes import _legend_entries, _usable_mask
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
 
     def value_axis(ax, *arrays):
@@ -325,7 +325,6 @@ def tightness_rows(quick=False, theorems=None, out=None, echo=None):
         if out is not None:
             import matplotlib
             matplotlib.use("Agg")
-            from ...plotting import save_figure
             fname = f"tightness_{name.replace('.', '_')}.png"
             Path(out).mkdir(parents=True, exist_ok=True)
             save_figure(figure(t, cur, con), Path(out) / fname, dpi=130, pdf=True)     # as every report figure
