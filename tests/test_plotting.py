@@ -156,7 +156,7 @@ def test_cli_plot_filter_and_x(tmp_path):
     (tmp_path / "r").mkdir()
     _feddeper_table().to_parquet(tmp_path / "r" / "results.parquet")
     out = tmp_path / "one.png"
-    import fedtheory.plotting as plotting
+    import fedtheory.reporting.plot_command as plotting      # where the command calls it
     figures = []
     real = plotting.results_figure
 

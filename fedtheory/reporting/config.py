@@ -635,7 +635,7 @@ def load(path_or_text, path=None, check=True, progress=None):
     >>> load(cfg.text.replace("lr = [0.1, 0.2]", "lr = [0.1, -2]"))
     Traceback (most recent call last):
     ...
-    fedtheory.reporting.config.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
+    fedtheory.exceptions.ConfigError: <config>, line 11: [grid] key 'lr' (grid value -2): expected a float in the range (0, inf) (argument of fedtheory.run); got -2
     """
     text, where = _read(path_or_text, path)
     try:
