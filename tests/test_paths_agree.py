@@ -28,6 +28,7 @@ import fedtheory as ft
 from fedtheory.components import capabilities
 from fedtheory.registry import get_algorithm
 from fedtheory.testing import checks
+from test_common import EVERY_STORAGE
 
 try:
     import torch  # noqa: F401
@@ -40,9 +41,9 @@ PROBLEMS = {**checks.suite_problems(), "noisy_quadratic": checks._noisy_quadrati
 
 
 @st.composite
-def configurations(draw, name):
+def configurations(draw, name, keys=tuple(sorted(PROBLEMS))):
     cls = get_algorithm(name)
-    key = draw(st.sampled_from(sorted(PROBLEMS)))
+    key = draw(st.sampled_from(keys))
     p = PROBLEMS[key]
     kw = checks._params(name, rounds=draw(st.integers(1, 6)), local_steps=draw(st.integers(1, 4)),
                         seed=draw(st.integers(0, 2 ** 32 - 1)), record_iterates=True)
@@ -82,10 +83,9 @@ def _same_run(a, b, where, tol=None):
     assert [list(c) for c in a.sampled] == [list(c) for c in b.sampled], f"{where}: participants differ"
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()])
-def test_every_path_computes_the_same_run(name):
+def _paths_agree(name, keys):
     @settings(max_examples=max(5, settings().max_examples // 5))      # ci profile: 5; dev: 40
-    @given(configurations(name))
+    @given(configurations(name, keys))
     def check(cfg):
         key, kw, every = cfg
         p = PROBLEMS[key]
@@ -106,3 +106,22 @@ def test_every_path_computes_the_same_run(name):
                 _same_run(fused, ft.run(p, name, eval_every=every, backend=backend, **kw),
                           f"{where}: numba vs {backend}", tol)
     check()
+
+
+#: The suite problems on dense rows: the default run draws CSR rows only for the algorithms that the
+#: common suite checks on both storages (test_common.EVERY_STORAGE); each storage is a compilation of
+#: an algorithm's rounds of its own.
+DENSE = tuple(k for k in sorted(PROBLEMS) if not PROBLEMS[k].sparse)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()])
+def test_every_path_computes_the_same_run(name):
+    _paths_agree(name, tuple(sorted(PROBLEMS)) if name in EVERY_STORAGE else DENSE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in ft.algorithms()
+                                  if n not in EVERY_STORAGE])
+def test_every_path_computes_the_same_run_on_every_storage(name):
+    """The draws of the default run, CSR rows included, for the algorithms it draws on dense rows."""
+    _paths_agree(name, tuple(sorted(PROBLEMS)))
