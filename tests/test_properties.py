@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import fedtheory as ft
 import problems
@@ -321,3 +321,50 @@ def test_strategy_ranges_reach_their_ends_and_refuse_what_they_cannot_draw():
                      (lambda: find(fts.unit_vectors(0), lambda u: True), "'dim' parameter .* int >= 1")):
         with pytest.raises(ValueError, match=msg):
             bad()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seeds, st.sampled_from([sampling.FULL, sampling.UNIFORM, sampling.WITH_REPLACEMENT, sampling.BERNOULLI]),
+       st.lists(st.integers(1, 4), min_size=1, max_size=7), st.integers(0, 3), st.booleans(), st.booleans(),
+       st.booleans(), st.booleans())
+def test_the_draws_of_many_rounds_are_those_of_each_round(seed, mode, Ks, B, replace, noise, replicate, schedule):
+    """The compiled rounds take their draws for many rounds at once (``draw_rounds``); the per-round
+    path draws each round (``draw_round_arrays``, then its coin from the third stream). From the same
+    streams both give every round's participants, weights, rows and noise bit for bit, whatever the
+    sampling mode, the local steps of each round, minibatches, noise and a replayed schedule (Bernoulli
+    participation and a schedule can hold more participants than S: the buffers grow)."""
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(1, 7)), 3
+    sizes = rng.integers(max(B, 1), 9, size=n).astype(np.int64)
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    w = rng.dirichlet(np.ones(n))
+    S = n if mode == sampling.FULL else int(rng.integers(1, n + 1))
+    cdf, part = np.cumsum(w), 0.5
+    Ks = np.array(Ks, dtype=np.int64)
+    r0 = int(rng.integers(1, 4))
+    rounds = r0 + len(Ks) - 1
+    if mode == sampling.UNIFORM:                       # a schedule as the run accepts it (participants.py)
+        entries = [rng.choice(n, S, replace=False) for _ in range(rounds)]
+    elif mode == sampling.WITH_REPLACEMENT:
+        entries = [rng.integers(0, n, size=S) for _ in range(rounds)]
+    else:
+        entries = [rng.choice(n, int(rng.integers(0, n + 1)), replace=False) for _ in range(rounds)]
+    sched = np.concatenate([np.zeros(0, dtype=np.int64), *entries]).astype(np.int64)
+    sched_ptr = np.concatenate([[0], np.cumsum([len(e) for e in entries])]).astype(np.int64)
+    level = 0.3 if noise else 0.0
+    args = (w, ptr, sizes, level, d, mode)
+    streams = [np.random.default_rng(seed + k) for k in range(3)]
+    many = sampling.draw_rounds(*args, streams[0], streams[1], S, cdf, part, replicate, schedule, sched, sched_ptr,
+                                r0, Ks, B, replace)
+    drawn, drawn_ptr, clients, weights, client_ptr, idx, idx_ptr, noise_all, noise_ptr = many
+    one = [np.random.default_rng(seed + k) for k in range(3)]
+    for j, K in enumerate(Ks):
+        r = r0 + j
+        dj, cj, wj, ij, nj, _ = sampling.draw_round_arrays(
+            *args, one[0], one[1], one[2], S, cdf, part, replicate, schedule, sched[sched_ptr[r - 1]:sched_ptr[r]],
+            int(K), B, replace)
+        assert np.array_equal(drawn[drawn_ptr[j]:drawn_ptr[j + 1]], dj)
+        assert np.array_equal(clients[client_ptr[j]:client_ptr[j + 1]], cj)
+        assert np.array_equal(weights[client_ptr[j]:client_ptr[j + 1]], wj)
+        assert np.array_equal(idx[idx_ptr[j]:idx_ptr[j + 1]].reshape(ij.shape), ij)
+        assert np.array_equal(noise_all[noise_ptr[j]:noise_ptr[j + 1]], nj.ravel())

@@ -69,12 +69,16 @@ def trace_empty(token, r, x_start, rd, st):
 
 
 @njit(cache=True)
-def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replicate, has_schedule, sched,
-            sched_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters, eval_every,
-            eval_spent, eval_unit, budget, rounds, drawn_buf, drawn_len, iters, info, token, traced, want):
+def segment(pk, hp, st, rng_a, mode, drawn_all, drawn_ptr, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
+            noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
+            eval_every, eval_spent, eval_unit, budget, rounds, drawn_buf, drawn_len, iters, info, token, traced,
+            want):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated by the runner's
     Python evaluation (``rounds.evaluate_hook(token, r, st)``, in object mode), which may stop
-    the run.
+    the run. Round r0 + j's participants, weights, minibatch rows and noise are slices j of the
+    ``*_all`` arrays (``sampling.draw_rounds``, drawn before the call: called from here, the draws
+    would be compiled into every algorithm's rounds again); its coin ``u`` is drawn here from
+    ``rng_a``, before its rules, as the per-round path draws it.
 
     Returns ``(st, r, code)``: the state after round r and code 0 (r1 reached), 1 (the evaluation
     of round r stopped the run), 2 (a non-finite local iterate in round r: ``info`` = client,
@@ -95,15 +99,21 @@ def segment(pk, hp, st, rng_c, rng_d, rng_a, mode, S, cdf, participation, replic
     for r in range(r0, r1 + 1):
         j = r - r0
         K = Ks[j]
-        entry = sched[sched_ptr[r - 1]:sched_ptr[r]] if has_schedule else sched[0:0]
-        drawn, clients, weights, idx, noise, u = _r.draw_round(
-            pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, has_schedule, entry, K, B, replace)
+        drawn = drawn_all[drawn_ptr[j]:drawn_ptr[j + 1]]
+        clients = clients_all[client_ptr[j]:client_ptr[j + 1]]
+        weights = weights_all[client_ptr[j]:client_ptr[j + 1]]
+        Sr = clients.shape[0]
+        idx = idx_all[idx_ptr[j]:idx_ptr[j + 1]].reshape((Sr, K, B))
+        if pk.noise > 0:
+            noise = noise_all[noise_ptr[j]:noise_ptr[j + 1]].reshape((Sr, K, pk.dim))
+        else:
+            noise = e3
+        u = rng_a.random()
         nd = drawn.shape[0]
         for q in range(nd):             # loops, not slice assignments (their shape-mismatch error
             drawn_buf[pos + q] = drawn[q]   # took 1.6 s of a cold compile)
         pos += nd
         drawn_len[j] = nd
-        Sr = clients.shape[0]
         p_loc, p_per, p_prox = e3, e3, e3
         x_start = e1
         if traced is not None:          # (None: pruned at compile time, as are the two below)

@@ -13,9 +13,10 @@ The local primitives below (``local_sgd``, ``local_sam``, ...) wrap the kernels 
 for one round; every primitive returns the local models and ``bad``: -1, or ``s * K + k`` for
 the first client slot s and local step k whose iterate became non-finite.
 
-:func:`draw_round` draws a round's participants, minibatch rows, noise and coin from the run's
-three streams; the per-round path of the runner and the fused segment of
-:mod:`fedtheory._kernels.drivers` both call it, so one seed gives one trajectory on either path.
+:mod:`.sampling` draws a round's participants, minibatch rows and noise from the run's client and
+data streams, and its coin from the third: the per-round path of the runner each round, the fused
+segment of :mod:`fedtheory._kernels.drivers` for its rounds before the call (and the coins in it),
+so one seed gives one trajectory on either path.
 """
 from collections import namedtuple
 
@@ -26,7 +27,7 @@ from numba.extending import overload, register_jitable
 from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
 from .local_steps import DIR_PLAIN, DIR_SAM, DIR_VR, corrected_local_sgd, feddeper_local
 from .oracles import client_grad, loop_kernel, prox_vec
-from .sampling import draw_round_arrays, minibatch_rows
+from .sampling import minibatch_rows
 from .sps import sps_local_steps
 from ..exceptions import InvalidParameterError
 
@@ -76,19 +77,6 @@ def row(x):
 # The functions below that take the pack ``pk`` but not its datafit are inlined, or inlined wrappers of
 # functions over its arrays: a pack's type names its datafit (``Pack.kind``), and a function of ``pk``
 # is compiled once per datafit.
-@njit(cache=True, inline="always")
-def draw_round(pk, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate, has_schedule, scheduled, K, B,
-               replace):
-    """One round's randomness, in the runner's stream order: the participants (the entry
-    ``scheduled`` of a replayed schedule when ``has_schedule``, else drawn from ``rng_c``), their
-    weights, the minibatch rows and noise from ``rng_d``, then one uniform coin from ``rng_a``.
-
-    Returns ``(drawn, clients, weights, idx, noise, u)``.
-    """
-    return draw_round_arrays(pk.w, pk.ptr, pk.sizes, pk.noise, pk.dim, mode, rng_c, rng_d, rng_a, S, cdf,
-                             participation, replicate, has_schedule, scheduled, K, B, replace)
-
-
 @njit(cache=True, inline="always")
 def make_round(pk, rnd, clients, weights, idx, noise, lrs, u, wd, clip, t0, path_local, path_personal, path_prox,
                replace):

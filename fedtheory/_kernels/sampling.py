@@ -1,5 +1,6 @@
 """A round's draws: its participants and their aggregation weights, the minibatch rows and the noise
-(shared by every path and backend: :func:`draw_round_arrays` is the one draw of a round).
+(shared by every path and backend: :func:`draw_round_arrays` is the one draw of a round; the
+compiled rounds receive those of many rounds at once from :func:`draw_rounds`).
 """
 import numpy as np
 from numba import njit
@@ -225,8 +226,8 @@ def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a
     """One round's randomness from the problem's arrays (client weights ``w``, row offsets ``ptr``, client
     sizes, noise level, dimension), in the runner's stream order: the participants (``scheduled`` when
     ``has_schedule``, else drawn from ``rng_c`` by ``mode``), their weights, the minibatch rows and noise
-    from ``rng_d``, then one uniform coin from ``rng_a``. The compiled rounds call it through
-    ``rounds.draw_round``, the per-round path directly: every path draws the same.
+    from ``rng_d``, then one uniform coin from ``rng_a``. The per-round path calls it each round; the
+    compiled rounds take the same draws from :func:`draw_rounds`: every path draws the same.
 
     Returns ``(drawn, clients, weights, idx, noise, u)``.
     """
@@ -238,3 +239,98 @@ def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a
     idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace)
     u = rng_a.random()
     return drawn, clients, weights, idx, noise, u
+
+
+@njit(cache=True)
+def _room(a, used, more):
+    """``a`` with room for ``more`` entries after its first ``used`` (its capacity doubled as needed)."""
+    if used + more <= a.shape[0]:
+        return a
+    b = np.empty(max(2 * a.shape[0], used + more), dtype=a.dtype)
+    b[:used] = a[:used]
+    return b
+
+
+@njit(cache=True)
+def draw_rounds(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, S, cdf, participation, replicate, has_schedule,
+                sched, sched_ptr, r0, Ks, B, replace):
+    """The participants, weights, minibatch rows and noise of rounds ``r0 .. r0 + len(Ks) - 1`` (1-based;
+    round ``r0 + j`` has ``Ks[j]`` local steps), drawn round after round as :func:`draw_round_arrays`
+    draws them from ``rng_c`` and ``rng_d``, without its coin from ``rng_a`` (the compiled rounds draw
+    it themselves, each round before its rules, which may draw from ``rng_a`` too): each stream gives
+    what it gives to the per-round path, so both run the same.
+
+    The compiled rounds receive them from here, not by calling the draw each round: a compiled
+    function's callees are compiled again into it, and the draws were a quarter of every algorithm's
+    rounds to compile.
+
+    Parameters
+    ----------
+    w, ptr, sizes : ndarray
+        The problem's client weights, row offsets and client sizes.
+    noise_level : float
+        The problem's gradient noise level (no noise drawn at 0).
+    dim : int
+        The dimension.
+    mode, rng_c, rng_d, S, cdf, participation, replicate : object
+        The run's sampling mode, its client and data streams and the sampler's arrays
+        (:func:`draw_round_arrays`).
+    has_schedule : bool
+        Whether the participants are replayed from ``sched`` (round r's entry
+        ``sched[sched_ptr[r - 1]:sched_ptr[r]]``).
+    sched, sched_ptr : ndarray of int64
+        The replayed schedule, flattened.
+    r0 : int
+        The first round (1-based).
+    Ks : ndarray of int64
+        The local steps of each round.
+    B : int
+        The minibatch size (0: exact gradients).
+    replace : bool
+        Minibatches with replacement.
+
+    Returns
+    -------
+    tuple
+        ``(drawn, drawn_ptr, clients, weights, client_ptr, idx, idx_ptr, noise, noise_ptr)``: round j's
+        drawn participants are ``drawn[drawn_ptr[j]:drawn_ptr[j + 1]]``, its clients and their weights
+        the same slice of ``clients`` and ``weights`` by ``client_ptr``, its rows (S_j, K_j, B) and
+        noise (S_j, K_j, dim) the flattened slices by ``idx_ptr`` and ``noise_ptr`` (``noise`` empty
+        without noise).
+    """
+    m = Ks.shape[0]
+    drawn_ptr = np.zeros(m + 1, dtype=np.int64)
+    client_ptr = np.zeros(m + 1, dtype=np.int64)
+    idx_ptr = np.zeros(m + 1, dtype=np.int64)
+    noise_ptr = np.zeros(m + 1, dtype=np.int64)
+    per = max(S, 1)
+    drawn_all = np.empty(m * per, dtype=np.int64)
+    clients_all = np.empty(m * per, dtype=np.int64)
+    weights_all = np.empty(m * per)
+    idx_all = np.empty(m * per * max(Ks.max() if m > 0 else 0, 1) * B, dtype=np.int64)
+    noise_all = np.empty(m * per * max(Ks.max() if m > 0 else 0, 1) * dim if noise_level > 0 else 0)
+    for j in range(m):
+        r = r0 + j
+        if has_schedule:
+            drawn = sched[sched_ptr[r - 1]:sched_ptr[r]].copy()
+        else:
+            drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
+        clients, weights = weigh(mode, drawn, w, S, replicate)
+        idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, Ks[j], B, replace)
+        nd, nc, ni, nn = drawn.shape[0], clients.shape[0], idx.size, noise.size
+        drawn_all = _room(drawn_all, drawn_ptr[j], nd)
+        drawn_all[drawn_ptr[j]:drawn_ptr[j] + nd] = drawn
+        drawn_ptr[j + 1] = drawn_ptr[j] + nd
+        clients_all = _room(clients_all, client_ptr[j], nc)
+        weights_all = _room(weights_all, client_ptr[j], nc)
+        clients_all[client_ptr[j]:client_ptr[j] + nc] = clients
+        weights_all[client_ptr[j]:client_ptr[j] + nc] = weights
+        client_ptr[j + 1] = client_ptr[j] + nc
+        idx_all = _room(idx_all, idx_ptr[j], ni)
+        idx_all[idx_ptr[j]:idx_ptr[j] + ni] = idx.ravel()
+        idx_ptr[j + 1] = idx_ptr[j] + ni
+        noise_all = _room(noise_all, noise_ptr[j], nn)
+        noise_all[noise_ptr[j]:noise_ptr[j] + nn] = noise.ravel()
+        noise_ptr[j + 1] = noise_ptr[j] + nn
+    return (drawn_all, drawn_ptr, clients_all, weights_all, client_ptr, idx_all, idx_ptr, noise_all, noise_ptr)
+

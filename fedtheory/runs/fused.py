@@ -14,13 +14,14 @@ import time
 import numpy as np
 
 from .._kernels import rounds as _rk
-from .._kernels.sampling import BERNOULLI, FULL
+from .._kernels.sampling import BERNOULLI, FULL, draw_rounds
 from .._kernels.drivers import compile_error_text
 from .arrays import to_numpy
 from .log import COUNTERS
 from .plan import EVAL_BUDGET
 
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
+_DRAWS = 1 << 21        # about this many entries of drawn rows and noise per call (16 MB: bounds the rounds)
 
 
 class _DeferredInterrupt:
@@ -151,12 +152,14 @@ class FusedExecutor:
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
         if tr is not None:
             _rk._TRACERS[token] = self._trace
+        per_round = max_drawn * max(plan.local_steps, 1) * (plan.B + (d if p.noise > 0 else 0))
+        window = int(min(_SEGMENT, max(1, _DRAWS // max(per_round, 1))))
         try:
             r = r_from
             while r <= r_to:
                 if self.sigint.hit:                 # Ctrl-C meanwhile (a callback's time): raised in Python
                     raise KeyboardInterrupt
-                r0, Ks, t0s, lrs_tab = plan.schedule_table(r, min(r_to, r + _SEGMENT - 1))
+                r0, Ks, t0s, lrs_tab = plan.schedule_table(r, min(r_to, r + window - 1))
                 r1 = r0 + Ks.shape[0] - 1
                 cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
                     (r1 - r0 + 1) * max_drawn
@@ -166,9 +169,12 @@ class FusedExecutor:
                     np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
                 self._chunk = (r0, drawn_buf, drawn_len, iters)
                 t_start, e_start = time.perf_counter(), self._eval_time
+                pk = plan.pk
+                draws = draw_rounds(pk.w, pk.ptr, pk.sizes, pk.noise, pk.dim, smp.code, plan.rng_clients, plan.rng_data,
+                                    smp.S, smp.cdf, smp.part, smp.replicate, smp.schedule is not None, smp.sched,
+                                    smp.sched_ptr, r0, Ks, plan.B, plan.batch_replacement)
                 st, r_end, code = self._segment(
-                    plan.pk, plan.hp, st, plan.rng_clients, plan.rng_data, plan.rng_aux, smp.code, smp.S, smp.cdf,
-                    smp.part, smp.replicate, smp.schedule is not None, smp.sched, smp.sched_ptr, r0, r1, Ks, t0s,
+                    pk, plan.hp, st, plan.rng_aux, smp.code, *draws, r0, r1, Ks, t0s,
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, drawn_buf, drawn_len, iters, info, token,
