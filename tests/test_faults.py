@@ -1191,11 +1191,17 @@ def test_ctrl_c_during_fedtheory_run_exits_130_with_one_line(tmp_path):
     cfg = tmp_path / "long.toml"
     cfg.write_text('[problem]\nfactory = "quadratic"\nn_clients = 10\ndim = 10\n[run]\nalgorithm = "fedavg"\n'
                    "rounds = 10000000\nlr = 0.1\neval_every = 50\n")
-    ft.run(problems.quadratic(10, 10), "fedavg", rounds=2, lr=0.1, eval_every=50)  # its kernels cached first:
-    proc = subprocess.Popen([sys.executable, "-m", "fedtheory", "run", str(cfg)], stdout=subprocess.PIPE,  # the
-                            stderr=subprocess.PIPE, text=True)   # the wait covers no compile
+    # the command in a process that says when its rounds run: at the first evaluation after round 0,
+    # which the compiled rounds call from inside (SIGINT restored to Python's handler, which a process
+    # started in the background by a non-interactive shell inherits ignored)
+    code = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "from fedtheory.runs import log\nevaluate = log.RunLog.evaluate\n"
+            "def announced(self, r):\n    if r > 0:\n        print('ready', flush=True)\n    return evaluate(self, r)\n"
+            "log.RunLog.evaluate = announced\nfrom fedtheory.__main__ import main\n"
+            f"sys.exit(main(['run', {str(cfg)!r}]))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(8.0)                      # import, load the cached kernels, and into the rounds
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

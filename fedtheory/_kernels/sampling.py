@@ -204,15 +204,15 @@ def weigh(mode, drawn, w, S, replicate):
 
 
 @njit(cache=True)
-def draw_data(ptr, sizes, noise_level, dim, rng, clients, K, B, replace):
-    """Minibatch rows (S, K, B) (uniforms then rows; (S, K, 0) for exact gradients) and noise
-    (S, K, d) scaled by the problem's noise level ((0, 0, 0) without noise)."""
+def draw_data(ptr, sizes, noise_level, dim, rng, clients, K, B, replace, out):
+    """Minibatch rows (S, K, B), written into ``out`` (uniforms then rows; nothing for exact
+    gradients, B = 0), and noise (S, K, d) scaled by the problem's noise level ((0, 0, 0) without
+    noise)."""
     Sr = clients.shape[0]
+    idx = out
     if B > 0:
         u = rng.random((Sr, K, B))
-        idx = minibatch_rows(u, ptr[:-1][clients], sizes[clients], replace, np.empty((Sr, K, B), dtype=np.int64))
-    else:
-        idx = np.zeros((Sr, K, 0), dtype=np.int64)
+        idx = minibatch_rows(u, ptr[:-1][clients], sizes[clients], replace, out)
     if noise_level > 0:
         noise = noise_level * rng.standard_normal((Sr, K, dim))
     else:
@@ -236,7 +236,8 @@ def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a
     else:
         drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
     clients, weights = weigh(mode, drawn, w, S, replicate)
-    idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace)
+    idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace,
+                           np.empty((clients.shape[0], K, B), dtype=np.int64))
     u = rng_a.random()
     return drawn, clients, weights, idx, noise, u
 
@@ -316,8 +317,14 @@ def draw_rounds(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, S, cdf, par
         else:
             drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
         clients, weights = weigh(mode, drawn, w, S, replicate)
-        idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, Ks[j], B, replace)
-        nd, nc, ni, nn = drawn.shape[0], clients.shape[0], idx.size, noise.size
+        K = Ks[j]
+        nd, nc = drawn.shape[0], clients.shape[0]
+        ni = nc * K * B
+        idx_all = _room(idx_all, idx_ptr[j], ni)
+        _, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace,
+                             idx_all[idx_ptr[j]:idx_ptr[j] + ni].reshape((nc, K, B)))     # the rows in place
+        idx_ptr[j + 1] = idx_ptr[j] + ni
+        nn = noise.size
         drawn_all = _room(drawn_all, drawn_ptr[j], nd)
         drawn_all[drawn_ptr[j]:drawn_ptr[j] + nd] = drawn
         drawn_ptr[j + 1] = drawn_ptr[j] + nd
@@ -326,9 +333,6 @@ def draw_rounds(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, S, cdf, par
         clients_all[client_ptr[j]:client_ptr[j] + nc] = clients
         weights_all[client_ptr[j]:client_ptr[j] + nc] = weights
         client_ptr[j + 1] = client_ptr[j] + nc
-        idx_all = _room(idx_all, idx_ptr[j], ni)
-        idx_all[idx_ptr[j]:idx_ptr[j] + ni] = idx.ravel()
-        idx_ptr[j + 1] = idx_ptr[j] + ni
         noise_all = _room(noise_all, noise_ptr[j], nn)
         noise_all[noise_ptr[j]:noise_ptr[j] + nn] = noise.ravel()
         noise_ptr[j + 1] = noise_ptr[j] + nn

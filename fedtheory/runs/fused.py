@@ -21,7 +21,7 @@ from .log import COUNTERS
 from .plan import EVAL_BUDGET
 
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
-_DRAWS = 1 << 21        # about this many entries of drawn rows and noise per call (16 MB: bounds the rounds)
+_DRAWS = 1 << 20        # about this many entries of drawn rows and noise per call (8 MB; a call costs ~50 us)
 
 
 class _DeferredInterrupt:
