@@ -243,7 +243,9 @@ def test_killed_local_worker_is_one_line_and_the_rerun_completes(tmp_path):
     _check_complete(pd.read_parquet(out / "results.parquet"), SLOW, SLOW_ROWS)
 
 
-def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)],
+                         ids=["SIGINT", "SIGKILL"])
+def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path, sig):
     """A driver whose runs execute on a Dask cluster, stopped by Ctrl-C (exit 130: it cancels its
     futures) or by SIGKILL (the scheduler releases a vanished client's futures): the running run
     stops at its next round, within 5 s; a restart completes the grid."""
@@ -261,24 +263,23 @@ def test_dask_interrupted_or_killed_driver_stops_its_running_runs(tmp_path):
         client.submit(run_point, prob, dict(rn, rounds=1), pure=False).result()
         cmd = [sys.executable, "-m", "fedtheory", "sweep", str(cfg), "--out", str(tmp_path / "d"),
                "--backend", "dask", "--scheduler", cluster.scheduler_address]
-        for sig in (signal.SIGINT, signal.SIGKILL):
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=_sigint_default)
-            try:
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < 300 and not executing():     # (a loaded machine)
-                    time.sleep(0.05)
-                assert executing() == 1
-                time.sleep(0.3)
-                os.kill(proc.pid, sig)
-                rc = proc.wait(timeout=15)
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < 5 and executing():
-                    time.sleep(0.05)
-                assert executing() == 0, f"the run of a driver stopped by {sig.name} is still executing"
-                assert rc == (130 if sig == signal.SIGINT else -signal.SIGKILL)
-            finally:
-                _reap(proc.pid)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_sigint_default)
+        try:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 300 and not executing():     # (a loaded machine)
+                time.sleep(0.05)
+            assert executing() == 1
+            time.sleep(0.3)
+            os.kill(proc.pid, sig)
+            rc = proc.wait(timeout=15)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 5 and executing():
+                time.sleep(0.05)
+            assert executing() == 0, f"the run of a driver stopped by {sig.name} is still executing"
+            assert rc == (130 if sig == signal.SIGINT else -signal.SIGKILL)
+        finally:
+            _reap(proc.pid)
         small = cfg.read_text().replace("rounds = 300000", "rounds = 30").replace("eval_every = 100000",
                                                                                     "eval_every = 10")
         df = sweep(small, tmp_path / "d2", backend="dask", scheduler=client, progress=False)
