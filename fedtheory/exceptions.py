@@ -48,5 +48,7 @@ class DeclarationError(TypeError):
 
 
 class ConfigError(ValueError):
-    """A configuration file (``fedtheory run`` or ``sweep``, :func:`fedtheory.reporting.config.load`) is
-    invalid; the message names the file, line and key."""
+    """A configuration file is invalid; the message names the file, line and key.
+
+    Raised by :func:`fedtheory.reporting.config.load` (``fedtheory run`` and ``fedtheory sweep``).
+    """
