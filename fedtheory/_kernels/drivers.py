@@ -69,13 +69,12 @@ def trace_empty(token, r, x_start, rd, st):
 
 
 @njit(cache=True)
-def segment(pk, hp, st, rng_a, mode, drawn_all, drawn_ptr, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
+def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, drawn_buf, drawn_len, iters, info, token, traced,
-            want):
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated by the runner's
     Python evaluation (``rounds.evaluate_hook(token, r, st)``, in object mode), which may stop
-    the run. Round r0 + j's participants, weights, minibatch rows and noise are slices j of the
+    the run. Round r0 + j's clients, their weights, minibatch rows and noise are slices j of the
     ``*_all`` arrays (``sampling.draw_rounds``, drawn before the call: called from here, the draws
     would be compiled into every algorithm's rounds again); its coin ``u`` is drawn here from
     ``rng_a``, before its rules, as the per-round path draws it.
@@ -85,8 +84,8 @@ def segment(pk, hp, st, rng_a, mode, drawn_all, drawn_ptr, clients_all, weights_
     step, K; the state is that before round r) or 3 (a non-finite model after the aggregation of
     round r; ``info[3:]`` hold the last finite model). ``counters``: grad_evals, sample_grads,
     comm_up, comm_down, updated in place; ``eval_spent`` (one entry) the evaluations' cost, which
-    the hook updates; ``drawn_buf``/``drawn_len`` receive the participants of each round as
-    drawn; ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
+    the hook updates (the runner reads each round's participants from the draws it made);
+    ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
     records the local paths flagged in ``want`` (local, personal, prox_point) and is handed to the
     runner's trace (``rounds.trace_hook``, in object mode). ``traced`` None (a run without a trace)
     is its own specialisation, with every trace branch removed when Numba compiles it: the trace code
@@ -95,11 +94,9 @@ def segment(pk, hp, st, rng_a, mode, drawn_all, drawn_ptr, clients_all, weights_
     """
     e3 = _r.empty3()
     e1 = _r.empty1()
-    pos = 0
     for r in range(r0, r1 + 1):
         j = r - r0
         K = Ks[j]
-        drawn = drawn_all[drawn_ptr[j]:drawn_ptr[j + 1]]
         clients = clients_all[client_ptr[j]:client_ptr[j + 1]]
         weights = weights_all[client_ptr[j]:client_ptr[j + 1]]
         Sr = clients.shape[0]
@@ -109,11 +106,6 @@ def segment(pk, hp, st, rng_a, mode, drawn_all, drawn_ptr, clients_all, weights_
         else:
             noise = e3
         u = rng_a.random()
-        nd = drawn.shape[0]
-        for q in range(nd):             # loops, not slice assignments (their shape-mismatch error
-            drawn_buf[pos + q] = drawn[q]   # took 1.6 s of a cold compile)
-        pos += nd
-        drawn_len[j] = nd
         p_loc, p_per, p_prox = e3, e3, e3
         x_start = e1
         if traced is not None:          # (None: pruned at compile time, as are the two below)

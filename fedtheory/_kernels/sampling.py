@@ -221,6 +221,19 @@ def draw_data(ptr, sizes, noise_level, dim, rng, clients, K, B, replace, out):
 
 
 @njit(cache=True)
+def draw_clients(w, mode, rng_c, S, cdf, participation, replicate, has_schedule, scheduled):
+    """A round's participants as drawn (``scheduled`` when ``has_schedule``, else from ``rng_c`` by
+    ``mode``), and the clients and aggregation weights they give (:func:`weigh`):
+    ``(drawn, clients, weights)``."""
+    if has_schedule:
+        drawn = scheduled.copy()
+    else:
+        drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
+    clients, weights = weigh(mode, drawn, w, S, replicate)
+    return drawn, clients, weights
+
+
+@njit(cache=True)
 def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a, S, cdf, participation, replicate,
                       has_schedule, scheduled, K, B, replace):
     """One round's randomness from the problem's arrays (client weights ``w``, row offsets ``ptr``, client
@@ -231,11 +244,7 @@ def draw_round_arrays(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, rng_a
 
     Returns ``(drawn, clients, weights, idx, noise, u)``.
     """
-    if has_schedule:
-        drawn = scheduled.copy()
-    else:
-        drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
-    clients, weights = weigh(mode, drawn, w, S, replicate)
+    drawn, clients, weights = draw_clients(w, mode, rng_c, S, cdf, participation, replicate, has_schedule, scheduled)
     idx, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace,
                            np.empty((clients.shape[0], K, B), dtype=np.int64))
     u = rng_a.random()
@@ -312,11 +321,8 @@ def draw_rounds(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, S, cdf, par
     noise_all = np.empty(m * per * max(Ks.max() if m > 0 else 0, 1) * dim if noise_level > 0 else 0)
     for j in range(m):
         r = r0 + j
-        if has_schedule:
-            drawn = sched[sched_ptr[r - 1]:sched_ptr[r]].copy()
-        else:
-            drawn = draw_participants(mode, rng_c, w.shape[0], S, cdf, participation)
-        clients, weights = weigh(mode, drawn, w, S, replicate)
+        entry = sched[sched_ptr[r - 1]:sched_ptr[r]] if has_schedule else sched[0:0]
+        drawn, clients, weights = draw_clients(w, mode, rng_c, S, cdf, participation, replicate, has_schedule, entry)
         K = Ks[j]
         nd, nc = drawn.shape[0], clients.shape[0]
         ni = nc * K * B

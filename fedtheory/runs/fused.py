@@ -161,23 +161,20 @@ class FusedExecutor:
                     raise KeyboardInterrupt
                 r0, Ks, t0s, lrs_tab = plan.schedule_table(r, min(r_to, r + window - 1))
                 r1 = r0 + Ks.shape[0] - 1
-                cap = (smp.sched_ptr[r1] - smp.sched_ptr[r0 - 1]) if smp.schedule is not None else \
-                    (r1 - r0 + 1) * max_drawn
-                drawn_buf, drawn_len = np.empty(int(cap), dtype=np.int64), np.zeros(r1 - r0 + 1, dtype=np.int64)
                 iters = np.empty((r1 - r0 + 1 if plan.record else 0, d))
                 traced = None if tr is None else \
                     np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
-                self._chunk = (r0, drawn_buf, drawn_len, iters)
                 t_start, e_start = time.perf_counter(), self._eval_time
                 pk = plan.pk
                 draws = draw_rounds(pk.w, pk.ptr, pk.sizes, pk.noise, pk.dim, smp.code, plan.rng_clients, plan.rng_data,
                                     smp.S, smp.cdf, smp.part, smp.replicate, smp.schedule is not None, smp.sched,
                                     smp.sched_ptr, r0, Ks, plan.B, plan.batch_replacement)
+                self._chunk = (r0, draws[0], draws[1], iters)         # each round's participants, as drawn
                 st, r_end, code = self._segment(
-                    pk, plan.hp, st, plan.rng_aux, smp.code, *draws, r0, r1, Ks, t0s,
+                    pk, plan.hp, st, plan.rng_aux, smp.code, *draws[2:], r0, r1, Ks, t0s,
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
-                    self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, drawn_buf, drawn_len, iters, info, token,
+                    self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
                     traced, want)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
@@ -207,9 +204,9 @@ class FusedExecutor:
         """After a segment call: participants of rounds r0..r_end, the iterates of the rounds
         completed (r0..done), the counters and the state."""
         log = self.log
-        _, drawn_buf, drawn_len, iters = self._chunk
+        _, drawn, drawn_ptr, iters = self._chunk
         m = r_end - r0 + 1
-        log.sampled.extend(drawn_buf[:int(drawn_len[:m].sum())], drawn_len[:m])
+        log.sampled.extend(drawn[:drawn_ptr[m]], np.diff(drawn_ptr[:m + 1]))
         if self.plan.record:
             log.iterates.extend(np.array(iters[j]) for j in range(done - r0 + 1))
         for k, v in zip(COUNTERS, self._cnt):
