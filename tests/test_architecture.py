@@ -1,6 +1,7 @@
 """The layout of DESIGN.md holds in the tree: no import cycle with validation, no private simulators,
 Numba only in fedtheory/_kernels, fedtheory/testing self-contained."""
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "fedtheory"
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    """A source file's syntax tree, parsed once for all the tests of this module (read, never changed)."""
+    return ast.parse(path.read_text())
+
+
 def _imports(path):
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -91,7 +98,7 @@ def test_theory_modules_have_no_simulator_loops():
     iterate with gradients (re-implementing an algorithm): the measurement is ft.run. PEP builders
     are symbolic (:func:`_pep_builder_loops`)."""
     for f in (LIB / "theory").glob("*.py"):
-        tree = ast.parse(f.read_text())
+        tree = _tree(f)
         names = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
         assert not [n for n in names if "simulat" in n], (f.name, names)
         pep = _pep_builder_loops(tree)
@@ -240,7 +247,7 @@ def test_no_module_swaps_its_class_but_the_callable_algorithms_package():
     is callable only through its type."""
     swaps = []
     for f in sorted((ROOT / "fedtheory").rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in ast.walk(_tree(f)):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "__class__"
                                                     for t in node.targets):
                 swaps.append(str(f.relative_to(ROOT)))
@@ -300,7 +307,7 @@ def test_the_top_level_holds_the_foundations_and_each_package_says_what_it_may_i
     top = sorted(f.name for f in (ROOT / "fedtheory").glob("*.py"))
     assert len(top) <= 9, top
     for init in sorted((ROOT / "fedtheory").glob("*/__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        doc = ast.get_docstring(_tree(init)) or ""
         assert len(doc) > 200 and "may import" in doc.lower(), init.parent.name
 
 
@@ -325,7 +332,7 @@ def _imported(path):
     imports resolved (``from . import x`` gives the package and ``package.x``)."""
     mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     pkg = mod.removesuffix(".__init__") if path.name == "__init__.py" else mod.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.level:
             parts = pkg.split(".")
             target = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
@@ -372,7 +379,7 @@ def test_no_source_file_is_a_god_file_and_the_run_engine_has_no_large_class():
     assert not long, long
     big = []
     for f in sorted((ROOT / "fedtheory" / "runs").glob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in ast.walk(_tree(f)):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 300:
                 big.append(f"{f.relative_to(ROOT)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not big, big
@@ -382,7 +389,7 @@ def _imports_inside_functions(path):
     """``(line, source line)`` of every import of a project module made inside a function of a file."""
     lines = path.read_text().splitlines()
     seen = set()
-    for fn in ast.walk(ast.parse(path.read_text())):
+    for fn in ast.walk(_tree(path)):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(fn):

@@ -145,8 +145,10 @@ def test_killed_sweep_restarts_without_loss_or_duplicates(tmp_path):
 def test_dask_local_cluster_gives_the_local_table(tmp_path):
     distributed = pytest.importorskip("distributed")
     local = sweep(CFG, tmp_path / "local", n_jobs=1, progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=":0") as cluster:
+    # thread workers (the sweep's runs on Dask's scheduler and workers; process workers, whose runs
+    # are pickled and which import the user's modules: test_user_modules.py)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=":0") as cluster:
         viadask = sweep(CFG, tmp_path / "dask", backend="dask", scheduler=cluster.scheduler_address,
                         progress=False)
     pd.testing.assert_frame_equal(_sorted(local), _sorted(viadask))

@@ -117,6 +117,7 @@ def _run_py(code, env):
     return out.stdout
 
 
+@pytest.mark.slow          # the same claims in the default run: test_faults.py::test_damaged_driver_cache_is_recompiled
 def test_driver_is_cached_on_disk_and_loaded_by_a_new_process(tmp_path):
     """A second process loads the generated driver's compiled segment from the on-disk cache."""
     # the generated driver (and its Numba cache beside it) in a fresh directory; the library's kernels
@@ -884,12 +885,13 @@ def test_a_run_after_an_edit_without_reload_does_not_poison_the_next_process(tmp
     assert outs[0] != outs[1]
 
 
-@njit
+# cached on disk (tests/__pycache__): compiled once, not in every run of the suite
+@njit(cache=True)
 def _set_rows_nb(a, rows, v):
     return rk.set_rows(a, rows, v)
 
 
-@njit
+@njit(cache=True)
 def _add_rows_nb(a, rows, v):
     return rk.add_rows(a, rows, v)
 

@@ -1,5 +1,7 @@
 """The compiled rules of the composite methods (FedMiD, FedDualAvg): their server steps keep the
 arithmetic of the NumPy server (NumPy's summation order of the step sizes, the problem's prox)."""
+import functools
+
 import numpy as np
 import pytest
 from numba import njit
@@ -48,8 +50,10 @@ def test_rules_prox_is_the_problems_prox():
                 assert np.abs(got - want).max() <= 1e-14 * max(1.0, np.abs(want).max()), f"{reg}: t={t}"
 
 
+@functools.lru_cache(maxsize=None)
 def _compiled(rule):
-    """The rule compiled as the driver's segment compiles it (inlined into a compiled caller)."""
+    """The rule compiled as the driver's segment compiles it (inlined into a compiled caller); one
+    compiled caller per rule, for every call of the tests (it compiles once per argument types)."""
     inner = njit(inline="always")(rule)
 
     @njit(cache=False)

@@ -18,6 +18,8 @@ from fedtheory.exceptions import InvalidParameterError
 from fedtheory.theory import CASES, SPECS, Erratum, TheoremSpec, Variant, case, register_spec
 
 ROOT = Path(__file__).resolve().parent.parent
+# one worker measures the rows once (the module's ``out``) for every test that reads them
+pytestmark = pytest.mark.xdist_group("errata")
 
 # Variants other than "printed" that correct no erratum of their own, and why. A new variant must be
 # declared as an erratum on its spec (TheoremSpec.errata) or listed here.

@@ -403,6 +403,7 @@ def _complete_and_clean(out, clean):
 
 
 @pytest.mark.slow          # the class of fault (a killed worker: test_dask_killed_worker_is_one_line_and_the_rerun_completes in the default run)
+@pytest.mark.xdist_group("dask-cluster")      # one worker starts the shared cluster and sweeps the clean grid
 def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path, dask_clean, dask_cluster):
     """SIGKILL a worker twice mid-sweep (its nanny restarts it): the sweep completes without a word,
     and no run stored before a kill is computed again (the driver releases each future once its run
@@ -429,6 +430,7 @@ def test_dask_workers_killed_mid_sweep_stored_runs_are_never_recomputed(tmp_path
     _complete_and_clean(out, dask_clean)
 
 
+@pytest.mark.xdist_group("dask-cluster")      # one worker starts the shared cluster and sweeps the clean grid
 def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
     """With distributed.scheduler.allowed-failures = 0 a worker killed mid-run makes its run (and
     any run queued on it) a KilledWorker: the other runs finish, the driver prints one line (no
@@ -458,6 +460,7 @@ def test_dask_killed_worker_is_one_line_and_the_rerun_completes(tmp_path, dask_c
 
 
 @pytest.mark.slow          # the class of fault (Dask workers lost mid-sweep: test_dask_killed_worker_is_one_line_and_the_rerun_completes in the default run)
+@pytest.mark.xdist_group("dask-cluster")      # one worker starts the shared cluster and sweeps the clean grid
 def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_path, dask_clean, dask_cluster):
     """The cluster shut down under a running sweep (it gave a 48-60 line FutureCancelledError):
     one line, exit 1, with the stored count and the resume command; the same command against a
@@ -488,6 +491,7 @@ def test_dask_cluster_closed_mid_sweep_is_one_line_and_the_rerun_completes(tmp_p
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
                          ids=["SIGKILL", "SIGINT"])
+@pytest.mark.xdist_group("dask-cluster")      # one worker starts the shared cluster and sweeps the clean grid
 def test_dask_driver_killed_mid_sweep_and_rerun(tmp_path, dask_clean, dask_cluster, sig):
     """The driver killed (SIGKILL) or stopped by Ctrl-C (one line, exit 130, the resume command)
     mid-sweep: the rerun computes only the runs not stored, and the grid ends complete with the
@@ -997,20 +1001,25 @@ NUMBA_RUN = ("import warnings, fedtheory as ft, problems\n"
        "    r = ft.run(problems.quadratic(3, 2, seed=0), 'fedavg', rounds=2, local_steps=2)\n"
        "print(r.status, sum('Numba cache' in str(x.message) for x in w))\n"
        "from fedtheory._kernels.drivers import driver\n"
-       "print(driver('fedtheory.algorithms.fedavg').segment._cache._cache_path)\n")   # where Numba keeps its files
+       "seg = driver('fedtheory.algorithms.fedavg').segment\n"
+       "print(sum(seg.stats.cache_hits.values()), sum(seg.stats.cache_misses.values()))\n"
+       "print(seg._cache._cache_path)\n")          # where Numba keeps its files
 
 
 def _numba_run(cache_dir, drivers_only=False, where=False):
     """Run NUMBA_RUN in a child whose Numba cache is ``cache_dir`` (every kernel), or, with
     ``drivers_only``, whose generated drivers (and their cache beside them) are in ``cache_dir``
     while the library's kernels load from the suite's cache. ``(status, warnings about the cache)``,
-    and with ``where`` the directory of FedAvg's compiled rounds' cache files, as Numba names it."""
+    and with ``where`` also FedAvg's compiled rounds' cache hits and misses in that process and the
+    directory of their cache files, as Numba names it."""
     env = dict(os.environ, **({"FEDTHEORY_DRIVER_DIR": str(cache_dir)} if drivers_only
                               else {"NUMBA_CACHE_DIR": str(cache_dir)}))
     r = subprocess.run([sys.executable, "-c", NUMBA_RUN], capture_output=True, text=True, cwd=_NB_ROOT, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    status, warned = r.stdout.splitlines()[-2].split()
-    return (status, int(warned)) + ((Path(r.stdout.splitlines()[-1]),) if where else ())
+    out = r.stdout.splitlines()
+    status, warned = out[-3].split()
+    hits, misses = (int(v) for v in out[-2].split())
+    return (status, int(warned)) + ((hits, misses, Path(out[-1])) if where else ())
 
 
 @pytest.fixture(scope="module")
@@ -1027,11 +1036,15 @@ def _damage(files, damage):
 
 
 def test_damaged_driver_cache_is_recompiled(tmp_path):
-    """The compiled rounds' cache files garbled: the run warns, recompiles and caches them again; the
-    next run reads them back silently. (The library's kernels load from the suite's cache: only the
+    """The generated driver of an algorithm's rounds is written once and its compiled segment cached on
+    disk; with those cache files garbled, the run warns, recompiles and caches them again; the next
+    process loads them back silently. (The library's kernels load from the suite's cache: only the
     driver compiles. Every kernel's files damaged: the slow cases below.)"""
-    status, warned, where = _numba_run(tmp_path, drivers_only=True, where=True)
+    status, warned, hits, misses, where = _numba_run(tmp_path, drivers_only=True, where=True)
     assert (status, warned) == ("max_rounds", 0)
+    assert hits == 0 and misses >= 1, f"first process: hits/misses {hits}/{misses}"        # compiled and stored
+    drivers = sorted(f.name for f in tmp_path.iterdir() if f.suffix == ".py")
+    assert len(drivers) == 1 and drivers[0].startswith("fedtheory_driver_fedtheory_algorithms_fedavg_"), drivers
     # beside the drivers, or under NUMBA_CACHE_DIR when the suite runs with it set: where Numba says
     files = [f for f in where.iterdir() if f.suffix in (".nbi", ".nbc") and f.name.startswith("fedtheory_driver_")]
     assert any(".segment-" in f.name for f in files), files
@@ -1039,7 +1052,9 @@ def test_damaged_driver_cache_is_recompiled(tmp_path):
     _damage(files, "garbage")
     status, warned = _numba_run(tmp_path, drivers_only=True)
     assert status == "max_rounds" and warned >= 1
-    assert _numba_run(tmp_path, drivers_only=True) == ("max_rounds", 0)          # repaired: read back silently
+    status, warned, hits, misses, _ = _numba_run(tmp_path, drivers_only=True, where=True)
+    assert (status, warned) == ("max_rounds", 0)                                  # repaired: read back silently,
+    assert hits >= 1 and misses == 0, f"repaired cache not loaded: hits/misses {hits}/{misses}"   # not compiled
 
 
 @pytest.mark.slow

@@ -167,6 +167,7 @@ def test_run_the_user_algorithm_on_the_user_problem_from_the_command_line(tmp_pa
     assert _decreasing(df.value) and _decreasing(df.suboptimality) and (df.suboptimality > 0).all()
 
 
+@pytest.mark.xdist_group("user-dask-cluster")      # one worker starts the module's cluster
 def test_sweep_on_loky_and_dask_workers_from_the_command_line(tmp_path, dask_cluster, forget_user_modules, capsys):
     """``fedtheory sweep -j 2`` (loky) and ``--backend dask`` (two worker processes of this module's
     cluster): every worker imports the user package named by --import, and both store the same runs;
@@ -229,6 +230,7 @@ def test_python_sweep_with_two_workers_imports_the_registering_module(tmp_path, 
         assert _decreasing(run.sort_values("round").suboptimality), run
 
 
+@pytest.mark.xdist_group("user-dask-cluster")      # one worker starts the module's cluster
 def test_dask_workers_import_the_module(tmp_path, userpkg, dask_cluster):
     cluster, _ = dask_cluster
     from fedtheory.reporting.sweep import sweep
@@ -525,6 +527,7 @@ def test_user_datafit_passes_the_component_suite(userpkg):
     check_pair(userpkg.logcosh.LogCosh, "l1")
 
 
+@pytest.mark.xdist_group("user-dask-cluster")      # one worker starts the module's cluster
 def test_a_dask_worker_that_cannot_import_a_module_says_so(tmp_path, monkeypatch, dask_cluster, forget_user_modules):
     """A module the driver imported from a directory the workers do not search: the error said
     "No module named ... (the command line also searches the current directory)", as if the driver

@@ -55,13 +55,19 @@ def theorem_cases(name, variant=None):
 
     Examples
     --------
+    A property test of the theorem on three cases of its space (every drawn case is applicable):
+
     >>> import validation
-    >>> from hypothesis import find
-    >>> problem, params = find(theorem_cases("feddeper.theorem_2"), lambda case: True)
-    >>> params["rounds"], params["local_steps"], problem.n_clients        # the smallest case of the space
-    (5, 1, 2)
-    >>> validation.verify("feddeper.theorem_2", problem, **params).applicable
-    True
+    >>> from hypothesis import given, settings
+    >>> @settings(max_examples=3, deadline=None, database=None, derandomize=True)
+    ... @given(theorem_cases("feddeper.theorem_2"))
+    ... def test_applicable(case):
+    ...     problem, params = case
+    ...     assert validation.verify("feddeper.theorem_2", problem, **params).applicable
+    >>> test_applicable()
+
+    ``hypothesis.find(theorem_cases(name), condition)`` gives the smallest case of the space that
+    meets a condition (it shrinks what it draws: seconds, as each shrunk case builds a problem).
     """
     check_param("name", name, [Options(*sorted(SPECS))], "theorem_cases")
     spec = SPECS[name]
