@@ -210,7 +210,7 @@ def test_ctrl_c_exits_130_with_resume_line_and_stops_workers(tmp_path):
     stored = {p.stem for p in (out / "runs").glob("*.parquet")}
     mid = pd.read_parquet(out / "results.parquet")               # rewritten on the interrupt
     assert set(mid.run_id) == stored and 1 <= len(stored) < 4
-    df = sweep(cfg, out, n_jobs=2, progress=False)
+    df = sweep(cfg, out, n_jobs=1, progress=False)                # the rest, in this process (no pool to start)
     _check_complete(df, SLOW, SLOW_ROWS)
 
 
