@@ -238,6 +238,8 @@ def _main(argv):
     fa.add_argument("--variant", default=None, help="the bound variant (default: the theorem's default variant)")
     fa.add_argument("--budget", type=int, default=200, help="the most verifications to run (default 200)")
     fa.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    fa.add_argument("--no-shrink", action="store_true",
+                    help="report a counterexample the draws find as drawn, without shrinking it")
     fa.add_argument("--out", default=None, help="report directory: report.md and falsify.png")
     pl = sub.add_parser("plot", help="rate plots from a results directory", epilog=EPILOGS["plot"], formatter_class=fmt)
     pl.add_argument("dir")

@@ -92,7 +92,8 @@ def _falsify(args):
     except ImportError:
         raise UsageError("falsify needs hypothesis (the 'test' extra): pip install -e \".[test]\"") from None
     try:
-        f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None)
+        f = falsify(args.name, variant=args.variant, budget=args.budget, seed=args.seed, progress=None,
+                    shrink=not args.no_shrink)
     except InvalidParameterError:
         raise
     except Exception as e:

@@ -7,7 +7,8 @@ and is deterministic for a seed (hypothesis seeded, no example database, none of
 would harvest from the modules the process loaded: :func:`fedtheory.testing.draws.fixed_constants`):
 
 1. **draws**: hypothesis draws pairs from that space, guided by ``target(log ratio)`` towards the
-   largest measured/bound, and shrinks a violated case to a small one (half the budget);
+   largest measured/bound, and shrinks a violated case to a small one (half the budget; not with
+   ``shrink=False``);
 2. **edges**: every draw of the best case is a coordinate of the space
    (:class:`fedtheory.testing.strategies.Tape`); each is set in turn to the ends of its range (a
    step size at its cap, the smallest n, no noise, x^0 at x*, the longest horizon) and to each of
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .verdicts import NOT_APPLICABLE, VIOLATED
-from .._argcheck import check_param, Interval, Options
+from .._argcheck import Bool, check_param, Interval, Options
 from .._progress import bar as progress_bar
 from . import CASES, SPECS, THEOREMS
 from .engine import conforms
@@ -108,6 +109,8 @@ class Falsification:
         The theorem and the bound variant searched.
     budget, seed : int
         The most verifications allowed, and the seed of the search.
+    shrink : bool
+        Whether a counterexample found by the draws was shrunk (else it is reported as drawn).
     evaluations : int
         Verifications run (at most ``budget``).
     skipped : int
@@ -116,7 +119,7 @@ class Falsification:
         The applicable case with the largest measured/bound (among those whose comparison does not
         rest on rounding, where there is one).
     counterexample : FalsifyCase or None
-        A case where the variant is VIOLATED, shrunk; None when none was found.
+        A case where the variant is VIOLATED (shrunk, with ``shrink``); None when none was found.
     history : list of (ratio, verdict)
         Every evaluation in order (ratio nan for a skipped case).
     """
@@ -125,6 +128,7 @@ class Falsification:
     variant: str
     budget: int
     seed: int
+    shrink: bool = True
     evaluations: int = 0
     skipped: int = 0
     worst: FalsifyCase | None = None
@@ -145,7 +149,8 @@ class Falsification:
         lines = [head]
         if self.counterexample is not None:
             v = self.counterexample.verification
-            how = "shrunk" if self.counterexample.phase == "draws" else f"found by the {self.counterexample.phase}"
+            how = f"found by the {self.counterexample.phase}" if self.counterexample.phase != "draws" else \
+                "shrunk" if self.shrink else "as drawn, not shrunk"
             lines += [f"COUNTEREXAMPLE ({how}): measured {v.measured:.4g} > bound {v.bound:.4g} "
                       f"(ratio {v.ratio:.4g})", self.counterexample.describe()]
         else:
@@ -203,7 +208,7 @@ def _key(problem, params):
     return pkey, tuple(parts)
 
 
-def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
+def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None, shrink=True):
     """Search the conforming space of theorem ``name`` for the largest measured/bound.
 
     Parameters
@@ -221,6 +226,10 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
         :func:`fedtheory.testing.strategies.theorem_cases`).
     progress : bool, optional
         A progress bar over the budget (default: when stderr is a terminal).
+    shrink : bool, default True
+        Shrink a counterexample the draws find to a small one (each step a verification, within
+        the budget). False reports the first violated case as drawn: the same search up to it,
+        without the verifications of the shrinking.
 
     Returns
     -------
@@ -245,6 +254,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
     check_param("variant", variant, [Options(*spec.variants)], "falsify")
     check_param("budget", budget, [Interval(int, 1, None)], "falsify")
     check_param("seed", seed, [Interval(int, 0, math.inf)], "falsify")
+    check_param("shrink", shrink, [Bool()], "falsify")
     from ..testing.draws import fixed_constants, recording, replay        # (hypothesis: the test extra)
     if cases is None:
         from ..testing.strategies import theorem_cases        # (hypothesis: the test extra)
@@ -254,7 +264,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
             return conforms(spec, case[0], variant, **case[1]) is not False
     else:
         base, inside = cases, (lambda case: True)
-    out = Falsification(name, variant, budget, seed)
+    out = Falsification(name, variant, budget, seed, shrink)
     seen, violated = {}, []
     pbar = progress_bar(progress, total=budget, desc=f"falsify {name}", unit="case")
 
@@ -299,7 +309,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None):
 
     @hseed(seed)
     @settings(max_examples=draws, database=None, deadline=None, derandomize=False, print_blob=False,
-              phases=(Phase.generate, Phase.target, Phase.shrink), report_multiple_bugs=False,
+              phases=(Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()), report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
     @given(recording(cases))
     def search(drawn):
