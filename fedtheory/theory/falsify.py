@@ -264,7 +264,7 @@ def falsify(name, variant=None, budget=200, seed=0, cases=None, progress=None, s
             return conforms(spec, case[0], variant, **case[1]) is not False
     else:
         base, inside = cases, (lambda case: True)
-    out = Falsification(name, variant, budget, seed, shrink)
+    out = Falsification(name, variant, budget, seed, bool(shrink))
     seen, violated = {}, []
     pbar = progress_bar(progress, total=budget, desc=f"falsify {name}", unit="case")
 
