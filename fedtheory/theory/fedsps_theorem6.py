@@ -350,7 +350,9 @@ SPEC_6B = register_spec(TheoremSpec(
     conditions=lambda st, m: st["conds"] + [_pinned_condition(m, st["gamma_b"])],
     assumptions=_A1, cases=_space("6b"), quantity="plateau(gamma_b/2) / plateau(gamma_b), plateau = ||xbar_T - x*||^2",
     floor=lambda st, m: 0.0,
-    extra_runs=lambda st: {"half": ("fedsps", dict(_run_kwargs(st, trace=None), gamma_b=st["gamma_b"] / 2))},
+    # the run at gamma_b/2 reads its final model and history only: it is declared traced with no traced round,
+    # so it runs the compiled rounds of the traced main run (an untraced run compiled FedSPS's rounds once more)
+    extra_runs=lambda st: {"half": ("fedsps", dict(_run_kwargs(st), trace_rounds=(), gamma_b=st["gamma_b"] / 2))},
     variants={"printed": Variant("shape only (an O-statement): 1/2 plus 10%, plus the theorem's transient "
                                  "D0/(mu gb/2) (1 - mu gb/2)^T over plateau(gb)", _bound_6b),
               "corrected": Variant("the same shape (the L^2 correction changes no shape)", _bound_6b)},
