@@ -1,5 +1,6 @@
 """run(..., trace=...): what a traced round records, on every backend, and its errors."""
 import numpy as np
+import pandas as pd
 import pytest
 
 import fedtheory as ft
@@ -90,6 +91,20 @@ def test_diverged_round_is_traced_with_nan_after_the_failure():
     if not last.completed:                     # divergence inside a local phase
         assert np.isnan(last["local"]).any() or not np.isfinite(last["local"]).all()
     assert len(res.trace) >= res.rounds
+
+
+@pytest.mark.parametrize("alg, trace", [("fedsps", ("local", "gammas")), ("fedavg", True)])
+def test_a_run_traced_at_no_round_is_the_untraced_run(alg, trace):
+    """``trace_rounds=()`` records no round and runs what the untraced run runs, bit for bit (FedSPS
+    Theorem 6(b)'s run at gamma_b/2 is declared so, to run the compiled rounds of its traced main run),
+    sampled clients and gradient noise included."""
+    p = problems.quadratic(6, 3, L=1.0, mu=0.1, heterogeneity=1.0, noise=0.1, seed=0)
+    kw = dict(rounds=12, local_steps=3, lr=0.1, clients_per_round=4, seed=3)
+    none = ft.run(p, alg, trace=trace, trace_rounds=(), **kw)
+    plain = ft.run(p, alg, **kw)
+    assert len(none.trace) == 0 and plain.trace is None
+    assert np.array_equal(none.x, plain.x) and none.status == plain.status
+    pd.testing.assert_frame_equal(none.history.drop(columns="time"), plain.history.drop(columns="time"))
 
 
 def test_trace_rounds_records_only_those_rounds():
