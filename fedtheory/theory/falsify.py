@@ -149,8 +149,8 @@ class Falsification:
         lines = [head]
         if self.counterexample is not None:
             v = self.counterexample.verification
-            how = f"found by the {self.counterexample.phase}" if self.counterexample.phase != "draws" else \
-                "shrunk" if self.shrink else "as drawn, not shrunk"
+            phase = self.counterexample.phase
+            how = f"found by the {phase}" if phase != "draws" else ("shrunk" if self.shrink else "as drawn, not shrunk")
             lines += [f"COUNTEREXAMPLE ({how}): measured {v.measured:.4g} > bound {v.bound:.4g} "
                       f"(ratio {v.ratio:.4g})", self.counterexample.describe()]
         else:

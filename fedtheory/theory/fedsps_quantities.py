@@ -413,11 +413,11 @@ def _grad_floor(st, m):
 _A1 = (("smooth", "A1 (L-smoothness of every sample function)"),)
 
 
-def _run_kwargs(st, trace=("local", "gammas")):
+def _run_kwargs(st):
     """FedSPS (Alg. 1) with full participation, as the theorems state it. The measurement reads the
     trace, so the history is evaluated at the first and last rounds only."""
     return dict(rounds=st["R_run"], local_steps=st["tau"], c=st["c"], gamma_b=st["gamma_b"],
-                lower_bound=st["ell"], batch_size=st["batch_size"], x0=st["x0"], trace=trace,
+                lower_bound=st["ell"], batch_size=st["batch_size"], x0=st["x0"], trace=("local", "gammas"),
                 eval_every=st["R_run"])
 
 
