@@ -1207,13 +1207,14 @@ def test_ctrl_c_during_fedtheory_run_exits_130_with_one_line(tmp_path):
     cfg = tmp_path / "long.toml"
     cfg.write_text('[problem]\nfactory = "quadratic"\nn_clients = 10\ndim = 10\n[run]\nalgorithm = "fedavg"\n'
                    "rounds = 10000000\nlr = 0.1\neval_every = 50\n")
-    # the command in a process that says when its rounds run: at the first evaluation after round 0,
-    # which the compiled rounds call from inside (SIGINT restored to Python's handler, which a process
-    # started in the background by a non-interactive shell inherits ignored)
+    # the command in a process that says when its rounds run: when the rows of the first compiled call
+    # are recorded (the compiled rounds evaluate in compiled code; the next call is running when the
+    # signal comes) (SIGINT restored to Python's handler, which a process started in the background
+    # by a non-interactive shell inherits ignored)
     code = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
-            "from fedtheory.runs import log\nevaluate = log.RunLog.evaluate\n"
-            "def announced(self, r):\n    if r > 0:\n        print('ready', flush=True)\n    return evaluate(self, r)\n"
-            "log.RunLog.evaluate = announced\nfrom fedtheory.__main__ import main\n"
+            "from fedtheory.runs import log\nrecord = log.RunLog.compiled_rows\n"
+            "def announced(self, *a):\n    print('ready', flush=True)\n    return record(self, *a)\n"
+            "log.RunLog.compiled_rows = announced\nfrom fedtheory.__main__ import main\n"
             f"sys.exit(main(['run', {str(cfg)!r}]))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -3,7 +3,7 @@
 Numba cannot cache a compiled function that receives another compiled function as an argument,
 so the segment loop cannot take an algorithm's rules as parameters. Instead a small module is
 generated for each algorithm from :data:`TEMPLATE`: it imports the algorithm file's plain rule
-functions (``local``, ``server`` and the optional ``extra_grads`` / ``comm``) and defines
+functions (``local``, ``server`` and the optional ``extra_grads`` / ``comm`` / ``extras``) and defines
 ``segment``, the loop over the rounds between two evaluations, into which they are inlined
 (``cache=True``). The
 module's file name carries a hash of the algorithm's source, of this package's sources and of the
@@ -38,6 +38,7 @@ import sys
 import numpy as np
 from numba import njit, objmode
 
+from fedtheory._kernels import evaluation as _e
 from fedtheory._kernels import rounds as _r
 from fedtheory._kernels import sampling as _s
 
@@ -69,12 +70,54 @@ def trace_empty(token, r, x_start, rd, st):
 
 
 @njit(cache=True)
+def evaluate_python(token, r, st):
+    with objmode(stop="int64"):
+        stop = _r.evaluate_hook(token, r, st)
+    return stop
+
+
+@njit(cache=True)
+def extras(pk, hp, st):
+    """The algorithm's own history columns (its rules' ``extras``; none without)."""
+    return _extras_jit(pk, hp, st)
+
+
+@njit(cache=True)
+def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev):
+    """Evaluate round r into the next row of ``rows``: r, the four counters, F(x), the squared gradient
+    mapping, then the algorithm's ``extras`` (written only when both metrics are finite). ``ev`` =
+    (the gradient mapping's step, tol or nan, F(x^0) or nan, the growth factor of a divergence).
+    True when the row stops the run, as the run's log decides (fedtheory.runs.log.RunLog): a
+    metric not finite, F grown past the factor times max(|F(x^0)|, 1), or the gradient mapping
+    at most tol."""
+    step, tol, F0, growth = ev
+    k = n_rows[0]
+    F, gm = _e.metrics(pk, st.x, step)
+    rows[k, 0] = r
+    for q in range(4):
+        rows[k, 1 + q] = counters[q]
+    rows[k, 5] = F
+    rows[k, 6] = gm
+    n_rows[0] = k + 1
+    if not (np.isfinite(F) and np.isfinite(gm)):
+        return True
+    own = _extras_jit(pk, hp, st)
+    for q in range(own.shape[0]):
+        rows[k, 7 + q] = own[q]
+    if F0 == F0 and F - F0 > growth * max(abs(F0), 1.0):
+        return True
+    return tol == tol and gm <= tol
+
+
+@njit(cache=True)
 def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want):
-    """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated by the runner's
-    Python evaluation (``rounds.evaluate_hook(token, r, st)``, in object mode), which may stop
-    the run. Round r0 + j's clients, their weights, minibatch rows and noise are slices j of the
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev):
+    """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated in compiled code
+    into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev`` its settings), or, with
+    ``ev_rows`` None (its own specialisation), by the runner's Python evaluation
+    (``rounds.evaluate_hook(token, r, st)``, in object mode); either may stop the run. Round
+    r0 + j's clients, their weights, minibatch rows and noise are slices j of the
     ``*_all`` arrays (``sampling.draw_rounds``, drawn before the call: called from here, the draws
     would be compiled into every algorithm's rounds again); its coin ``u`` is drawn here from
     ``rng_a``, before its rules, as the per-round path draws it.
@@ -84,7 +127,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     step, K; the state is that before round r) or 3 (a non-finite model after the aggregation of
     round r; ``info[3:]`` hold the last finite model). ``counters``: grad_evals, sample_grads,
     comm_up, comm_down, updated in place; ``eval_spent`` (one entry) the evaluations' cost, which
-    the hook updates (the runner reads each round's participants from the draws it made);
+    each evaluation updates (the runner reads each round's participants from the draws it made);
     ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
     records the local paths flagged in ``want`` (local, personal, prox_point) and is handed to the
     runner's trace (``rounds.trace_hook``, in object mode). ``traced`` None (a run without a trace)
@@ -164,9 +207,11 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
         else:
             due = eval_spent[0] + eval_unit <= budget * counters[1]
         if due or r == rounds:
-            with objmode(stop="int64"):
-                stop = _r.evaluate_hook(token, r, st)
-            if stop != 0:
+            if ev_rows is not None:      # (None: pruned at compile time)
+                eval_spent[0] += eval_unit
+                if evaluate_compiled(pk, hp, st, r, counters, ev_rows, n_rows, ev):
+                    return st, r, 1
+            elif evaluate_python(token, r, st) != 0:
                 return st, r, 1
     return st, r1, 0
 '''
@@ -198,7 +243,7 @@ def _source_files(mod_file):
 
 
 _DIGESTS = {}     # (module, the files' names, sizes and modification times, code digest) -> digest
-_RULE_NAMES = ("local", "server", "extra_grads", "comm")
+_RULE_NAMES = ("local", "server", "extra_grads", "comm", "extras")
 
 
 def _const_key(c):
@@ -438,7 +483,8 @@ def driver(module):
             return got
         digest = _sources_digest(module, code)
         imports = []
-        for hook, default in (("extra_grads", "no_extra_grads"), ("comm", "comm_per_participant")):
+        for hook, default in (("extra_grads", "no_extra_grads"), ("comm", "comm_per_participant"),
+                              ("extras", "no_extras")):
             if hasattr(mod, hook):
                 imports.append(f"_{hook}_jit = njit(inline='always')(_rules.{hook})")
             else:
@@ -456,7 +502,7 @@ def driver(module):
         drv = importlib.util.module_from_spec(spec)
         sys.modules[name] = drv
         spec.loader.exec_module(drv)
-        for f in ("segment", "trace_round", "trace_empty"):
+        for f in ("segment", "trace_round", "trace_empty", "evaluate_python", "evaluate_compiled", "extras"):
             if hasattr(getattr(drv, f), "_cache"):
                 _harden(getattr(drv, f))
         _DRIVERS[key] = drv

@@ -24,7 +24,7 @@ from numba.extending import overload
 from .datafits import (KIND_LEAST_SQUARES, KIND_LOGISTIC, KIND_QUADRATIC, OP_GRAD, OP_HVP, OP_VALUE_GRAD,
                        least_squares_terms, logistic_terms, quadratic_rows)
 from .regularizers import (REG_GROUP, REG_L1, REG_L2, REG_NONE, REG_NUCLEAR, prox_group, prox_l1, prox_l2,
-                           prox_none, prox_nuclear)
+                           prox_none, prox_nuclear, value_group, value_l1, value_l2, value_nuclear)
 from ..components.catalog import kernel_fallback
 
 #: The decorator of every loop that inlines an oracle (the local-step kernels, the runtime dispatch):
@@ -40,7 +40,7 @@ loop_kernel = njit(cache=True, error_model="numpy")
 
 __all__ = ["KIND_LEAST_SQUARES", "KIND_LOGISTIC", "KIND_QUADRATIC", "OP_GRAD", "OP_VALUE_GRAD", "OP_HVP",
            "REG_L1", "REG_GROUP", "REG_NUCLEAR", "REG_L2", "REG_NONE", "client_grad", "client_value_grad",
-           "client_hvp", "client_oracle", "datafit_rows", "kernel_form", "loop_kernel", "prox_vec"]
+           "client_hvp", "client_oracle", "datafit_rows", "h0_value", "kernel_form", "loop_kernel", "prox_vec"]
 
 
 # --------------------------------------------------------------------------- margin datafits
@@ -310,3 +310,33 @@ def prox_vec(u, t, reg, groups, m1, m2, out):
         prox_none(u, out)
     else:
         _fallback_prox(reg, u, t, out)
+
+
+def _python_h0(reg, u):
+    """A registered regularizer without a Numba kernel: its NumPy h0 (through ``objmode``)."""
+    return float(kernel_fallback("regularizer", reg).h0(u))
+
+
+@njit(cache=True)
+def _fallback_h0(reg, u):
+    with objmode(v="float64"):
+        v = _python_h0(reg, u)
+    return v
+
+
+@njit(cache=True)
+def h0_value(u, reg, groups, m1, m2):
+    """h0(u), the regularizer of id ``reg`` without its weight: ||u||_1 (REG_L1), sum_g ||u_g||_2
+    (REG_GROUP), the nuclear norm of u.reshape(m1, m2) (REG_NUCLEAR), ||u||^2 / 2 (REG_L2) or 0
+    (REG_NONE); a registered regularizer without a kernel through its NumPy ``h0``."""
+    if reg == REG_L1:
+        return value_l1(u)
+    if reg == REG_GROUP:
+        return value_group(u, groups)
+    if reg == REG_NUCLEAR:
+        return value_nuclear(u, m1, m2)
+    if reg == REG_L2:
+        return value_l2(u)
+    if reg == REG_NONE:
+        return 0.0
+    return _fallback_h0(reg, u)

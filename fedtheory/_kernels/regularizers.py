@@ -1,8 +1,10 @@
-r"""Numba proximal kernels of the regularizer components (:mod:`fedtheory.components`).
+r"""Numba kernels of the regularizer components (:mod:`fedtheory.components`): proxes and values.
 
-Each kernel writes :math:`\mathrm{prox}_{t h_0}(u)` into ``out``, with :math:`h_0` the regularizer
-without its weight (the caller passes t = step * weight). Kernel ids (``reg`` in
-``problem.reg_pack()``) are defined here; :func:`fedtheory._kernels.oracles.prox_vec` dispatches.
+Each prox kernel writes :math:`\mathrm{prox}_{t h_0}(u)` into ``out``, with :math:`h_0` the regularizer
+without its weight (the caller passes t = step * weight); each value kernel returns :math:`h_0(u)`
+(the compiled evaluation of a run multiplies by the weight). Kernel ids (``reg`` in
+``problem.reg_pack()``) are defined here; :func:`fedtheory._kernels.oracles.prox_vec` and
+:func:`fedtheory._kernels.oracles.h0_value` dispatch.
 """
 import numpy as np
 from numba import njit
@@ -83,3 +85,48 @@ def prox_none(u, out):
     """h = 0: out = u."""
     for j in range(u.shape[0]):
         out[j] = u[j]
+
+
+@njit(cache=True, inline="always")
+def value_l1(u):
+    """h0(u) = ||u||_1."""
+    v = 0.0
+    for j in range(u.shape[0]):
+        v += abs(u[j])
+    return v
+
+
+@njit(cache=True, inline="always")
+def value_group(u, groups):
+    """h0(u) = sum over the group ids g >= 0 of ||u_g||_2 (id -1: unpenalized)."""
+    G = 0
+    for j in range(groups.shape[0]):
+        G = max(G, groups[j] + 1)
+    sq = np.zeros(G)
+    for j in range(u.shape[0]):
+        if groups[j] >= 0:
+            sq[groups[j]] += u[j] * u[j]
+    v = 0.0
+    for g in range(G):
+        v += np.sqrt(sq[g])
+    return v
+
+
+@njit(cache=True, inline="always")
+def value_nuclear(u, m1, m2):
+    """h0(u) = the sum of the singular values of u.reshape(m1, m2)."""
+    X = np.empty((m1, m2))
+    for a in range(m1):
+        for c in range(m2):
+            X[a, c] = u[a * m2 + c]
+    sv = np.linalg.svd(X, full_matrices=False)[1]
+    return sv.sum()
+
+
+@njit(cache=True, inline="always")
+def value_l2(u):
+    """h0(u) = ||u||^2 / 2."""
+    v = 0.0
+    for j in range(u.shape[0]):
+        v += u[j] * u[j]
+    return 0.5 * v

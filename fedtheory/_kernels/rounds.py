@@ -467,6 +467,12 @@ def comm_per_participant(pk, rd, hp, st, n_participants, down, up):
     return n_participants * down, n_participants * up
 
 
+@register_jitable
+def no_extras(pk, hp, st):
+    """An algorithm's own history columns computed in compiled code: none."""
+    return np.empty(0)
+
+
 # --------------------------------------------------------------------------- Ditto, pFedMe, pFedProx, pFedFBE, FedMiD, FedDualAvg
 @register_jitable
 def _pairwise_block(a, lo, n):

@@ -344,9 +344,57 @@ class Algorithm:
 
     def history_extras(self, state, problem):
         """Extra per-evaluation columns computed from the state and the problem (e.g. step-size
-        statistics over the clients); empty by default. A scalar kept in the state is declared in
-        :attr:`scalars` instead."""
-        return {}
+        statistics over the clients). A scalar kept in the state is declared in :attr:`scalars`
+        instead.
+
+        By default the values of the rules module's rule ``extras(pk, hp, st)`` under the names of
+        its ``EXTRAS``, the rule run as plain Python (the numba backend runs it compiled:
+        :meth:`compiled_extras`); empty without that rule.
+        """
+        rule = self._rules_hook("extras")
+        if rule is None:
+            return {}
+        if getattr(problem, "is_deep", False):
+            raise TypeError(f"{self.name!r}: the rule extras of {self.rules_module()!r} reads the problem pack, "
+                            "which a DeepProblem does not have; define history_extras(state, problem) for it.")
+        values = rule(problem.compiled_pack(), self.compiled_params(), self.state_tuple(state))
+        return dict(zip(self._extras_names(), np.asarray(values, dtype=np.float64).tolist()))
+
+    @classmethod
+    def compiled_extras(cls):
+        """The names of the columns :meth:`history_extras` adds when compiled code computes them, or
+        None when only Python can.
+
+        ``()`` for an algorithm without extras or scalars (the base :meth:`history_extras` and no
+        rule ``extras``, no :attr:`scalars`); the rules module's ``EXTRAS`` when it defines the rule
+        ``extras(pk, hp, st)`` (a float array, one entry per name) and the class computes its extras
+        with it: the base :meth:`history_extras` (which runs the rule as plain Python), or a
+        :meth:`history_extras` of the class that binds the rules, its twin for the backends without
+        the problem pack (the same values to rounding). A subclass with extras of its own computes
+        them in Python.
+        The numba backend then evaluates the rounds in compiled code
+        (:mod:`fedtheory._kernels.evaluation`), without leaving the compiled loop.
+        """
+        if cls.scalars:
+            return None
+        name = cls.rules_module()
+        rule = getattr(sys.modules[name], "extras", None) if name is not None else None
+        if rule is None:
+            return () if cls.history_extras is Algorithm.history_extras else None
+        if cls.history_extras is not Algorithm.history_extras and \
+                vars(cls._rules_owner()).get("history_extras") is not cls.history_extras:
+            return None                          # a subclass's own extras: Python computes them
+        return cls._extras_names()
+
+    @classmethod
+    def _extras_names(cls):
+        """The rules module's ``EXTRAS``, checked: the names of the values of its rule ``extras``."""
+        name = cls.rules_module()
+        names = getattr(sys.modules[name], "EXTRAS", None)
+        if not (isinstance(names, (tuple, list)) and names and all(isinstance(k, str) for k in names)):
+            raise TypeError(f"Module {name!r} defines the rule extras(pk, hp, st) but not EXTRAS, the names of "
+                            f"its values (a tuple of str, one per entry of the array it returns); got {names!r}.")
+        return tuple(names)
 
     def run_ended(self, state, problem):
         """Called once when a run ends, whatever ended it (the last round, ``tol``, a divergence, a

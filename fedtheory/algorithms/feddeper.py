@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import evaluation as ev
 from .._kernels import rounds as ops
 from .._argcheck import Bool, Interval, Options
 from ..runs.arrays import copy, repeat_rows
@@ -79,6 +80,33 @@ def server(pk, rd, hp, st, m):
     seen = st.seen
     ops.set_rows(seen, rd.clients, True)
     return State(ops.averaged_step(st.x, rd.weights, m.y, 1.0), v, seen)
+
+
+#: The columns :meth:`FedDeper.history_extras` adds, as the rule ``extras`` computes them
+EXTRAS = ("pm_loss", "gm_local_loss")
+
+
+def extras(pk, hp, st):
+    """``pm_loss`` = mean_i f_i(v_i) and ``gm_local_loss`` = mean_i f_i(x^t):
+    :meth:`FedDeper.history_extras` in compiled code (the compiled rounds evaluate with it,
+    :mod:`fedtheory._kernels.evaluation`).
+
+    Parameters
+    ----------
+    pk, hp, st : Pack, Params, State
+        The problem, the hyperparameters and the state after the round.
+
+    Returns
+    -------
+    ndarray of shape (2,)
+        The values of :data:`EXTRAS`.
+    """
+    n = pk.w.shape[0]
+    pm, gm = 0.0, 0.0
+    for i in range(n):
+        pm += ev.client_value(pk, i, st.v[i])
+        gm += ev.client_value(pk, i, st.x)
+    return np.array([pm / n, gm / n])
 
 
 @register
@@ -214,6 +242,8 @@ class FedDeper(Algorithm):
         return {"y": Y, "v": V}
 
     def history_extras(self, state, problem):
+        """``pm_loss`` = mean_i f_i(v_i) and ``gm_local_loss`` = mean_i f_i(x^t) (the rule ``extras``
+        computes the same in compiled code)."""
         n = problem.n_clients
         pm = float(np.mean([problem.client_value(i, state["v"][i]) for i in range(n)]))
         gm = float(np.mean([problem.client_value(i, state["x"]) for i in range(n)]))

@@ -56,6 +56,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._kernels import evaluation as ev
 from .._kernels import rounds as ops
 from .._argcheck import Interval, Options
 from ..runs.arrays import copy, zeros
@@ -110,7 +111,7 @@ def server(pk, rd, hp, st, m):
     n = pk.w.shape[0]
     flag = st.partial_warning
     if hp.server == ALG1 and flag[0] == 0 and (rd.S < n or np.unique(rd.clients).shape[0] < n):
-        flag[0] = 1                                                       # warned by history_extras
+        flag[0] = 1                                    # warned by history_extras (or run_ended)
         flag[1] = rd.S
     x, lam, w = st.x, hp.lam, rd.weights
     ghat = st.ghat
@@ -130,6 +131,34 @@ def server(pk, rd, hp, st, m):
     else:
         z = np.empty(0)
     return State(x_new, ghat, gbar, z, gamma, constant, flag)
+
+
+#: The columns :meth:`FedSpeed.history_extras` adds, as the rule ``extras`` computes them
+EXTRAS = ("z_grad_sq",)
+
+
+def extras(pk, hp, st):
+    """``z_grad_sq`` = ||grad F(z^t)||^2, NaN while z is undefined: :meth:`FedSpeed.history_extras` in
+    compiled code (the compiled rounds evaluate with it, :mod:`fedtheory._kernels.evaluation`).
+
+    Parameters
+    ----------
+    pk, hp, st : Pack, Params, State
+        The problem, the hyperparameters and the state after the round.
+
+    Returns
+    -------
+    ndarray of shape (1,)
+        The values of :data:`EXTRAS`.
+    """
+    if st.z.shape[0] == 0:
+        return np.array([np.nan])
+    g = np.empty(pk.dim)
+    ev.smooth_value_grad(pk, st.z, g)
+    s = 0.0
+    for j in range(pk.dim):
+        s += g[j] * g[j]
+    return np.array([s])
 
 
 def _caller_stacklevel():
@@ -304,9 +333,11 @@ class FedSpeed(Algorithm):
             _warn_alg1_partial(int(flag[1]), problem.n_clients)
 
     def history_extras(self, state, problem):
-        """``z_grad_sq`` (NaN while z is undefined); emits the FedSpeedServerWarning of a run once, at the
-        first evaluation after a round of server="alg1" under partial participation (the compiled
-        server rule flags the round in ``partial_warning``, which is updated in place)."""
+        """``z_grad_sq`` (NaN while z is undefined; the rule ``extras`` computes the same in compiled
+        code); emits the FedSpeedServerWarning of a run once, at the first evaluation after a round of
+        server="alg1" under partial participation (the compiled server rule flags the round in
+        ``partial_warning``, which is updated in place; a run evaluated in compiled code emits it when
+        it ends, :meth:`run_ended`)."""
         self.run_ended(state, problem)
         z = state["z"]
         if z.shape[0] == 0:

@@ -7,6 +7,7 @@ callback. Both run the same compiled code, so they give the same run, bit for bi
 """
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -17,7 +18,7 @@ from .._kernels import rounds as _rk
 from .._kernels.sampling import BERNOULLI, FULL, draw_rounds
 from .._kernels.drivers import compile_error_text
 from .arrays import to_numpy
-from .log import COUNTERS
+from .log import COUNTERS, DIVERGENCE_GROWTH
 from .plan import EVAL_BUDGET
 
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
@@ -150,6 +151,7 @@ class FusedExecutor:
         _rk._EVALUATORS[token] = self._evaluate
         tr = plan.trace
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
+        ev = self._evaluation_settings() if plan.compiled_eval else None
         if tr is not None:
             _rk._TRACERS[token] = self._trace
         per_round = max_drawn * max(plan.local_steps, 1) * (plan.B + (d if p.noise > 0 else 0))
@@ -164,6 +166,10 @@ class FusedExecutor:
                 iters = np.empty((r1 - r0 + 1 if plan.record else 0, d))
                 traced = None if tr is None else \
                     np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
+                rows = n_rows = None
+                if ev is not None:                  # the rows the call evaluates, in compiled code
+                    rows, n_rows = np.empty((r1 - r0 + 1, 7 + len(plan.extras_names))), np.zeros(1, dtype=np.int64)
+                time_before = log.counters["time"]
                 t_start, e_start = time.perf_counter(), self._eval_time
                 pk = plan.pk
                 draws = draw_rounds(pk.w, pk.ptr, pk.sizes, pk.noise, pk.dim, smp.code, plan.rng_clients, plan.rng_data,
@@ -175,9 +181,11 @@ class FusedExecutor:
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
-                    traced, want)
+                    traced, want, rows, n_rows, ev)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
+                if ev is not None:
+                    self._record_rows(rows, int(n_rows[0]), time_before, code)
                 done = r_end if code != 2 else r_end - 1
                 self._flush(r0, r_end, done, st)
                 if self.sigint.hit:                 # Ctrl-C during the call: raised here, in Python
@@ -199,6 +207,22 @@ class FusedExecutor:
         finally:
             _rk._EVALUATORS.pop(token, None)
             _rk._TRACERS.pop(token, None)
+
+    def _evaluation_settings(self):
+        """``ev`` of the compiled evaluation: the gradient mapping's step, ``tol`` (nan: none), F(x^0)
+        (nan when round 0 has no finite row: no growth check, as :meth:`RunLog._grown`) and the growth
+        factor of a divergence."""
+        plan, rows = self.plan, self.log.rows
+        F0 = rows[0]["value"] if rows and rows[0]["round"] == 0 else math.nan
+        return (float(plan.L_eval), math.nan if plan.tol is None else float(plan.tol),
+                float(F0) if math.isfinite(F0) else math.nan, float(DIVERGENCE_GROWTH))
+
+    def _record_rows(self, rows, n, time_before, code):
+        """The rows a compiled call evaluated, recorded in order (:meth:`RunLog.compiled_rows`); the call
+        stopped at the last when its code is 1."""
+        log = self.log
+        log.eval_spent = float(self._ev[0])
+        log.compiled_rows(rows[:n], time_before, code == 1)
 
     def _flush(self, r0, r_end, done, st):
         """After a segment call: participants of rounds r0..r_end, the iterates of the rounds

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .._kernels.evaluation import metrics as compiled_metrics
 from ..exceptions import InvalidParameterError
 from ..registry import reserved_column
 from .arrays import HostView, to_numpy
@@ -24,6 +25,7 @@ _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 #: while it is finite (an objective grown by tens of orders of magnitude only measures the overflow).
 DIVERGENCE_GROWTH = 1e20
 COUNTERS = ("grad_evals", "sample_grads", "comm_up", "comm_down")
+_COUNTER_KEYS = ("round",) + COUNTERS
 
 
 class RunLog:
@@ -93,8 +95,90 @@ class RunLog:
         bool
             True when the run stops (non-finite metrics, or ``tol`` met).
         """
+        return self._decide(r, *self.evaluate(r))
+
+    def compiled_row_and_check(self, values, time):
+        """Record a row the compiled rounds evaluated (``evaluate_compiled`` of
+        :mod:`fedtheory._kernels.drivers`) and decide whether the run stops there, as
+        :meth:`evaluate_and_check` decides for a row evaluated here.
+
+        Parameters
+        ----------
+        values : ndarray
+            The row: round, grad_evals, sample_grads, comm_up, comm_down, F(x), the squared
+            gradient mapping, then the algorithm's compiled extras (``plan.extras_names``).
+        time : float
+            The run's time counter when the compiled call began (the rows a call evaluates carry
+            it, as those the Python evaluation computes from inside the call).
+
+        Returns
+        -------
+        bool
+            True when the run stops there.
+        """
+        r = int(values[0])
+        row = {"round": r, "grad_evals": int(values[1]), "sample_grads": int(values[2]), "comm_up": int(values[3]),
+               "comm_down": int(values[4]), "time": time, "value": float(values[5]),
+               "grad_mapping_sq": float(values[6])}
+        names = self.plan.extras_names
+        return self._decide(r, *self._record(row, r, lambda: dict(zip(names, values[7:7 + len(names)].tolist()))))
+
+    def compiled_rows(self, values, time, stopped):
+        """Record the rows one compiled call evaluated, in order; the last stopped the run when
+        ``stopped``. The first row and a stopping one go through :meth:`compiled_row_and_check`;
+        the rows between, which stopped nothing (checked on the whole block: finite metrics, F not
+        grown, tol not met), are added as they are (most of a run evaluated every round).
+
+        Parameters
+        ----------
+        values : ndarray of shape (rows, 7 + len(plan.extras_names))
+            The rows (:meth:`compiled_row_and_check`).
+        time : float
+            The run's time counter when the call began.
+        stopped : bool
+            Whether the call stopped the run at its last row.
+
+        Returns
+        -------
+        bool
+            Whether the log stopped the run at the last row (the same as ``stopped``: else an error).
+        """
+        n = values.shape[0]
+        quiet = n - 1 if stopped else n                # the rows that did not stop the run
+        if quiet > 0 and not self._quiet(values[:quiet]):
+            raise RuntimeError("fedtheory: a row the compiled evaluation kept stops the run in the run's log "
+                               f"(rounds {int(values[0, 0])}-{int(values[quiet - 1, 0])}; please report this)")
+        if quiet > 0 and self.compiled_row_and_check(values[0], time):
+            raise RuntimeError("fedtheory: the compiled evaluation and the run's log disagree on round "
+                               f"{int(values[0, 0])} (please report this)")
+        if quiet > 1:
+            names = ("value", "grad_mapping_sq") + tuple(self.plan.extras_names)
+            keys = _COUNTER_KEYS
+            for a, b in zip(values[1:quiet, :5].astype(np.int64).tolist(), values[1:quiet, 5:].tolist()):
+                row = dict(zip(keys, a))
+                row["time"] = time
+                row.update(zip(names, b))
+                self.rows.append(row)
+            self.last_evaluated = int(values[quiet - 1, 0])
+        if stopped and not self.compiled_row_and_check(values[n - 1], time):
+            raise RuntimeError("fedtheory: the compiled evaluation stopped the run at round "
+                               f"{int(values[n - 1, 0])} and the run's log would not (please report this)")
+        return stopped
+
+    def _quiet(self, values):
+        """Whether none of the compiled rows ``values`` stops the run as :meth:`_record` and
+        :meth:`_decide` decide (finite metrics, F not grown past its start, tol not met)."""
+        F, gm = values[:, 5], values[:, 6]
+        if not (np.isfinite(F).all() and np.isfinite(gm).all()):
+            return False
+        start = self.rows[0]["value"] if self.rows and self.rows[0]["round"] == 0 else None
+        if start is not None and math.isfinite(start) and \
+                (F - start > DIVERGENCE_GROWTH * max(abs(start), 1.0)).any():
+            return False
+        return self.plan.tol is None or not (gm <= self.plan.tol).any()
+
+    def _decide(self, r, row, bad):
         self.last_evaluated = r
-        row, bad = self.evaluate(r)
         if bad is not None:
             self.diverged(r, bad)
             return True
@@ -127,13 +211,31 @@ class RunLog:
         if r > 0:
             self.eval_spent += plan.eval_unit
         x = to_numpy(state["x"])
-        if hasattr(problem, "value_and_gradient_mapping_sq"):        # one pass over the data
+        if plan.compiled_eval:                                      # the compiled rounds' evaluation
+            F, gm = compiled_metrics(plan.pk, x, plan.L_eval)
+        elif hasattr(problem, "value_and_gradient_mapping_sq"):    # one pass over the data
             F, gm = problem.value_and_gradient_mapping_sq(x, plan.L_eval)
         else:                                                       # a torch DeepProblem
             F, gm = problem.value(x), problem.gradient_mapping_sq(x, plan.L_eval)
         row = {"round": r, **self.counters, "value": F, "grad_mapping_sq": gm}
         if plan.reference is not None and math.isfinite(F):
             row.update(reference_metrics(plan.reference, F, x, where=f"run, round {r}"))
+
+        def own():
+            if plan.deep:
+                row.update(problem.eval_extras(x))
+            if plan.compiled_eval:
+                values = plan.driver.extras(plan.pk, plan.hp, alg.state_tuple(state))
+                return dict(zip(plan.extras_names, values.tolist()))
+            out = dict(alg.scalar_values(state)) if alg.scalars else {}   # the algorithm's logged scalars
+            out.update(alg.history_extras(state if plan.oracles is None else HostView(state), problem))
+            return out
+        return self._record(row, r, own)
+
+    def _record(self, row, r, own):
+        """Check a row's metrics, add the algorithm's columns (``own()``) and keep it: ``(row, problem)``
+        as :meth:`evaluate` returns them."""
+        plan = self.plan
         # a DeepProblem may skip the full gradient (eval_grad=False: NaN by design): F decides there;
         # against an uncertified reference suboptimality and dist_sq are NaN by design
         for key in ("value",) if plan.deep else _CORE_METRICS:
@@ -142,22 +244,19 @@ class RunLog:
             if key in row and not math.isfinite(row[key]):
                 what = "F(x)" if key == "value" else key
                 return row, f"{what} is not finite ({row[key]})"
-        grown = self._grown(F) if r > 0 else None
-        if plan.deep:
-            row.update(problem.eval_extras(x))
-        own = dict(alg.scalar_values(state)) if alg.scalars else {}   # the algorithm's logged scalars
-        own.update(alg.history_extras(state if plan.oracles is None else HostView(state), problem))
-        if own:
-            names = (tuple(row), tuple(own))
+        grown = self._grown(row["value"]) if r > 0 else None
+        mine = own()
+        if mine:
+            names = (tuple(row), tuple(mine))
             if names != self._checked_names:            # (the same names every evaluation: checked once)
-                taken = [k for k in own if k in row or reserved_column(k)]
+                taken = [k for k in mine if k in row or reserved_column(k)]
                 if taken:
                     raise InvalidParameterError(
-                        f"The algorithm {alg.name!r} logs {taken} under the name of a column of the run's "
+                        f"The algorithm {plan.alg.name!r} logs {taken} under the name of a column of the run's "
                         "history or of the results store, which it would replace; rename them in its scalars or "
                         "history_extras.")
                 self._checked_names = names
-            row.update(own)
+            row.update(mine)
         self.rows.append(row)
         if grown is not None:
             self.grown_at = r

@@ -33,6 +33,10 @@ SAMPLING = ("uniform", "with_replacement", "bernoulli")
 EVAL_BUDGET = 0.25      # default schedule: evaluations cost at most this fraction of the training work
 EVAL_ROW_COST = 4.0     # an evaluation's cost per data row, in per-sample gradients (F and grad F, two passes)
 EVAL_FIXED_COST = 3000.0   # its fixed cost (the Python side: leaving the compiled loop, the row), same unit
+#                            (one schedule, whether the rows are computed in Python or in compiled code)
+#: Whether the numba backend evaluates rounds in compiled code where it can (:attr:`Plan.compiled_eval`);
+#: the tests set it False to compare with the Python evaluation.
+COMPILED_EVALUATION = True
 _MODES = {"full": _smp.FULL, "uniform": _smp.UNIFORM, "with_replacement": _smp.WITH_REPLACEMENT,
           "bernoulli": _smp.BERNOULLI}
 
@@ -60,17 +64,22 @@ def step_sizes(lr, t0, K, const=None):
         return const
     if callable(lr):
         t = t0 + np.arange(K)
-        vals = [lr(int(s)) for s in t]
-        try:
-            lrs = np.array([float(v) for v in vals])
-        except (TypeError, ValueError):
-            raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range (0, inf). "
-                                        f"Got {vals!r} for global steps {t.tolist()}.") from None
-        if not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
-            raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range "
-                                        f"(0, inf). Got {lrs.tolist()} for global steps {t.tolist()}.")
-        return lrs
+        return _scheduled(t, [lr(int(s)) for s in t])
     return np.full(K, float(lr))
+
+
+def _scheduled(t, vals):
+    """The values ``vals`` an ``lr`` schedule returned for the global steps ``t``, as an array: an
+    InvalidParameterError naming them unless each is a finite float > 0."""
+    try:
+        lrs = np.array([float(v) for v in vals])
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range (0, inf). "
+                                    f"Got {vals!r} for global steps {t.tolist()}.") from None
+    if not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
+        raise InvalidParameterError(f"The 'lr' schedule of run must return floats in the range "
+                                    f"(0, inf). Got {lrs.tolist()} for global steps {t.tolist()}.")
+    return lrs
 
 
 @dataclass
@@ -234,6 +243,22 @@ class Plan:
         self.B = batch_size or 0
         self.batch_replacement = batch_replacement
         self.L_eval = 1.0 / smoothness(problem) if problem.is_composite else 1.0   # the gradient mapping's step
+        self.compiled_eval, self.extras_names = self._compiled_evaluation(reference)
+
+    def _compiled_evaluation(self, reference):
+        """``(compiled_eval, extras_names)``: whether the compiled rounds evaluate the rounds due
+        themselves (:mod:`fedtheory._kernels.evaluation`, the rows never leave the compiled loop), and
+        the names of the algorithm's columns they compute (``Algorithm.compiled_extras``). So on the
+        numba backend with compiled rules, for a problem whose datafit and regularizer have Numba
+        kernels, without ``reference`` (its metrics and checks are Python's), an algorithm whose
+        extras and scalars compiled code computes; else the rows are evaluated in Python."""
+        if self.driver is None or self.deep or reference is not None or not COMPILED_EVALUATION:
+            return False, ()
+        p = self.problem
+        if p.datafit.native_code() is None or not (p.regularizer.is_zero or p.regularizer.native_code() is not None):
+            return False, ()
+        names = self.alg.compiled_extras()
+        return (False, ()) if names is None else (True, names)
 
     @property
     def fused(self):
@@ -320,16 +345,27 @@ class Plan:
             return (r0, np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64),
                     np.repeat(self.const_lrs[None, :], m, axis=0))     # C order, writable: one type
         Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-        lrs = []
         for j, rr in enumerate(range(r0, r1 + 1)):
             Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
+        if callable(self.lr):                       # the schedule called once per step, in order
+            t = np.concatenate([t0 + np.arange(K) for t0, K in zip(t0s.tolist(), Ks.tolist())])
+            vals = [self.lr(int(s)) for s in t]
             try:
-                lrs.append(step_sizes(self.lr, int(t0s[j]), int(Ks[j]), self.const_lrs))
-            except InvalidParameterError:
-                if j == 0:                          # the round about to run: the per-round path's error
-                    raise
-                Ks, t0s = Ks[:j], t0s[:j]
-                break
+                flat = _scheduled(t, vals)
+                lrs = np.split(flat, np.cumsum(Ks)[:-1])
+            except InvalidParameterError:           # round by round: the first it fails at
+                lrs, at = [], 0
+                for j, K in enumerate(Ks.tolist()):
+                    try:
+                        lrs.append(_scheduled(t[at:at + K], vals[at:at + K]))
+                    except InvalidParameterError:
+                        if j == 0:                  # the round about to run: the per-round path's error
+                            raise
+                        Ks, t0s = Ks[:j], t0s[:j]
+                        break
+                    at += K
+        else:
+            lrs = [step_sizes(self.lr, int(t0), int(K), self.const_lrs) for t0, K in zip(t0s, Ks)]
         tab = np.zeros((len(lrs), int(Ks.max())))
         for j, a in enumerate(lrs):
             tab[j, :a.shape[0]] = a
