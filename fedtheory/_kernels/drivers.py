@@ -83,16 +83,20 @@ def extras(pk, hp, st):
 
 
 @njit(cache=True)
-def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev):
+def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step):
     """Evaluate round r into the next row of ``rows``: r, the four counters, F(x), the squared gradient
     mapping, then the algorithm's ``extras`` (written only when both metrics are finite). ``ev`` =
-    (the gradient mapping's step, tol or nan, F(x^0) or nan, the growth factor of a divergence).
-    True when the row stops the run, as the run's log decides (fedtheory.runs.log.RunLog): a
-    metric not finite, F grown past the factor times max(|F(x^0)|, 1), or the gradient mapping
-    at most tol."""
-    step, tol, F0, growth = ev
+    (tol or nan, F(x^0) or nan, the growth factor of a divergence); ``step`` the gradient mapping's
+    step, None for a problem without a regularizer (its own specialisation: the regularizers'
+    kernels are not compiled into it). True when the row stops the run, as the run's log decides
+    (fedtheory.runs.log.RunLog): a metric not finite, F grown past the factor times
+    max(|F(x^0)|, 1), or the gradient mapping at most tol."""
+    tol, F0, growth = ev
     k = n_rows[0]
-    F, gm = _e.metrics(pk, st.x, step)
+    if step is None:
+        F, gm = _e.smooth_metrics(pk, st.x)
+    else:
+        F, gm = _e.metrics(pk, st.x, step)
     rows[k, 0] = r
     for q in range(4):
         rows[k, 1 + q] = counters[q]
@@ -112,11 +116,12 @@ def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev):
 @njit(cache=True)
 def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev):
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, eval_token):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated in compiled code
-    into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev`` its settings), or, with
-    ``ev_rows`` None (its own specialisation), by the runner's Python evaluation
-    (``rounds.evaluate_hook(token, r, st)``, in object mode); either may stop the run. Round
+    into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev`` and ``ev_step`` its
+    settings; None in a run evaluated in Python), or by the runner's Python evaluation
+    (``rounds.evaluate_hook(eval_token, r, st)``, in object mode; ``eval_token`` None in a run
+    evaluated in compiled code); either may stop the run, and each is its own specialisation. Round
     r0 + j's clients, their weights, minibatch rows and noise are slices j of the
     ``*_all`` arrays (``sampling.draw_rounds``, drawn before the call: called from here, the draws
     would be compiled into every algorithm's rounds again); its coin ``u`` is drawn here from
@@ -207,12 +212,15 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
         else:
             due = eval_spent[0] + eval_unit <= budget * counters[1]
         if due or r == rounds:
-            if ev_rows is not None:      # (None: pruned at compile time)
+            # (each branch pruned at compile time when its argument is None; Numba prunes an ``is None``
+            # test only for an argument that is None, so the Python evaluation has an argument of its own)
+            if ev_rows is not None:
                 eval_spent[0] += eval_unit
-                if evaluate_compiled(pk, hp, st, r, counters, ev_rows, n_rows, ev):
+                if evaluate_compiled(pk, hp, st, r, counters, ev_rows, n_rows, ev, ev_step):
                     return st, r, 1
-            elif evaluate_python(token, r, st) != 0:
-                return st, r, 1
+            if eval_token is not None:
+                if evaluate_python(eval_token, r, st) != 0:
+                    return st, r, 1
     return st, r1, 0
 '''
 

@@ -72,6 +72,32 @@ def client_value(pk, i, x):
 
 
 @njit(cache=True)
+def smooth_metrics(pk, x):
+    """``(f(x), ||grad f(x)||^2)`` for a problem without a regularizer (h = 0): :func:`metrics` without
+    its composite part (compiled apart: the compiled rounds of a smooth problem never compile the
+    regularizers' kernels).
+
+    Parameters
+    ----------
+    pk : Pack
+        The problem.
+    x : ndarray of shape (d,)
+        The point.
+
+    Returns
+    -------
+    tuple of float
+        F(x) = f(x) and ||grad f(x)||^2.
+    """
+    g = np.empty(pk.dim)
+    F = smooth_value_grad(pk, x, g) + 0.0       # (h(x) = 0.0 added, as the NumPy evaluation adds it)
+    gm = 0.0
+    for j in range(pk.dim):
+        gm += g[j] * g[j]
+    return F, gm
+
+
+@njit(cache=True)
 def metrics(pk, x, step):
     """``(F(x), ||G_step(x)||^2)``: the objective and the squared gradient mapping (the squared
     gradient norm when h = 0), as a run's history records them.
@@ -90,14 +116,11 @@ def metrics(pk, x, step):
     tuple of float
         F(x) and ||G_s(x)||^2.
     """
+    if pk.reg_weight == 0.0:                    # h = 0: F = f, G = grad f
+        return smooth_metrics(pk, x)
     g = np.empty(pk.dim)
     F = smooth_value_grad(pk, x, g)
     gm = 0.0
-    if pk.reg_weight == 0.0:                    # h = 0: F = f, G = grad f
-        F += 0.0                                # (h(x) = 0.0 added, as the NumPy evaluation adds it)
-        for j in range(pk.dim):
-            gm += g[j] * g[j]
-        return F, gm
     F += pk.reg_weight * h0_value(x, pk.reg, pk.groups, pk.m1, pk.m2)
     u = np.empty(pk.dim)
     for j in range(pk.dim):

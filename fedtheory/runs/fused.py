@@ -152,6 +152,7 @@ class FusedExecutor:
         tr = plan.trace
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
         ev = self._evaluation_settings() if plan.compiled_eval else None
+        ev_step = float(plan.L_eval) if plan.compiled_eval and p.is_composite else None
         if tr is not None:
             _rk._TRACERS[token] = self._trace
         per_round = max_drawn * max(plan.local_steps, 1) * (plan.B + (d if p.noise > 0 else 0))
@@ -181,7 +182,7 @@ class FusedExecutor:
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
-                    traced, want, rows, n_rows, ev)
+                    traced, want, rows, n_rows, ev, ev_step, None if ev is not None else token)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
                 if ev is not None:
@@ -209,13 +210,12 @@ class FusedExecutor:
             _rk._TRACERS.pop(token, None)
 
     def _evaluation_settings(self):
-        """``ev`` of the compiled evaluation: the gradient mapping's step, ``tol`` (nan: none), F(x^0)
-        (nan when round 0 has no finite row: no growth check, as :meth:`RunLog._grown`) and the growth
-        factor of a divergence."""
+        """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no
+        finite row: no growth check, as :meth:`RunLog._grown`) and the growth factor of a divergence."""
         plan, rows = self.plan, self.log.rows
         F0 = rows[0]["value"] if rows and rows[0]["round"] == 0 else math.nan
-        return (float(plan.L_eval), math.nan if plan.tol is None else float(plan.tol),
-                float(F0) if math.isfinite(F0) else math.nan, float(DIVERGENCE_GROWTH))
+        return (math.nan if plan.tol is None else float(plan.tol), float(F0) if math.isfinite(F0) else math.nan,
+                float(DIVERGENCE_GROWTH))
 
     def _record_rows(self, rows, n, time_before, code):
         """The rows a compiled call evaluated, recorded in order (:meth:`RunLog.compiled_rows`); the call

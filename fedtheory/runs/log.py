@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .._kernels.evaluation import metrics as compiled_metrics
+from .._kernels.evaluation import metrics as compiled_metrics, smooth_metrics
 from ..exceptions import InvalidParameterError
 from ..registry import reserved_column
 from .arrays import HostView, to_numpy
@@ -212,7 +212,7 @@ class RunLog:
             self.eval_spent += plan.eval_unit
         x = to_numpy(state["x"])
         if plan.compiled_eval:                                      # the compiled rounds' evaluation
-            F, gm = compiled_metrics(plan.pk, x, plan.L_eval)
+            F, gm = compiled_metrics(plan.pk, x, plan.L_eval) if problem.is_composite else smooth_metrics(plan.pk, x)
         elif hasattr(problem, "value_and_gradient_mapping_sq"):    # one pass over the data
             F, gm = problem.value_and_gradient_mapping_sq(x, plan.L_eval)
         else:                                                       # a torch DeepProblem
@@ -224,9 +224,11 @@ class RunLog:
         def own():
             if plan.deep:
                 row.update(problem.eval_extras(x))
-            if plan.compiled_eval:
-                values = plan.driver.extras(plan.pk, plan.hp, alg.state_tuple(state))
-                return dict(zip(plan.extras_names, values.tolist()))
+            if plan.compiled_eval:                  # the rule the compiled rows run, as plain Python
+                if not plan.extras_names:
+                    return {}
+                values = plan.rules.extras(plan.pk, plan.hp, alg.state_tuple(state))
+                return dict(zip(plan.extras_names, np.asarray(values, dtype=np.float64).tolist()))
             out = dict(alg.scalar_values(state)) if alg.scalars else {}   # the algorithm's logged scalars
             out.update(alg.history_extras(state if plan.oracles is None else HostView(state), problem))
             return out
