@@ -82,7 +82,7 @@ def extras(pk, hp, st):
     return _extras_jit(pk, hp, st)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step):
     """Evaluate round r into the next row of ``rows``: r, the four counters, F(x), the squared gradient
     mapping, then the algorithm's ``extras`` (written only when both metrics are finite). ``ev`` =
