@@ -1201,6 +1201,29 @@ def test_ctrl_c_during_a_compiled_run_is_a_keyboard_interrupt(delay):
     assert proc.returncode == 130 and out.strip() == "KeyboardInterrupt", (proc.returncode, out)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_compiled_call_looks_for_ctrl_c_between_evaluations(monkeypatch, compiled):
+    """No Python runs inside a compiled call between its evaluations (none at all when the rows are
+    evaluated in compiled code), so no signal handler either: the call looks for a Ctrl-C in object
+    mode every ``rounds.POLL_WORK`` per-sample gradients and ends after that round. Here the first
+    look comes after round 1 (the runner sets it from ``POLL_WORK``) and finds Ctrl-C: the run of a
+    million rounds, none of them evaluated, raises KeyboardInterrupt after one round."""
+    from fedtheory._kernels import rounds as rk
+    from fedtheory.runs import fused, plan as plan_module
+    seen = []
+
+    def interrupted(self):
+        seen.append(self.log.counters["grad_evals"])
+        self.sigint.hit = True
+        return True
+    monkeypatch.setattr(rk, "POLL_WORK", 0)
+    monkeypatch.setattr(fused.FusedExecutor, "_interrupted", interrupted)
+    monkeypatch.setattr(plan_module, "COMPILED_EVALUATION", compiled)
+    with pytest.raises(KeyboardInterrupt):
+        ft.run(problems.quadratic(4, 3, seed=0), "fedavg", rounds=10 ** 6, lr=0.1, eval_every=10 ** 6)
+    assert len(seen) == 1
+
+
 def test_ctrl_c_during_fedtheory_run_exits_130_with_one_line(tmp_path):
     """``fedtheory run`` interrupted while its compiled rounds run: exit 130 and the one documented
     line (it crashed with exit 139 and printed nothing)."""

@@ -77,6 +77,13 @@ def evaluate_python(token, r, st):
 
 
 @njit(cache=True)
+def interrupted(token):
+    with objmode(hit="int64"):
+        hit = _r.interrupt_hook(token)
+    return hit
+
+
+@njit(cache=True)
 def extras(pk, hp, st):
     """The algorithm's own history columns (its rules' ``extras``; none without)."""
     return _extras_jit(pk, hp, st)
@@ -116,7 +123,7 @@ def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step):
 @njit(cache=True)
 def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, eval_token):
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, eval_token, poll):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated in compiled code
     into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev`` and ``ev_step`` its
     settings; None in a run evaluated in Python), or by the runner's Python evaluation
@@ -129,8 +136,10 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
 
     Returns ``(st, r, code)``: the state after round r and code 0 (r1 reached), 1 (the evaluation
     of round r stopped the run), 2 (a non-finite local iterate in round r: ``info`` = client,
-    step, K; the state is that before round r) or 3 (a non-finite model after the aggregation of
-    round r; ``info[3:]`` hold the last finite model). ``counters``: grad_evals, sample_grads,
+    step, K; the state is that before round r), 3 (a non-finite model after the aggregation of
+    round r; ``info[3:]`` hold the last finite model) or 4 (Ctrl-C received: looked for in object
+    mode, ``rounds.interrupt_hook``, once the per-sample gradients reach ``poll[0]``, then every
+    ``rounds.POLL_WORK`` more). ``counters``: grad_evals, sample_grads,
     comm_up, comm_down, updated in place; ``eval_spent`` (one entry) the evaluations' cost, which
     each evaluation updates (the runner reads each round's participants from the draws it made);
     ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
@@ -221,6 +230,10 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
             if eval_token is not None:
                 if evaluate_python(eval_token, r, st) != 0:
                     return st, r, 1
+        if counters[1] >= poll[0]:
+            poll[0] = counters[1] + _r.POLL_WORK
+            if interrupted(token) != 0:
+                return st, r, 4
     return st, r1, 0
 '''
 

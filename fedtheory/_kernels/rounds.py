@@ -436,6 +436,7 @@ def _add_rows_compiled(a, rows, v):
 # --------------------------------------------------------------------------- evaluation from a segment
 _EVALUATORS = {}         # token -> the running job's evaluation (fedtheory.runs.runner)
 _TRACERS = {}            # token -> the running job's trace recorder
+_INTERRUPTS = {}         # token -> whether the running job received Ctrl-C
 
 
 def trace_hook(token, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed):
@@ -445,6 +446,18 @@ def trace_hook(token, r, x_start, clients, weights, lrs, idx, noise, p_loc, p_pe
     participants) and the state after the server update; ``completed`` False: a local iterate
     diverged, ``st`` is the state before the round)."""
     _TRACERS[token](r, x_start, clients, weights, lrs, idx, noise, p_loc, p_per, p_prox, m, st, completed)
+
+
+def interrupt_hook(token):
+    """Called by a compiled segment, in object mode, every ``POLL_WORK`` per-sample gradients: runs
+    Python's pending signal handlers (none runs while compiled code does) and returns 1 when the
+    run received Ctrl-C meanwhile (the segment then ends after its round), else 0."""
+    return int(_INTERRUPTS[token]())
+
+
+#: A compiled segment looks for Ctrl-C after about this many per-sample gradients (a few
+#: milliseconds of rounds on a large problem; on a small one, its window of rounds ends first)
+POLL_WORK = 10_000_000
 
 
 def evaluate_hook(token, r, st):

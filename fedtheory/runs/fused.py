@@ -30,7 +30,10 @@ class _DeferredInterrupt:
     bytecode it runs, which inside a segment is its object-mode evaluation or trace callback, and
     Numba does not unwind through it (the process crashed, exit 139, or the interrupt was lost).
     While active (main thread, Python's default handler in place) a SIGINT only sets ``hit``; the
-    segment stops at its next evaluation and the runner raises KeyboardInterrupt in Python. Held
+    segment stops at its next evaluation in Python, or after the round in which it looks for it
+    (``rounds.interrupt_hook``, every ``rounds.POLL_WORK`` per-sample gradients: no Python runs in
+    the rounds between, so no signal handler either), or at the end of its window of rounds, and the
+    runner raises KeyboardInterrupt in Python. Held
     once per run (:meth:`FusedExecutor.run`), not per segment call: a run with a callback calls one
     segment per round."""
 
@@ -155,6 +158,8 @@ class FusedExecutor:
         ev_step = float(plan.L_eval) if plan.compiled_eval and p.is_composite else None
         if tr is not None:
             _rk._TRACERS[token] = self._trace
+        _rk._INTERRUPTS[token] = self._interrupted
+        poll = np.array([cnt[1] + _rk.POLL_WORK])
         per_round = max_drawn * max(plan.local_steps, 1) * (plan.B + (d if p.noise > 0 else 0))
         window = int(min(_SEGMENT, max(1, _DRAWS // max(per_round, 1))))
         try:
@@ -182,7 +187,7 @@ class FusedExecutor:
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
-                    traced, want, rows, n_rows, ev, ev_step, None if ev is not None else token)
+                    traced, want, rows, n_rows, ev, ev_step, None if ev is not None else token, poll)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
                 if ev is not None:
@@ -208,6 +213,7 @@ class FusedExecutor:
         finally:
             _rk._EVALUATORS.pop(token, None)
             _rk._TRACERS.pop(token, None)
+            _rk._INTERRUPTS.pop(token, None)
 
     def _evaluation_settings(self):
         """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no
@@ -237,6 +243,10 @@ class FusedExecutor:
             log.counters[k] = int(v)
         log.state = dict(st._asdict())
         log.completed = done
+
+    def _interrupted(self):
+        """Whether Ctrl-C came during the compiled call (``rounds.interrupt_hook``, :class:`_DeferredInterrupt`)."""
+        return self.sigint.hit
 
     def _evaluate(self, r, st):
         """The evaluation of round r from inside a segment (``rounds.evaluate_hook``): True stops the run
