@@ -523,8 +523,8 @@ def driver(module):
         drv = importlib.util.module_from_spec(spec)
         sys.modules[name] = drv
         spec.loader.exec_module(drv)
-        for f in ("segment", "trace_round", "trace_empty", "evaluate_python", "evaluate_compiled", "extras"):
-            if hasattr(getattr(drv, f), "_cache"):
-                _harden(getattr(drv, f))
+        for f in list(vars(drv).values()):             # every compiled function it defines
+            if getattr(f, "__module__", None) == name and hasattr(f, "_cache"):
+                _harden(f)
         _DRIVERS[key] = drv
         return drv

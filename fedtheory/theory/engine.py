@@ -59,6 +59,7 @@ for eta <= 1/L.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -596,17 +597,23 @@ def conforms(spec, problem, variant=None, **params):
 
 def _setup_parameters(spec):
     """The parameters ``spec.setup`` takes after the problem, ``{name: default}`` (``"required"``
-    for one without a default; ``"**name"`` for a catch-all)."""
+    for one without a default; ``"**name"`` for a catch-all): a new dict each call, read from the
+    function's signature once (:func:`_signature_parameters`)."""
+    return dict(_signature_parameters(spec.setup))
+
+
+@functools.lru_cache(maxsize=None)
+def _signature_parameters(setup):
     import inspect
     out = {}
-    for i, (p, par) in enumerate(inspect.signature(spec.setup).parameters.items()):
+    for i, (p, par) in enumerate(inspect.signature(setup).parameters.items()):
         if i == 0:
             continue                            # the problem
         if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
             out[("*" if par.kind == par.VAR_POSITIONAL else "**") + p] = "more arguments"
         else:
             out[p] = "required" if par.default is inspect.Parameter.empty else par.default
-    return out
+    return tuple(out.items())
 
 
 def parameters(spec):
