@@ -77,13 +77,6 @@ def evaluate_python(token, r, st):
 
 
 @njit(cache=True)
-def interrupted(token):
-    with objmode(hit="int64"):
-        hit = _r.interrupt_hook(token)
-    return hit
-
-
-@njit(cache=True)
 def extras(pk, hp, st):
     """The algorithm's own history columns (its rules' ``extras``; none without)."""
     return _extras_jit(pk, hp, st)
@@ -232,7 +225,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
                     return st, r, 1
         if counters[1] >= poll[0]:
             poll[0] = counters[1] + _r.POLL_WORK
-            if interrupted(token) != 0:
+            if _r.interrupted(token) != 0:
                 return st, r, 4
     return st, r1, 0
 '''

@@ -21,7 +21,7 @@ so one seed gives one trajectory on either path.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, types
+from numba import njit, objmode, types
 from numba.extending import overload, register_jitable
 
 from .fbe import fbe_local_steps, pfedme_local, prox_local_sgd
@@ -458,6 +458,14 @@ def interrupt_hook(token):
 #: A compiled segment looks for Ctrl-C after about this many per-sample gradients (a few
 #: milliseconds of rounds on a large problem; on a small one, its window of rounds ends first)
 POLL_WORK = 10_000_000
+
+
+@njit(cache=True)
+def interrupted(token):
+    """:func:`interrupt_hook` from compiled code (object mode; compiled once for every algorithm)."""
+    with objmode(hit="int64"):
+        hit = interrupt_hook(token)
+    return hit
 
 
 def evaluate_hook(token, r, st):
