@@ -91,6 +91,12 @@ def test_runs_that_evaluate_in_compiled_code():
     assert not plan("pfedme").compiled_eval                             # extras only Python computes
     assert not plan("fedsps_global").compiled_eval                      # scalars
     assert plan("fedmirror", problem=PROBLEMS["lasso"]).compiled_eval
+    # F of a smooth quadratic from its weighted sums (one product, not one per client); a composite
+    # problem's gradient mapping with its step; another smooth problem client by client
+    step, quad, smooth = plan().evaluation_form()
+    assert step is None and smooth is None and quad[0].shape == (p.dim, p.dim)
+    assert plan("fedmirror", problem=PROBLEMS["lasso"]).evaluation_form()[1:] == (None, None)
+    assert plan(problem=PROBLEMS["least_squares"]).evaluation_form() == (None, None, True)
 
 
 def validation_truth(p):

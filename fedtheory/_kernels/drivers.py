@@ -83,20 +83,25 @@ def extras(pk, hp, st):
 
 
 @njit(cache=True, inline="always")
-def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step):
+def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step, quad, smooth):
     """Evaluate round r into the next row of ``rows``: r, the four counters, F(x), the squared gradient
     mapping, then the algorithm's ``extras`` (written only when both metrics are finite). ``ev`` =
-    (tol or nan, F(x^0) or nan, the growth factor of a divergence); ``step`` the gradient mapping's
-    step, None for a problem without a regularizer (its own specialisation: the regularizers'
-    kernels are not compiled into it). True when the row stops the run, as the run's log decides
-    (fedtheory.runs.log.RunLog): a metric not finite, F grown past the factor times
+    (tol or nan, F(x^0) or nan, the growth factor of a divergence). One of the next three is not
+    None and says how F is evaluated (``Plan.evaluation_form``): ``step``, the gradient mapping's step of
+    a composite problem; ``quad``, a smooth quadratic's weighted sums (H, c); ``smooth``, True for
+    another smooth problem (each form its own specialisation: an argument that is None prunes its
+    branch, so only the form used is compiled). True when the row stops the run, as the run's log
+    decides (fedtheory.runs.log.RunLog): a metric not finite, F grown past the factor times
     max(|F(x^0)|, 1), or the gradient mapping at most tol."""
     tol, F0, growth = ev
     k = n_rows[0]
-    if step is None:
-        F, gm = _e.smooth_metrics(pk, st.x)
-    else:
+    F, gm = 0.0, 0.0
+    if step is not None:
         F, gm = _e.metrics(pk, st.x, step)
+    if quad is not None:
+        F, gm = _e.quadratic_metrics(quad[0], quad[1], pk.l2, st.x)
+    if smooth is not None:
+        F, gm = _e.smooth_metrics(pk, st.x)
     rows[k, 0] = r
     for q in range(4):
         rows[k, 1 + q] = counters[q]
@@ -116,10 +121,11 @@ def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step):
 @njit(cache=True)
 def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, eval_token, poll):
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, ev_quad, ev_smooth, eval_token,
+            poll):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated in compiled code
-    into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev`` and ``ev_step`` its
-    settings; None in a run evaluated in Python), or by the runner's Python evaluation
+    into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev``, ``ev_step``, ``ev_quad``
+    and ``ev_smooth`` its settings; None in a run evaluated in Python), or by the runner's Python evaluation
     (``rounds.evaluate_hook(eval_token, r, st)``, in object mode; ``eval_token`` None in a run
     evaluated in compiled code); either may stop the run, and each is its own specialisation. Round
     r0 + j's clients, their weights, minibatch rows and noise are slices j of the
@@ -218,7 +224,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
             # test only for an argument that is None, so the Python evaluation has an argument of its own)
             if ev_rows is not None:
                 eval_spent[0] += eval_unit
-                if evaluate_compiled(pk, hp, st, r, counters, ev_rows, n_rows, ev, ev_step):
+                if evaluate_compiled(pk, hp, st, r, counters, ev_rows, n_rows, ev, ev_step, ev_quad, ev_smooth):
                     return st, r, 1
             if eval_token is not None:
                 if evaluate_python(eval_token, r, st) != 0:

@@ -98,6 +98,42 @@ def smooth_metrics(pk, x):
 
 
 @njit(cache=True)
+def quadratic_metrics(H, c, l2, x):
+    """``(f(x), ||grad f(x)||^2)`` for a smooth quadratic from its weighted sums H = sum_i w_i Q_i and
+    c = sum_i w_i c_i: f(x) = x^T H x / 2 - c^T x + l2 ||x||^2 / 2, one product with H instead of one
+    per client (the NumPy evaluation's form, ``Quadratic.evaluation_sums``).
+
+    Parameters
+    ----------
+    H : ndarray of shape (d, d)
+        sum_i w_i Q_i.
+    c : ndarray of shape (d,)
+        sum_i w_i c_i.
+    l2 : float
+        The ridge weight of every f_i.
+    x : ndarray of shape (d,)
+        The point.
+
+    Returns
+    -------
+    tuple of float
+        F(x) = f(x) and ||grad f(x)||^2.
+    """
+    d = x.shape[0]
+    xHx, cx, xx, gm = 0.0, 0.0, 0.0, 0.0
+    for a in range(d):
+        Hx = 0.0
+        for b in range(d):
+            Hx += H[a, b] * x[b]
+        xHx += x[a] * Hx
+        cx += c[a] * x[a]
+        xx += x[a] * x[a]
+        g = Hx - c[a] + l2 * x[a]
+        gm += g * g
+    return (0.5 * xHx - cx + 0.5 * l2 * xx) + 0.0, gm
+
+
+@njit(cache=True)
 def metrics(pk, x, step):
     """``(F(x), ||G_step(x)||^2)``: the objective and the squared gradient mapping (the squared
     gradient norm when h = 0), as a run's history records them.

@@ -204,6 +204,13 @@ class Datafit(Component):
         import cvxpy as cp
         return cp.sum([data.weights[i] * self.cvxpy_block(*data.block(i), x) for i in range(data.n_clients)])
 
+    def evaluation_sums(self, data):
+        """Weighted sums of the data that evaluate sum_i w_i f_i in one pass instead of one per client,
+        or None (the default: the evaluation goes over every client's rows). The quadratic's
+        (sum_i w_i Q_i, sum_i w_i c_i); the compiled evaluation of a run uses them too
+        (:func:`fedtheory._kernels.evaluation.quadratic_metrics`)."""
+        return None
+
     def loss_value_grad(self, data, x):
         """(:meth:`loss_value`, :meth:`loss_grad`); margin datafits share one pass over the data."""
         return self.loss_value(data, x), self.loss_grad(data, x)

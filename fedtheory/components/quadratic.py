@@ -95,6 +95,10 @@ class Quadratic(Datafit):
             data._quadratic_sums = got
         return got[3], got[4]
 
+    def evaluation_sums(self, data):
+        """(sum_i w_i Q_i, sum_i w_i c_i): f evaluated with one product (:meth:`_sums`)."""
+        return self._sums(data)
+
     def loss_value(self, data, x):
         H, cbar = self._sums(data)
         return 0.5 * (x @ (H @ x)) - cbar @ x

@@ -155,7 +155,7 @@ class FusedExecutor:
         tr = plan.trace
         want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
         ev = self._evaluation_settings() if plan.compiled_eval else None
-        ev_step = float(plan.L_eval) if plan.compiled_eval and p.is_composite else None
+        form = plan.evaluation_form() if plan.compiled_eval else (None, None, None)
         if tr is not None:
             _rk._TRACERS[token] = self._trace
         _rk._INTERRUPTS[token] = self._interrupted
@@ -187,7 +187,7 @@ class FusedExecutor:
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
-                    traced, want, rows, n_rows, ev, ev_step, None if ev is not None else token, poll)
+                    traced, want, rows, n_rows, ev, *form, None if ev is not None else token, poll)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
                 if ev is not None:

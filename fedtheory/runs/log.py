@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from .._kernels.evaluation import metrics as compiled_metrics, smooth_metrics
 from ..exceptions import InvalidParameterError
 from ..registry import reserved_column
 from .arrays import HostView, to_numpy
@@ -212,7 +211,7 @@ class RunLog:
             self.eval_spent += plan.eval_unit
         x = to_numpy(state["x"])
         if plan.compiled_eval:                                      # the compiled rounds' evaluation
-            F, gm = compiled_metrics(plan.pk, x, plan.L_eval) if problem.is_composite else smooth_metrics(plan.pk, x)
+            F, gm = plan.compiled_metrics(x)
         elif hasattr(problem, "value_and_gradient_mapping_sq"):    # one pass over the data
             F, gm = problem.value_and_gradient_mapping_sq(x, plan.L_eval)
         else:                                                       # a torch DeepProblem

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backends import require_torch
 from .._argcheck import Bool, Interval, NoneOk, Options, check_param
+from .._kernels import evaluation as _evaluation
 from .._kernels import sampling as _smp
 from .._kernels.drivers import driver
 from ..algorithms.base import Algorithm
@@ -244,6 +245,7 @@ class Plan:
         self.batch_replacement = batch_replacement
         self.L_eval = 1.0 / smoothness(problem) if problem.is_composite else 1.0   # the gradient mapping's step
         self.compiled_eval, self.extras_names = self._compiled_evaluation(reference)
+        self._form = None
 
     def _compiled_evaluation(self, reference):
         """``(compiled_eval, extras_names)``: whether the compiled rounds evaluate the rounds due
@@ -259,6 +261,32 @@ class Plan:
             return False, ()
         names = self.alg.compiled_extras()
         return (False, ()) if names is None else (True, names)
+
+    def evaluation_form(self):
+        """How the compiled evaluation computes F: ``(step, quad, smooth)``, one of them not None: the
+        gradient mapping's step of a composite problem (every client's rows), a smooth quadratic's
+        weighted sums (H, c) (one product, as the NumPy evaluation), or True for another smooth
+        problem (every client's rows). Computed once per plan."""
+        if self._form is None:
+            p = self.problem
+            sums = None if p.is_composite else p.datafit.evaluation_sums(p.data)
+            if p.is_composite:
+                self._form = (float(self.L_eval), None, None)
+            elif sums is not None:
+                self._form = (None, tuple(np.ascontiguousarray(a, dtype=np.float64) for a in sums), None)
+            else:
+                self._form = (None, None, True)
+        return self._form
+
+    def compiled_metrics(self, x):
+        """(F(x), the squared gradient mapping) by the compiled evaluation, in the form of
+        :meth:`evaluation_form` (the rows of round 0 and of a round a callback stops)."""
+        step, quad, _ = self.evaluation_form()
+        if step is not None:
+            return _evaluation.metrics(self.pk, x, step)
+        if quad is not None:
+            return _evaluation.quadratic_metrics(quad[0], quad[1], self.pk.l2, x)
+        return _evaluation.smooth_metrics(self.pk, x)
 
     @property
     def fused(self):
