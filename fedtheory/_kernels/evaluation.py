@@ -120,17 +120,17 @@ def quadratic_metrics(H, c, l2, x):
         F(x) = f(x) and ||grad f(x)||^2.
     """
     d = x.shape[0]
-    xHx, cx, xx, gm = 0.0, 0.0, 0.0, 0.0
+    xHx, cx, ridge, gm = 0.0, 0.0, 0.0, 0.0
     for a in range(d):
         Hx = 0.0
         for b in range(d):
             Hx += H[a, b] * x[b]
         xHx += x[a] * Hx
         cx += c[a] * x[a]
-        xx += x[a] * x[a]
+        ridge += (0.5 * l2 * x[a]) * x[a]          # (l2 = 0: 0, where ||x||^2 overflows; as NumPy's form)
         g = Hx - c[a] + l2 * x[a]
         gm += g * g
-    return (0.5 * xHx - cx + 0.5 * l2 * xx) + 0.0, gm
+    return (0.5 * xHx - cx + ridge) + 0.0, gm
 
 
 @njit(cache=True)
