@@ -218,9 +218,8 @@ class FusedExecutor:
     def _evaluation_settings(self):
         """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no
         finite row: no growth check, as :meth:`RunLog._grown`) and the growth factor of a divergence."""
-        plan, rows = self.plan, self.log.rows
-        F0 = rows[0]["value"] if rows and rows[0]["round"] == 0 else math.nan
-        return (math.nan if plan.tol is None else float(plan.tol), float(F0) if math.isfinite(F0) else math.nan,
+        plan = self.plan
+        return (math.nan if plan.tol is None else float(plan.tol), float(self.log.start_value()),
                 float(DIVERGENCE_GROWTH))
 
     def _record_rows(self, rows, n, time_before, code):
