@@ -121,8 +121,8 @@ def evaluate_compiled(pk, hp, st, r, counters, rows, n_rows, ev, step, quad, smo
 @njit(cache=True)
 def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_all, idx_ptr,
             noise_all, noise_ptr, r0, r1, Ks, t0s, lrs_tab, B, replace, wd, clip, calls, down, up, counters,
-            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, ev_rows, n_rows, ev, ev_step, ev_quad, ev_smooth, eval_token,
-            poll):
+            eval_every, eval_spent, eval_unit, budget, rounds, iters, info, token, traced, want, tr_hook, tr_x, tr_loc,
+            tr_per, tr_prox, tr_off, ev_rows, n_rows, ev, ev_step, ev_quad, ev_smooth, eval_token, poll):
     """Rounds r0..r1 (1-based) of a run; a round due for evaluation is evaluated in compiled code
     into ``ev_rows`` (``evaluate_compiled``; ``n_rows`` counts them, ``ev``, ``ev_step``, ``ev_quad``
     and ``ev_smooth`` its settings; None in a run evaluated in Python), or by the runner's Python evaluation
@@ -142,8 +142,12 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     comm_up, comm_down, updated in place; ``eval_spent`` (one entry) the evaluations' cost, which
     each evaluation updates (the runner reads each round's participants from the draws it made);
     ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
-    records the local paths flagged in ``want`` (local, personal, prox_point) and is handed to the
-    runner's trace (``rounds.trace_hook``, in object mode). ``traced`` None (a run without a trace)
+    records the local paths flagged in ``want`` (local, personal, prox_point). With ``tr_hook`` (a
+    trace that names messages or state entries) it is handed to the runner's trace
+    (``rounds.trace_hook``, in object mode); else its model before the round goes to row j of
+    ``tr_x`` and its paths to ``tr_loc``, ``tr_per`` and ``tr_prox`` at ``tr_off[j]``
+    (``rounds.trace_paths``), which the runner reads after the call: leaving compiled code for every
+    round was most of a traced run's time. ``traced`` None (a run without a trace)
     is its own specialisation, with every trace branch removed when Numba compiles it: the trace code
     (object-mode boxing of the round, the messages and the state) was half of the compile of a
     segment (a new algorithm's first run: 2.5 s instead of 4.8 s for the trivial rules).
@@ -167,12 +171,15 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
         if traced is not None:          # (None: pruned at compile time, as are the two below)
             if traced[j]:
                 x_start = st.x.copy()
+                if not tr_hook:
+                    for q in range(pk.dim):
+                        tr_x[j, q] = st.x[q]
                 if want[0]:
-                    p_loc = _r.nan_paths(Sr, K + 1, pk.dim)
+                    p_loc = _r.trace_paths(tr_loc, tr_off, j, Sr, K + 1, pk.dim)
                 if want[1]:
-                    p_per = _r.nan_paths(Sr, K + 1, pk.dim)
+                    p_per = _r.trace_paths(tr_per, tr_off, j, Sr, K + 1, pk.dim)
                 if want[2]:
-                    p_prox = _r.nan_paths(Sr, K + 1, pk.dim)
+                    p_prox = _r.trace_paths(tr_prox, tr_off, j, Sr, K + 1, pk.dim)
         rd = _r.make_round(pk, r - 1, clients, weights, idx, noise, lrs_tab[j, :K], u, wd, clip, t0s[j], p_loc, p_per,
                            p_prox, replace)
         if Sr > 0:
@@ -183,7 +190,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
                 x_before = st.x.copy()
                 st_new = _server_jit(pk, rd, hp, st, m)
             if traced is not None:
-                if traced[j]:
+                if traced[j] and tr_hook:
                     trace_round(token, r, x_start, rd, p_loc, p_per, p_prox, m, st_new, ok)
             if not ok:
                 info[0] = clients[bad // K]
@@ -192,7 +199,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
                 return st, r, 2
             st = st_new
         elif traced is not None:
-            if traced[j]:
+            if traced[j] and tr_hook:
                 trace_empty(token, r, x_start, rd, st)
         n_unique = _s.count_distinct(clients) if mode == _s.WITH_REPLACEMENT else Sr
         extra_calls, extra_rows = _extra_grads_jit(pk, rd, hp)

@@ -69,6 +69,17 @@ def nan_paths(S, K1, d):
 
 
 @njit(cache=True)
+def trace_paths(buf, off, j, S, K1, d):
+    """The (S, K1, d) local paths of traced round j, NaN until recorded: a view of ``buf`` from
+    ``off[j]`` when ``buf`` holds the call's traced rounds, else (``buf`` empty) an array of its own."""
+    if buf.shape[0] == 0:
+        return nan_paths(S, K1, d)
+    p = buf[off[j]:off[j] + S * K1 * d].reshape((S, K1, d))
+    p[:] = np.nan
+    return p
+
+
+@njit(cache=True)
 def row(x):
     """``x`` (d,) as a (1, d) array (a start or an anchor shared by every participant)."""
     return np.ascontiguousarray(x).reshape(1, x.shape[0])

@@ -23,6 +23,9 @@ from .plan import EVAL_BUDGET
 
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 _DRAWS = 1 << 20        # about this many entries of drawn rows and noise per call (8 MB; a call costs ~50 us)
+_PATHS = ("local", "personal", "prox_point")     # the local paths a compiled round records, in its order
+_EMPTY, _NO_NOISE = np.empty(0), np.zeros((0, 0, 0))
+_NO_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
 class _DeferredInterrupt:
@@ -153,7 +156,8 @@ class FusedExecutor:
         token = id(self)
         _rk._EVALUATORS[token] = self._evaluate
         tr = plan.trace
-        want = np.array([tr is not None and k in tr.paths for k in ("local", "personal", "prox_point")])
+        want = np.array([tr is not None and k in tr.paths for k in _PATHS])
+        tr_hook = tr is not None and not tr.paths_only      # messages or state entries: recorded from the call
         ev = self._evaluation_settings() if plan.compiled_eval else None
         form = plan.evaluation_form() if plan.compiled_eval else (None, None, None)
         if tr is not None:
@@ -182,16 +186,19 @@ class FusedExecutor:
                                     smp.S, smp.cdf, smp.part, smp.replicate, smp.schedule is not None, smp.sched,
                                     smp.sched_ptr, r0, Ks, plan.B, plan.batch_replacement)
                 self._chunk = (r0, draws[0], draws[1], iters)         # each round's participants, as drawn
+                bufs = self._trace_buffers(traced, tr_hook, want, draws[4], Ks)
                 st, r_end, code = self._segment(
                     pk, plan.hp, st, plan.rng_aux, smp.code, *draws[2:], r0, r1, Ks, t0s,
                     lrs_tab, plan.B, plan.batch_replacement, plan.weight_decay, float(plan.clip_norm or 0.0),
                     plan.calls, alg.comm[0], alg.comm[1], cnt, 0 if plan.eval_every is None else plan.eval_every,
                     self._ev, plan.eval_unit, EVAL_BUDGET, plan.rounds, iters, info, token,
-                    traced, want, rows, n_rows, ev, *form, None if ev is not None else token, poll)
+                    traced, want, tr_hook, *bufs, rows, n_rows, ev, *form, None if ev is not None else token, poll)
                 log.counters["time"] += time.perf_counter() - t_start - (self._eval_time - e_start)
                 self.last_code = code
                 if ev is not None:
                     self._record_rows(rows, int(n_rows[0]), time_before, code)
+                if traced is not None and not tr_hook:
+                    self._record_traced(r0, r_end, code, draws, Ks, lrs_tab, traced, bufs)
                 done = r_end if code != 2 else r_end - 1
                 self._flush(r0, r_end, done, st)
                 if self.sigint.hit:                 # Ctrl-C during the call: raised here, in Python
@@ -214,6 +221,38 @@ class FusedExecutor:
             _rk._EVALUATORS.pop(token, None)
             _rk._TRACERS.pop(token, None)
             _rk._INTERRUPTS.pop(token, None)
+
+    def _trace_buffers(self, traced, tr_hook, want, client_ptr, Ks):
+        """``(tr_x, tr_loc, tr_per, tr_prox, tr_off)`` of a segment call: where the call writes its
+        traced rounds' models and local paths (round j's paths from ``tr_off[j]``), when the trace
+        holds local paths only; else empty (no trace, or a trace handed over round by round)."""
+        d = self.plan.problem.dim
+        if traced is None or tr_hook:
+            return np.empty((0, d)), _EMPTY, _EMPTY, _EMPTY, _NO_OFFSETS
+        m = Ks.shape[0]
+        sizes = np.where(traced, np.diff(client_ptr[:m + 1]) * (Ks + 1) * d, 0)
+        off = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(sizes, out=off[1:])
+        return (np.empty((m, d)),) + tuple(np.empty(off[-1]) if w else _EMPTY for w in want) + (off,)
+
+    def _record_traced(self, r0, r_end, code, draws, Ks, lrs_tab, traced, bufs):
+        """Record the traced rounds r0..r_end of a call from the buffers it wrote
+        (:meth:`_trace_buffers`), as the per-round path records them; round r_end did not complete
+        when the call ended on a non-finite local iterate (code 2)."""
+        plan = self.plan
+        d, B, noisy = plan.problem.dim, plan.B, plan.pk.noise > 0
+        clients, weights, cptr, idx, iptr, noise, nptr = draws[2:]
+        x_start, off = bufs[0], bufs[4]
+        paths = dict(zip(_PATHS, bufs[1:4]))
+        for j in range(r_end - r0 + 1):
+            if not traced[j]:
+                continue
+            S, K = int(cptr[j + 1] - cptr[j]), int(Ks[j])
+            path = {k: paths[k][off[j]:off[j + 1]].reshape(S, K + 1, d) for k in plan.trace.paths} if S else None
+            plan.trace.record(r0 + j - 1, x_start[j], clients[cptr[j]:cptr[j + 1]], weights[cptr[j]:cptr[j + 1]],
+                              lrs_tab[j, :K], idx[iptr[j]:iptr[j + 1]].reshape(S, K, B),
+                              noise[nptr[j]:nptr[j + 1]].reshape(S, K, d) if noisy else _NO_NOISE, path, None, None,
+                              completed=not (code == 2 and j == r_end - r0))
 
     def _evaluation_settings(self):
         """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no

@@ -17,7 +17,7 @@ from .arrays import HostView, to_numpy
 from .metrics import reference_metrics
 from .participants import Participants
 from .plan import EVAL_BUDGET
-from .result import RunResult
+from .result import Deferred, RunResult
 
 _CORE_METRICS = ("value", "grad_mapping_sq", "suboptimality", "dist_sq")
 #: A run has diverged when F(x) exceeds F(x^0) by more than this many times max(|F(x^0)|, 1), even
@@ -293,7 +293,7 @@ class RunLog:
         res = RunResult(x=np.array(x, dtype=np.float64), status=self.status,
                         message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
                         sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
-                        history=history_frame(self.rows),
+                        history=Deferred(history_frame, list(self.rows)),
                         iterates=np.array(self.iterates) if plan.record else None, state=self.state,
                         sampled=self.sampled, algorithm=plan.alg, seed=plan.seed, backend=plan.backend,
                         time=c["time"], trace=None if plan.trace is None else plan.trace.result(),

@@ -10,6 +10,37 @@ if TYPE_CHECKING:                   # (the annotation only: pandas loads with th
     import pandas as pd
 
 
+class Deferred:
+    """A value computed when first read: ``build(*args)``, once (see :class:`_BuiltOnRead`)."""
+
+    def __init__(self, build, *args):
+        self.build, self.args = build, args
+
+    def __call__(self):
+        return self.build(*self.args)
+
+
+class _BuiltOnRead:
+    """A dataclass field given either its value or a :class:`Deferred` that computes it on the first
+    read (a data descriptor: dataclasses call its ``__set__`` in ``__init__``). The history table
+    is one: building a pandas frame cost a third of a short run, and most runs a theorem check makes
+    never read it."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:                  # the class attribute: dataclasses read it as the field's default
+            raise AttributeError(self.slot[1:])
+        value = obj.__dict__[self.slot]
+        if isinstance(value, Deferred):
+            value = obj.__dict__[self.slot] = value()
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class RunResult:
     """Outcome of :func:`fedtheory.run` (an ``OptimizeResult``-like record).
@@ -73,7 +104,7 @@ class RunResult:
     sample_grads: int
     comm_up: int
     comm_down: int
-    history: pd.DataFrame
+    history: pd.DataFrame = _BuiltOnRead()
     iterates: np.ndarray | None
     state: dict = field(repr=False)
     sampled: object = field(default=None, repr=False)

@@ -263,10 +263,16 @@ class _TraceRecorder:
         self.record(t, x_start, ctx.clients, ctx.weights, ctx.lrs, ctx.idx, ctx.noise,
                     ctx.traced if ctx.S else None, msgs, state)
 
-    def record(self, t, x_start, clients, weights, lrs, idx, noise, paths, msgs, state):
+    @property
+    def paths_only(self):
+        """Whether every traced sequence is a local path (no message or state entry)."""
+        return len(self.paths) == len(self.names)
+
+    def record(self, t, x_start, clients, weights, lrs, idx, noise, paths, msgs, state, completed=None):
         """Record round t: ``paths`` maps a traced path's name to its (S, K + 1, d) buffer (None
         without participants); ``msgs`` and ``state`` (None: the round diverged before the server
-        update) are dicts or the compiled rules' named tuples."""
+        update) are dicts or the compiled rules' named tuples; ``completed`` (default: ``state`` is
+        not None) False for a round that diverged in its local phase."""
         data = {}
         for k in self.names:
             src = self.declared[k][0]
@@ -285,7 +291,7 @@ class _TraceRecorder:
                 data[k] = _copy(_entry(state, k))
         self.rounds.append(RoundTrace(t, x_start, np.array(clients), np.array(to_numpy(weights)),
                                       np.array(lrs), np.array(idx), np.array(noise), data,
-                                      state is not None))
+                                      state is not None if completed is None else completed))
 
     def result(self):
         return Trace(self.names, self.declared, self.rounds)
