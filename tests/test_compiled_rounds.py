@@ -683,6 +683,47 @@ def test_a_traced_round_that_diverges_is_recorded_on_the_fused_path():
         assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)
 
 
+PATH_TRACES = [("fedavg", "local"), ("lfd", "local"), ("feddeper", ("local", "personal")), ("fedsps", "local"),
+               ("pfedfbe", ("local", "prox_point")), ("scaffold", "local")]
+
+
+@settings(max_examples=30, deadline=None)
+@given(which=st.sampled_from(PATH_TRACES), n=st.integers(1, 5), K=st.integers(1, 4), S=st.integers(1, 5),
+       sampling=st.sampled_from(["uniform", "with_replacement", "bernoulli"]), B=st.sampled_from([None, 1, 3]),
+       noise=st.sampled_from([0.0, 0.1]), some=st.booleans(), diverge=st.booleans(), seed=st.integers(0, 3))
+def test_a_trace_of_local_paths_written_by_the_compiled_rounds_is_the_handed_over_one(
+        which, n, K, S, sampling, B, noise, some, diverge, seed):
+    """A trace of local paths only is written by the compiled rounds into buffers the runner reads after
+    the call; it is the trace the rounds hand over one by one in object mode (as they do for a trace
+    with messages or state entries): every round, field and path bit for bit, the run's end included
+    (sampling with and without replacement, Bernoulli participation with empty rounds, minibatches,
+    noise, a subset of rounds, a local iterate that diverges)."""
+    from fedtheory.runs import trace as trace_mod
+    name, names = which
+    rng = np.random.default_rng(n)
+    A = [rng.standard_normal((4, 3)) for _ in range(n)]
+    p = problems.least_squares(A, [a @ np.ones(3) + rng.standard_normal(4) for a in A], l2=0.1, noise=noise)
+    cls = get_algorithm(name)
+    kw = dict({k: v for k, v in cls.test_params.items() if k != "lr"}, rounds=7, local_steps=K, trace=names,
+              seed=seed, clients_per_round=min(S, n), sampling=sampling, batch_size=B, eval_every=3,
+              lr=1e150 if diverge else 0.05, trace_rounds=(0, 2, 3, 6) if some else None)
+    if sampling == "bernoulli":
+        kw.update(clients_per_round=None, participation=0.4)
+    a = ft.run(p, name, **kw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(trace_mod._TraceRecorder, "paths_only", property(lambda self: False))
+        b = ft.run(p, name, **kw)
+    assert a.status == b.status and a.rounds == b.rounds and np.array_equal(a.x, b.x)
+    assert len(a.trace) == len(b.trace) > 0
+    for x, y in zip(a.trace, b.trace):
+        assert (x.round, x.completed, sorted(x.data)) == (y.round, y.completed, sorted(y.data))
+        for f in ("x", "clients", "weights", "lrs", "idx", "noise"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert u.dtype == v.dtype and u.shape == v.shape and np.array_equal(u, v), (x.round, f)
+        for k in x.data:
+            assert x.data[k].shape == y.data[k].shape and np.array_equal(x.data[k], y.data[k], equal_nan=True)
+
+
 def test_sources_digest_is_read_once_and_follows_a_changed_file(tmp_path, monkeypatch):
     """The driver's source digest is computed once per process while the files keep their size and
     modification time, and again when one of them changes."""

@@ -170,6 +170,28 @@ def test_history_frame_is_pandas_frame_of_the_rows():
     pd.testing.assert_frame_equal(history_frame(rows), pd.DataFrame(rows), check_exact=True)
 
 
+def test_the_history_built_on_first_read_is_the_rows_table_wherever_it_is_read():
+    """A run's history is built when first read: the same table read at once, after a pickle round
+    trip (in another process's place), from a copy or ``dataclasses.replace``, and a RunResult made
+    by hand with its own frame keeps that frame."""
+    import copy
+    import dataclasses
+    import pickle
+    from fedtheory.runs.log import history_frame
+    from fedtheory.runs.result import RunResult
+    res = ft.run(problems.quadratic(4, 3, seed=0), "fedavg", rounds=12, lr=0.1, eval_every=2)
+    unread = [pickle.loads(pickle.dumps(res)), copy.deepcopy(res), dataclasses.replace(res, seed=7)]
+    table = res.history
+    assert table is res.history and list(table["round"]) == list(range(0, 13, 2))
+    for other in unread + [pickle.loads(pickle.dumps(res))]:
+        pd.testing.assert_frame_equal(other.history, table, check_exact=True)
+    own = pd.DataFrame({"round": [0], "value": [1.0]})
+    made = RunResult(x=np.zeros(3), status="max_rounds", message="", rounds=0, grad_evals=0, sample_grads=0,
+                     comm_up=0, comm_down=0, history=own, iterates=None, state={})
+    assert made.history is own and [f.name for f in dataclasses.fields(made)][8] == "history"
+    pd.testing.assert_frame_equal(history_frame(table.to_dict("records")), table, check_exact=True)
+
+
 def _full_only():
     from fedtheory.registry import ALGORITHMS
     return sorted(n for n, c in ALGORITHMS.items() if getattr(c, "full_participation_only", False))
