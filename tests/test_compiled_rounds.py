@@ -724,6 +724,65 @@ def test_a_trace_of_local_paths_written_by_the_compiled_rounds_is_the_handed_ove
             assert x.data[k].shape == y.data[k].shape and np.array_equal(x.data[k], y.data[k], equal_nan=True)
 
 
+DIGEST_RULES = """
+import numpy as np
+FACTOR = 0.5
+TABLE = np.ones(3)
+def helper(v, scale=2.0):
+    return scale * v
+def make(c):
+    def inner(v):
+        return c * v
+    return inner
+closed = make(3.0)
+def local(pk, rd, hp, st, rng):
+    return helper(FACTOR) + closed(1.0), -1
+def server(pk, rd, hp, st, m):
+    return TABLE[0] * FACTOR
+"""
+DIGEST_EDITS = {
+    "rebind a constant": lambda m: setattr(m, "FACTOR", getattr(m, "FACTOR", 0.0) + 0.25),
+    "rebind it to an equal value": lambda m: setattr(m, "FACTOR", float(str(getattr(m, "FACTOR", 0.5)))),
+    "edit an array in place": lambda m: m.TABLE.__setitem__(0, m.TABLE[0] + 1.0),
+    "rebind a rule": lambda m: setattr(m, "server", m.make(5.0)),
+    "rebind a helper": lambda m: setattr(m, "helper", lambda v, scale=3.0: scale + v),
+    "change a default": lambda m: setattr(m.helper, "__defaults__", (m.helper.__defaults__[0] + 1.0,)),
+    "swap a function's code": lambda m: setattr(m.helper, "__code__", (lambda v, scale=1.0: v - scale).__code__),
+    "rebind a closure cell": lambda m: m.closed.__closure__[0].__setattr__("cell_contents", 7.0),
+    "add a global name": lambda m: setattr(m, f"extra{len(vars(m))}", 1.0),
+    "remove a name a rule reads": lambda m: vars(m).pop("FACTOR", None),
+    "nothing": lambda m: None,
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(edits=st.lists(st.sampled_from(sorted(DIGEST_EDITS)), min_size=1, max_size=6))
+def test_the_code_digest_kept_between_runs_is_that_of_the_code_in_memory(edits):
+    """A run looks the rules' code digest up every time, and it is not walked again while what it read
+    is the same: after any sequence of edits in memory (constants, arrays in place, rules, helpers,
+    defaults, code, closure cells, names added or removed) the digest returned is the one a fresh
+    walk of the code computes."""
+    from fedtheory._kernels import drivers
+    name = "fedtheory_test_digest_rules"
+    mod = types.ModuleType(name)
+    exec(DIGEST_RULES, vars(mod))
+    sys.modules[name] = mod
+    try:
+        seen = {drivers._code_digest(name)}
+        for edit in edits:
+            DIGEST_EDITS[edit](mod)
+            got = drivers._code_digest(name)
+            assert got == drivers._walk_code(name, mod)[0], edit
+            assert got == drivers._code_digest(name)
+            seen.add(got)
+        changes = {"rebind a constant", "edit an array in place", "rebind a rule", "rebind a helper",
+                   "change a default", "swap a function's code", "rebind a closure cell"}
+        assert len(seen) > 1 or not changes & set(edits)
+    finally:
+        sys.modules.pop(name, None)
+        drivers._CODE_DIGESTS.pop(name, None)
+
+
 def test_sources_digest_is_read_once_and_follows_a_changed_file(tmp_path, monkeypatch):
     """The driver's source digest is computed once per process while the files keep their size and
     modification time, and again when one of them changes."""

@@ -348,6 +348,10 @@ def compile_error_text(e):
     return said if len(said) <= 3000 else said[:3000] + " [...]"
 
 
+_CODE_DIGESTS = {}   # module -> (the module object, what its digest read, the digest)
+_MISSING = object()
+
+
 def _code_digest(module):
     """SHA-256 of the code the driver compiles, as it is in this process's memory.
 
@@ -359,49 +363,107 @@ def _code_digest(module):
     closure cells, and the fields of the named tuples they name. A file edited
     after its module was imported (and not reloaded) leaves this digest that of the old code, so
     the driver the old code compiles is never stored under the digest of the new files (a later
-    process would load it)."""
+    process would load it).
+
+    A run looks the digest up every time (a rule, a global or a default rebound in memory between
+    two runs is a new driver). The walk records what it read (each global name's object, each
+    function's code, defaults and closure cells, each module's names) and is not repeated while
+    every one of them is the same object: a check of identities instead of the walk, which was a
+    sixth of a short run's fixed cost. A walk that met a NumPy array (mutable in place) is always
+    repeated."""
     mod = sys.modules[module]
+    got = _CODE_DIGESTS.get(module)
+    if got is not None and got[0] is mod and got[1] is not None and _still(got[1]):
+        return got[2]
+    digest, read = _walk_code(module, mod)
+    _CODE_DIGESTS[module] = (mod, read, digest)
+    return digest
+
+
+def _still(read):
+    """Whether every object a walk read (:func:`_walk_code`) is where it was read."""
+    names, attrs, sizes = read
+    for d, k, v in names:
+        if d.get(k, _MISSING) is not v:
+            return False
+    for o, a, v in attrs:
+        if getattr(o, a, _MISSING) is not v:
+            return False
+    return all(len(d) == n for d, n in sizes)
+
+
+def _holds_array(v):
+    """Whether a constant's value holds a NumPy array (a tuple's entries included)."""
+    if isinstance(v, tuple):
+        return any(_holds_array(w) for w in v)
+    return type(v).__module__ == "numpy" and hasattr(v, "dtype") and hasattr(v, "shape")
+
+
+def _walk_code(module, mod):
+    """:func:`_code_digest`'s walk: the digest, and what it read (None when a value it hashed can
+    change in place) as ``(names, attributes, sizes)``: (namespace, name, object), (object,
+    attribute, value) and (namespace, its number of names) triples."""
     home = module.rpartition(".")[0] if getattr(mod, "__file__", None) else ""
     h = hashlib.sha256()
     seen = set()
+    names, attrs, sizes = [], [], []
+    volatile = False
 
     def ours(name):                           # the module, a module of its package, or another user module
         return name == module or (home != "" and name.rpartition(".")[0] == home) or _user_module(name)
 
+    def look(d, k):                           # d[k] (or _MISSING), recorded
+        v = d.get(k, _MISSING)
+        names.append((d, k, v))
+        return v
+
+    def attr(o, a):                           # o.a, recorded
+        v = getattr(o, a, None)
+        attrs.append((o, a, v))
+        return v
+
     def visit(v, name=""):
+        nonlocal volatile
         fn = getattr(v, "py_func", v)                 # a jitted helper: its Python function
+        if fn is not v:
+            attrs.append((v, "py_func", fn))
         if id(fn) in seen:
             return
         value = _value_key(fn)
         if value is not None:                         # a global constant: Numba freezes its value
+            volatile = volatile or _holds_array(fn)
             h.update(f"{name}={value}".encode())
             return
-        if isinstance(fn, types.FunctionType) and ours(fn.__module__):
+        if isinstance(fn, types.FunctionType) and ours(attr(fn, "__module__")):
             seen.add(id(fn))
-            h.update(f"{fn.__module__}.{fn.__qualname__}".encode())
-            add_code(fn.__code__, fn.__globals__)
+            h.update(f"{fn.__module__}.{attr(fn, '__qualname__')}".encode())
+            add_code(attr(fn, "__code__"), fn.__globals__)
             # what Numba freezes besides the globals: default arguments and closure cells
-            for i, d in enumerate(fn.__defaults__ or ()):
+            for i, d in enumerate(attr(fn, "__defaults__") or ()):
                 h.update(f"default{i}:".encode())
                 visit(d, f"default{i}")
-            for k, d in sorted((fn.__kwdefaults__ or {}).items()):
+            for k, d in sorted((attr(fn, "__kwdefaults__") or {}).items()):
                 h.update(f"kwdefault {k}:".encode())
                 visit(d, k)
-            for k, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            for k, cell in zip(fn.__code__.co_freevars, attr(fn, "__closure__") or ()):
                 try:
                     c = cell.cell_contents
                 except ValueError:                    # an empty cell
+                    attrs.append((cell, "cell_contents", _MISSING))
                     continue
+                attrs.append((cell, "cell_contents", c))
                 h.update(f"cell {k}:".encode())
                 visit(c, k)
         elif isinstance(fn, types.ModuleType) and ours(fn.__name__):
             seen.add(id(fn))
-            for name, w in sorted(vars(fn).items(), key=lambda kv: kv[0]):
+            space = vars(fn)
+            sizes.append((space, len(space)))
+            for name in sorted(space):
                 if not name.startswith("__"):
-                    visit(w, name)
+                    visit(look(space, name), name)
         elif isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields") and ours(fn.__module__):
             seen.add(id(fn))
-            h.update(f"{fn.__qualname__}{fn._fields}".encode())
+            h.update(f"{fn.__qualname__}{attr(fn, '_fields')}".encode())
 
     def add_code(code, glb):
         h.update(code.co_code)
@@ -411,12 +473,18 @@ def _code_digest(module):
             if isinstance(c, types.CodeType):
                 add_code(c, glb)
         for name in code.co_names:
-            if name in glb:
-                visit(glb[name], name)
+            v = look(glb, name)
+            if v is not _MISSING:
+                visit(v, name)
 
+    space = vars(mod)
     for name in _RULE_NAMES:
-        visit(getattr(mod, name, None))
-    return h.hexdigest()
+        v = look(space, name)
+        if v is _MISSING:
+            v = getattr(mod, name, None)      # a module's own __getattr__ (PEP 562) may answer: not recorded
+            volatile = volatile or v is not None
+        visit(v)
+    return h.hexdigest(), None if volatile else (names, attrs, sizes)
 
 
 def _sources_digest(module, code=None):
