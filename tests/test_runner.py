@@ -170,6 +170,62 @@ def test_history_frame_is_pandas_frame_of_the_rows():
     pd.testing.assert_frame_equal(history_frame(rows), pd.DataFrame(rows), check_exact=True)
 
 
+@settings(max_examples=60, deadline=None)
+@given(layout=st.lists(st.one_of(st.integers(1, 4), st.just("row"), st.just("odd row")), min_size=1, max_size=6),
+       extras=st.sampled_from([(), ("z_grad_sq",), ("pm_loss", "gm_local_loss")]), seed=st.integers(0, 9))
+def test_history_frame_of_compiled_row_blocks_is_that_of_their_rows(layout, extras, seed):
+    """Rows a compiled call evaluated are kept as one block (RowBlock) among the dict rows; the history
+    table built from them is ``pd.DataFrame`` of the rows as dicts: columns, order, dtypes and values
+    (also where a dict row does not match the blocks: another type, a missing column)."""
+    from fedtheory.runs.log import RowBlock, history_frame
+    rng = np.random.default_rng(seed)
+    rows, r = [], 0
+    for item in layout:
+        if item in ("row", "odd row"):
+            row = {"round": r, "grad_evals": 3 * r, "sample_grads": 9 * r, "comm_up": r, "comm_down": r,
+                   "time": 0.5, "value": float(rng.standard_normal()), "grad_mapping_sq": float(rng.random()),
+                   **{k: float(rng.random()) for k in extras}}
+            if item == "odd row":               # unlike the blocks: a float counter, or a column missing
+                if seed % 2:
+                    row["comm_up"] = float(r)
+                else:
+                    del row["grad_mapping_sq"]
+            rows.append(row)
+            r += 1
+        else:
+            v = np.column_stack([np.arange(r, r + item), 3 * np.arange(r, r + item), 9 * np.arange(r, r + item),
+                                 np.arange(r, r + item), np.arange(r, r + item),
+                                 rng.standard_normal((item, 2 + len(extras)))]).astype(float)
+            rows.append(RowBlock(v, 0.25 * r, extras))
+            r += item
+    dicts = [d for x in rows for d in (x.dicts() if isinstance(x, RowBlock) else (x,))]
+    a, b = history_frame(rows), pd.DataFrame(dicts)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert list(a.dtypes) == list(b.dtypes)
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(["fedavg", "fedspeed", "feddeper", "fedsps", "scaffold"]),
+       backend=st.sampled_from(["numba", "python"]), eval_every=st.sampled_from([None, 1, 3]),
+       rounds=st.integers(0, 40), lr=st.sampled_from([0.05, 1e3]), reference=st.booleans())
+def test_a_history_column_read_alone_is_the_tables(name, backend, eval_every, rounds, lr, reference):
+    """``res.column(k)`` read before the table is ``res.history[k].to_numpy()``: values (NaN where the
+    table has NaN) and dtype, for every column, whether the rows were evaluated in compiled code or in
+    Python (another backend, a reference's columns), runs that diverge included."""
+    p = problems.quadratic(4, 3, heterogeneity=1.0, seed=1)
+    kw = dict(rounds=rounds, lr=lr, eval_every=eval_every, backend=backend, seed=2,
+              reference=validation.ground_truth(p) if reference else None)
+    a, b = ft.run(p, name, **kw), ft.run(p, name, **kw)
+    table = b.history
+    for k in table.columns:
+        col = a.column(k)
+        assert col.dtype == table[k].to_numpy().dtype, k
+        if k != "time":                              # (wall-clock seconds: another run's)
+            assert np.array_equal(col, table[k].to_numpy(), equal_nan=True), k
+    with pytest.raises(KeyError):
+        a.column("no such column")
+
+
 def test_the_history_built_on_first_read_is_the_rows_table_wherever_it_is_read():
     """A run's history is built when first read: the same table read at once, after a pickle round
     trip (in another process's place), from a copy or ``dataclasses.replace``, and a RunResult made

@@ -24,7 +24,7 @@ from .plan import EVAL_BUDGET
 _SEGMENT = 4096         # at most this many rounds per compiled segment call (bounds its buffers)
 _DRAWS = 1 << 20        # about this many entries of drawn rows and noise per call (8 MB; a call costs ~50 us)
 _PATHS = ("local", "personal", "prox_point")     # the local paths a compiled round records, in its order
-_EMPTY, _NO_NOISE = np.empty(0), np.zeros((0, 0, 0))
+_EMPTY = np.empty(0)
 _NO_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
@@ -240,19 +240,11 @@ class FusedExecutor:
         (:meth:`_trace_buffers`), as the per-round path records them; round r_end did not complete
         when the call ended on a non-finite local iterate (code 2)."""
         plan = self.plan
-        d, B, noisy = plan.problem.dim, plan.B, plan.pk.noise > 0
+        m = r_end - r0 + 1
         clients, weights, cptr, idx, iptr, noise, nptr = draws[2:]
-        x_start, off = bufs[0], bufs[4]
-        paths = dict(zip(_PATHS, bufs[1:4]))
-        for j in range(r_end - r0 + 1):
-            if not traced[j]:
-                continue
-            S, K = int(cptr[j + 1] - cptr[j]), int(Ks[j])
-            path = {k: paths[k][off[j]:off[j + 1]].reshape(S, K + 1, d) for k in plan.trace.paths} if S else None
-            plan.trace.record(r0 + j - 1, x_start[j], clients[cptr[j]:cptr[j + 1]], weights[cptr[j]:cptr[j + 1]],
-                              lrs_tab[j, :K], idx[iptr[j]:iptr[j + 1]].reshape(S, K, B),
-                              noise[nptr[j]:nptr[j + 1]].reshape(S, K, d) if noisy else _NO_NOISE, path, None, None,
-                              completed=not (code == 2 and j == r_end - r0))
+        plan.trace.record_block(r0 - 1, traced[:m], bufs[0], clients, weights, cptr, lrs_tab, Ks, idx, iptr, plan.B,
+                                noise if plan.pk.noise > 0 else None, nptr, dict(zip(_PATHS, bufs[1:4])), bufs[4],
+                                m - 1 if code == 2 else None)
 
     def _evaluation_settings(self):
         """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no

@@ -149,13 +149,7 @@ class RunLog:
             raise RuntimeError("fedtheory: the compiled evaluation and the run's log disagree on round "
                                f"{int(values[0, 0])} (please report this)")
         if quiet > 1:
-            names = ("value", "grad_mapping_sq") + tuple(self.plan.extras_names)
-            keys = _COUNTER_KEYS
-            for a, b in zip(values[1:quiet, :5].astype(np.int64).tolist(), values[1:quiet, 5:].tolist()):
-                row = dict(zip(keys, a))
-                row["time"] = time
-                row.update(zip(names, b))
-                self.rows.append(row)
+            self.rows.append(RowBlock(values[1:quiet], time, tuple(self.plan.extras_names)))
             self.last_evaluated = int(values[quiet - 1, 0])
         if stopped and not self.compiled_row_and_check(values[n - 1], time):
             raise RuntimeError("fedtheory: the compiled evaluation stopped the run at round "
@@ -293,7 +287,7 @@ class RunLog:
         res = RunResult(x=np.array(x, dtype=np.float64), status=self.status,
                         message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
                         sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
-                        history=Deferred(history_frame, list(self.rows)),
+                        history=HistoryRows(list(self.rows)),
                         iterates=np.array(self.iterates) if plan.record else None, state=self.state,
                         sampled=self.sampled, algorithm=plan.alg, seed=plan.seed, backend=plan.backend,
                         time=c["time"], trace=None if plan.trace is None else plan.trace.result(),
@@ -305,8 +299,119 @@ class RunLog:
         return res
 
 
+class RowBlock:
+    """Rows one compiled call evaluated (none of which stopped the run), kept as the call's array until
+    the history table is built: one row a dict was most of the time of a run evaluated every round.
+
+    Parameters
+    ----------
+    values : ndarray of shape (rows, 7 + len(extras))
+        Round, the four counters, F(x), the squared gradient mapping, then the extras.
+    time : float
+        The run's time counter when the call began (every row carries it).
+    extras : tuple of str
+        The algorithm's compiled extras' names.
+    """
+
+    __slots__ = ("ints", "floats", "time", "extras")
+
+    def __init__(self, values, time, extras):
+        self.ints = values[:, :5].astype(np.int64)
+        self.floats = np.array(values[:, 5:], dtype=np.float64)
+        self.time, self.extras = float(time), tuple(extras)
+
+    def keys(self):
+        """The rows' keys, in the order of a row's dict."""
+        return list(_COUNTER_KEYS) + ["time", "value", "grad_mapping_sq", *self.extras]
+
+    def column(self, key):
+        """One column of the rows (int64 counters, float64 else)."""
+        if key == "time":
+            return np.full(self.ints.shape[0], self.time)
+        if key in _COUNTER_KEYS:
+            return self.ints[:, _COUNTER_KEYS.index(key)]
+        return self.floats[:, ("value", "grad_mapping_sq", *self.extras).index(key)]
+
+    def dicts(self):
+        """The rows as dicts, as :meth:`RunLog.evaluate` makes them."""
+        names = ("value", "grad_mapping_sq") + self.extras
+        out = []
+        for a, b in zip(self.ints.tolist(), self.floats.tolist()):
+            row = dict(zip(_COUNTER_KEYS, a))
+            row["time"] = self.time
+            row.update(zip(names, b))
+            out.append(row)
+        return out
+
+
+def _block_column(rows, key, ref):
+    """Column ``key`` of rows some of which are :class:`RowBlock` (``ref``: a block's column), or None
+    when a dict's value is not of that column's kind (Python int for int64, float for float64)."""
+    kind = int if ref.dtype == np.int64 else float
+    parts, loose = [], []
+    try:
+        for r in rows + [None]:
+            if (r is None or isinstance(r, RowBlock)) and loose:
+                parts.append(np.array(loose, dtype=ref.dtype))
+                loose = []
+            if isinstance(r, RowBlock):
+                parts.append(r.column(key))
+            elif r is None:
+                break
+            elif type(r[key]) is kind:
+                loose.append(r[key])
+            else:
+                return None
+    except OverflowError:                          # an int beyond int64
+        return None
+    return np.concatenate(parts)
+
+
+def _uniform_keys(rows):
+    """The keys every row (dict or :class:`RowBlock`) has, in the same order, or None."""
+    if not rows:
+        return None
+    keys = list(rows[0].keys())
+    return keys if all(list(r.keys()) == keys for r in rows) else None
+
+
+def history_columns(rows, keys=None):
+    """The columns (NumPy arrays) of the history table of ``rows`` (dicts, or :class:`RowBlock` of
+    rows), as :func:`history_frame` builds them column by column: ``{key: array}`` for the ``keys``
+    asked (default all), or None when the table is built from the rows as they are instead (the
+    rows' keys differ, or a column holds values of several types).
+
+    Parameters
+    ----------
+    rows : list
+        Dicts (one per evaluated round) and :class:`RowBlock` s.
+    keys : list of str, optional
+        The columns wanted.
+
+    Returns
+    -------
+    dict or None
+        The columns, in the rows' key order.
+    """
+    order = _uniform_keys(rows)
+    if order is None:
+        return None
+    block = next((r for r in rows if isinstance(r, RowBlock)), None)
+    cols = {}
+    for k in order if keys is None else [k for k in order if k in keys]:
+        if block is None:
+            col = _column([r[k] for r in rows])
+            col = col if isinstance(col, np.ndarray) else None
+        else:
+            col = _block_column(rows, k, block.column(k))
+        if col is None:
+            return None
+        cols[k] = col
+    return cols
+
+
 def history_frame(rows):
-    """The history table of the evaluated rows (dicts).
+    """The history table of the evaluated rows (dicts, or :class:`RowBlock` of rows).
 
     Built column by column when every row has the same keys in the same order (the usual case: a
     third of the time of ``pd.DataFrame`` on a list of dicts, which made up a quarter of a short
@@ -321,13 +426,39 @@ def history_frame(rows):
     Returns
     -------
     pandas.DataFrame
-        One row per dict.
+        One row per dict (per row of a block).
     """
-    if rows:
-        keys = list(rows[0])
-        if all(len(r) == len(keys) and list(r) == keys for r in rows):
-            return pd.DataFrame({k: _column([r[k] for r in rows]) for k in keys})
+    if any(isinstance(r, RowBlock) for r in rows):
+        cols = history_columns(rows)
+        if cols is not None:
+            return pd.DataFrame(cols)
+        rows = [d for r in rows for d in (r.dicts() if isinstance(r, RowBlock) else (r,))]
+    keys = _uniform_keys(rows)
+    if keys is not None:
+        return pd.DataFrame({k: _column([r[k] for r in rows]) for k in keys})
     return pd.DataFrame(rows)
+
+
+class HistoryRows(Deferred):
+    """A run's evaluated rows: the history table built from them when first read
+    (:class:`fedtheory.runs.result.RunResult`), or one column without the table (:meth:`column`).
+
+    Parameters
+    ----------
+    rows : list
+        Dicts and :class:`RowBlock` s, in order.
+    """
+
+    def __init__(self, rows):
+        super().__init__(history_frame, rows)
+
+    def column(self, key):
+        """Column ``key`` as :func:`history_frame`'s table holds it (a NumPy array), built alone
+        when it can be (else from the table)."""
+        cols = history_columns(self.args[0], [key])
+        if cols is not None and key in cols:
+            return cols[key]
+        return self()[key].to_numpy()
 
 
 def _column(values):

@@ -11,7 +11,15 @@ if TYPE_CHECKING:                   # (the annotation only: pandas loads with th
 
 
 class Deferred:
-    """A value computed when first read: ``build(*args)``, once (see :class:`_BuiltOnRead`)."""
+    """A value computed when first read: ``build(*args)``, once (see :class:`_BuiltOnRead`).
+
+    Parameters
+    ----------
+    build : callable
+        Computes the value.
+    *args
+        Its arguments.
+    """
 
     def __init__(self, build, *args):
         self.build, self.args = build, args
@@ -114,6 +122,32 @@ class RunResult:
     time: float = 0.0
     trace: object = field(default=None, repr=False)
     finished: bool = False
+
+    def column(self, name):
+        """One column of :attr:`history` as a NumPy array, read without building the pandas table when
+        it was not read yet (the values and dtype of ``history[name].to_numpy()``).
+
+        Parameters
+        ----------
+        name : str
+            A column of the history ("round", "value", "grad_mapping_sq", an algorithm's own, ...).
+
+        Returns
+        -------
+        ndarray
+            One entry per evaluated round.
+
+        Examples
+        --------
+        >>> import fedtheory as ft, problems
+        >>> res = ft.run(problems.quadratic(4, 3, seed=0), "fedavg", rounds=4, lr=0.1, eval_every=2)
+        >>> res.column("round").tolist()
+        [0, 2, 4]
+        """
+        held = self.__dict__.get("_history")
+        if isinstance(held, Deferred) and hasattr(held, "column"):
+            return held.column(name)
+        return self.history[name].to_numpy()
 
     def __repr__(self):
         """One line: algorithm, status, rounds, the last evaluated metrics and the costs."""

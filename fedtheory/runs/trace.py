@@ -175,6 +175,10 @@ class Trace:
         return f"Trace({len(self.rounds)} rounds, names={list(self.names)}, {self.nbytes / 2 ** 20:.3g} MB)"
 
 
+_NO_NOISE = np.zeros((0, 0, 0))
+_NO_NOISE.flags.writeable = False          # (shared by every round without noise)
+
+
 def _copy(a):
     return None if a is None else np.array(to_numpy(a), copy=True)
 
@@ -292,6 +296,50 @@ class _TraceRecorder:
         self.rounds.append(RoundTrace(t, x_start, np.array(clients), np.array(to_numpy(weights)),
                                       np.array(lrs), np.array(idx), np.array(noise), data,
                                       state is not None if completed is None else completed))
+
+    def record_block(self, t0, traced, x_start, clients, weights, cptr, lrs, Ks, idx, iptr, B, noise, nptr, paths,
+                     off, failed):
+        """Record the traced rounds of one compiled call from the arrays it wrote and drew
+        (``fedtheory.runs.fused``; a trace of local paths only): round t0 + j for every j with
+        ``traced[j]``, its arrays views of the call's own (no copy: the call is over and nothing
+        writes them again).
+
+        Parameters
+        ----------
+        t0 : int
+            The call's first round, 0-based.
+        traced : ndarray of bool
+            Which of the call's rounds are recorded (those it ran).
+        x_start : ndarray (rounds, d)
+            Row j: the model before round t0 + j.
+        clients, weights, cptr : ndarray
+            The participants and their weights, round j's at ``cptr[j]:cptr[j + 1]``.
+        lrs : ndarray (rounds, K)
+            Row j: round j's local step sizes (its first ``Ks[j]``).
+        Ks : ndarray of int
+            The local steps of each round.
+        idx, iptr, B : ndarray, ndarray, int
+            The minibatch rows, round j's at ``iptr[j]:iptr[j + 1]``, B per step (0: exact).
+        noise, nptr : ndarray or None, ndarray
+            The gradient noise, round j's at ``nptr[j]:nptr[j + 1]`` (None: no noise).
+        paths : dict
+            Each traced path's flat buffer, round j's at ``off[j]:off[j + 1]``.
+        off : ndarray of int
+            The offsets of the paths.
+        failed : int or None
+            The index j of a round that diverged in its local phase (the call's last), else None.
+        """
+        cp, ks, ip, np_, of = cptr.tolist(), Ks.tolist(), iptr.tolist(), nptr.tolist(), off.tolist()
+        d = x_start.shape[1]
+        for j in np.flatnonzero(traced).tolist():
+            a, b, K = cp[j], cp[j + 1], ks[j]
+            S = b - a
+            data = {k: (paths[k][of[j]:of[j + 1]].reshape(S, K + 1, d) if S else np.zeros((0, K + 1, d)))
+                    for k in self.names}
+            self.rounds.append(RoundTrace(t0 + j, x_start[j], clients[a:b], weights[a:b], lrs[j, :K],
+                                          idx[ip[j]:ip[j + 1]].reshape(S, K, B),
+                                          _NO_NOISE if noise is None else noise[np_[j]:np_[j + 1]].reshape(S, K, d),
+                                          data, j != failed))
 
     def result(self):
         return Trace(self.names, self.declared, self.rounds)

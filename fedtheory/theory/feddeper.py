@@ -333,8 +333,8 @@ def _lhs(res, T):
     squared gradient for smooth f); +inf for a run that diverged."""
     if not res.finished:
         return math.inf
-    h = res.history
-    return float(h.loc[h["round"] < T, "grad_mapping_sq"].sum() / T)
+    g = res.column("grad_mapping_sq")[res.column("round") < T]
+    return float(np.nansum(g) / T)                     # (NaN skipped, as a pandas sum)
 
 
 def _theorem1_conditions(st):
@@ -389,7 +389,7 @@ def measure_theorem_1(st, runs):
     """
     T, K = st["T"], st["K"]
     lhs = [_lhs(r, T) for r in runs["main"]]
-    gT = [float(r.history["grad_mapping_sq"].iloc[-1]) if r.finished else math.inf
+    gT = [float(r.column("grad_mapping_sq")[-1]) if r.finished else math.inf
           for r in runs["main"]]
     phi = []
     for r in runs["round0"]:

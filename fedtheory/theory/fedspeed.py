@@ -357,10 +357,9 @@ def measure(st, runs):
     for s, res in enumerate(runs["main"]):
         if not res.finished:
             raise RuntimeError(f"FedSpeed did not complete the run for seed {s}: {res.message}")
-        h = res.history
-        zg = h.loc[(h["round"] >= 1) & (h["round"] <= T - 1), "z_grad_sq"].to_numpy()
-        lhs.append(zg.sum() / T)
-        curves.append(h["z_grad_sq"].to_numpy())
+        rnd, z = res.column("round"), res.column("z_grad_sq")
+        lhs.append(z[(rnd >= 1) & (rnd <= T - 1)].sum() / T)
+        curves.append(z)
         r0 = res.trace[0]
         F1.append(st["problem"].value(r0["z"]) - st["f_star"])
         A0.append(float(np.mean(np.sum(r0["ghat"] ** 2, axis=1))))

@@ -229,7 +229,7 @@ def measure_6b(st, runs):
     for label in ("main", "half"):
         d = [float(np.sum((_completed(res, k).x - st["x_star"]) ** 2)) for k, res in enumerate(runs[label])]
         pl.append(float(np.mean(d)))
-        pinned += [float(res.history["step_capped_frac_total"].iloc[-1]) for res in runs[label]]
+        pinned += [float(res.column("step_capped_frac_total")[-1]) for res in runs[label]]
     fl = _distance_floor(st, None)
     unresolved, note = "", ""
     if max(pl) <= PLATEAU_RESOLUTION * fl:     # both plateaus zero to rounding: below any positive term
