@@ -226,6 +226,48 @@ def test_a_history_column_read_alone_is_the_tables(name, backend, eval_every, ro
         a.column("no such column")
 
 
+def _same_run(a, b):
+    """Whether two runs are the same run bit for bit (all but the wall-clock time)."""
+    assert (a.status, a.message, a.rounds, a.seed, a.finished) == (b.status, b.message, b.rounds, b.seed, b.finished)
+    assert (a.grad_evals, a.sample_grads, a.comm_up, a.comm_down) == (b.grad_evals, b.sample_grads, b.comm_up,
+                                                                       b.comm_down)
+    assert np.array_equal(a.x, b.x) and [list(c) for c in a.sampled] == [list(c) for c in b.sampled]
+    assert (a.iterates is None) == (b.iterates is None) and (a.iterates is None or np.array_equal(a.iterates, b.iterates))
+    pd.testing.assert_frame_equal(a.history.drop(columns="time"), b.history.drop(columns="time"), check_exact=True)
+    assert a.state.keys() == b.state.keys()
+    for k in a.state:
+        assert np.array_equal(np.asarray(a.state[k]), np.asarray(b.state[k]), equal_nan=True), k
+    assert (a.trace is None) == (b.trace is None)
+    for x, y in zip(a.trace or (), b.trace or ()):
+        assert (x.round, x.completed, sorted(x.data)) == (y.round, y.completed, sorted(y.data))
+        for f in ("x", "clients", "weights", "lrs", "idx", "noise"):
+            assert np.array_equal(getattr(x, f), getattr(y, f)), f
+        assert all(np.array_equal(x.data[k], y.data[k], equal_nan=True) for k in x.data)
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(["fedavg", "scaffold", "fedspeed", "feddeper", "fedsps", "lfd", "fedprox"]),
+       seeds=st.lists(st.integers(0, 4), min_size=1, max_size=4), S=st.sampled_from([None, 2]),
+       sampling=st.sampled_from([None, "with_replacement"]), noise=st.sampled_from([0.0, 0.2]),
+       traced=st.booleans(), record=st.booleans(), x0=st.booleans(), backend=st.sampled_from(["numba", "python"]))
+def test_the_runs_of_several_seeds_set_up_once_are_each_seeds_run(name, seeds, S, sampling, noise, traced, record,
+                                                                   x0, backend):
+    """A plan set up once and run for one seed after another (SeededRuns, as theorem checks run a
+    case's seeds; seeds repeated and in any order) gives, for each seed, the run ``ft.run`` gives:
+    nothing a run draws from or changes in place (streams, x^0, the state's arrays, the trace) leaks
+    into the next."""
+    from fedtheory.runs.runner import SeededRuns
+    p = problems.quadratic(5, 3, heterogeneity=1.0, noise=noise, seed=4)
+    cls = ft.get_algorithm(name)
+    kw = dict({k: v for k, v in cls.test_params.items() if k in cls.hyperparameters()}, rounds=6, local_steps=2,
+              lr=0.05, clients_per_round=S, sampling=sampling if S else None, record_iterates=record,
+              x0=np.linspace(-1.0, 1.0, 3) if x0 else None, backend=backend, eval_every=2,
+              trace="local" if traced and "local" in cls.traceables else None)
+    runs = SeededRuns(p, name, **kw)
+    for s in seeds:
+        _same_run(runs.run(s), ft.run(p, name, seed=s, **kw))
+
+
 def test_the_history_built_on_first_read_is_the_rows_table_wherever_it_is_read():
     """A run's history is built when first read: the same table read at once, after a pickle round
     trip (in another process's place), from a copy or ``dataclasses.replace``, and a RunResult made

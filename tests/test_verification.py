@@ -268,25 +268,25 @@ def test_the_seeds_of_a_case_that_draws_nothing_run_once(monkeypatch, name, reci
     """A case whose runs draw nothing from their seed (full participation, exact gradients) runs
     its seeds once and gives the verification of running each (the same measurement and verdict);
     a sampled case runs every seed."""
-    import fedtheory.theory.engine as engine              # where the theory runs the algorithm
+    from fedtheory.runs.runner import SeededRuns          # how the theory runs the algorithm's seeds
     recipe = dict(recipe)
     p = problems.quadratic(recipe.pop("n"), 3, L=1.0, **recipe)
     calls = []
-    real = engine.run
+    real = SeededRuns.run
 
-    def counted(*a, **k):
-        calls.append(k.get("seed"))
-        return real(*a, **k)
+    def counted(self, seed):
+        calls.append(seed)
+        return real(self, seed)
 
-    def every_seed(*a, **k):
-        res = real(*a, **k)
+    def every_seed(self, seed):
+        res = real(self, seed)
         res._seed_free = False
         return res
 
-    monkeypatch.setattr(engine, "run", counted)
+    monkeypatch.setattr(SeededRuns, "run", counted)
     once = validation.verify(name, p, **kw)
     n_once = len(calls)
-    monkeypatch.setattr(engine, "run", every_seed)
+    monkeypatch.setattr(SeededRuns, "run", every_seed)
     each = validation.verify(name, p, **kw)
     assert once.applicable and once.verdict() == each.verdict()
     assert np.array_equal([once.measured, once.bound, once.stderr], [each.measured, each.bound, each.stderr],

@@ -9,6 +9,7 @@ streams, the evaluation schedule, the trace recorder, the initial state and what
 """
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from dataclasses import dataclass
@@ -220,11 +221,8 @@ class Plan:
         self.trace = _TraceRecorder.create(trace, alg, problem, self.rounds, self.local_steps,
                                            clients_per_round, batch_size, trace_max_mb, trace_rounds)
         self.const_lrs = None if callable(lr) else np.full(self.local_steps, float(lr))
-        ss = np.random.SeedSequence(self.seed)
-        self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
-        self.aux_seq = ss.spawn(1)[0]
-        self.rng_aux = np.random.default_rng(self.aux_seq)      # algorithms' own coins (third child)
-        self.rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
+        self._x0 = self.x0.copy() if isinstance(self.x0, np.ndarray) else None     # (for :meth:`reseeded`)
+        self._streams()
         self.initial_state = self._initial_state()
         self._check_state()
         self.calls = alg.oracle_calls_per_step()
@@ -246,6 +244,43 @@ class Plan:
         self.L_eval = 1.0 / smoothness(problem) if problem.is_composite else 1.0   # the gradient mapping's step
         self.compiled_eval, self.extras_names = self._compiled_evaluation(reference)
         self._form = None
+
+    def _streams(self):
+        """The run's random streams from its seed: clients, data and the algorithms' own coins (the
+        three children of ``SeedSequence(seed)``), and the first two's start (:meth:`RunLog._seed_free`)."""
+        ss = np.random.SeedSequence(self.seed)
+        self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
+        self.aux_seq = ss.spawn(1)[0]
+        self.rng_aux = np.random.default_rng(self.aux_seq)      # algorithms' own coins (third child)
+        self.rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
+
+    def reseeded(self, seed):
+        """This plan for another seed, before or after a run of it: the plan ``run(..., seed=seed)``
+        sets up with the other arguments the same. What a run draws from or changes is made anew
+        (the streams, x^0, the initial state, the trace's recorder, hyperparameters holding arrays);
+        what it only reads is shared (the checked arguments, the algorithm, the sampler, the driver).
+
+        Parameters
+        ----------
+        seed : int
+            The seed, >= 0.
+
+        Returns
+        -------
+        Plan
+            A new plan.
+        """
+        check_param("seed", seed, [Interval(int, 0, math.inf)], "run")
+        new = copy.copy(self)
+        new.seed = int(seed)
+        if self._x0 is not None:
+            new.x0 = self._x0.copy()
+        new._streams()
+        new.trace = None if self.trace is None else self.trace.fresh()
+        if self.hp is not None and any(isinstance(v, np.ndarray) for v in self.hp):
+            new.hp = new.alg.compiled_params()
+        new.initial_state = new._initial_state()
+        return new
 
     def _compiled_evaluation(self, reference):
         """``(compiled_eval, extras_names)``: whether the compiled rounds evaluate the rounds due

@@ -202,6 +202,10 @@ class _TraceRecorder:
         self.wanted = wanted
         self.rounds = []
 
+    def fresh(self):
+        """An empty recorder of the same sequences and rounds (another run of the same plan)."""
+        return type(self)(self.names, self.declared, self.wanted)
+
     def wants(self, t):
         """Whether round t (0-based) is traced."""
         return self.wanted is None or t in self.wanted

@@ -70,7 +70,7 @@ from .substitution import _algorithm_name, ForeignHyperparameter, _same, _Substi
 from .._argcheck import Bool, check_param, Options
 from ..exceptions import IncompatibleProblemError, InvalidParameterError
 from . import Condition, SPECS, THEOREMS, Verification
-from ..runs.runner import check_arguments, run
+from ..runs.runner import SeededRuns, check_arguments
 
 ROLES = ("stated", "hidden", "informational")
 
@@ -343,10 +343,11 @@ def _seeded_runs(problem, alg, kwargs, seeds):
     seed: the others are copies of it with their seed, not run again."""
     from dataclasses import replace
 
-    first = run(problem, alg, seed=0, **kwargs)
+    runs = SeededRuns(problem, alg, **kwargs)              # (set up once, for every seed)
+    first = runs.run(0)
     if getattr(first, "_seed_free", False):
         return [first] + [replace(first, seed=s) for s in range(1, seeds)]
-    return [first] + [run(problem, alg, seed=s, **kwargs) for s in range(1, seeds)]
+    return [first] + [runs.run(s) for s in range(1, seeds)]
 
 
 def _same_kwargs(a, b):
