@@ -114,6 +114,42 @@ def test_lr_schedule_is_called_with_global_steps(quad):
         ft.run(quad, "fedavg", rounds=1, lr=lambda t: -1.0)
 
 
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["fedavg", "lfd"]), literal=st.booleans(), K=st.integers(1, 4),
+       r0=st.integers(1, 6), m=st.integers(1, 6), form=st.sampled_from(["constant", "decay", "fails"]),
+       fail_at=st.integers(0, 30))
+def test_a_table_of_step_sizes_is_each_rounds_steps(quad, name, literal, K, r0, m, form, fail_at):
+    """The table of local steps and step sizes a compiled call reads (Plan.schedule_table) is, row by
+    row, each round's own (Plan.round_steps): steps, first global step and step sizes, a schedule
+    called once per global step in order; a schedule that fails at a later round ends the table
+    before that round, and one that fails in the first round raises its error."""
+    from fedtheory.runs.runner import _plan
+    calls = []
+
+    def lr(t):
+        calls.append(t)
+        return -1.0 if form == "fails" and t >= fail_at else 0.5 / (1.0 + t)
+
+    kw = dict(literal_loop=literal) if name == "lfd" else {}
+    plan, _ = _plan(quad, name, rounds=r0 + m, local_steps=K, lr=0.1 if form == "constant" else lr, **kw)
+    try:
+        r_first, Ks, t0s, tab = plan.schedule_table(r0, r0 + m - 1)
+    except ft.InvalidParameterError:
+        with pytest.raises(ft.InvalidParameterError):
+            plan.round_steps(r0)                  # the first round fails on its own too
+        return
+    table_calls, calls[:] = list(calls), []
+    assert r_first == r0 and 1 <= Ks.shape[0] <= m and tab.flags.c_contiguous and tab.dtype == np.float64
+    for j in range(Ks.shape[0]):
+        Kj, t0, lrs = plan.round_steps(r0 + j)
+        assert (Ks[j], t0s[j]) == (Kj, t0) and np.array_equal(tab[j, :Kj], lrs) and not tab[j, Kj:].any()
+    if form != "constant":
+        assert table_calls[:len(calls)] == calls == sorted(calls)
+    if Ks.shape[0] < m:                            # ended before the round whose step sizes fail
+        with pytest.raises(ft.InvalidParameterError):
+            plan.round_steps(r0 + Ks.shape[0])
+
+
 def test_zero_rounds(quad):
     res = ft.run(quad, "fedavg", rounds=0)
     assert res.status == "max_rounds" and len(res.history) == 1 and res.rounds == 0

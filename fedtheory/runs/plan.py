@@ -403,18 +403,27 @@ class Plan:
             ``(r0, Ks, t0s, lrs)``: local steps, first global step and the step sizes (zero-padded rows).
         """
         alg, m = self.alg, r1 - r0 + 1
-        if self.const_lrs is not None and type(alg).round_schedule is Algorithm.round_schedule:
-            K = self.local_steps                    # constant steps: K per round, t0 = r K
-            return (r0, np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64),
-                    np.repeat(self.const_lrs[None, :], m, axis=0))     # C order, writable: one type
-        Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-        for j, rr in enumerate(range(r0, r1 + 1)):
-            Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
+        steady = type(alg).round_schedule is Algorithm.round_schedule
+        if steady:                                  # K steps every round, t0 = r K
+            K = self.local_steps
+            Ks, t0s = np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64)
+            if self.const_lrs is not None:
+                return r0, Ks, t0s, np.repeat(self.const_lrs[None, :], m, axis=0)   # C order, writable: one type
+        else:
+            Ks, t0s = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+            for j, rr in enumerate(range(r0, r1 + 1)):
+                Ks[j], t0s[j] = alg.round_schedule(rr - 1, self.local_steps)
         if callable(self.lr):                       # the schedule called once per step, in order
-            t = np.concatenate([t0 + np.arange(K) for t0, K in zip(t0s.tolist(), Ks.tolist())])
-            vals = [self.lr(int(s)) for s in t]
+            # rounds of K steps each starting where the previous ended: the steps are one range
+            K = int(Ks[0])
+            steady = steady or bool((Ks == K).all() and (t0s[1:] - t0s[:-1] == K).all())
+            t = np.arange(t0s[0], t0s[0] + m * K, dtype=np.int64) if steady else \
+                np.concatenate([t0 + np.arange(K) for t0, K in zip(t0s.tolist(), Ks.tolist())])
+            vals = [self.lr(s) for s in t.tolist()]
             try:
                 flat = _scheduled(t, vals)
+                if steady:                          # row j: round r0 + j's K steps
+                    return r0, Ks, t0s, flat.reshape(m, K)
                 lrs = np.split(flat, np.cumsum(Ks)[:-1])
             except InvalidParameterError:           # round by round: the first it fails at
                 lrs, at = [], 0
