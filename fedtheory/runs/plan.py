@@ -248,9 +248,8 @@ class Plan:
     def _streams(self):
         """The run's random streams from its seed: clients, data and the algorithms' own coins (the
         three children of ``SeedSequence(seed)``), and the first two's start (:meth:`RunLog._seed_free`)."""
-        ss = np.random.SeedSequence(self.seed)
-        self.rng_clients, self.rng_data = (np.random.default_rng(s) for s in ss.spawn(2))
-        self.aux_seq = ss.spawn(1)[0]
+        clients, data, self.aux_seq = np.random.SeedSequence(self.seed).spawn(3)
+        self.rng_clients, self.rng_data = np.random.default_rng(clients), np.random.default_rng(data)
         self.rng_aux = np.random.default_rng(self.aux_seq)      # algorithms' own coins (third child)
         self.rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
 
