@@ -222,9 +222,9 @@ class Plan:
                                            clients_per_round, batch_size, trace_max_mb, trace_rounds)
         self.const_lrs = None if callable(lr) else np.full(self.local_steps, float(lr))
         self._x0 = self.x0.copy() if isinstance(self.x0, np.ndarray) else None     # (for :meth:`reseeded`)
-        self._streams()
+        self.rng_clients, self.rng_data, self.aux_seq, self.rng_aux, self.rng_start = _streams(self.seed)
         self.initial_state = self._initial_state()
-        self._check_state()
+        _check_state(alg, self.initial_state)
         self.calls = alg.oracle_calls_per_step()
         self.pk = problem.compiled_pack() if not self.deep else None
         # the compiled rules (numba backend: compiled, python backend: the same functions as Python)
@@ -244,14 +244,6 @@ class Plan:
         self.L_eval = 1.0 / smoothness(problem) if problem.is_composite else 1.0   # the gradient mapping's step
         self.compiled_eval, self.extras_names = self._compiled_evaluation(reference)
         self._form = None
-
-    def _streams(self):
-        """The run's random streams from its seed: clients, data and the algorithms' own coins (the
-        three children of ``SeedSequence(seed)``), and the first two's start (:meth:`RunLog._seed_free`)."""
-        clients, data, self.aux_seq = np.random.SeedSequence(self.seed).spawn(3)
-        self.rng_clients, self.rng_data = np.random.default_rng(clients), np.random.default_rng(data)
-        self.rng_aux = np.random.default_rng(self.aux_seq)      # algorithms' own coins (third child)
-        self.rng_start = [g.bit_generator.state for g in (self.rng_clients, self.rng_data)]
 
     def reseeded(self, seed):
         """This plan for another seed, before or after a run of it: the plan ``run(..., seed=seed)``
@@ -274,7 +266,7 @@ class Plan:
         new.seed = int(seed)
         if self._x0 is not None:
             new.x0 = self._x0.copy()
-        new._streams()
+        new.rng_clients, new.rng_data, new.aux_seq, new.rng_aux, new.rng_start = _streams(new.seed)
         new.trace = None if self.trace is None else self.trace.fresh()
         if self.hp is not None and any(isinstance(v, np.ndarray) for v in self.hp):
             new.hp = new.alg.compiled_params()
@@ -349,23 +341,6 @@ class Plan:
             state = {k: as_like(v, x0t) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
                      for k, v in state.items()}
         return state
-
-    def _check_state(self):
-        """The initial state has the compiled rules' State fields and the declared scalars."""
-        alg, state = self.alg, self.initial_state
-        rules_name = alg.rules_module()
-        if rules_name is not None:             # the rules' State is the init state, field for field
-            fields = sys.modules[rules_name].State._fields
-            if set(fields) != set(state):
-                raise ValueError(
-                    f"Algorithm {alg.name!r}: the State of its compiled rules (module {rules_name!r}) has the fields "
-                    f"{list(fields)}, its init state the keys {list(state)} (not in State: "
-                    f"{sorted(set(state) - set(fields))}; not in init: {sorted(set(fields) - set(state))}). "
-                    "They must be the same names (docs/add-your-own-algorithm.md).")
-        missing = [k for k in alg.scalars if k not in state]
-        if missing:
-            raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "
-                             f"but its init state has no such key: init must set each (nan when it has no value yet).")
 
     def round_steps(self, r):
         """A round's local steps and step sizes.
@@ -466,6 +441,34 @@ class Plan:
             w, p.client_ptr, p.client_sizes, noise_level, p.dim, smp.code, self.rng_clients, self.rng_data,
             self.rng_aux, smp.S, smp.cdf, smp.part, smp.replicate, has, entry, K, self.B, self.batch_replacement)
         return drawn, clients, weights, idx, noise, u
+
+
+def _check_state(alg, state):
+    """The initial state has the compiled rules' State fields and the declared scalars."""
+    rules_name = alg.rules_module()
+    if rules_name is not None:             # the rules' State is the init state, field for field
+        fields = sys.modules[rules_name].State._fields
+        if set(fields) != set(state):
+            raise ValueError(
+                f"Algorithm {alg.name!r}: the State of its compiled rules (module {rules_name!r}) has the fields "
+                f"{list(fields)}, its init state the keys {list(state)} (not in State: "
+                f"{sorted(set(state) - set(fields))}; not in init: {sorted(set(fields) - set(state))}). "
+                "They must be the same names (docs/add-your-own-algorithm.md).")
+    missing = [k for k in alg.scalars if k not in state]
+    if missing:
+        raise ValueError(f"Algorithm {alg.name!r} declares the scalars {missing} (its 'scalars' class attribute) "
+                         f"but its init state has no such key: init must set each (nan when it has no value yet).")
+
+
+def _streams(seed):
+    """A run's random streams from its seed: ``(clients, data, aux_seq, aux, start)``, the generators of
+    the participants, of the minibatches and noise and of the algorithms' own coins (the three
+    children of ``SeedSequence(seed)``; ``aux_seq`` the third child) and the first two's start
+    states (:meth:`RunLog._seed_free`)."""
+    clients, data, aux_seq = np.random.SeedSequence(seed).spawn(3)
+    rng_clients, rng_data = np.random.default_rng(clients), np.random.default_rng(data)
+    return (rng_clients, rng_data, aux_seq, np.random.default_rng(aux_seq),
+            [g.bit_generator.state for g in (rng_clients, rng_data)])
 
 
 def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,
