@@ -722,6 +722,12 @@ def test_a_trace_of_local_paths_written_by_the_compiled_rounds_is_the_handed_ove
             assert u.dtype == v.dtype and u.shape == v.shape and np.array_equal(u, v), (x.round, f)
         for k in x.data:
             assert x.data[k].shape == y.data[k].shape and np.array_equal(x.data[k], y.data[k], equal_nan=True)
+    # what the trace holds is what its memory bound counts: the models of the traced rounds only, and
+    # each round's draws its own when the call drew rounds it did not trace
+    for rt in a.trace:
+        assert rt.x.base is None or rt.x.base.shape[0] <= len(kw["trace_rounds"] or range(kw["rounds"]))
+        if some:
+            assert all(getattr(rt, f).base is None for f in ("clients", "weights", "lrs", "idx"))
 
 
 DIGEST_RULES = """
@@ -730,25 +736,36 @@ FACTOR = 0.5
 TABLE = np.ones(3)
 def helper(v, scale=2.0):
     return scale * v
+def keyed(v, *, shift=1.0):
+    return v + shift
+def later_bound():
+    def g(v):
+        return v + bound_later
+    return g
+    bound_later = 1.0           # (never reached: g's cell stays empty)
+lazy = later_bound()
 def make(c):
     def inner(v):
         return c * v
     return inner
 closed = make(3.0)
 def local(pk, rd, hp, st, rng):
-    return helper(FACTOR) + closed(1.0), -1
+    return helper(FACTOR) + closed(1.0) + keyed(1.0) + lazy(1.0), -1
 def server(pk, rd, hp, st, m):
-    return TABLE[0] * FACTOR
+    return SCALE * FACTOR
 """
 DIGEST_EDITS = {
     "rebind a constant": lambda m: setattr(m, "FACTOR", getattr(m, "FACTOR", 0.0) + 0.25),
     "rebind it to an equal value": lambda m: setattr(m, "FACTOR", float(str(getattr(m, "FACTOR", 0.5)))),
-    "edit an array in place": lambda m: m.TABLE.__setitem__(0, m.TABLE[0] + 1.0),
+    "edit an array in place": lambda m: m.TABLE.__setitem__(0, m.TABLE[0] + 1.0),     # (read with array=True)
     "rebind a rule": lambda m: setattr(m, "server", m.make(5.0)),
     "rebind a helper": lambda m: setattr(m, "helper", lambda v, scale=3.0: scale + v),
     "change a default": lambda m: setattr(m.helper, "__defaults__", (m.helper.__defaults__[0] + 1.0,)),
     "swap a function's code": lambda m: setattr(m.helper, "__code__", (lambda v, scale=1.0: v - scale).__code__),
     "rebind a closure cell": lambda m: m.closed.__closure__[0].__setattr__("cell_contents", 7.0),
+    "fill an empty closure cell": lambda m: m.lazy.__closure__[0].__setattr__("cell_contents", 2.0),
+    "edit a keyword default in place": lambda m: m.keyed.__kwdefaults__.__setitem__(
+        "shift", m.keyed.__kwdefaults__["shift"] + 1.0),
     "add a global name": lambda m: setattr(m, f"extra{len(vars(m))}", 1.0),
     "remove a name a rule reads": lambda m: vars(m).pop("FACTOR", None),
     "nothing": lambda m: None,
@@ -756,8 +773,8 @@ DIGEST_EDITS = {
 
 
 @settings(max_examples=40, deadline=None)
-@given(edits=st.lists(st.sampled_from(sorted(DIGEST_EDITS)), min_size=1, max_size=6))
-def test_the_code_digest_kept_between_runs_is_that_of_the_code_in_memory(edits):
+@given(edits=st.lists(st.sampled_from(sorted(DIGEST_EDITS)), min_size=1, max_size=6), array=st.booleans())
+def test_the_code_digest_kept_between_runs_is_that_of_the_code_in_memory(edits, array):
     """A run looks the rules' code digest up every time, and it is not walked again while what it read
     is the same: after any sequence of edits in memory (constants, arrays in place, rules, helpers,
     defaults, code, closure cells, names added or removed) the digest returned is the one a fresh
@@ -765,18 +782,22 @@ def test_the_code_digest_kept_between_runs_is_that_of_the_code_in_memory(edits):
     from fedtheory._kernels import drivers
     name = "fedtheory_test_digest_rules"
     mod = types.ModuleType(name)
-    exec(DIGEST_RULES, vars(mod))
+    # the server reads an array (mutable in place: every lookup walks again) or a number (a lookup
+    # after an edit finds it by the identities the walk recorded)
+    exec(DIGEST_RULES.replace("SCALE", "TABLE[0]" if array else "2.0"), vars(mod))
     sys.modules[name] = mod
     try:
         seen = {drivers._code_digest(name)}
+        assert (drivers._CODE_DIGESTS[name][1] is None) == array      # (kept only without the array)
         for edit in edits:
             DIGEST_EDITS[edit](mod)
             got = drivers._code_digest(name)
             assert got == drivers._walk_code(name, mod)[0], edit
             assert got == drivers._code_digest(name)
             seen.add(got)
-        changes = {"rebind a constant", "edit an array in place", "rebind a rule", "rebind a helper",
-                   "change a default", "swap a function's code", "rebind a closure cell"}
+        changes = {"rebind a constant", "rebind a rule", "rebind a helper",
+                   "change a default", "swap a function's code", "rebind a closure cell",
+                   "edit a keyword default in place", "fill an empty closure cell"}
         assert len(seen) > 1 or not changes & set(edits)
     finally:
         sys.modules.pop(name, None)

@@ -319,6 +319,10 @@ def test_the_history_built_on_first_read_is_the_rows_table_wherever_it_is_read()
     assert table is res.history and list(table["round"]) == list(range(0, 13, 2))
     for other in unread + [pickle.loads(pickle.dumps(res))]:
         pd.testing.assert_frame_equal(other.history, table, check_exact=True)
+    old = RunResult.__new__(RunResult)              # a result pickled before the table was built on read
+    old.__dict__.update({k: v for k, v in vars(res).items() if k != "_history"}, history=table)
+    assert old.history is table and pickle.loads(pickle.dumps(old)).history.equals(table)
+    assert not hasattr(RunResult.__new__(RunResult), "history")
     own = pd.DataFrame({"round": [0], "value": [1.0]})
     made = RunResult(x=np.zeros(3), status="max_rounds", message="", rounds=0, grad_evals=0, sample_grads=0,
                      comm_up=0, comm_down=0, history=own, iterates=None, state={})

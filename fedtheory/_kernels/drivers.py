@@ -144,8 +144,8 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     ``iters`` (r1 - r0 + 1, d) the models, when it has rows. A round j with ``traced[j]``
     records the local paths flagged in ``want`` (local, personal, prox_point). With ``tr_hook`` (a
     trace that names messages or state entries) it is handed to the runner's trace
-    (``rounds.trace_hook``, in object mode); else its model before the round goes to row j of
-    ``tr_x`` and its paths to ``tr_loc``, ``tr_per`` and ``tr_prox`` at ``tr_off[j]``
+    (``rounds.trace_hook``, in object mode); else its model before the round goes to the next row of
+    ``tr_x`` (one per traced round) and its paths to ``tr_loc``, ``tr_per`` and ``tr_prox`` at ``tr_off[j]``
     (``rounds.trace_paths``), which the runner reads after the call: leaving compiled code for every
     round was most of a traced run's time. ``traced`` None (a run without a trace)
     is its own specialisation, with every trace branch removed when Numba compiles it: the trace code
@@ -154,6 +154,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     """
     e3 = _r.empty3()
     e1 = _r.empty1()
+    nt = 0                              # the traced rounds so far (their rows of tr_x)
     for r in range(r0, r1 + 1):
         j = r - r0
         K = Ks[j]
@@ -173,7 +174,8 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
                 x_start = st.x.copy()
                 if not tr_hook:
                     for q in range(pk.dim):
-                        tr_x[j, q] = st.x[q]
+                        tr_x[nt, q] = st.x[q]
+                    nt += 1
                 if want[0]:
                     p_loc = _r.trace_paths(tr_loc, tr_off, j, Sr, K + 1, pk.dim)
                 if want[1]:
@@ -387,7 +389,11 @@ def _still(read):
         if d.get(k, _MISSING) is not v:
             return False
     for o, a, v in attrs:
-        if getattr(o, a, _MISSING) is not v:
+        try:
+            now = getattr(o, a, _MISSING)
+        except ValueError:                    # an empty closure cell
+            now = _MISSING
+        if now is not v:
             return False
     return all(len(d) == n for d, n in sizes)
 
@@ -442,9 +448,11 @@ def _walk_code(module, mod):
             for i, d in enumerate(attr(fn, "__defaults__") or ()):
                 h.update(f"default{i}:".encode())
                 visit(d, f"default{i}")
-            for k, d in sorted((attr(fn, "__kwdefaults__") or {}).items()):
+            kw = attr(fn, "__kwdefaults__") or {}
+            sizes.append((kw, len(kw)))               # (a dict: edited in place, entry by entry)
+            for k in sorted(kw):
                 h.update(f"kwdefault {k}:".encode())
-                visit(d, k)
+                visit(look(kw, k), k)
             for k, cell in zip(fn.__code__.co_freevars, attr(fn, "__closure__") or ()):
                 try:
                     c = cell.cell_contents

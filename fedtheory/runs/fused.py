@@ -1,9 +1,12 @@
 """The compiled executor: an algorithm's compiled rules on the numba backend.
 
 Without a callback the rounds between two evaluations run as one call of the algorithm's compiled
-``segment`` (:mod:`fedtheory._kernels.drivers`), which evaluates and records traced rounds through
-object-mode hooks into the run's log; with a callback each round is one ``segment`` call, then the
-callback. Both run the same compiled code, so they give the same run, bit for bit.
+``segment`` (:mod:`fedtheory._kernels.drivers`). It evaluates the rounds due in compiled code where
+it can (else through an object-mode hook into the run's log), and writes traced rounds into buffers
+the executor reads after the call (a trace of local paths only) or hands them over round by round
+(object mode: a trace that names messages or state entries). With a callback each round is one
+``segment`` call, then the callback. Both run the same compiled code, so they give the same run, bit
+for bit.
 """
 from __future__ import annotations
 
@@ -233,7 +236,7 @@ class FusedExecutor:
         sizes = np.where(traced, np.diff(client_ptr[:m + 1]) * (Ks + 1) * d, 0)
         off = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(sizes, out=off[1:])
-        return (np.empty((m, d)),) + tuple(np.empty(off[-1]) if w else _EMPTY for w in want) + (off,)
+        return (np.empty((int(traced.sum()), d)),) + tuple(np.empty(off[-1]) if w else _EMPTY for w in want) + (off,)
 
     def _record_traced(self, r0, r_end, code, draws, Ks, lrs_tab, traced, bufs):
         """Record the traced rounds r0..r_end of a call from the buffers it wrote
@@ -242,9 +245,12 @@ class FusedExecutor:
         plan = self.plan
         m = r_end - r0 + 1
         clients, weights, cptr, idx, iptr, noise, nptr = draws[2:]
+        # views of the call's draws when every round drawn ran traced; else copies (a view keeps its
+        # whole array: the draws of rounds not traced, which the trace's memory bound does not count)
+        views = m == traced.shape[0] and bool(traced.all())
         plan.trace.record_block(r0 - 1, traced[:m], bufs[0], clients, weights, cptr, lrs_tab, Ks, idx, iptr, plan.B,
                                 noise if plan.pk.noise > 0 else None, nptr, dict(zip(_PATHS, bufs[1:4])), bufs[4],
-                                m - 1 if code == 2 else None)
+                                m - 1 if code == 2 else None, views)
 
     def _evaluation_settings(self):
         """``ev`` of the compiled evaluation: ``tol`` (nan: none), F(x^0) (nan when round 0 has no

@@ -287,7 +287,7 @@ class RunLog:
         res = RunResult(x=np.array(x, dtype=np.float64), status=self.status,
                         message=self.message, rounds=self.completed, grad_evals=c["grad_evals"],
                         sample_grads=c["sample_grads"], comm_up=c["comm_up"], comm_down=c["comm_down"],
-                        history=HistoryRows(list(self.rows)),
+                        history=history_of(self.rows),
                         iterates=np.array(self.iterates) if plan.record else None, state=self.state,
                         sampled=self.sampled, algorithm=plan.alg, seed=plan.seed, backend=plan.backend,
                         time=c["time"], trace=None if plan.trace is None else plan.trace.result(),
@@ -378,8 +378,9 @@ def _uniform_keys(rows):
 def history_columns(rows, keys=None):
     """The columns (NumPy arrays) of the history table of ``rows`` (dicts, or :class:`RowBlock` of
     rows), as :func:`history_frame` builds them column by column: ``{key: array}`` for the ``keys``
-    asked (default all), or None when the table is built from the rows as they are instead (the
-    rows' keys differ, or a column holds values of several types).
+    asked that the rows have (default all), or None when the table is built from the rows as they
+    are instead (the rows' keys differ, or a column's values are not all Python floats or all
+    Python ints).
 
     Parameters
     ----------
@@ -439,26 +440,43 @@ def history_frame(rows):
     return pd.DataFrame(rows)
 
 
-class HistoryRows(Deferred):
-    """A run's evaluated rows: the history table built from them when first read
-    (:class:`fedtheory.runs.result.RunResult`), or one column without the table (:meth:`column`).
+class HistoryColumns(Deferred):
+    """A run's history as its columns (NumPy arrays): the pandas table is built from them when first
+    read (:class:`fedtheory.runs.result.RunResult`), and :meth:`column` reads one without it.
+
+    Parameters
+    ----------
+    cols : dict
+        The columns, in order (:func:`history_columns`).
+    """
+
+    def __init__(self, cols):
+        super().__init__(pd.DataFrame, cols)
+
+    def column(self, key):
+        """Column ``key``, read-only (a NumPy array, as the table's ``to_numpy()`` gives it); KeyError
+        for a column the history does not have."""
+        col = self.args[0][key].view()
+        col.flags.writeable = False
+        return col
+
+
+def history_of(rows):
+    """A run's ``history`` from its rows: its columns (the table built when first read) when they
+    can be built column by column, else the table itself.
 
     Parameters
     ----------
     rows : list
-        Dicts and :class:`RowBlock` s, in order.
+        Dicts (one per evaluated round) and :class:`RowBlock` s, in order.
+
+    Returns
+    -------
+    HistoryColumns or pandas.DataFrame
+        What :class:`fedtheory.runs.result.RunResult` takes as its ``history``.
     """
-
-    def __init__(self, rows):
-        super().__init__(history_frame, rows)
-
-    def column(self, key):
-        """Column ``key`` as :func:`history_frame`'s table holds it (a NumPy array), built alone
-        when it can be (else from the table)."""
-        cols = history_columns(self.args[0], [key])
-        if cols is not None and key in cols:
-            return cols[key]
-        return self()[key].to_numpy()
+    cols = history_columns(rows)
+    return HistoryColumns(cols) if cols is not None else history_frame(rows)
 
 
 def _column(values):

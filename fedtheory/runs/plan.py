@@ -209,6 +209,7 @@ class Plan:
             q = hyperparameters.get("q")
         hyperparameters, self.weight_decay, self.clip_norm = released_options(alg_cls, weight_decay, clip_norm,
                                                                               hyperparameters)
+        self._creation = (alg_cls, run_parameters, hyperparameters)      # (for :meth:`reseeded`)
         self.alg = alg = alg_cls.create(run_parameters=run_parameters, **hyperparameters)
         alg.check_problem(problem)
         self.sampler = _make_sampler(problem, alg, clients_per_round, sampling, q, participation)
@@ -247,9 +248,10 @@ class Plan:
 
     def reseeded(self, seed):
         """This plan for another seed, before or after a run of it: the plan ``run(..., seed=seed)``
-        sets up with the other arguments the same. What a run draws from or changes is made anew
-        (the streams, x^0, the initial state, the trace's recorder, hyperparameters holding arrays);
-        what it only reads is shared (the checked arguments, the algorithm, the sampler, the driver).
+        sets up with the other arguments the same. What a run draws from, changes or returns is made
+        anew (the streams, x^0, the algorithm from its hyperparameters and its compiled parameters,
+        the initial state, the trace's recorder); what it only reads is shared (the checked
+        arguments, the sampler, the problem's pack, the driver).
 
         Parameters
         ----------
@@ -267,9 +269,11 @@ class Plan:
         if self._x0 is not None:
             new.x0 = self._x0.copy()
         new.rng_clients, new.rng_data, new.aux_seq, new.rng_aux, new.rng_start = _streams(new.seed)
-        new.trace = None if self.trace is None else self.trace.fresh()
-        if self.hp is not None and any(isinstance(v, np.ndarray) for v in self.hp):
+        alg_cls, run_parameters, hyperparameters = self._creation
+        new.alg = alg_cls.create(run_parameters=run_parameters, **hyperparameters)
+        if self.hp is not None:
             new.hp = new.alg.compiled_params()
+        new.trace = None if self.trace is None else self.trace.fresh()
         new.initial_state = new._initial_state()
         return new
 
@@ -317,7 +321,8 @@ class Plan:
     @property
     def fused(self):
         """Whether the rounds between evaluations run as one compiled call (numba backend, compiled
-        rules, no callback; traced rounds are recorded from inside the call)."""
+        rules, no callback; traced rounds are recorded from the call's buffers, or handed over from
+        inside it when the trace names messages or state entries)."""
         return self.driver is not None and self.callback is None
 
     def _initial_state(self):

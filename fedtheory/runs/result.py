@@ -11,7 +11,8 @@ if TYPE_CHECKING:                   # (the annotation only: pandas loads with th
 
 
 class Deferred:
-    """A value computed when first read: ``build(*args)``, once (see :class:`_BuiltOnRead`).
+    """A value computed by ``build(*args)`` when called; a field of :class:`_BuiltOnRead` calls it
+    once, on the field's first read.
 
     Parameters
     ----------
@@ -35,14 +36,19 @@ class _BuiltOnRead:
     never read it."""
 
     def __set_name__(self, owner, name):
-        self.slot = "_" + name
+        self.name, self.slot = name, "_" + name
 
     def __get__(self, obj, owner=None):
         if obj is None:                  # the class attribute: dataclasses read it as the field's default
-            raise AttributeError(self.slot[1:])
-        value = obj.__dict__[self.slot]
+            raise AttributeError(self.name)
+        held = obj.__dict__
+        if self.slot not in held:
+            if self.name in held:        # a result pickled before the field was built on read
+                return held[self.name]
+            raise AttributeError(self.name)
+        value = held[self.slot]
         if isinstance(value, Deferred):
-            value = obj.__dict__[self.slot] = value()
+            value = held[self.slot] = value()
         return value
 
     def __set__(self, obj, value):

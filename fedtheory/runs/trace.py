@@ -176,7 +176,6 @@ class Trace:
 
 
 _NO_NOISE = np.zeros((0, 0, 0))
-_NO_NOISE.flags.writeable = False          # (shared by every round without noise)
 
 
 def _copy(a):
@@ -302,11 +301,12 @@ class _TraceRecorder:
                                       state is not None if completed is None else completed))
 
     def record_block(self, t0, traced, x_start, clients, weights, cptr, lrs, Ks, idx, iptr, B, noise, nptr, paths,
-                     off, failed):
+                     off, failed, views=False):
         """Record the traced rounds of one compiled call from the arrays it wrote and drew
         (``fedtheory.runs.fused``; a trace of local paths only): round t0 + j for every j with
-        ``traced[j]``, its arrays views of the call's own (no copy: the call is over and nothing
-        writes them again).
+        ``traced[j]``. Its paths and model are views of the call's buffers (which hold the traced
+        rounds only); its draws views of the call's too with ``views`` (every round drawn is
+        traced: the call is over and nothing writes them again), else copies.
 
         Parameters
         ----------
@@ -314,8 +314,8 @@ class _TraceRecorder:
             The call's first round, 0-based.
         traced : ndarray of bool
             Which of the call's rounds are recorded (those it ran).
-        x_start : ndarray (rounds, d)
-            Row j: the model before round t0 + j.
+        x_start : ndarray (traced rounds, d)
+            Row k: the model before the k-th traced round.
         clients, weights, cptr : ndarray
             The participants and their weights, round j's at ``cptr[j]:cptr[j + 1]``.
         lrs : ndarray (rounds, K)
@@ -332,17 +332,20 @@ class _TraceRecorder:
             The offsets of the paths.
         failed : int or None
             The index j of a round that diverged in its local phase (the call's last), else None.
+        views : bool, default False
+            Whether the rounds' draws are views of the call's arrays (else copies).
         """
         cp, ks, ip, np_, of = cptr.tolist(), Ks.tolist(), iptr.tolist(), nptr.tolist(), off.tolist()
         d = x_start.shape[1]
-        for j in np.flatnonzero(traced).tolist():
+        own = (lambda a: a) if views else np.array
+        for row, j in enumerate(np.flatnonzero(traced).tolist()):
             a, b, K = cp[j], cp[j + 1], ks[j]
             S = b - a
             data = {k: (paths[k][of[j]:of[j + 1]].reshape(S, K + 1, d) if S else np.zeros((0, K + 1, d)))
                     for k in self.names}
-            self.rounds.append(RoundTrace(t0 + j, x_start[j], clients[a:b], weights[a:b], lrs[j, :K],
-                                          idx[ip[j]:ip[j + 1]].reshape(S, K, B),
-                                          _NO_NOISE if noise is None else noise[np_[j]:np_[j + 1]].reshape(S, K, d),
+            self.rounds.append(RoundTrace(t0 + j, x_start[row], own(clients[a:b]), own(weights[a:b]), own(lrs[j, :K]),
+                                          own(idx[ip[j]:ip[j + 1]].reshape(S, K, B)),
+                                          _NO_NOISE if noise is None else own(noise[np_[j]:np_[j + 1]].reshape(S, K, d)),
                                           data, j != failed))
 
     def result(self):

@@ -59,6 +59,7 @@ for eta <= 1/L.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from dataclasses import dataclass
@@ -341,13 +342,18 @@ def _seeded_runs(problem, alg, kwargs, seeds):
     """The runs of seeds 0 .. seeds - 1. A run that drew nothing from its seed's random streams
     (full participation, exact gradients, no noise: ``RunResult._seed_free``) is the run of every
     seed: the others are copies of it with their seed, not run again."""
-    from dataclasses import replace
-
     runs = SeededRuns(problem, alg, **kwargs)              # (set up once, for every seed)
     first = runs.run(0)
     if getattr(first, "_seed_free", False):
-        return [first] + [replace(first, seed=s) for s in range(1, seeds)]
+        return [first] + [_with_seed(first, s) for s in range(1, seeds)]
     return [first] + [runs.run(s) for s in range(1, seeds)]
+
+
+def _with_seed(res, seed):
+    """A copy of a run's result under another seed (its history still built when first read)."""
+    out = copy.copy(res)
+    out.seed = seed
+    return out
 
 
 def _same_kwargs(a, b):
