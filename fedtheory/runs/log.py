@@ -375,19 +375,16 @@ def _uniform_keys(rows):
     return keys if all(list(r.keys()) == keys for r in rows) else None
 
 
-def history_columns(rows, keys=None):
+def history_columns(rows):
     """The columns (NumPy arrays) of the history table of ``rows`` (dicts, or :class:`RowBlock` of
-    rows), as :func:`history_frame` builds them column by column: ``{key: array}`` for the ``keys``
-    asked that the rows have (default all), or None when the table is built from the rows as they
-    are instead (the rows' keys differ, or a column's values are not all Python floats or all
-    Python ints).
+    rows), as :func:`history_frame` builds them column by column: ``{key: array}``, or None when the
+    table is built from the rows as they are instead (the rows' keys differ, or a column's values are
+    not all Python floats or all Python ints).
 
     Parameters
     ----------
     rows : list
         Dicts (one per evaluated round) and :class:`RowBlock` s.
-    keys : list of str, optional
-        The columns wanted.
 
     Returns
     -------
@@ -399,7 +396,7 @@ def history_columns(rows, keys=None):
         return None
     block = next((r for r in rows if isinstance(r, RowBlock)), None)
     cols = {}
-    for k in order if keys is None else [k for k in order if k in keys]:
+    for k in order:
         if block is None:
             col = _column([r[k] for r in rows])
             col = col if isinstance(col, np.ndarray) else None
@@ -429,11 +426,11 @@ def history_frame(rows):
     pandas.DataFrame
         One row per dict (per row of a block).
     """
-    if any(isinstance(r, RowBlock) for r in rows):
-        cols = history_columns(rows)
-        if cols is not None:
-            return pd.DataFrame(cols)
-        rows = [d for r in rows for d in (r.dicts() if isinstance(r, RowBlock) else (r,))]
+    cols = history_columns(rows)
+    if cols is not None:
+        return pd.DataFrame(cols)
+    # keys that differ, or a column of several types: from the rows as dicts, pandas typing the columns
+    rows = [d for r in rows for d in (r.dicts() if isinstance(r, RowBlock) else (r,))]
     keys = _uniform_keys(rows)
     if keys is not None:
         return pd.DataFrame({k: _column([r[k] for r in rows]) for k in keys})

@@ -382,8 +382,7 @@ class Plan:
             ``(r0, Ks, t0s, lrs)``: local steps, first global step and the step sizes (zero-padded rows).
         """
         alg, m = self.alg, r1 - r0 + 1
-        steady = type(alg).round_schedule is Algorithm.round_schedule
-        if steady:                                  # K steps every round, t0 = r K
+        if type(alg).round_schedule is Algorithm.round_schedule:    # K steps every round, t0 = r K
             K = self.local_steps
             Ks, t0s = np.full(m, K, dtype=np.int64), K * np.arange(r0 - 1, r1, dtype=np.int64)
             if self.const_lrs is not None:
@@ -395,7 +394,7 @@ class Plan:
         if callable(self.lr):                       # the schedule called once per step, in order
             # rounds of K steps each starting where the previous ended: the steps are one range
             K = int(Ks[0])
-            steady = steady or bool((Ks == K).all() and (t0s[1:] - t0s[:-1] == K).all())
+            steady = bool((Ks == K).all() and (t0s[1:] - t0s[:-1] == K).all())
             t = np.arange(t0s[0], t0s[0] + m * K, dtype=np.int64) if steady else \
                 np.concatenate([t0 + np.arange(K) for t0, K in zip(t0s.tolist(), Ks.tolist())])
             vals = [self.lr(s) for s in t.tolist()]

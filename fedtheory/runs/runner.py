@@ -247,7 +247,7 @@ class SeededRuns:
 
     def run(self, seed):
         """The run of ``seed`` (a RunResult, as :func:`run` returns it)."""
-        plan = self._plan.reseeded(seed) if not (self._fresh and seed == self._plan.seed) else self._plan
+        plan = self._plan if self._fresh and seed == self._plan.seed else self._plan.reseeded(seed)
         self._fresh = False
         return _execute(plan, self._progress)
 
