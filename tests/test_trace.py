@@ -2,6 +2,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import example, given, settings, strategies as st
 
 import fedtheory as ft
 import problems
@@ -119,3 +120,57 @@ def test_trace_rounds_records_only_those_rounds():
             ft.run(p, "fedavg", rounds=6, trace=True, trace_rounds=bad)
     with pytest.raises(InvalidParameterError, match="without 'trace'"):
         ft.run(p, "fedavg", rounds=6, trace_rounds=[0])
+
+
+@settings(max_examples=60, deadline=None)
+@example(name="lfd", n=3, S=2, K=3, sampling="full", rounds_=None, per_round=False, handed=False, literal=True,
+         seed=0)                       # (one compiled call whose rounds have different K)
+@example(name="fedavg", n=4, S=2, K=2, sampling="bernoulli", rounds_=None, per_round=False, handed=False,
+         literal=False, seed=1)        # (one compiled call whose rounds have different S)
+@given(name=st.sampled_from(["fedavg", "lfd", "nfsgd", "feddeper"]), n=st.integers(1, 4), S=st.integers(1, 4),
+       K=st.integers(1, 3), sampling=st.sampled_from(["full", "uniform", "bernoulli"]),
+       rounds_=st.sampled_from([None, (0,), (1, 2, 4)]), per_round=st.booleans(), handed=st.booleans(),
+       literal=st.booleans(), seed=st.integers(0, 3))
+def test_a_path_of_every_round_stacked_is_the_rounds_stacked(name, n, S, K, sampling, rounds_, per_round, handed,
+                                                              literal, seed):
+    """``Trace.stacked(name)`` is the rounds' clients, weights and path stacked (``np.stack`` over
+    ``trace[r]``), bit for bit, when every recorded round has the same S and K, and None otherwise;
+    the local descent quantities read through it are those of the rounds one by one. Drawn over
+    the ways a trace is recorded: one compiled call, a call per round (a callback), rounds handed
+    over (a trace with a message), a subset of rounds, participation that changes S (Bernoulli,
+    empty rounds), a literal loop whose K changes, and after the rounds were read."""
+    from fedtheory.runs import trace as trace_mod
+    from fedtheory.runs.trace import Trace
+    from fedtheory.theory.localdescent_quantities import traced_diversity, virtual_averages
+    p = problems.quadratic(n, 3, heterogeneity=1.0 if n > 1 else 0.0, seed=seed)
+    kw = dict(rounds=6, local_steps=K, lr=0.05, seed=seed, trace="local", trace_rounds=rounds_)
+    sampling = "full" if name == "nfsgd" else sampling              # (full participation only)
+    if sampling == "uniform":
+        kw["clients_per_round"] = min(S, n)
+    elif sampling == "bernoulli":
+        kw.update(sampling="bernoulli", participation=0.5)
+    if per_round:
+        kw["callback"] = lambda r, x: False
+    if literal and name == "lfd":      # round 0 runs one local step, the others K
+        kw["literal_loop"] = True
+    with pytest.MonkeyPatch.context() as m:
+        if handed:
+            m.setattr(trace_mod._TraceRecorder, "paths_only", property(lambda self: False))
+        tr = ft.run(p, name, **kw).trace
+    got, recorded = tr.stacked("local"), len(tr)                   # (before the rounds are made)
+    rounds = list(Trace(tr.names, tr.declared, list(tr)))           # the rounds one by one, made by hand
+    assert len(rounds) == recorded == len(tr)
+    uniform = len({(rt.S, rt.K) for rt in rounds}) == 1
+    if not uniform:
+        assert got is None
+    else:
+        for field, want in (("clients", [rt.clients for rt in rounds]), ("weights", [rt.weights for rt in rounds]),
+                            ("values", [rt["local"] for rt in rounds])):
+            have, want = getattr(got, field), np.stack(want)
+            assert have.dtype == want.dtype and have.shape == want.shape and np.array_equal(have, want), field
+    by_hand = Trace(tr.names, tr.declared, rounds)
+    for f in (virtual_averages, lambda t: traced_diversity(p, t)):
+        a, b = f(tr), f(by_hand)
+        assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    again = tr.stacked("local")                                  # read after the rounds were made
+    assert (again is None) == (got is None) and (got is None or np.array_equal(again.values, got.values))

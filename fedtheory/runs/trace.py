@@ -38,14 +38,16 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .arrays import to_numpy
+from .result import Deferred, _BuiltOnRead
 from ..exceptions import InvalidParameterError
 from .._argcheck import check_param, Interval
 
-__all__ = ["Trace", "RoundTrace"]
+__all__ = ["Trace", "RoundTrace", "Stacked"]
 
 
 def virtual_average(weights, paths):
@@ -131,6 +133,14 @@ class RoundTrace:
         return virtual_average(self.weights, self[name])
 
 
+class Stacked(NamedTuple):
+    """A traced sequence of every round with the round as first axis (:meth:`Trace.stacked`)."""
+
+    clients: np.ndarray
+    weights: np.ndarray
+    values: np.ndarray
+
+
 @dataclass
 class Trace:
     """The rounds of a traced run (a sequence of :class:`RoundTrace`).
@@ -142,14 +152,23 @@ class Trace:
     declared : dict
         The algorithm's declaration ``{name: (source, description)}`` of those names.
     rounds : list of RoundTrace
+        Made when first read from what the compiled rounds wrote (their arrays, a block per call),
+        which :meth:`stacked` and ``len`` read as they are.
     """
 
     names: tuple
     declared: dict
-    rounds: list
+    rounds: list = _BuiltOnRead()
+
+    def _blocks(self):
+        """The recorded parts (:class:`RoundTrace` and :class:`_Block`) while :attr:`rounds` is not
+        made yet, else None (a trace made by hand, or read since)."""
+        held = self.__dict__.get("_rounds")
+        return held.args[0] if isinstance(held, Deferred) else None
 
     def __len__(self):
-        return len(self.rounds)
+        parts = self._blocks()
+        return len(self.rounds) if parts is None else sum(len(p) if isinstance(p, _Block) else 1 for p in parts)
 
     def __getitem__(self, t):
         return self.rounds[t]
@@ -162,6 +181,45 @@ class Trace:
         e.g. under full participation)."""
         return np.stack([rt[name] for rt in self.rounds])
 
+    def stacked(self, name):
+        """A traced local path of every round at once, when every round has the same participants'
+        count S and local steps K: its clients and weights (R, S) and ``values`` (R, S, K + 1, d),
+        row r the r-th recorded round's (``self[r]``); None when S or K differ between rounds (or
+        nothing was recorded). Read from the compiled rounds' arrays without making the rounds
+        (views of them where the rounds lie in one call), the same values as stacking
+        ``self[r].clients``, ``self[r].weights`` and ``self[r][name]``.
+
+        Parameters
+        ----------
+        name : str
+            A traced path (``"path"`` in the algorithm's ``traceables``), e.g. ``"local"``.
+
+        Returns
+        -------
+        Stacked or None
+
+        Examples
+        --------
+        >>> import fedtheory as ft, problems
+        >>> p = problems.quadratic(4, 3, seed=0)
+        >>> tr = ft.run(p, "fedavg", rounds=3, local_steps=2, lr=0.1, trace="local").trace
+        >>> st = tr.stacked("local")
+        >>> st.values.shape, bool((st.values[1] == tr[1]["local"]).all())
+        ((3, 4, 3, 3), True)
+        """
+        parts = self._blocks()
+        if parts is None:
+            parts = self.rounds
+        if name not in self.names or self.declared[name][0] != "path":
+            raise KeyError(f"{name!r} is not a traced path of this run; traced: {sorted(self.names)}")
+        pieces = [p.stacked(name) if isinstance(p, _Block) else
+                  Stacked(p.clients[None], p.weights[None], p[name][None]) for p in parts]
+        if not pieces or any(q is None for q in pieces) or len({q.values.shape[1:] for q in pieces}) != 1:
+            return None
+        if len(pieces) == 1:
+            return pieces[0]
+        return Stacked(*(np.concatenate(arrays) for arrays in zip(*pieces)))
+
     @property
     def nbytes(self):
         """Bytes held by the recorded arrays."""
@@ -172,7 +230,18 @@ class Trace:
         return tot
 
     def __repr__(self):
-        return f"Trace({len(self.rounds)} rounds, names={list(self.names)}, {self.nbytes / 2 ** 20:.3g} MB)"
+        return f"Trace({len(self)} rounds, names={list(self.names)}, {self.nbytes / 2 ** 20:.3g} MB)"
+
+
+def _made(parts):
+    """The RoundTraces of the recorded parts, in order."""
+    out = []
+    for p in parts:
+        if isinstance(p, _Block):
+            out.extend(p.rounds())
+        else:
+            out.append(p)
+    return out
 
 
 _NO_NOISE = np.zeros((0, 0, 0))
@@ -199,7 +268,7 @@ class _TraceRecorder:
         self.declared = {k: declared[k] for k in self.names}
         self.paths = frozenset(k for k in self.names if declared[k][0] == "path")
         self.wanted = wanted
-        self.rounds = []
+        self.parts = []                    # RoundTraces and _Blocks, in order
 
     def fresh(self):
         """An empty recorder of the same sequences and rounds (another run of the same plan)."""
@@ -296,7 +365,7 @@ class _TraceRecorder:
                     data[k] = _copy(_entry(msgs, k))
             elif state is not None:
                 data[k] = _copy(_entry(state, k))
-        self.rounds.append(RoundTrace(t, x_start, np.array(clients), np.array(to_numpy(weights)),
+        self.parts.append(RoundTrace(t, x_start, np.array(clients), np.array(to_numpy(weights)),
                                       np.array(lrs), np.array(idx), np.array(noise), data,
                                       state is not None if completed is None else completed))
 
@@ -304,9 +373,11 @@ class _TraceRecorder:
                      off, failed, views=False):
         """Record the traced rounds of one compiled call from the arrays it wrote and drew
         (``fedtheory.runs.fused``; a trace of local paths only): round t0 + j for every j with
-        ``traced[j]``. Its paths and model are views of the call's buffers (which hold the traced
-        rounds only); its draws views of the call's too with ``views`` (every round drawn is
-        traced: the call is over and nothing writes them again), else copies.
+        ``traced[j]``, kept as one :class:`_Block` whose RoundTraces are made when the trace's rounds
+        are first read. Its paths and models are the call's buffers (which hold the traced rounds
+        only); its draws are the call's arrays with ``views`` (every round drawn is traced: the call
+        is over and nothing writes them again), else copies of the traced rounds' (the others' draws
+        are not kept: the trace's memory bound does not count them).
 
         Parameters
         ----------
@@ -335,18 +406,68 @@ class _TraceRecorder:
         views : bool, default False
             Whether the rounds' draws are views of the call's arrays (else copies).
         """
-        cp, ks, ip, np_, of = cptr.tolist(), Ks.tolist(), iptr.tolist(), nptr.tolist(), off.tolist()
-        d = x_start.shape[1]
-        own = (lambda a: a) if views else np.array
-        for row, j in enumerate(np.flatnonzero(traced).tolist()):
-            a, b, K = cp[j], cp[j + 1], ks[j]
-            S = b - a
-            data = {k: (paths[k][of[j]:of[j + 1]].reshape(S, K + 1, d) if S else np.zeros((0, K + 1, d)))
-                    for k in self.names}
-            self.rounds.append(RoundTrace(t0 + j, x_start[row], own(clients[a:b]), own(weights[a:b]), own(lrs[j, :K]),
-                                          own(idx[ip[j]:ip[j + 1]].reshape(S, K, B)),
-                                          _NO_NOISE if noise is None else own(noise[np_[j]:np_[j + 1]].reshape(S, K, d)),
-                                          data, j != failed))
+        m = traced.shape[0]
+        sel = np.arange(m) if views else np.flatnonzero(traced)
+        if sel.shape[0] == 0:
+            return
+        if not views:                        # the traced rounds' draws only, copied
+            (clients, weights), cptr = _gather((clients, weights), cptr, sel)
+            (idx,), iptr = _gather((idx,), iptr, sel)
+            if noise is not None:
+                (noise,), nptr = _gather((noise,), nptr, sel)
+            lrs, Ks = lrs[sel], Ks[sel]
+            off = off[np.append(sel, sel[-1] + 1)]       # (a round not traced has no paths: size 0)
+        failed = None if failed is None or not traced[failed] else int(np.searchsorted(sel, failed))
+        self.parts.append(_Block(t0 + sel, x_start, clients, weights, cptr, lrs, Ks, idx, iptr, B, noise, nptr,
+                                 {k: paths[k] for k in self.names}, off, failed))
 
     def result(self):
-        return Trace(self.names, self.declared, self.rounds)
+        return Trace(self.names, self.declared, Deferred(_made, self.parts))
+
+
+def _gather(arrays, ptr, sel):
+    """Rounds ``sel`` of flat arrays whose round j lies at ``ptr[j]:ptr[j + 1]`` (copies), and their offsets."""
+    lengths = ptr[sel + 1] - ptr[sel]
+    new = np.zeros(sel.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new[1:])
+    at = np.repeat(ptr[sel] - new[:-1], lengths) + np.arange(new[-1])
+    return tuple(a[at] for a in arrays), new
+
+
+class _Block:
+    """The traced rounds of one compiled call (:meth:`_TraceRecorder.record_block`), row r round
+    ``t[r]``: its model ``x[r]``, its draws at ``cptr``, ``iptr``, ``nptr`` of the flat arrays, its
+    paths at ``off``; ``failed`` the row of a round that diverged in its local phase, or None."""
+
+    def __init__(self, t, x, clients, weights, cptr, lrs, Ks, idx, iptr, B, noise, nptr, paths, off, failed):
+        self.t, self.x, self.clients, self.weights, self.cptr = t, x, clients, weights, cptr
+        self.lrs, self.Ks, self.idx, self.iptr, self.B = lrs, Ks, idx, iptr, B
+        self.noise, self.nptr, self.paths, self.off, self.failed = noise, nptr, paths, off, failed
+
+    def __len__(self):
+        return self.t.shape[0]
+
+    def rounds(self):
+        """Its RoundTraces (views of its arrays)."""
+        cp, ks, ip, np_, of = self.cptr.tolist(), self.Ks.tolist(), self.iptr.tolist(), self.nptr.tolist(), \
+            self.off.tolist()
+        d, B, out = self.x.shape[1], self.B, []
+        for j, t in enumerate(self.t.tolist()):
+            a, b, K = cp[j], cp[j + 1], ks[j]
+            S = b - a
+            data = {k: (v[of[j]:of[j + 1]].reshape(S, K + 1, d) if S else np.zeros((0, K + 1, d)))
+                    for k, v in self.paths.items()}
+            noise = _NO_NOISE if self.noise is None else self.noise[np_[j]:np_[j + 1]].reshape(S, K, d)
+            out.append(RoundTrace(t, self.x[j], self.clients[a:b], self.weights[a:b], self.lrs[j, :K],
+                                  self.idx[ip[j]:ip[j + 1]].reshape(S, K, B), noise, data, j != self.failed))
+        return out
+
+    def stacked(self, name):
+        """Path ``name`` of its rounds as :class:`Stacked` (views), or None when S or K differ."""
+        R, d = len(self), self.x.shape[1]
+        S, K = int(self.cptr[1] - self.cptr[0]), int(self.Ks[0])
+        if (np.diff(self.cptr) != S).any() or (self.Ks != K).any():
+            return None
+        values = self.paths[name][self.off[0]:self.off[R]].reshape(R, S, K + 1, d) if S else np.zeros((R, 0, K + 1, d))
+        return Stacked(self.clients[self.cptr[0]:self.cptr[R]].reshape(R, S),
+                       self.weights[self.cptr[0]:self.cptr[R]].reshape(R, S), values)

@@ -265,6 +265,11 @@ def virtual_averages(trace, name="local"):
     >>> X.shape, bool(np.allclose(X[2], res.trace[1].x))
     ((6, 3), True)
     """
+    every = trace.stacked(name)
+    if every is not None:                                     # one pass over the rounds as recorded
+        K = every.values.shape[2] - 1          # (the layout of the stacked rounds: the same sums, bit for bit)
+        return virtual_average(every.weights, np.ascontiguousarray(every.values[:, :, :K])).reshape(-1, every.values.shape[3])
+
     def avg(rounds, K):
         if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
             return virtual_average(np.stack([rt.weights for rt in rounds]),
@@ -302,15 +307,22 @@ def traced_diversity(problem, trace, name="local"):
     >>> bool(lam.max() <= diversity_sup(p))
     True
     """
+    def stacked(Y, c, w):                 # (R, S, K, d), (R, S), (R, S): one vectorised pass over the rounds
+        G = client_gradients(problem, c.ravel(), Y.reshape((-1,) + Y.shape[2:])).reshape(Y.shape)
+        W = w / w.sum(axis=1, keepdims=True)
+        with np.errstate(all="ignore"):
+            gbar = np.einsum("rs,rskd->rkd", W, G)
+            return _ratio(np.einsum("rs,rsk->rk", W, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
+
+    every = trace.stacked(name)
+    if every is not None:
+        K = every.values.shape[2] - 1
+        return stacked(np.ascontiguousarray(every.values[:, :, :K]), every.clients, every.weights).reshape(-1)
+
     def div(rounds, K):
-        if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
-            Y = np.stack([rt[name][:, :K] for rt in rounds])              # (R, S, K, d)
-            c = np.stack([rt.clients for rt in rounds])
-            G = client_gradients(problem, c.ravel(), Y.reshape((-1,) + Y.shape[2:])).reshape(Y.shape)
-            W = np.stack([rt.weights / rt.weights.sum() for rt in rounds])
-            with np.errstate(all="ignore"):
-                gbar = np.einsum("rs,rskd->rkd", W, G)
-                return _ratio(np.einsum("rs,rsk->rk", W, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
+        if len({rt.S for rt in rounds}) == 1:
+            return stacked(np.stack([rt[name][:, :K] for rt in rounds]), np.stack([rt.clients for rt in rounds]),
+                           np.stack([rt.weights for rt in rounds]))
         return [multi_point_diversity(client_gradients(problem, rt.clients, rt[name][:, :K]), rt.weights)
                 for rt in rounds]
     return _per_step(trace, div)
