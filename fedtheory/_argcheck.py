@@ -43,6 +43,11 @@ class Interval:
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
 
     def accepts(self, v):
+        t = type(v)
+        if t is float or t is int:          # (the common case, without the ABC checks below)
+            if t is float and (self.kind is int or not math.isfinite(v)):
+                return False
+            return self._within(v)
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             return False
         if self.kind is int and not isinstance(v, numbers.Integral):
@@ -53,6 +58,9 @@ class Interval:
                     return False
             except (OverflowError, TypeError, ValueError):
                 return False
+        return self._within(v)
+
+    def _within(self, v):
         lo_ok = self.low is None or (v >= self.low if self.closed in ("both", "left") else v > self.low)
         hi_ok = self.high is None or (v <= self.high if self.closed in ("both", "right") else v < self.high)
         return bool(lo_ok and hi_ok)

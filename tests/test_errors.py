@@ -1,9 +1,11 @@
 """Bad input: scikit-learn style messages naming the parameter, the range and the value."""
+import math
 import re
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import example, given, settings, strategies as st
 
 import fedtheory as ft
 import problems
@@ -354,3 +356,33 @@ def test_more_parameters_a_user_can_get_wrong():
         validation.ground_truth(lasso, cache=False, solver=3)
     with pytest.raises(ft.DataError, match="one integer group id per coordinate"):
         problems.group_lasso([np.ones((5, 4))], [np.ones(5)], l1=0.1, groups=[[0], [1, 2, 3]])
+
+
+class _Float(float):
+    """A float of another type: Interval takes the general path for it."""
+
+
+class _Int(int):
+    """An int of another type."""
+
+
+@settings(max_examples=300, deadline=None)
+@example(kind=float, low=None, high=None, closed="both", v=math.nan)
+@example(kind=float, low=None, high=None, closed="both", v=-math.inf)
+@example(kind=int, low=None, high=math.inf, closed="both", v=2 ** 70)
+@example(kind=int, low=0, high=None, closed="neither", v=2.0)
+@given(kind=st.sampled_from([float, int]),
+       low=st.one_of(st.none(), st.integers(-3, 3), st.floats(-3, 3)),
+       high=st.one_of(st.none(), st.integers(-3, 3), st.floats(-3, 3), st.just(math.inf)),
+       closed=st.sampled_from(["both", "left", "right", "neither"]),
+       v=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 70, 2 ** 70),
+                   st.integers(-4, 4)))
+def test_an_interval_takes_a_plain_int_or_float_as_it_takes_the_same_number_of_another_type(kind, low, high,
+                                                                                           closed, v):
+    """``Interval.accepts`` reads a Python int or float without the number-ABC checks; the verdict is
+    the general path's for the same value held by a subclass (which takes that path)."""
+    from fedtheory._argcheck import Interval
+    if kind is int and high is not None and high != math.inf:
+        high = int(high)
+    c = Interval(kind, low, high, closed)
+    assert c.accepts(v) == c.accepts(_Float(v) if isinstance(v, float) else _Int(v))

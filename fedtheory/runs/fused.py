@@ -10,6 +10,7 @@ for bit.
 """
 from __future__ import annotations
 
+import _signal
 import math
 import signal
 import threading
@@ -46,10 +47,12 @@ class _DeferredInterrupt:
     def __init__(self):
         self.hit, self._prev = False, None
 
+    # (the C functions under ``signal.signal`` and ``signal.getsignal``, which wrap each handler in an
+    # enum: 0.2 us a run, against 4 us through the wrappers)
     def __enter__(self):
         if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._prev = signal.signal(signal.SIGINT, self._handle)
+                _signal.getsignal(_signal.SIGINT) is signal.default_int_handler:
+            self._prev = _signal.signal(_signal.SIGINT, self._handle)
         return self
 
     def _handle(self, signum, frame):
@@ -57,7 +60,7 @@ class _DeferredInterrupt:
 
     def __exit__(self, *exc):
         if self._prev is not None:
-            signal.signal(signal.SIGINT, self._prev)
+            _signal.signal(_signal.SIGINT, self._prev)
             self._prev = None
         return False
 
@@ -177,8 +180,7 @@ class FusedExecutor:
                 r0, Ks, t0s, lrs_tab = plan.schedule_table(r, min(r_to, r + window - 1))
                 r1 = r0 + Ks.shape[0] - 1
                 iters = np.empty((r1 - r0 + 1 if plan.record else 0, d))
-                traced = None if tr is None else \
-                    np.array([tr.wants(rr - 1) for rr in range(r0, r1 + 1)], dtype=np.bool_)
+                traced = None if tr is None else tr.wanted_in(r0 - 1, r1)
                 rows = n_rows = None
                 if ev is not None:                  # the rows the call evaluates, in compiled code
                     rows, n_rows = np.empty((r1 - r0 + 1, 7 + len(plan.extras_names))), np.zeros(1, dtype=np.int64)

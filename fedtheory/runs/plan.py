@@ -10,6 +10,7 @@ streams, the evaluation schedule, the trace recorder, the initial state and what
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -469,10 +470,18 @@ def _streams(seed):
     the participants, of the minibatches and noise and of the algorithms' own coins (the three
     children of ``SeedSequence(seed)``; ``aux_seq`` the third child) and the first two's start
     states (:meth:`RunLog._seed_free`)."""
-    clients, data, aux_seq = np.random.SeedSequence(seed).spawn(3)
-    rng_clients, rng_data = np.random.default_rng(clients), np.random.default_rng(data)
-    return (rng_clients, rng_data, aux_seq, np.random.default_rng(aux_seq),
-            [g.bit_generator.state for g in (rng_clients, rng_data)])
+    (clients, data, aux_seq), start = _children(seed)
+    return (np.random.default_rng(clients), np.random.default_rng(data), aux_seq, np.random.default_rng(aux_seq),
+            list(start))
+
+
+@functools.lru_cache(maxsize=4096)
+def _children(seed):
+    """The three children of ``SeedSequence(seed)`` and the start states of the generators of the first
+    two, made once per seed (spawning was a sixth of setting up a short run). They are only read:
+    a generator made from a child draws from a state of its own, and nothing spawns from them."""
+    children = np.random.SeedSequence(seed).spawn(3)
+    return tuple(children), tuple(np.random.default_rng(c).bit_generator.state for c in children[:2])
 
 
 def _check_arguments(problem, algorithm, rounds, local_steps, lr, clients_per_round, batch_size, seed,

@@ -278,6 +278,14 @@ class _TraceRecorder:
         """Whether round t (0-based) is traced."""
         return self.wanted is None or t in self.wanted
 
+    def wanted_in(self, t0, t1):
+        """Whether each round t0 .. t1 - 1 (0-based) is traced: a bool array (:meth:`wants` of each)."""
+        if self.wanted is None:
+            return np.ones(t1 - t0, dtype=np.bool_)
+        out = np.zeros(t1 - t0, dtype=np.bool_)
+        out[[t - t0 for t in self.wanted if t0 <= t < t1]] = True
+        return out
+
     @classmethod
     def create(cls, trace, alg, problem, rounds, local_steps, clients_per_round, batch_size, max_mb,
                trace_rounds=None):

@@ -165,15 +165,21 @@ def largest_B2(a, B2min, n, S):
     >>> B2 > 1.0 and a_cap(B2, 10, 5) >= 0.25 * a_cap(1.0, 10, 5)
     True
     """
+    c = sampling_constants(n, S)
+    f, l1, l2, l3, r2 = 2 * (1 / S - 1 / n), c["l1"], c["l2"], c["l3"], math.sqrt(2)
+
+    def cap(B2):                        # a_cap(B2, n, S), its constants computed once (the same arithmetic)
+        Bt2 = f * B2 + 1
+        return min(1 / (144 * Bt2), 1 / (84 * r2 * math.sqrt(l1 + l2 * B2 + l3 * Bt2)))
     lo = hi = B2min
-    if a_cap(B2min, n, S) < a:
+    if cap(B2min) < a:
         return B2min
-    while a_cap(hi * 2, n, S) >= a and hi < 1e12:
+    while cap(hi * 2) >= a and hi < 1e12:
         hi *= 2
     hi *= 2
     for _ in range(100):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if a_cap(mid, n, S) >= a else (lo, mid)
+        lo, hi = (mid, hi) if cap(mid) >= a else (lo, mid)
     return lo
 
 
