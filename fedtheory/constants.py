@@ -7,9 +7,58 @@ a certified upper bound on :math:`\sup_x \lambda_{\max}(\nabla^2 F(x))` that is 
 reach their bound at one common x (logistic at x = 0). A datafit that declares neither gets no L:
 :func:`smoothness` raises a DataError naming the missing capability (never the Hessian at 0).
 """
+import copy
+import functools
 import math
 
 import numpy as np
+
+
+def per_problem(fn):
+    """Compute ``fn(problem, *args, **kwargs)`` once per problem and arguments: a constant of a problem that
+    every theorem check on it reads (its assumptions' constants, the diversity of its clients) is
+    kept on the problem, as :func:`smoothness` keeps L, and handed out as a copy (a caller may
+    change what it gets).
+
+    The value is keyed by the function, the other arguments and the problem's noise level (the one
+    attribute the objective's constants read that a problem's user changes in place; the data,
+    datafit and regularizer define the problem, as its ``data_hash`` and compiled pack assume).
+    Arguments that cannot be keys (arrays) and raised errors are not kept.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(problem, *args)``.
+
+    Returns
+    -------
+    callable
+        The same function, computed once per problem and arguments.
+
+    Examples
+    --------
+    >>> import problems
+    >>> calls = []
+    >>> @per_problem
+    ... def dim_times(problem, k):
+    ...     calls.append(k)
+    ...     return problem.dim * k
+    >>> p = problems.quadratic(3, 4, seed=0)
+    >>> dim_times(p, 2), dim_times(p, 2), dim_times(p, 3), calls
+    (8, 8, 12, [2, 3])
+    """
+    @functools.wraps(fn)
+    def once(problem, *args, **kwargs):
+        key = (once, float(getattr(problem, "noise", 0.0)), args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return fn(problem, *args, **kwargs)
+        held = problem.__dict__.setdefault("_per_problem", {})
+        if key not in held:
+            held[key] = fn(problem, *args, **kwargs)
+        return copy.deepcopy(held[key])
+    return once
 
 
 def smoothness(problem):
@@ -197,6 +246,7 @@ def quadratic_BG(problem):
     return B2min, G2, equal
 
 
+@per_problem
 def feddeper_assumptions(problem, batch_size=None):
     r"""(:math:`\beta`, :math:`\sigma^2`, :math:`B^2_{\min}`, :math:`G^2(\cdot)`, notes) of
     FedDeper's Assumptions 1-3 (docs/papers/feddeper.md, §4.7), read off the data

@@ -351,6 +351,7 @@ class FederatedProblem:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.update(_pack=None, _reg_pack=None, _cpack=None, _kernel_keep=())      # kernel ids lent by the registry are per process
+        state.pop("_per_problem", None)     # (constants kept by fedtheory.constants.per_problem: made again)
         return state
 
     # ------------------------------------------------------------------ derived from the components

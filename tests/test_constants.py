@@ -1,5 +1,7 @@
 """Problem constants computed from the data (checked against independent computations)."""
 import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
 
 import problems
 import validation
@@ -92,3 +94,68 @@ def test_feddeper_constants_refuse_unequal_client_weights():
     with pytest.raises(ValueError, match="FedDeper's assumptions are stated for F = \\(1/n\\) sum_i f_i"):
         validation.feddeper_constants(p)
     assert validation.feddeper_constants(problems.quadratic(3, 2, heterogeneity=1.0, seed=0))["beta"] > 0
+
+
+KEPT = [("fedtheory.constants", "feddeper_assumptions", [(), (2,)]),
+        ("fedtheory.theory.fedspeed", "problem_constants", [(), (2, False), (2, True)]),
+        ("fedtheory.theory.fedsps_quantities", "sample_constants", [()]),
+        ("fedtheory.theory.fedsps_quantities", "client_minima", [()]),
+        ("fedtheory.theory.localdescent_quantities", "diversity_sup", [()]),
+        ("fedtheory.theory.localdescent_quantities", "_sigma2_B", [(None,), (2,)])]
+
+
+def _same(a, b):
+    if callable(a):                     # (FedDeper's G^2(B^2)): the same values
+        return callable(b) and all(_same(a(v), b(v)) for v in (0.5, 1.0, 2.0, 30.0))
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    return a == b or (a != a and b != b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(which=st.sampled_from(KEPT), rows=st.booleans(), n=st.integers(2, 4), shared=st.booleans(),
+       noise=st.sampled_from([0.0, 0.2]),
+       seed=st.integers(0, 50), calls=st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.booleans()),
+                                                min_size=1, max_size=6))
+def test_a_constant_kept_on_the_problem_is_the_one_computed_afresh(which, rows, n, shared, noise, seed, calls):
+    """A constant kept on the problem (``constants.per_problem``) is what the function computes
+    afresh, call after call: with other arguments, after the noise level is changed in place, after
+    the caller changed the value it got, and on a copy of the problem pickled and read back."""
+    import importlib
+    import pickle
+    module, name, argsets = which
+    fn = getattr(importlib.import_module(module), name)
+    if rows:                            # logistic: per-sample losses, so minibatches change the constants
+        rng = np.random.default_rng(seed)
+        A = [rng.standard_normal((6, 3)) for _ in range(n)]
+        p = problems.logistic(A, [np.where(a[:, 0] + rng.standard_normal(6) > 0, 1.0, -1.0) for a in A],
+                              l2=0.1, noise=noise)
+    else:
+        p = problems.quadratic(n, 3, heterogeneity=0.0 if shared else 0.5, shared_minimizer=shared,
+                               hessian="shared" if seed % 2 else "distinct", noise=noise, seed=seed)
+    for pick, renoise, spoil in calls:
+        args = argsets[pick % len(argsets)]
+        if renoise:
+            p.noise = 0.3 - p.noise                      # in place: the next value is the new level's
+        try:
+            fresh = fn.__wrapped__(p, *args)
+        except Exception as e:
+            with pytest.raises(type(e)):
+                fn(p, *args)
+            continue
+        got = fn(p, *args)
+        assert _same(got, fresh)
+        if spoil and isinstance(got, tuple) and any(isinstance(v, list) for v in got):
+            next(v for v in got if isinstance(v, list)).append("changed by the caller")
+        if spoil and isinstance(got, np.ndarray):
+            got += 1.0
+        assert _same(fn(p, *args), fresh)
+    q = pickle.loads(pickle.dumps(p))
+    assert "_per_problem" not in q.__dict__
+    args = argsets[0]
+    try:
+        assert _same(fn(q, *args), fn.__wrapped__(p, *args))
+    except (ValueError, ArithmeticError):
+        pass

@@ -154,6 +154,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     """
     e3 = _r.empty3()
     e1 = _r.empty1()
+    x_before = np.empty(pk.dim)         # the model before a round's aggregation (one buffer, not one per round)
     nt = 0                              # the traced rounds so far (their rows of tr_x)
     for r in range(r0, r1 + 1):
         j = r - r0
@@ -189,7 +190,7 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
             ok = bad < 0
             st_new = st
             if ok:
-                x_before = st.x.copy()
+                x_before[:] = st.x
                 st_new = _server_jit(pk, rd, hp, st, m)
             if traced is not None:
                 if traced[j] and tr_hook:

@@ -319,28 +319,50 @@ def draw_rounds(w, ptr, sizes, noise_level, dim, mode, rng_c, rng_d, S, cdf, par
     weights_all = np.empty(m * per)
     idx_all = np.empty(m * per * max(Ks.max() if m > 0 else 0, 1) * B, dtype=np.int64)
     noise_all = np.empty(m * per * max(Ks.max() if m > 0 else 0, 1) * dim if noise_level > 0 else 0)
+    # (the two commonest draws written in place, without a round's arrays, whose allocations were most of
+    # a round's draw: every client under full participation, and noise alone from rng_d, each normal as
+    # standard_normal draws it into an array, scaled as draw_data scales it)
+    every = mode == FULL and not has_schedule
     for j in range(m):
         r = r0 + j
-        entry = sched[sched_ptr[r - 1]:sched_ptr[r]] if has_schedule else sched[0:0]
-        drawn, clients, weights = draw_clients(w, mode, rng_c, S, cdf, participation, replicate, has_schedule, entry)
         K = Ks[j]
-        nd, nc = drawn.shape[0], clients.shape[0]
+        if every:                       # draw_clients' FULL draw: every client in order, weighted by w
+            nd = nc = w.shape[0]
+            drawn_all = _room(drawn_all, drawn_ptr[j], nd)
+            clients_all = _room(clients_all, client_ptr[j], nc)
+            weights_all = _room(weights_all, client_ptr[j], nc)
+            for i in range(nd):
+                drawn_all[drawn_ptr[j] + i] = i
+                clients_all[client_ptr[j] + i] = i
+                weights_all[client_ptr[j] + i] = w[i]
+            clients = clients_all[client_ptr[j]:client_ptr[j] + nc]
+        else:
+            entry = sched[sched_ptr[r - 1]:sched_ptr[r]] if has_schedule else sched[0:0]
+            drawn, clients, weights = draw_clients(w, mode, rng_c, S, cdf, participation, replicate, has_schedule,
+                                                   entry)
+            nd, nc = drawn.shape[0], clients.shape[0]
+            drawn_all = _room(drawn_all, drawn_ptr[j], nd)
+            drawn_all[drawn_ptr[j]:drawn_ptr[j] + nd] = drawn
+            clients_all = _room(clients_all, client_ptr[j], nc)
+            weights_all = _room(weights_all, client_ptr[j], nc)
+            clients_all[client_ptr[j]:client_ptr[j] + nc] = clients
+            weights_all[client_ptr[j]:client_ptr[j] + nc] = weights
+        drawn_ptr[j + 1] = drawn_ptr[j] + nd
+        client_ptr[j + 1] = client_ptr[j] + nc
         ni = nc * K * B
         idx_all = _room(idx_all, idx_ptr[j], ni)
-        _, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace,
-                             idx_all[idx_ptr[j]:idx_ptr[j] + ni].reshape((nc, K, B)))     # the rows in place
+        if B == 0:                      # no rows: rng_d gives the noise alone (draw_data's, drawn in place)
+            nn = nc * K * dim if noise_level > 0 else 0
+            noise_all = _room(noise_all, noise_ptr[j], nn)
+            for q in range(nn):
+                noise_all[noise_ptr[j] + q] = noise_level * rng_d.standard_normal()
+        else:
+            _, noise = draw_data(ptr, sizes, noise_level, dim, rng_d, clients, K, B, replace,
+                                 idx_all[idx_ptr[j]:idx_ptr[j] + ni].reshape((nc, K, B)))     # the rows in place
+            nn = noise.size
+            noise_all = _room(noise_all, noise_ptr[j], nn)
+            noise_all[noise_ptr[j]:noise_ptr[j] + nn] = noise.ravel()
         idx_ptr[j + 1] = idx_ptr[j] + ni
-        nn = noise.size
-        drawn_all = _room(drawn_all, drawn_ptr[j], nd)
-        drawn_all[drawn_ptr[j]:drawn_ptr[j] + nd] = drawn
-        drawn_ptr[j + 1] = drawn_ptr[j] + nd
-        clients_all = _room(clients_all, client_ptr[j], nc)
-        weights_all = _room(weights_all, client_ptr[j], nc)
-        clients_all[client_ptr[j]:client_ptr[j] + nc] = clients
-        weights_all[client_ptr[j]:client_ptr[j] + nc] = weights
-        client_ptr[j + 1] = client_ptr[j] + nc
-        noise_all = _room(noise_all, noise_ptr[j], nn)
-        noise_all[noise_ptr[j]:noise_ptr[j] + nn] = noise.ravel()
         noise_ptr[j + 1] = noise_ptr[j] + nn
     return (drawn_all, drawn_ptr, clients_all, weights_all, client_ptr, idx_all, idx_ptr, noise_all, noise_ptr)
 

@@ -50,7 +50,7 @@ from . import families, Case, Condition, RateStudy, register_cases
 from .engine import Erratum, NotApplicable, register_spec, TheoremSpec, Variant
 from .floors import gap_floor, grad_sq_floor, setup_scale
 from .._argcheck import check_param, Interval
-from ..constants import client_smoothness
+from ..constants import client_smoothness, per_problem
 from ..truth import ground_truth
 
 VARIANTS = ("printed", "derived", "corrected")
@@ -228,6 +228,7 @@ def bounds(L, lam, eta, K, alpha, rho, n, T, F1gap, A0, B0, sigma_g_sq, sigma_l_
                 phi_derived=phi_d, kappa=kap, gamma=gam, S2=S2, q=q)
 
 
+@per_problem
 def problem_constants(problem, batch_size=None, batch_replacement=False):
     """(L, sigma_l^2, sigma_g^2, notes) of Assumptions 4.1-4.3 for ``problem``.
 

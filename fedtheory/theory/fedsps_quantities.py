@@ -16,13 +16,14 @@ from . import Condition
 from .floors import distance_floor, EPS, FLOOR_ULPS, gap_floor, setup_scale, worst_instance
 from .engine import NotApplicable
 from .._argcheck import check_param, Interval
-from ..constants import client_smoothness
+from ..constants import client_smoothness, per_problem
 from ..truth import ground_truth
 
 _REL = 1e-12          # relative slack of the step-size comparisons (the cap, alpha)
 
 
 # ------------------------------------------------------------------------- constants --
+@per_problem
 def sample_constants(problem):
     """(L, mu): per-sample smoothness and strong convexity (A1, A2; docs/papers/fedsps.md, §4.6), from
     the datafit's capabilities: L = curvature_bound max ||a||^2 + l2 for samples (a client is one sample
@@ -68,6 +69,7 @@ def _gt(problem):
     return gt.x, gt.f
 
 
+@per_problem
 def client_minima(problem):
     """f_i* = min f_i of every client (explicit quadratic clients, a constant Hessian without samples,
     in closed form; else the ground truth).

@@ -16,7 +16,7 @@ from .floors import gap_floor, grad_sq_floor, setup_scale
 from .engine import NotApplicable
 from ..runs.trace import virtual_average
 from .._argcheck import Bool, check_param, Interval
-from ..constants import client_smoothness, quadratic_diversity_sup, strong_convexity
+from ..constants import client_smoothness, per_problem, quadratic_diversity_sup, strong_convexity
 from ..truth import ground_truth
 
 
@@ -57,6 +57,7 @@ def shared_minimizer(problem, x_star=None, tol=1e-10):
     return all(np.linalg.norm(problem.client_grad(i, x_star)) <= tol * scale for i in range(problem.n_clients))
 
 
+@per_problem
 def diversity_sup(problem):
     r"""sup_x Lambda(x, q): :math:`\lambda_{\max}(\bar A^{-1}M\bar A^{-1})` for a shared-minimiser
     quadratic, +inf when the clients' minimisers differ (docs/papers/localdescent.md, §3.1). Other problem kinds raise
@@ -406,6 +407,7 @@ def _x0(problem, x0):
     return np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=float)
 
 
+@per_problem
 def _sigma2_B(problem, batch_size):
     """(sigma^2, B, C1) of Assumption 3: additive noise on quadratics (B = 1), logistic minibatches."""
     fit = problem.datafit
