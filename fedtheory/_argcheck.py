@@ -123,8 +123,9 @@ def check_param(name, value, constraints, caller):
     The message names the parameter, the caller, what is accepted and what was received:
     "The 'lr' parameter of run must be a float in the range (0, inf). Got -1 instead."
     """
-    if any(c.accepts(value) for c in constraints):
-        return value
+    for c in constraints:
+        if c.accepts(value):
+            return value
     if len(constraints) == 1:
         what = str(constraints[0])
     else:

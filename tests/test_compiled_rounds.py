@@ -87,9 +87,17 @@ def test_participants_extend_records_what_append_records(n, data):
     for c in rounds[:k]:
         bulk.append(np.array(c, dtype=np.int64))
     rest = rounds[k:]
-    bulk.extend(np.array([i for c in rest for i in c], dtype=np.int64), [len(c) for c in rest])
+    flat = np.array([i for c in rest for i in c], dtype=np.int64)
+    bulk.extend(flat, [len(c) for c in rest])
     assert [a.tolist() for a in one] == [b.tolist() for b in bulk]
     assert one.counts().tolist() == bulk.counts().tolist()
+    if all(c == list(range(n)) for c in rest):          # full participation, which the caller says
+        told = Participants(n)
+        for c in rounds[:k]:
+            told.append(np.array(c, dtype=np.int64))
+        told.extend(flat, [len(c) for c in rest], every=True)
+        assert [a.tolist() for a in one] == [b.tolist() for b in told] and told.nbytes == bulk.nbytes
+        assert one.counts().tolist() == told.counts().tolist()
 
 
 def test_fused_path_is_taken_only_without_per_round_python():

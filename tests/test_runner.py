@@ -477,3 +477,30 @@ def test_a_run_that_draws_nothing_is_the_run_of_every_seed(name, sampled, miniba
         assert not a._seed_free, f"{name}: drawn participants, minibatches or noise, yet marked seed-free"
     else:
         assert a._seed_free, f"{name}: full participation with exact gradients drew from the seed's streams"
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_a_runs_arguments_by_keyword_are_those_run_binds(data):
+    """The arguments a plan is set up with (``runner._arguments``) are what binding the call to
+    ``run`` gives, defaults applied: run's own parameters, given or default, and the other keywords
+    as hyperparameters; naming ``problem`` or ``algorithm`` again is run's TypeError."""
+    import inspect
+    from fedtheory.runs import runner
+    sig = inspect.signature(ft.run)
+    own = [k for k, v in sig.parameters.items() if v.kind is not inspect.Parameter.VAR_KEYWORD]
+    names = data.draw(st.lists(st.sampled_from(own + ["lam", "mu", "gamma_b", "server_lr", "x"]), unique=True))
+    kwargs = {k: data.draw(st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=2))) for k in names}
+    p, a = object(), "fedavg"
+    if {"problem", "algorithm"} & set(kwargs):
+        with pytest.raises(TypeError):
+            sig.bind(p, a, **kwargs)
+        with pytest.raises(TypeError):
+            runner._arguments(p, a, kwargs)
+        return
+    bound = sig.bind(p, a, **kwargs)
+    bound.apply_defaults()
+    want = dict(bound.arguments)
+    hyper = want.pop("hyperparameters")
+    got, got_hyper = runner._arguments(p, a, kwargs)
+    assert got == want and got_hyper == hyper and got["problem"] is p

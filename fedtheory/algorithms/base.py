@@ -26,7 +26,7 @@ from ..exceptions import InvalidParameterError, DeclarationError, IncompatiblePr
 from .._argcheck import did_you_mean
 
 _ROUND_METHODS = ("init", "local_round", "local_round_reference", "server_update")
-_PARAMS = {}          # encoded name -> hyperparameter named-tuple class (Algorithm.params_class)
+_PARAMS = {}          # encoded name, and tuple of field names -> hyperparameter named-tuple class (Algorithm.params_class)
 _NUMERIC = {bool: bool, int: int, float: float, "bool": bool, "int": int, "float": float}
 
 
@@ -48,14 +48,17 @@ def __getattr__(name):
 def _params_tuple(fields):
     """The named-tuple class of hyperparameters with these field names (one per tuple of names,
     shared by every algorithm whose compiled rules read those fields)."""
-    import base64
-    key = "hp" + base64.b32encode(",".join(fields).encode()).decode().rstrip("=")
-    nt = _PARAMS.get(key)
+    nt = _PARAMS.get(fields)
     if nt is None:
-        from collections import namedtuple
-        nt = namedtuple("Params", fields)
-        nt.__module__, nt.__qualname__ = __name__, key
-        _PARAMS[key] = nt
+        import base64
+        key = "hp" + base64.b32encode(",".join(fields).encode()).decode().rstrip("=")
+        nt = _PARAMS.get(key)
+        if nt is None:
+            from collections import namedtuple
+            nt = namedtuple("Params", fields)
+            nt.__module__, nt.__qualname__ = __name__, key
+            _PARAMS[key] = nt
+        _PARAMS[fields] = nt            # (by the field names too: each tuple of names encoded once)
     return nt
 
 

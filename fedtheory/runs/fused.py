@@ -274,7 +274,9 @@ class FusedExecutor:
         log = self.log
         _, drawn, drawn_ptr, iters = self._chunk
         m = r_end - r0 + 1
-        log.sampled.extend(drawn[:drawn_ptr[m]], np.diff(drawn_ptr[:m + 1]))
+        smp = self.plan.sampler
+        log.sampled.extend(drawn[:drawn_ptr[m]], np.diff(drawn_ptr[:m + 1]),       # (every client, in order)
+                           every=smp.code == FULL and smp.schedule is None)
         if self.plan.record:
             log.iterates.extend(np.array(iters[j]) for j in range(done - r0 + 1))
         for k, v in zip(COUNTERS, self._cnt):

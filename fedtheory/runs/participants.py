@@ -75,11 +75,22 @@ class Participants(Sequence):
         self._len[self._rounds] = k
         self._rounds += 1
 
-    def extend(self, flat, lens):
+    def extend(self, flat, lens, every=False):
         """Record many rounds at once: round j's participants are the next ``lens[j]`` entries of
-        ``flat`` (what :meth:`append` records, round by round, without a Python loop)."""
+        ``flat`` (what :meth:`append` records, round by round, without a Python loop). ``every``:
+        the caller knows each round is every client in order (full participation), which is then
+        recorded without reading ``flat``."""
         flat, lens = np.asarray(flat), np.asarray(lens, dtype=np.int64)
         m = lens.shape[0]
+        if every and self.n:
+            need = self._rounds + m
+            if need > self._start.shape[0]:
+                self._start = np.resize(self._start, max(2 * self._start.shape[0], need))
+                self._len = np.resize(self._len, max(2 * self._len.shape[0], need))
+            self._start[self._rounds:need] = -1
+            self._len[self._rounds:need] = self.n
+            self._rounds = need
+            return
         if m <= 1:                          # one round: append is cheaper than the vectorised path
             if m:
                 self.append(flat[:lens[0]])

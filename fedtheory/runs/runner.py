@@ -254,11 +254,8 @@ class SeededRuns:
 
 def _plan(problem, algorithm, **kwargs):
     """``(Plan, progress)`` of ``run(problem, algorithm, **kwargs)``: its arguments checked and resolved."""
-    run_sig, accepted = _signatures()
-    bound = run_sig.bind(problem, algorithm, **kwargs)
-    bound.apply_defaults()
-    args = dict(bound.arguments)
-    hyper = args.pop("hyperparameters", {})
+    accepted = _signatures()[1]
+    args, hyper = _arguments(problem, algorithm, kwargs)
     plan = Plan(**{k: v for k, v in args.items() if k in accepted}, hyperparameters=hyper,
                 run_parameters=_run_parameters())
     return plan, args["progress"]
@@ -296,6 +293,30 @@ def check_arguments(problem, algorithm, **kwargs):
     fedtheory.exceptions.InvalidParameterError: The 'lr' parameter of run must be a float in the range (0, inf). Got -1.0 instead.
     """
     _plan(problem, algorithm, **kwargs)
+
+
+def _arguments(problem, algorithm, kwargs):
+    """``(arguments, hyperparameters)`` of ``run(problem, algorithm, **kwargs)``: what
+    ``inspect.signature(run).bind(...)`` with its defaults applied gives, without binding (a sixth of
+    setting up a plan): run's own parameters, each given or its default, and the other keywords as
+    the hyperparameters."""
+    if kwargs.keys() & {"problem", "algorithm"}:            # (the TypeError the call to run raises)
+        _signatures()[0].bind(problem, algorithm, **kwargs)
+    args, hyper = dict(_defaults(), problem=problem, algorithm=algorithm), {}
+    for k, v in kwargs.items():
+        if k in args:
+            args[k] = v
+        else:
+            hyper[k] = v
+    return args, hyper
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults():
+    """The default of each parameter of :func:`run` but ``problem``, ``algorithm`` and its
+    hyperparameters (computed once)."""
+    return {k: v.default for k, v in _signatures()[0].parameters.items()
+            if k not in ("problem", "algorithm") and v.kind is not inspect.Parameter.VAR_KEYWORD}
 
 
 @functools.lru_cache(maxsize=1)
