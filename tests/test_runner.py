@@ -252,6 +252,9 @@ def test_a_history_column_read_alone_is_the_tables(name, backend, eval_every, ro
     kw = dict(rounds=rounds, lr=lr, eval_every=eval_every, backend=backend, seed=2,
               reference=validation.ground_truth(p) if reference else None)
     a, b = ft.run(p, name, **kw), ft.run(p, name, **kw)
+    from fedtheory.runs.log import LAZY_DICTS, RowBlock
+    kept = getattr(a.__dict__["_history"], "rows", None) or ()        # an unread history keeps few dicts
+    assert sum(not isinstance(r, RowBlock) for r in kept) <= LAZY_DICTS
     table = b.history
     for k in table.columns:
         col = a.column(k)

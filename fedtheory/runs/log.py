@@ -438,29 +438,59 @@ def history_frame(rows):
 
 
 class HistoryColumns(Deferred):
-    """A run's history as its columns (NumPy arrays): the pandas table is built from them when first
-    read (:class:`fedtheory.runs.result.RunResult`), and :meth:`column` reads one without it.
+    """A run's history as its columns (NumPy arrays), built from its rows when one is first read: the
+    pandas table is built from them when the history is first read
+    (:class:`fedtheory.runs.result.RunResult`), and :meth:`column` reads one without it.
 
     Parameters
     ----------
-    cols : dict
-        The columns, in order (:func:`history_columns`).
+    rows : list, optional
+        The rows (:func:`history_columns`), kept until the columns are built.
+    cols : dict, optional
+        The columns, built already.
     """
 
-    def __init__(self, cols):
-        super().__init__(pd.DataFrame, cols)
+    def __init__(self, rows=None, cols=None):
+        self.rows, self._cols = rows, cols
+        super().__init__(self._table)
+
+    def _columns(self):
+        """The columns, or None when the rows' columns cannot be built one by one (the table is then
+        built from the rows as they are, :func:`history_frame`)."""
+        held = self.__dict__
+        if "rows" not in held:              # pickled before the columns were built when read: its table's
+            return self.args[0]
+        if self._cols is None and self.rows is not None:
+            self._cols = history_columns(self.rows)
+            if self._cols is not None:
+                self.rows = None
+        return self._cols
+
+    def _table(self):
+        cols = self._columns()
+        return pd.DataFrame(cols) if cols is not None else history_frame(self.rows)
 
     def column(self, key):
-        """Column ``key``, read-only (a NumPy array, as the table's ``to_numpy()`` gives it); KeyError
-        for a column the history does not have."""
-        col = self.args[0][key].view()
+        """Column ``key``, read-only (a NumPy array, as the table's ``to_numpy()`` gives it), or None
+        when the table is built from the rows as they are (read it there); KeyError for a column
+        the history does not have."""
+        cols = self._columns()
+        if cols is None:
+            return None
+        col = cols[key].view()
         col.flags.writeable = False
         return col
 
 
+#: Rows as dicts an unread history keeps as they are; beyond, its columns are built at once (a long
+#: run evaluated in Python would keep one dict per evaluated round alive)
+LAZY_DICTS = 8
+
+
 def history_of(rows):
-    """A run's ``history`` from its rows: its columns (the table built when first read) when they
-    can be built column by column, else the table itself.
+    """A run's ``history`` from its rows: its columns, built when first read (and the table from
+    them), or built now when the rows hold more than :data:`LAZY_DICTS` dicts (then the table
+    itself when the columns cannot be built one by one).
 
     Parameters
     ----------
@@ -472,8 +502,10 @@ def history_of(rows):
     HistoryColumns or pandas.DataFrame
         What :class:`fedtheory.runs.result.RunResult` takes as its ``history``.
     """
+    if sum(1 for r in rows if not isinstance(r, RowBlock)) <= LAZY_DICTS:
+        return HistoryColumns(rows=list(rows))
     cols = history_columns(rows)
-    return HistoryColumns(cols) if cols is not None else history_frame(rows)
+    return HistoryColumns(cols=cols) if cols is not None else history_frame(rows)
 
 
 def _column(values):

@@ -152,7 +152,9 @@ class RunResult:
         """
         held = self.__dict__.get("_history")
         if isinstance(held, Deferred) and hasattr(held, "column"):
-            return held.column(name)
+            col = held.column(name)
+            if col is not None:
+                return col
         return self.history[name].to_numpy()
 
     def __repr__(self):

@@ -408,6 +408,7 @@ def measure_3a(st, runs):
     """
     p, ell, xs, T, tau = st["problem"], st["ell"], st["x_star"], st["T"], st["tau"]
     lhs, path, sig = [], [], []
+    at_star = {}                                   # f_i(x*) of each client, computed once
     for k, res in enumerate(runs["main"]):
         _completed(res, k)
         a = b = s = 0.0
@@ -423,7 +424,9 @@ def measure_3a(st, runs):
                         s += p.client_value(i, xs, rows) - ell[i]
                     else:                                   # exact clients: F_i(., B) = f_i
                         b += fi - ell[i]
-                        s += p.client_value(i, xs) - ell[i]
+                        if i not in at_star:
+                            at_star[i] = p.client_value(i, xs)
+                        s += at_star[i] - ell[i]
         n = p.n_clients
         lhs.append(a / (T * n))
         path.append(b / (T * n))
