@@ -20,10 +20,11 @@ def per_problem(fn):
     kept on the problem, as :func:`smoothness` keeps L, and handed out as a copy (a caller may
     change what it gets).
 
-    The value is keyed by the function, the other arguments and the problem's noise level (the one
-    attribute the objective's constants read that a problem's user changes in place; the data,
-    datafit and regularizer define the problem, as its ``data_hash`` and compiled pack assume).
-    Arguments that cannot be keys (arrays) and raised errors are not kept.
+    The value is keyed by the function, the other arguments (with their types), the problem's noise
+    level (an attribute a problem's user may set) and which data, weights, datafit, regularizer and
+    ``info`` the problem holds (another object replacing one is another key; an array changed in
+    place is not seen, as the problem's ``data_hash`` and compiled pack do not see it). Arguments
+    that cannot be keys (arrays) and raised errors are not kept.
 
     Parameters
     ----------
@@ -49,15 +50,19 @@ def per_problem(fn):
     """
     @functools.wraps(fn)
     def once(problem, *args, **kwargs):
-        key = (once, float(getattr(problem, "noise", 0.0)), args, tuple(sorted(kwargs.items())))
+        named = tuple(sorted(kwargs.items()))
+        key = (once, float(getattr(problem, "noise", 0.0)), args, named, tuple(type(a) for a in args),
+               tuple(type(v) for _, v in named))
         try:
             hash(key)
         except TypeError:
             return fn(problem, *args, **kwargs)
+        parts = tuple(getattr(problem, k, None) for k in ("data", "weights", "datafit", "regularizer", "info"))
         held = problem.__dict__.setdefault("_per_problem", {})
-        if key not in held:
-            held[key] = fn(problem, *args, **kwargs)
-        return copy.deepcopy(held[key])
+        kept = held.get(key)
+        if kept is None or any(a is not b for a, b in zip(kept[0], parts)):
+            kept = held[key] = (parts, fn(problem, *args, **kwargs))
+        return copy.deepcopy(kept[1])
     return once
 
 

@@ -1,7 +1,7 @@
 """Problem constants computed from the data (checked against independent computations)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import problems
 import validation
@@ -101,7 +101,7 @@ KEPT = [("fedtheory.constants", "feddeper_assumptions", [(), (2,)]),
         ("fedtheory.theory.fedsps_quantities", "sample_constants", [()]),
         ("fedtheory.theory.fedsps_quantities", "client_minima", [()]),
         ("fedtheory.theory.localdescent_quantities", "diversity_sup", [()]),
-        ("fedtheory.theory.localdescent_quantities", "_sigma2_B", [(None,), (2,)])]
+        ("fedtheory.theory.localdescent_quantities", "_sigma2_B", [(None,), (2,), (2.0,)])]
 
 
 def _same(a, b):
@@ -111,18 +111,23 @@ def _same(a, b):
         return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
-    return a == b or (a != a and b != b)
+    return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
+@example(which=KEPT[-1], rows=True, n=2, shared=False, noise=0.0, change="noise", seed=0,
+         calls=[(1, False, False), (2, False, False)])          # (an int, then the float of its value)
 @given(which=st.sampled_from(KEPT), rows=st.booleans(), n=st.integers(2, 4), shared=st.booleans(),
-       noise=st.sampled_from([0.0, 0.2]),
+       noise=st.sampled_from([0.0, 0.2]), change=st.sampled_from(["noise", "weights", "info", "copy"]),
        seed=st.integers(0, 50), calls=st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.booleans()),
                                                 min_size=1, max_size=6))
-def test_a_constant_kept_on_the_problem_is_the_one_computed_afresh(which, rows, n, shared, noise, seed, calls):
+def test_a_constant_kept_on_the_problem_is_the_one_computed_afresh(which, rows, n, shared, noise, change, seed,
+                                                                    calls):
     """A constant kept on the problem (``constants.per_problem``) is what the function computes
-    afresh, call after call: with other arguments, after the noise level is changed in place, after
+    afresh, call after call: with other arguments (an int and the float of its value are two), after
+    the noise level is set, the weights or ``info`` replaced, on a copy of the problem changed, after
     the caller changed the value it got, and on a copy of the problem pickled and read back."""
+    import copy
     import importlib
     import pickle
     module, name, argsets = which
@@ -137,8 +142,17 @@ def test_a_constant_kept_on_the_problem_is_the_one_computed_afresh(which, rows, 
                                hessian="shared" if seed % 2 else "distinct", noise=noise, seed=seed)
     for pick, renoise, spoil in calls:
         args = argsets[pick % len(argsets)]
-        if renoise:
-            p.noise = 0.3 - p.noise                      # in place: the next value is the new level's
+        if renoise and change == "noise":
+            p.noise = 0.3 - p.noise                      # set: the next value is the new level's
+        elif renoise and change == "weights":
+            w = np.arange(1.0, p.n_clients + 1) if p.weights[0] == p.weights[-1] else np.ones(p.n_clients)
+            p.weights = w / w.sum()                      # another array (the data keep theirs)
+        elif renoise and change == "info":
+            p.info = dict(p.info or {}, x_star=None)
+            p.info.pop("x_star")
+        elif renoise:
+            p = copy.copy(p)                             # a copy, then changed
+            p.noise = 0.3 - p.noise
         try:
             fresh = fn.__wrapped__(p, *args)
         except Exception as e:
@@ -156,6 +170,9 @@ def test_a_constant_kept_on_the_problem_is_the_one_computed_afresh(which, rows, 
     assert "_per_problem" not in q.__dict__
     args = argsets[0]
     try:
-        assert _same(fn(q, *args), fn.__wrapped__(p, *args))
-    except (ValueError, ArithmeticError):
-        pass
+        fresh = fn.__wrapped__(p, *args)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            fn(q, *args)
+    else:
+        assert _same(fn(q, *args), fresh)

@@ -507,3 +507,21 @@ def test_a_runs_arguments_by_keyword_are_those_run_binds(data):
     hyper = want.pop("hyperparameters")
     got, got_hyper = runner._arguments(p, a, kwargs)
     assert got == want and got_hyper == hyper and got["problem"] is p
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2 ** 40), spawns=st.integers(0, 3))
+def test_a_runs_random_streams_are_its_own_and_its_seeds(seed, spawns):
+    """A run's three streams are the generators of the children of ``SeedSequence(seed)`` (made once
+    per seed), and each run gets its own: a rule spawning from its generator (numpy's ``spawn``
+    advances the seed sequence's count of children) leaves the next run of that seed as it was."""
+    from fedtheory.runs.plan import _streams
+    want = [np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(3)]
+    for _ in range(2):
+        clients, data, aux_seq, aux, start = _streams(seed)
+        for got, ref in zip((clients, data, aux), want):
+            assert got.bit_generator.state == ref.bit_generator.state
+        assert start == [clients.bit_generator.state, data.bit_generator.state] and aux_seq.n_children_spawned == 0
+        for _ in range(spawns):
+            aux.spawn(1)
+            clients.spawn(1)

@@ -169,8 +169,26 @@ def test_a_path_of_every_round_stacked_is_the_rounds_stacked(name, n, S, K, samp
             have, want = getattr(got, field), np.stack(want)
             assert have.dtype == want.dtype and have.shape == want.shape and np.array_equal(have, want), field
     by_hand = Trace(tr.names, tr.declared, rounds)
+    by_hand.stacked = lambda name: None              # (the quantities from the rounds one by one)
     for f in (virtual_averages, lambda t: traced_diversity(p, t)):
         a, b = f(tr), f(by_hand)
         assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
     again = tr.stacked("local")                                  # read after the rounds were made
     assert (again is None) == (got is None) and (got is None or np.array_equal(again.values, got.values))
+    if got is not None:                                          # views the caller cannot write through
+        with pytest.raises(ValueError):
+            got.values[...] = 0.0
+
+
+def test_an_unread_trace_holds_and_pickles_what_it_recorded_only():
+    """A trace kept as the compiled calls' arrays until its rounds are read holds the drawn entries
+    only (not the room the calls' arrays had for more), so its pickle is about its ``nbytes``, as
+    after its rounds are made (Bernoulli participation draws few of the room's clients)."""
+    import pickle
+    rng = np.random.default_rng(0)
+    A = [rng.standard_normal((8, 3)) for _ in range(50)]
+    p = problems.logistic(A, [np.where(a[:, 0] > 0, 1.0, -1.0) for a in A], l2=0.1, noise=0.05)
+    for kw in (dict(sampling="bernoulli", participation=0.1), dict(clients_per_round=5)):
+        tr = ft.run(p, "fedavg", rounds=50, local_steps=3, lr=0.05, batch_size=2, trace="local", **kw).trace
+        unread = len(pickle.dumps(tr))
+        assert unread <= 1.25 * tr.nbytes + 20_000, (kw, unread, tr.nbytes)

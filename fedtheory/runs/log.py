@@ -452,23 +452,27 @@ class HistoryColumns(Deferred):
 
     def __init__(self, rows=None, cols=None):
         self.rows, self._cols = rows, cols
-        super().__init__(self._table)
+        super().__init__(None)
+
+    def __call__(self):
+        """The history table."""
+        if "rows" not in self.__dict__:     # pickled when it held its columns only: its own build
+            return super().__call__()
+        cols = self._columns()
+        return pd.DataFrame(cols) if cols is not None else history_frame(self.rows)
 
     def _columns(self):
         """The columns, or None when the rows' columns cannot be built one by one (the table is then
         built from the rows as they are, :func:`history_frame`)."""
-        held = self.__dict__
-        if "rows" not in held:              # pickled before the columns were built when read: its table's
+        if "rows" not in self.__dict__:
             return self.args[0]
-        if self._cols is None and self.rows is not None:
-            self._cols = history_columns(self.rows)
-            if self._cols is not None:
+        cols, rows = self._cols, self.rows
+        if cols is None and rows is not None:
+            cols = history_columns(rows)
+            if cols is not None:
+                self._cols = cols
                 self.rows = None
-        return self._cols
-
-    def _table(self):
-        cols = self._columns()
-        return pd.DataFrame(cols) if cols is not None else history_frame(self.rows)
+        return cols
 
     def column(self, key):
         """Column ``key``, read-only (a NumPy array, as the table's ``to_numpy()`` gives it), or None

@@ -470,7 +470,8 @@ def _streams(seed):
     the participants, of the minibatches and noise and of the algorithms' own coins (the three
     children of ``SeedSequence(seed)``; ``aux_seq`` the third child) and the first two's start
     states (:meth:`RunLog._seed_free`)."""
-    (clients, data, aux_seq), start = _children(seed)
+    children, start = _children(seed)
+    clients, data, aux_seq = (copy.copy(c) for c in children)     # (each run's own: a rule may spawn from them)
     return (np.random.default_rng(clients), np.random.default_rng(data), aux_seq, np.random.default_rng(aux_seq),
             list(start))
 
@@ -478,8 +479,8 @@ def _streams(seed):
 @functools.lru_cache(maxsize=4096)
 def _children(seed):
     """The three children of ``SeedSequence(seed)`` and the start states of the generators of the first
-    two, made once per seed (spawning was a sixth of setting up a short run). They are only read:
-    a generator made from a child draws from a state of its own, and nothing spawns from them."""
+    two, made once per seed (spawning was a sixth of setting up a short run). A run gets copies of
+    the children (a generator's ``spawn`` advances its seed sequence's count of children)."""
     children = np.random.SeedSequence(seed).spawn(3)
     return tuple(children), tuple(np.random.default_rng(c).bit_generator.state for c in children[:2])
 

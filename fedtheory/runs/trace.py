@@ -186,7 +186,7 @@ class Trace:
         count S and local steps K: its clients and weights (R, S) and ``values`` (R, S, K + 1, d),
         row r the r-th recorded round's (``self[r]``); None when S or K differ between rounds (or
         nothing was recorded). Read from the compiled rounds' arrays without making the rounds
-        (views of them where the rounds lie in one call), the same values as stacking
+        (read-only views of them where the rounds lie in one call), the same values as stacking
         ``self[r].clients``, ``self[r].weights`` and ``self[r][name]``.
 
         Parameters
@@ -217,8 +217,8 @@ class Trace:
         if not pieces or any(q is None for q in pieces) or len({q.values.shape[1:] for q in pieces}) != 1:
             return None
         if len(pieces) == 1:
-            return pieces[0]
-        return Stacked(*(np.concatenate(arrays) for arrays in zip(*pieces)))
+            return _read_only(pieces[0])
+        return _read_only(np.concatenate(arrays) for arrays in zip(*pieces))
 
     @property
     def nbytes(self):
@@ -425,6 +425,9 @@ class _TraceRecorder:
                 (noise,), nptr = _gather((noise,), nptr, sel)
             lrs, Ks = lrs[sel], Ks[sel]
             off = off[np.append(sel, sel[-1] + 1)]       # (a round not traced has no paths: size 0)
+        else:                                # the drawn entries (the call's arrays have room beyond them)
+            clients, weights, idx = clients[:cptr[m]], weights[:cptr[m]], idx[:iptr[m]]
+            noise = None if noise is None else noise[:nptr[m]]
         failed = None if failed is None or not traced[failed] else int(np.searchsorted(sel, failed))
         self.parts.append(_Block(t0 + sel, x_start, clients, weights, cptr, lrs, Ks, idx, iptr, B, noise, nptr,
                                  {k: paths[k] for k in self.names}, off, failed))
@@ -479,3 +482,13 @@ class _Block:
         values = self.paths[name][self.off[0]:self.off[R]].reshape(R, S, K + 1, d) if S else np.zeros((R, 0, K + 1, d))
         return Stacked(self.clients[self.cptr[0]:self.cptr[R]].reshape(R, S),
                        self.weights[self.cptr[0]:self.cptr[R]].reshape(R, S), values)
+
+
+def _read_only(arrays):
+    """Views of ``arrays`` that cannot be written (the trace's own arrays stay as they are)."""
+    out = []
+    for a in arrays:
+        v = a.view()
+        v.flags.writeable = False
+        out.append(v)
+    return Stacked(*out)

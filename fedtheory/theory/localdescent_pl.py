@@ -81,7 +81,6 @@ def lemma_b6_worst(etas, E, mu, D, c):
     float
         The largest value over the periods.
     """
-    etas = np.asarray(etas, dtype=float).tolist()        # (Python floats: the same products, read faster)
     T, worst = len(etas), 0.0
     for s in range(0, T, E):
         e = min(s + E - 1, T - 1)
