@@ -154,7 +154,8 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
     """
     e3 = _r.empty3()
     e1 = _r.empty1()
-    x_before = np.empty(pk.dim)         # the model before a round's aggregation (one buffer, not one per round)
+    x_before = np.empty(pk.dim)         # the model before a round's aggregation (one buffer, not one per round;
+    #                                     copied entry by entry: a slice assignment compiled 2 s longer)
     nt = 0                              # the traced rounds so far (their rows of tr_x)
     for r in range(r0, r1 + 1):
         j = r - r0
@@ -190,7 +191,8 @@ def segment(pk, hp, st, rng_a, mode, clients_all, weights_all, client_ptr, idx_a
             ok = bad < 0
             st_new = st
             if ok:
-                x_before[:] = st.x
+                for q in range(pk.dim):
+                    x_before[q] = st.x[q]
                 st_new = _server_jit(pk, rd, hp, st, m)
             if traced is not None:
                 if traced[j] and tr_hook:
