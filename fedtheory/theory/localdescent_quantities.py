@@ -138,13 +138,18 @@ def client_gradients(problem, clients, Y):
             sel = clients == j
             X = Y[sel].reshape(-1, d)
             if explicit:                                 # f_j = x'Q_j x/2 - c_j'x + l2 ||x||^2/2
-                Q, c, _ = fit.client_quadratic(problem.data, int(j))
-                g = X @ np.asarray(Q).T - c + problem.l2 * X
+                g = _quadratic_client_grads(problem, int(j), X)
             else:                                        # the problem's own client oracle, point by point
                 g = np.array([problem.client_grad(int(j), x) if np.all(np.isfinite(x)) else np.full(d, np.nan)
                               for x in X]).reshape(X.shape)
             G[sel] = g.reshape(Y[sel].shape)
     return G
+
+
+def _quadratic_client_grads(problem, j, X):
+    """Client j's gradients Q_j x - c_j + l2 x at the rows of ``X`` (P, d), a quadratic datafit."""
+    Q, c, _ = problem.datafit.client_quadratic(problem.data, j)
+    return X @ np.asarray(Q).T - c + problem.l2 * X
 
 
 def objective_gradients(problem, X):
@@ -177,8 +182,7 @@ def objective_gradients(problem, X):
         G = np.empty_like(np.broadcast_to(X, (n,) + X.shape))    # (client_gradients' layout: the same sums below)
         with np.errstate(all="ignore"):
             for j in range(n):
-                Q, c, _ = fit.client_quadratic(problem.data, j)
-                G[j] = X @ np.asarray(Q).T - c + problem.l2 * X
+                G[j] = _quadratic_client_grads(problem, j, X)
     else:
         G = client_gradients(problem, np.arange(n), np.broadcast_to(X, (n,) + X.shape))
     return np.einsum("j,jpd->pd", problem.weights, G)
@@ -245,6 +249,17 @@ def _per_step(trace, fn):
     return np.concatenate([parts[i] for i in range(len(trace))])
 
 
+def _stacked_steps(trace, name):
+    """``(Y, clients, weights)`` of every round at once (:meth:`Trace.stacked`): the path at the
+    starts of the K local steps, (R, S, K, d) in the layout of the rounds' paths stacked (the same
+    sums, bit for bit), and (R, S) each; None when S or K differ between rounds."""
+    every = trace.stacked(name)
+    if every is None:
+        return None
+    K = every.values.shape[2] - 1
+    return np.ascontiguousarray(every.values[:, :, :K]), every.clients, every.weights
+
+
 def virtual_averages(trace, name="local"):
     r"""Virtual averages :math:`\bar x^{(t)}` at the start of every traced local step, shape (T, d).
 
@@ -274,10 +289,10 @@ def virtual_averages(trace, name="local"):
     >>> X.shape, bool(np.allclose(X[2], res.trace[1].x))
     ((6, 3), True)
     """
-    every = trace.stacked(name)
+    every = _stacked_steps(trace, name)
     if every is not None:                                     # one pass over the rounds as recorded
-        K = every.values.shape[2] - 1          # (the layout of the stacked rounds: the same sums, bit for bit)
-        return virtual_average(every.weights, np.ascontiguousarray(every.values[:, :, :K])).reshape(-1, every.values.shape[3])
+        Y, _, w = every
+        return virtual_average(w, Y).reshape(-1, Y.shape[3])
 
     def avg(rounds, K):
         if len({rt.S for rt in rounds}) == 1:                 # one vectorised pass over the rounds
@@ -323,10 +338,9 @@ def traced_diversity(problem, trace, name="local"):
             gbar = np.einsum("rs,rskd->rkd", W, G)
             return _ratio(np.einsum("rs,rsk->rk", W, np.sum(G * G, axis=-1)), np.sum(gbar * gbar, axis=-1))
 
-    every = trace.stacked(name)
+    every = _stacked_steps(trace, name)
     if every is not None:
-        K = every.values.shape[2] - 1
-        return stacked(np.ascontiguousarray(every.values[:, :, :K]), every.clients, every.weights).reshape(-1)
+        return stacked(*every).reshape(-1)
 
     def div(rounds, K):
         if len({rt.S for rt in rounds}) == 1:
